@@ -1,0 +1,7 @@
+export type { ScriptRunner, ScriptIo, ScriptExit } from "./transport.js";
+export * from "./config/index.js";
+export * from "./exec/index.js";
+export * from "./sync/index.js";
+export * from "./lease/index.js";
+export * from "./egress/index.js";
+export * from "./redact/index.js";
