@@ -1,0 +1,123 @@
+import fs from "node:fs";
+import { Transform, pipeline } from "node:stream";
+import type { PluginEnvironmentSyncResult, PluginSyncFileMapping, PluginSyncOperation } from "@paperclipai/plugin-sdk";
+import type { ScriptRunner } from "../transport.js";
+import { BoundedTail } from "./bounded-tail.js";
+import { SyncError } from "./errors.js";
+import { packHostDirectory, type TransferCounts } from "./host-pack.js";
+import { fileModeFor, statHostSource } from "./host-source.js";
+import type { ResolvedSyncOptions, SyncOptions } from "./options.js";
+import { runOperations } from "./operations.js";
+import { expectSuccess, runScript } from "./run-script.js";
+import { confineSandboxPath } from "./sandbox-path.js";
+import { removeUploadStageQuietly } from "./stage-cleanup.js";
+import {
+  beginStage,
+  extractTree,
+  installFile,
+  keepStage,
+  newStageName,
+  receivePayloadFromStdin,
+  reenterStage,
+  removeStageOnExit,
+  replaceWithTree,
+  reportedSize,
+} from "./upload-scripts.js";
+
+/**
+ * Host → sandbox over the runner's stdin byte channel: a file streams as-is into a stage next to
+ * its target and is renamed into place; a directory streams as a tar archive (packed on the host)
+ * that the sandbox's `tar -x` unpacks into a stage before it replaces the target.
+ */
+export async function syncIn(
+  runner: ScriptRunner,
+  operations: PluginSyncOperation[],
+  opts: SyncOptions,
+): Promise<PluginEnvironmentSyncResult> {
+  return runOperations(runner, operations, opts, "in", (mapping, o) =>
+    mapping.kind === "file" ? streamFileIn(runner, mapping, o) : streamDirectoryIn(runner, mapping, o),
+  );
+}
+
+async function streamFileIn(runner: ScriptRunner, mapping: PluginSyncFileMapping, o: ResolvedSyncOptions): Promise<TransferCounts> {
+  const { source, stat } = await statHostSource(mapping);
+  const target = confineSandboxPath(mapping.targetPath, o.roots, "targetPath");
+  const stage = newStageName();
+  const script =
+    beginStage(target, o.roots, stage, "file") +
+    removeStageOnExit +
+    receivePayloadFromStdin +
+    installFile(fileModeFor(mapping, stat), stat.size);
+
+  let sent = 0;
+  let readError: Error | undefined;
+  const input = fs.createReadStream(source);
+  const counter = new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      sent += chunk.length;
+      callback(null, chunk);
+    },
+  });
+  pipeline(input, counter, (error) => {
+    if (error) readError ??= error;
+  });
+  const stdout = new BoundedTail(64 * 1024);
+  try {
+    const outcome = await runScript(runner, script, {
+      stdin: counter,
+      stdout: stdout.push,
+      outerSignal: o.signal,
+      maxStderrBytes: o.maxStderrBytes,
+    });
+    if (readError !== undefined) {
+      throw new SyncError("SYNC_HOST_FAILED", `reading ${source} failed`, { cause: readError });
+    }
+    expectSuccess(outcome, `upload to ${target.path}`);
+    const landed = reportedSize(stdout.text());
+    if (landed !== sent) {
+      throw new SyncError("SYNC_REMOTE_FAILED", `upload to ${target.path}: sent ${sent} bytes, the sandbox reported ${landed ?? "nothing"}`);
+    }
+    return { files: 1, bytes: sent };
+  } finally {
+    input.destroy();
+    counter.destroy();
+  }
+}
+
+async function streamDirectoryIn(runner: ScriptRunner, mapping: PluginSyncFileMapping, o: ResolvedSyncOptions): Promise<TransferCounts> {
+  const { source } = await statHostSource(mapping);
+  const target = confineSandboxPath(mapping.targetPath, o.roots, "targetPath");
+  const stage = newStageName();
+  const pack = packHostDirectory(source, { exclude: mapping.exclude, followSymlinks: mapping.followSymlinks });
+  let staged = false;
+  try {
+    // 1. Extract into the stage. The stage survives only if the script succeeds.
+    const extracted = await runScript(runner, beginStage(target, o.roots, stage, "directory") + removeStageOnExit + extractTree("stdin") + keepStage, {
+      stdin: pack.stream,
+      outerSignal: o.signal,
+      maxStderrBytes: o.maxStderrBytes,
+    });
+    staged = extracted.exit.exitCode === 0 && extracted.abortCause === undefined;
+    const packError = pack.error();
+    if (packError !== undefined) {
+      throw new SyncError("SYNC_SOURCE_INVALID", `packing ${source} failed (${errnoOf(packError)})`, { cause: packError });
+    }
+    expectSuccess(extracted, `extraction into ${target.path}`);
+    // 2. The whole archive was sent and unpacked: replace the target.
+    const replaced = await runScript(runner, reenterStage(target, o.roots, stage) + removeStageOnExit + replaceWithTree(mapping.mode), {
+      outerSignal: o.signal,
+      maxStderrBytes: o.maxStderrBytes,
+    });
+    staged = false; // its trap removed the stage, whatever happened
+    expectSuccess(replaced, `replacing ${target.path}`);
+    return { ...pack.counts };
+  } finally {
+    pack.stream.destroy();
+    if (staged) await removeUploadStageQuietly(runner, target, o, stage);
+  }
+}
+
+function errnoOf(error: Error): string {
+  const code = (error as NodeJS.ErrnoException).code;
+  return typeof code === "string" ? code : error.name;
+}

@@ -1,0 +1,93 @@
+import fs from "node:fs/promises";
+import path from "node:path";
+import type { PluginEnvironmentSyncResult, PluginSyncFileMapping, PluginSyncOperation } from "@paperclipai/plugin-sdk";
+import type { ScriptRunner } from "../transport.js";
+import { inspectArchive } from "./archive-inspect.js";
+import { landArchive, type LandHooks } from "./archive-land.js";
+import { packToStdoutScript } from "./download-scripts.js";
+import { SyncError } from "./errors.js";
+import { compileExcludes } from "./exclude-glob.js";
+import type { TransferCounts } from "./host-pack.js";
+import { hostPath } from "./mapping.js";
+import type { ResolvedSyncOptions, SyncOptions } from "./options.js";
+import { runOperations } from "./operations.js";
+import { expectSuccess, runScript } from "./run-script.js";
+import { confineSandboxPath, type ConfinedSandboxPath } from "./sandbox-path.js";
+import { ArchiveSpool } from "./spool.js";
+
+/**
+ * Sandbox → host: the sandbox `tar -c`s the source to stdout, the host spools it to a private scratch
+ * file (aborting past `maxOutboundBytes`), inspects every member, and only then extracts it into a
+ * 0700 staging directory next to the target and renames it into place.
+ */
+export async function syncOut(
+  runner: ScriptRunner,
+  operations: PluginSyncOperation[],
+  opts: SyncOptions,
+): Promise<PluginEnvironmentSyncResult> {
+  return runOperations(runner, operations, opts, "out", (mapping, o) => receiveMapping(mapping, o, (source, archive) => streamArchive(runner, mapping, source, archive, o)));
+}
+
+/** Fills `archiveFile` (which does not exist yet) with the source's tar archive. */
+export type ArchiveFetcher = (source: ConfinedSandboxPath, archiveFile: string) => Promise<void>;
+
+/**
+ * The host half of every sync-out strategy: fresh 0700 scratch directory, fetch, inspect, land;
+ * the scratch directory is removed on every path.
+ */
+export async function receiveMapping(
+  mapping: PluginSyncFileMapping,
+  o: ResolvedSyncOptions,
+  fetch: ArchiveFetcher,
+  hooks?: LandHooks,
+): Promise<TransferCounts> {
+  const source = confineSandboxPath(mapping.sourcePath, o.roots, "sourcePath");
+  const target = hostPath(mapping.targetPath, "targetPath");
+  const matcher = compileExcludes(mapping.kind === "directory" ? mapping.exclude : undefined);
+  const scratch = await fs.mkdtemp(path.join(o.hostScratchDir, "paperclip-sync-")); // 0700
+  try {
+    const archive = path.join(scratch, "archive.tar");
+    await fetch(source, archive);
+    const plan = await inspectArchive(archive, mapping.kind, matcher);
+    await landArchive(archive, target, mapping.kind, plan, { mode: mapping.mode, matcher, hooks });
+    return plan.counts;
+  } finally {
+    await fs.rm(scratch, { recursive: true, force: true });
+  }
+}
+
+async function streamArchive(
+  runner: ScriptRunner,
+  mapping: PluginSyncFileMapping,
+  source: ConfinedSandboxPath,
+  archiveFile: string,
+  o: ResolvedSyncOptions,
+): Promise<void> {
+  const limit = new AbortController();
+  const spool = new ArchiveSpool(archiveFile, o.maxOutboundBytes, () => limit.abort());
+  const script = packToStdoutScript(source, o.roots, {
+    kind: mapping.kind,
+    followSymlinks: mapping.followSymlinks === true,
+    exclude: mapping.exclude,
+  });
+  let outcome;
+  try {
+    outcome = await runScript(runner, script, {
+      stdout: spool,
+      outerSignal: o.signal,
+      limitSignal: limit.signal,
+      maxStderrBytes: o.maxStderrBytes,
+    });
+    await spool.finish();
+  } catch (error) {
+    spool.abandon();
+    throw error;
+  }
+  if (spool.overLimit || outcome.abortCause === "limit") {
+    throw new SyncError("SYNC_TOO_LARGE", `the archive of ${source.path} exceeds ${o.maxOutboundBytes} bytes; transfer aborted`);
+  }
+  if (spool.fileError !== undefined) {
+    throw new SyncError("SYNC_HOST_FAILED", "writing the outbound archive to host scratch failed", { cause: spool.fileError });
+  }
+  expectSuccess(outcome, `archiving ${source.path}`);
+}
