@@ -1,0 +1,97 @@
+import { createHash } from "node:crypto";
+import {
+  applySetFlags,
+  getPath,
+  readConfigFile,
+  resolveSecretFlags,
+  secretFieldPaths,
+  withSecretRefs,
+  withSecrets,
+  type ProviderConfig,
+  type ResolvedSecrets,
+} from "./config-loader.js";
+import { stringList } from "./cli-args.js";
+import { CliFailure, UsageError, describeError } from "./errors.js";
+import { hostId } from "./host-identity.js";
+import { loadProvider, type LoadedProvider } from "./provider-loader.js";
+import { ProviderSession } from "./provider-session.js";
+import { createRedactor, type Redactor } from "./redaction.js";
+
+/** Everything a provider-facing command needs before it starts a worker. */
+export interface PreparedProvider {
+  provider: LoadedProvider;
+  /** Config with secrets, for the provider only. */
+  config: ProviderConfig;
+  secrets: ResolvedSecrets;
+  redactor: Redactor;
+  environmentId: string;
+  verbose: boolean;
+}
+
+export function defaultEnvironmentId(): string {
+  return `cli-${hostId()}`;
+}
+
+/** Provider, config file, `--set` flags and secrets, in that order; nothing is started. */
+export async function prepareProvider(values: Record<string, unknown>, extraConfig: ProviderConfig = {}): Promise<PreparedProvider> {
+  const provider = await loadProvider(values.provider as string | undefined, values.driver as string | undefined);
+  const redactor = createRedactor();
+  const fromFile = typeof values.config === "string" ? readConfigFile(values.config) : {};
+  const schema = provider.configSchema;
+  const secrets = resolveSecretFlags(stringList(values.secret), stringList(values["secret-file"]), schema);
+  for (const value of secrets.values.values()) redactor.add(value);
+  let config = applySetFlags({ ...fromFile, ...extraConfig }, stringList(values.set), schema);
+  // Secret fields given in plaintext (config file or --set) are still secrets: never print them.
+  for (const field of secretFieldPaths(schema)) {
+    const value = getPath(config, field);
+    if (typeof value === "string") redactor.add(value);
+  }
+  config = withSecrets(config, secrets);
+  const environmentId = typeof values.environment === "string" && values.environment ? values.environment : defaultEnvironmentId();
+  return { provider, config, secrets, redactor, environmentId, verbose: values.verbose === true };
+}
+
+/** The config as it may be stored: secret references instead of values, anything secret-looking redacted. */
+export function storableConfig(prepared: PreparedProvider, config: ProviderConfig = prepared.config): ProviderConfig {
+  return prepared.redactor.redactDeep(withSecretRefs(config, prepared.secrets));
+}
+
+export function configFingerprint(driverKey: string, storedConfig: ProviderConfig): string {
+  const canonical = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(canonical);
+    if (value && typeof value === "object") {
+      return Object.fromEntries(Object.keys(value).sort().map((k) => [k, canonical((value as Record<string, unknown>)[k])]));
+    }
+    return value;
+  };
+  return createHash("sha256").update(JSON.stringify([driverKey, canonical(storedConfig)])).digest("hex").slice(0, 32);
+}
+
+/**
+ * Starts the worker and validates the config with the provider; an invalid config is bad input.
+ * The provider's `normalizedConfig` (when it returns one) is used from then on, as the host does.
+ */
+export async function startValidatedSession(prepared: PreparedProvider): Promise<ProviderSession> {
+  const session = await ProviderSession.start(prepared.provider, {
+    config: prepared.config,
+    environmentId: prepared.environmentId,
+    redactor: prepared.redactor,
+    verbose: prepared.verbose,
+  });
+  try {
+    const result = await session.validateConfig();
+    if (!result.ok) {
+      const first = result.errors?.[0] ?? "the provider rejected the config";
+      throw new UsageError(`invalid config for ${prepared.provider.driverKey}: ${prepared.redactor.redact(first)}`);
+    }
+    if (result.normalizedConfig) {
+      session.config = result.normalizedConfig;
+      prepared.config = result.normalizedConfig;
+    }
+    return session;
+  } catch (error) {
+    await session.close();
+    if (error instanceof UsageError) throw error;
+    throw new CliFailure(`cannot validate config with ${prepared.provider.driverKey}: ${prepared.redactor.redact(describeError(error))}`);
+  }
+}
