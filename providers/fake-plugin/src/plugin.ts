@@ -1,9 +1,10 @@
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { definePlugin, type PluginContext, type PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
 import {
   createLocalScriptRunner,
+  endMarkedProcesses,
   executeCommand,
   leaseFingerprint,
   resolveLeaseExpiry,
@@ -24,6 +25,13 @@ export interface FakePluginDeps {
 
 /** A fixed PATH so results do not depend on the worker's environment. */
 const STANDARD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/**
+ * Every command of a lease carries this marker, so a later worker (after a crash or restart) can still
+ * find and end the lease's processes, `setsid`/`nohup` children included.
+ */
+const LEASE_MARKER = "PAPERCLIP_FAKE_PLUGIN_LEASE";
+
+const leaseIdOf = (paths: FakeLeasePaths) => basename(paths.leaseDir);
 
 export function createFakePlugin(deps: FakePluginDeps = {}) {
   const store = new FakeLeaseStore(deps.baseDir ?? join(tmpdir(), "paperclip-fake-plugin"));
@@ -40,7 +48,7 @@ export function createFakePlugin(deps: FakePluginDeps = {}) {
   const runnerFor = (paths: FakeLeasePaths, activity: LeaseActivity): ScriptRunner =>
     createLocalScriptRunner({
       cwd: paths.workspace,
-      env: { PATH: STANDARD_PATH, HOME: paths.home, TMPDIR: paths.tmp, LANG: "C.UTF-8" },
+      env: { PATH: STANDARD_PATH, HOME: paths.home, TMPDIR: paths.tmp, LANG: "C.UTF-8", [LEASE_MARKER]: leaseIdOf(paths) },
       onSpawn: (pgid) => activity.groups.add(pgid),
     });
 
@@ -66,11 +74,12 @@ export function createFakePlugin(deps: FakePluginDeps = {}) {
     return found;
   };
 
-  /** Ends the lease's work in this worker; returns only once its processes are gone. */
+  /** Ends the lease's work, this worker's and any earlier worker's; returns once its processes are gone. */
   const endActivity = async (leaseId: string) => {
     const activity = activities.get(leaseId);
     activities.delete(leaseId);
     await activity?.end();
+    await endMarkedProcesses(LEASE_MARKER, leaseId);
   };
 
   return definePlugin({

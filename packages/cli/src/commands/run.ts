@@ -11,7 +11,7 @@ import { prepareProvider, startValidatedSession, type PreparedProvider } from ".
 import { ProviderSession } from "../provider-session.js";
 import { createStreamRedactor } from "../redaction.js";
 import { applySyncOut } from "../run/apply-sync-out.js";
-import { compileExcludeFilter } from "../run/exclude-matcher.js";
+import { compileExcludes } from "@paperclip-sandbox/kit";
 import { Interrupted, Interrupts } from "../run/interrupts.js";
 import { PhaseTimer } from "../run/phase-timer.js";
 import { withSyncProgress } from "../run/sync-progress.js";
@@ -56,7 +56,8 @@ export async function runCommand({ values, command }: RunOptions): Promise<numbe
   const timeoutMs = typeof values.timeout === "string" ? parseDuration("--timeout", values.timeout) : undefined;
   const env = parseEnvFlags(stringList(values.env));
   const excludes = stringList(values.exclude);
-  const excluded = compileExcludeFilter(excludes);
+  const excludeMatcher = compileExcludes(excludes);
+  const excluded = (relativePath: string) => excludeMatcher.excludes(relativePath);
   const wantReuse = values.reuse === true;
 
   const prepared = await prepareProvider(values);

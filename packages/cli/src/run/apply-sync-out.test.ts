@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { applySyncOut } from "./apply-sync-out.js";
-import { compileExcludeFilter } from "./exclude-matcher.js";
+import { compileExcludes } from "@paperclip-sandbox/kit";
 import { snapshotTree } from "./workspace-snapshot.js";
 
 describe("applying a sandbox's changes to the workspace", () => {
@@ -95,7 +95,8 @@ describe("applying a sandbox's changes to the workspace", () => {
   it("leaves excluded paths alone in both directions", async () => {
     await mkdir(path.join(workspace, "node_modules"));
     await writeFile(path.join(workspace, "node_modules", "big.js"), "x");
-    const excluded = compileExcludeFilter(["node_modules"]);
+    const matcher = compileExcludes(["node_modules"]);
+    const excluded = (p: string) => matcher.excludes(p);
     const before = await snapshotTree(workspace, excluded);
     expect([...before.keys()]).not.toContain("node_modules");
     await sandboxCopy();

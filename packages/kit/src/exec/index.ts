@@ -6,3 +6,4 @@ export type { ExecuteOptions, OutputStream, TruncationNote } from "./execute.js"
 export { createLocalScriptRunner } from "./local-runner.js";
 export type { LocalScriptRunnerOptions } from "./local-runner.js";
 export { killProcessGroup, processGroupAlive, ProcessGroupSet } from "./process-group.js";
+export { findMarkedProcesses, endMarkedProcesses } from "./process-marker.js";
