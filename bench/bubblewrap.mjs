@@ -1,0 +1,217 @@
+#!/usr/bin/env node
+// Benchmarks of the bubblewrap provider through the worker client (forked as the host forks it):
+//   cold      acquire -> first byte of the first command's output (execute.log), per fresh lease
+//   release   releaseLease until its receipt, for those same leases
+//   execute   steady `true` round trip on one warm lease, interleaved with a bare `sh -c true` spawn
+//   resume    resumeLease of a stopped reusable lease (and resume -> first output)
+//   sync      syncIn / syncOut of a 100 MiB tree of 10,000 files, with the worker's peak RSS (VmHWM)
+// Needs the built packages (`npx tsc -b providers/bubblewrap`). Medians are over --runs (>= 100);
+// sync runs are set separately (--sync-runs) because each moves 200 MiB through a shared disk.
+//
+//   node bench/bubblewrap.mjs [--runs 100] [--sync-runs 100] [--out bench/results]
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { loadPluginPackage, startWorker } from "../packages/worker-client/dist/index.js";
+
+const repoRoot = fileURLToPath(new URL("..", import.meta.url));
+const { values: args } = parseArgs({
+  options: {
+    runs: { type: "string", default: "100" },
+    "sync-runs": { type: "string", default: "100" },
+    "sync-files": { type: "string", default: "10000" },
+    "sync-mib": { type: "string", default: "100" },
+    out: { type: "string", default: path.join(repoRoot, "bench/results") },
+  },
+});
+const runs = Number(args.runs);
+const syncRuns = Number(args["sync-runs"]);
+if (!(runs >= 100)) throw new Error("--runs must be at least 100");
+
+const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
+function summarize(samples) {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const at = (q) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+  return { n: sorted.length, median: at(0.5), p95: at(0.95), min: sorted[0], max: sorted.at(-1) };
+}
+function bareSpawn() {
+  return new Promise((resolve, reject) => {
+    const child = spawn("sh", ["-c", "true"], { stdio: "ignore" });
+    child.once("error", reject);
+    child.once("exit", (code) => (code === 0 ? resolve() : reject(new Error(`exit ${code}`))));
+  });
+}
+function status(pid) {
+  const text = fs.readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? NaN);
+  return { hwmMiB: kb("VmHWM") / 1024, rssMiB: kb("VmRSS") / 1024 };
+}
+
+const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), "bwrap-bench-"));
+const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "bwrap-bench-data-"));
+const pkg = await loadPluginPackage(path.join(repoRoot, "providers/bubblewrap"));
+const client = await startWorker(pkg, {});
+const config = { stateDir, timeoutMs: 120_000 };
+const base = (cfg = config) => ({ driverKey: "bubblewrap", companyId: "bench", environmentId: "bench", config: cfg });
+const live = new Set();
+const results = {};
+
+async function acquire(cfg = config) {
+  const lease = await client.env.acquireLease({ ...base(cfg), runId: `bench-${live.size}`, agentId: "bench" });
+  live.add(lease.providerLeaseId);
+  return lease;
+}
+async function firstOutput(lease, cfg = config) {
+  let first = null;
+  const started = process.hrtime.bigint();
+  await client.env.execute({ ...base(cfg), lease, command: "echo", args: ["ready"] }, { onLog: () => (first ??= ms(started)) });
+  return first ?? ms(started);
+}
+
+try {
+  // Warm-up: page cache, JIT in the worker, one jail.
+  for (let i = 0; i < 5; i += 1) {
+    const lease = await acquire();
+    await firstOutput(lease);
+    await client.env.releaseLease({ ...base(), providerLeaseId: lease.providerLeaseId });
+    live.delete(lease.providerLeaseId);
+  }
+
+  // Cold acquire -> first output, then release with receipt, on fresh leases.
+  const cold = [];
+  const coldAcquireCall = [];
+  const release = [];
+  for (let i = 0; i < runs; i += 1) {
+    const started = process.hrtime.bigint();
+    const lease = await acquire();
+    coldAcquireCall.push(ms(started));
+    let first = null;
+    await client.env.execute({ ...base(), lease, command: "echo", args: ["ready"] }, { onLog: () => (first ??= ms(started)) });
+    cold.push(first ?? ms(started));
+    const releaseStart = process.hrtime.bigint();
+    const receipt = await client.env.releaseLease({ ...base(), providerLeaseId: lease.providerLeaseId });
+    release.push(ms(releaseStart));
+    if (receipt?.state !== "destroyed") throw new Error(`unexpected receipt ${JSON.stringify(receipt)}`);
+    live.delete(lease.providerLeaseId);
+  }
+  results.coldAcquireToFirstOutput = summarize(cold);
+  results.acquireCallOnly = summarize(coldAcquireCall);
+  results.releaseWithReceipt = summarize(release);
+
+  // Steady execute vs bare spawn, interleaved (alternating order) on one warm lease.
+  const lease = await acquire();
+  for (let i = 0; i < 10; i += 1) await client.env.execute({ ...base(), lease, command: "true" });
+  const exec = [];
+  const bare = [];
+  for (let i = 0; i < runs; i += 1) {
+    const runExec = async () => {
+      const s = process.hrtime.bigint();
+      const r = await client.env.execute({ ...base(), lease, command: "true" });
+      if (r.exitCode !== 0) throw new Error(`true exited ${r.exitCode}`);
+      exec.push(ms(s));
+    };
+    const runBare = async () => {
+      const s = process.hrtime.bigint();
+      await bareSpawn();
+      bare.push(ms(s));
+    };
+    if (i % 2 === 0) {
+      await runExec();
+      await runBare();
+    } else {
+      await runBare();
+      await runExec();
+    }
+  }
+  results.steadyExecute = summarize(exec);
+  results.bareSpawn = summarize(bare);
+  results.executeOverBare = results.steadyExecute.median / results.bareSpawn.median;
+
+  // Resume of a stopped reusable lease.
+  const reuse = { ...config, reuseLease: true };
+  const reusable = await acquire(reuse);
+  const resume = [];
+  const resumeToOutput = [];
+  for (let i = 0; i < runs; i += 1) {
+    const stopped = await client.env.releaseLease({ ...base(reuse), providerLeaseId: reusable.providerLeaseId, leaseMetadata: reusable.metadata });
+    if (stopped?.state !== "stopped") throw new Error(`unexpected receipt ${JSON.stringify(stopped)}`);
+    const s = process.hrtime.bigint();
+    const resumed = await client.env.resumeLease({ ...base(reuse), providerLeaseId: reusable.providerLeaseId, leaseMetadata: reusable.metadata });
+    resume.push(ms(s));
+    if (resumed.providerLeaseId !== reusable.providerLeaseId) throw new Error("resume returned another lease");
+    let first = null;
+    await client.env.execute({ ...base(reuse), lease: resumed, command: "echo", args: ["ready"] }, { onLog: () => (first ??= ms(s)) });
+    resumeToOutput.push(first ?? ms(s));
+  }
+  results.resume = summarize(resume);
+  results.resumeToFirstOutput = summarize(resumeToOutput);
+  await client.env.destroyLease({ ...base(reuse), providerLeaseId: reusable.providerLeaseId });
+  live.delete(reusable.providerLeaseId);
+
+  // Sync: a tree of N files totalling M MiB, in and out, with the worker's peak RSS.
+  const files = Number(args["sync-files"]);
+  const totalBytes = Number(args["sync-mib"]) * 1024 * 1024;
+  const source = path.join(scratch, "tree");
+  const fileBytes = Math.floor(totalBytes / files);
+  const chunk = Buffer.alloc(fileBytes, 0x61);
+  for (let i = 0; i < files; i += 1) {
+    const dir = path.join(source, `d${i % 100}`);
+    if (i < 100) fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(path.join(dir, `f${i}.txt`), chunk);
+  }
+  const before = status(client.pid);
+  const syncIn = [];
+  const syncOut = [];
+  const hwm = [];
+  for (let i = 0; i < syncRuns; i += 1) {
+    const s1 = process.hrtime.bigint();
+    const sin = await client.env.syncIn({ ...base(), lease, operations: [{ operationId: `in-${i}`, files: [{ sourcePath: source, targetPath: "/workspace/tree", kind: "directory" }] }] });
+    syncIn.push(ms(s1));
+    const target = path.join(scratch, `out-${i}`);
+    const s2 = process.hrtime.bigint();
+    const sout = await client.env.syncOut({ ...base(), lease, operations: [{ operationId: `out-${i}`, files: [{ sourcePath: "/workspace/tree", targetPath: target, kind: "directory" }] }] });
+    syncOut.push(ms(s2));
+    if (sin.operations[0].filesTransferred < files || sout.operations[0].filesTransferred < files) {
+      throw new Error(`sync moved ${sin.operations[0].filesTransferred}/${sout.operations[0].filesTransferred} of ${files} files`);
+    }
+    fs.rmSync(target, { recursive: true, force: true });
+    hwm.push(status(client.pid).hwmMiB);
+  }
+  results.sync = {
+    files,
+    mib: totalBytes / 1024 / 1024,
+    in: summarize(syncIn),
+    out: summarize(syncOut),
+    workerRss: { beforeSyncMiB: before, peakAfterFirstRunMiB: hwm[0], peakAfterLastRunMiB: hwm.at(-1) },
+  };
+  await client.env.releaseLease({ ...base(), providerLeaseId: lease.providerLeaseId });
+  live.delete(lease.providerLeaseId);
+} finally {
+  for (const leaseId of live) await client.env.destroyLease({ ...base(), providerLeaseId: leaseId }).catch(() => undefined);
+  await client.shutdown();
+  fs.rmSync(stateDir, { recursive: true, force: true });
+  fs.rmSync(scratch, { recursive: true, force: true });
+}
+
+const report = { date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, loadavg: os.loadavg(), uid: process.getuid(), runs, syncRuns, results };
+const targets = [
+  ["cold acquire -> first output", results.coldAcquireToFirstOutput.median, "< 150 ms"],
+  ["release with receipt", results.releaseWithReceipt.median, "(no target)"],
+  ["steady execute", results.steadyExecute.median, `<= 3x bare (${(3 * results.bareSpawn.median).toFixed(2)} ms)`],
+  ["bare sh -c true", results.bareSpawn.median, ""],
+  ["resume", results.resume.median, "< 50 ms"],
+  ["resume -> first output", results.resumeToFirstOutput.median, ""],
+  [`syncIn ${results.sync.mib} MiB/${results.sync.files} files`, results.sync.in.median, "< 2000 ms"],
+  [`syncOut ${results.sync.mib} MiB/${results.sync.files} files`, results.sync.out.median, "< 2000 ms"],
+];
+console.log(`bubblewrap bench (uid ${process.getuid()}, node ${process.version}, load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")})`);
+for (const [name, value, target] of targets) console.log(`${name.padEnd(36)} median ${value.toFixed(2).padStart(9)} ms  ${target}`);
+console.log(`execute / bare ratio: ${results.executeOverBare.toFixed(2)}x`);
+console.log(`worker RSS: ${JSON.stringify(results.sync.workerRss)}`);
+fs.mkdirSync(args.out, { recursive: true });
+const file = path.join(args.out, `bubblewrap-${report.date.replace(/[:.]/g, "-")}.json`);
+fs.writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+console.log(`report: ${path.relative(repoRoot, file)}`);

@@ -1,0 +1,176 @@
+/**
+ * The bubblewrap argv for a lease's long-lived jail. Pure: it only reads the host tree's shape
+ * (which top-level entries are symlinks) so the result can be unit-tested and reviewed as a list.
+ */
+import fs from "node:fs";
+import path from "node:path";
+
+/** Paths as seen inside the jail. */
+export const SANDBOX_PATHS = {
+  workspace: "/workspace",
+  home: "/home/sandbox",
+  cache: "/home/sandbox/.cache",
+  tmp: "/tmp",
+  supervisor: "/opt/paperclip/supervisor.mjs",
+  /** Where a node binary outside the host's /usr is bound; added to PATH. */
+  nodeDir: "/opt/paperclip/bin",
+  egressDir: "/run/paperclip-egress",
+} as const;
+
+export const SANDBOX_UID = 1000;
+export const SANDBOX_GID = 1000;
+export const SANDBOX_USER = "sandbox";
+export const SANDBOX_HOSTNAME = "sandbox";
+
+/** Host top-level entries tools need; symlinks (merged /usr) are recreated, directories ro-bound. */
+const HOST_TREE = ["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"];
+/** Selected /etc entries, read-only; passwd/group/hosts are generated per lease instead. */
+const HOST_ETC = [
+  "ssl",
+  "ca-certificates",
+  "ca-certificates.conf",
+  "pki",
+  "resolv.conf",
+  "nsswitch.conf",
+  "alternatives",
+  "ld.so.cache",
+  "ld.so.conf",
+  "ld.so.conf.d",
+  "localtime",
+  "mime.types",
+];
+/** Never taken from a rootfs either: the jail supplies these itself. */
+const ROOTFS_EXCLUDED = new Set(["proc", "dev", "sys", "tmp", "home", "root", "run", "workspace", "opt"]);
+
+export interface JailLayout {
+  /** Host directories of the lease. */
+  workspaceDir: string;
+  homeDir: string;
+  cacheDir: string;
+  tmpDir: string;
+  /** Host directory holding the generated passwd, group and hosts files. */
+  etcDir: string;
+  /** Host directory holding the egress proxy socket, bound read-only when the lease has a grant. */
+  egressDir?: string;
+  /** Host path of the compiled supervisor script. */
+  supervisorScript: string;
+  /** Host path of the node binary to run inside (its real file). */
+  nodeBinary: string;
+  /** Optional directory replacing the host tree. */
+  rootfs?: string;
+}
+
+export interface JailCommand {
+  argv: string[];
+  /** The node path inside the jail. */
+  nodePath: string;
+  /** PATH for processes inside the jail. */
+  path: string;
+}
+
+const DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/**
+ * The bwrap arguments (without the leading `bwrap`) that start `node supervisor.mjs <configJson>`.
+ * `infoFd` is the fd bwrap reports the namespace init's pid on.
+ */
+export function buildJailArgv(layout: JailLayout, supervisorConfigJson: string, infoFd: number): JailCommand {
+  const args: string[] = [
+    "--unshare-all", // user, ipc, pid, net, uts, cgroup: only the jail's own loopback
+    "--unshare-user",
+    "--disable-userns", // no nested user namespaces: less kernel surface for the sandbox
+    "--uid",
+    String(SANDBOX_UID),
+    "--gid",
+    String(SANDBOX_GID),
+    "--hostname",
+    SANDBOX_HOSTNAME,
+    // As root a read-only bind can otherwise be remounted writable from inside (shown in
+    // local-isolation.md); with a user namespace this keeps the sandbox without any capability.
+    "--cap-drop",
+    "ALL",
+    "--new-session", // no TIOCSTI into a controlling terminal
+    // The parent is NOT the worker but a detached `timeout` that ends the jail at the lease's expiry
+    // (see jail-process.ts): the jail survives worker restarts yet never outlives its lease.
+    "--die-with-parent",
+    "--info-fd",
+    String(infoFd),
+  ];
+
+  const treeRoot = layout.rootfs ?? "/";
+  const entries = layout.rootfs ? listRootfs(layout.rootfs) : HOST_TREE;
+  for (const name of entries) {
+    const source = path.join(treeRoot, name);
+    let stat: fs.Stats;
+    try {
+      stat = fs.lstatSync(source);
+    } catch {
+      continue;
+    }
+    if (stat.isSymbolicLink()) args.push("--symlink", fs.readlinkSync(source), `/${name}`);
+    else if (stat.isDirectory() || stat.isFile()) args.push("--ro-bind", source, `/${name}`);
+  }
+  if (!layout.rootfs) {
+    for (const name of HOST_ETC) args.push("--ro-bind-try", path.join("/etc", name), `/etc/${name}`);
+  }
+  for (const name of ["passwd", "group", "hosts"]) {
+    // Over a rootfs /etc the bind needs an existing mount point; the host case builds /etc itself.
+    if (layout.rootfs && !fs.existsSync(path.join(layout.rootfs, "etc", name))) continue;
+    args.push("--ro-bind", path.join(layout.etcDir, name), `/etc/${name}`);
+  }
+
+  args.push("--proc", "/proc", "--dev", "/dev");
+  // bwrap 0.8 leaves /proc/sys writable. Global sysctls check only file modes, and a root worker's
+  // sandbox user is host uid 0 (the user namespace maps 1000 to the worker's uid): it could retune
+  // the host kernel (vm.*, kernel.*) or, via sysrq-trigger, reboot it. Both become read-only. (The
+  // bound /proc/sys serves each reader's own namespaces, so the jail still sees its net/uts values.)
+  args.push("--ro-bind", "/proc/sys", "/proc/sys", "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger");
+  args.push("--bind", layout.workspaceDir, SANDBOX_PATHS.workspace);
+  args.push("--bind", layout.homeDir, SANDBOX_PATHS.home);
+  args.push("--bind", layout.cacheDir, SANDBOX_PATHS.cache);
+  args.push("--bind", layout.tmpDir, SANDBOX_PATHS.tmp);
+  args.push("--ro-bind", layout.supervisorScript, SANDBOX_PATHS.supervisor);
+
+  let nodePath = findNodeInTree(treeRoot);
+  let searchPath = DEFAULT_PATH;
+  if (!nodePath) {
+    // The worker's node lives outside the bound tree (e.g. nvm under /root): bind just its file.
+    nodePath = `${SANDBOX_PATHS.nodeDir}/node`;
+    args.push("--ro-bind", layout.nodeBinary, nodePath);
+    searchPath = `${DEFAULT_PATH}:${SANDBOX_PATHS.nodeDir}`;
+  }
+  if (layout.egressDir) args.push("--ro-bind", layout.egressDir, SANDBOX_PATHS.egressDir);
+
+  // Everything not bound writable above (the jail's root, /etc, /opt, /run) becomes read-only.
+  args.push("--remount-ro", "/");
+  args.push("--chdir", SANDBOX_PATHS.workspace);
+  args.push("--", nodePath, SANDBOX_PATHS.supervisor, supervisorConfigJson);
+  return { argv: args, nodePath, path: searchPath };
+}
+
+function listRootfs(rootfs: string): string[] {
+  return fs.readdirSync(rootfs).filter((name) => !ROOTFS_EXCLUDED.has(name));
+}
+
+/** Where `node` is inside the jail when the bound tree already has it. */
+function findNodeInTree(treeRoot: string): string | null {
+  for (const candidate of ["/usr/bin/node", "/usr/local/bin/node"]) {
+    if (fs.existsSync(path.join(treeRoot, candidate))) {
+      // Only the host's /usr is bound; /usr/local is under it, so both candidates are inside.
+      return candidate;
+    }
+  }
+  return null;
+}
+
+/** passwd/group/hosts for the sandbox user, so `id`, `whoami`, `~` and `localhost` work. */
+export function generatedEtcFiles(): Record<"passwd" | "group" | "hosts", string> {
+  return {
+    passwd:
+      `root:x:0:0:root:/root:/usr/sbin/nologin\n` +
+      `${SANDBOX_USER}:x:${SANDBOX_UID}:${SANDBOX_GID}:Paperclip sandbox:${SANDBOX_PATHS.home}:/bin/sh\n` +
+      `nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`,
+    group: `root:x:0:\n${SANDBOX_USER}:x:${SANDBOX_GID}:\nnogroup:x:65534:\n`,
+    hosts: `127.0.0.1\tlocalhost ${SANDBOX_HOSTNAME}\n::1\tlocalhost ip6-localhost ip6-loopback\n`,
+  };
+}

@@ -1,0 +1,43 @@
+// Re-runs this provider's worker-level tests (conformance, lifecycle, hostile) as the unprivileged
+// user nobody (uid 65534): vitest, the worker and so every jail run without root. Only when the
+// current user is root (it must be, to switch users); elsewhere the same files already run unprivileged.
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+
+const repoRoot = fileURLToPath(new URL("../../..", import.meta.url));
+const canSwitch = process.getuid?.() === 0 && fs.existsSync("/usr/bin/setpriv");
+
+describe.skipIf(!canSwitch)("as uid 65534 (nobody)", () => {
+  it("passes conformance, lifecycle and hostile tests", () => {
+    const cacheDir = fs.mkdtempSync(path.join(os.tmpdir(), "bwrap-nobody-cache-"));
+    fs.chownSync(cacheDir, 65534, 65534);
+    try {
+      const result = spawnSync(
+        "/usr/bin/setpriv",
+        [
+          "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+          process.execPath, "node_modules/vitest/vitest.mjs", "run",
+          "--config", "providers/bubblewrap/vitest.nobody.config.mjs", "--configLoader", "native",
+          "providers/bubblewrap/src/conformance.test.ts", "providers/bubblewrap/src/lifecycle.test.ts", "providers/bubblewrap/src/hostile.test.ts",
+        ],
+        {
+          cwd: repoRoot,
+          encoding: "utf8",
+          timeout: 600_000,
+          env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cacheDir, TMPDIR: "/tmp", BWRAP_VITEST_CACHE: cacheDir, NO_COLOR: "1" },
+        },
+      );
+      const output = `${result.stdout}\n${result.stderr}`;
+      const summary = output.split("\n").filter((line) => /Tests|Test Files|✓|×|skipped|FAIL/.test(line)).join("\n");
+      console.info(`[nobody run]\n${summary}`);
+      expect(result.status, output.slice(-6_000)).toBe(0);
+      expect(output).toMatch(/Tests\s+\d+ passed/);
+    } finally {
+      fs.rmSync(cacheDir, { recursive: true, force: true });
+    }
+  }, 660_000);
+});

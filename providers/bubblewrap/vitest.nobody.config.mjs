@@ -1,0 +1,14 @@
+// Used by src/nobody.test.ts to re-run tests as uid 65534: a plain .mjs config loaded natively,
+// because vite's default loader writes a bundled copy into node_modules (not writable by nobody).
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  cacheDir: process.env.BWRAP_VITEST_CACHE ?? "/tmp/bwrap-vitest-nobody-cache",
+  test: {
+    include: ["providers/bubblewrap/src/**/*.test.ts"],
+    exclude: ["**/nobody.test.ts", "**/node_modules/**"],
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    pool: "forks",
+  },
+});
