@@ -5,3 +5,4 @@ export * from "./sync/index.js";
 export * from "./lease/index.js";
 export * from "./egress/index.js";
 export * from "./redact/index.js";
+export * from "./plugin/index.js";

@@ -1,6 +1,8 @@
 // Re-runs this provider's worker-level tests (conformance, lifecycle, hostile) as the unprivileged
 // user nobody (uid 65534): vitest, the worker and so every jail run without root. Only when the
 // current user is root (it must be, to switch users); elsewhere the same files already run unprivileged.
+// CI clones the repo into a folder nobody may not be able to read, so the run always happens in a
+// world-readable copy of the checkout (sources, built dist and node_modules; no .git).
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
@@ -15,6 +17,7 @@ describe.skipIf(!canSwitch)("as uid 65534 (nobody)", () => {
   it("passes conformance, lifecycle and hostile tests", () => {
     const cacheDir = fs.mkdtempSync(path.join(os.tmpdir(), "bwrap-nobody-cache-"));
     fs.chownSync(cacheDir, 65534, 65534);
+    const copyRoot = worldReadableCopy(repoRoot);
     try {
       const result = spawnSync(
         "/usr/bin/setpriv",
@@ -25,7 +28,7 @@ describe.skipIf(!canSwitch)("as uid 65534 (nobody)", () => {
           "providers/bubblewrap/src/conformance.test.ts", "providers/bubblewrap/src/lifecycle.test.ts", "providers/bubblewrap/src/hostile.test.ts",
         ],
         {
-          cwd: repoRoot,
+          cwd: copyRoot,
           encoding: "utf8",
           timeout: 600_000,
           env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cacheDir, TMPDIR: "/tmp", BWRAP_VITEST_CACHE: cacheDir, NO_COLOR: "1" },
@@ -38,6 +41,22 @@ describe.skipIf(!canSwitch)("as uid 65534 (nobody)", () => {
       expect(output).toMatch(/Tests\s+\d+ passed/);
     } finally {
       fs.rmSync(cacheDir, { recursive: true, force: true });
+      fs.rmSync(path.dirname(copyRoot), { recursive: true, force: true });
     }
   }, 660_000);
 });
+
+/** A copy of the checkout (minus .git) that any user can read, in a fresh directory under /var/tmp. */
+function worldReadableCopy(root: string): string {
+  const parent = fs.mkdtempSync(path.join("/var/tmp", "bwrap-nobody-repo-"));
+  fs.chmodSync(parent, 0o755);
+  const copy = path.join(parent, "repo");
+  fs.cpSync(root, copy, {
+    recursive: true,
+    verbatimSymlinks: true,
+    filter: (source) => path.basename(source) !== ".git",
+  });
+  const made = spawnSync("chmod", ["-R", "a+rX", copy]);
+  if (made.status !== 0) throw new Error(`chmod of the copy failed: ${made.stderr}`);
+  return copy;
+}

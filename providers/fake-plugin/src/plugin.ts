@@ -6,6 +6,7 @@ import {
   createLocalScriptRunner,
   endMarkedProcesses,
   executeCommand,
+  execRequestFrom,
   leaseFingerprint,
   resolveLeaseExpiry,
   sentinelMatches,
@@ -171,16 +172,8 @@ export function createFakePlugin(deps: FakePluginDeps = {}) {
       const { record, paths } = await requireLease(params.lease);
       if (config.executeFailure) throw new Error(`fake-plugin execute failed (injected): ${config.executeFailure}`);
       const activity = activityOf(record.providerLeaseId);
-      const request = {
-        command: params.command,
-        args: params.args,
-        cwd: params.cwd ?? paths.workspace,
-        env: params.env,
-        stdin: params.stdin,
-        timeoutMs: params.timeoutMs,
-      };
       return activity.track(
-        executeCommand(runnerFor(paths, activity), request, {
+        executeCommand(runnerFor(paths, activity), execRequestFrom(params, paths.workspace), {
           log: (stream, text) => ctx?.execution.log(stream, text),
           defaultTimeoutMs: config.timeoutMs,
           signal: activity.signal,

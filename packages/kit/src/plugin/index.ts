@@ -1,0 +1,2 @@
+export { defineSandboxProviderManifest, type SandboxProviderManifestInput } from "./manifest.js";
+export { execRequestFrom } from "./exec-request.js";
