@@ -133,7 +133,7 @@ describe.skipIf(!providerBuilt("fake-plugin"))("paperclip-sandbox against fake-p
       expect(gc.code).toBe(0);
       expect(gc.stdout).toMatch(/destroyed\s+fake-plugin\s+fake-/);
       expect((await leases(false)).length).toBe(0);
-      expect(existsSync(path.join(os.tmpdir(), "paperclip-fake-plugin", idle[0]!.providerLeaseId!))).toBe(false);
+      expect(existsSync(path.join(os.tmpdir(), `paperclip-fake-plugin-${process.getuid!()}`, idle[0]!.providerLeaseId!))).toBe(false);
     });
 
     it("SIGINT releases with cancelActiveWork, leaves nothing running and exits 130", async () => {
@@ -167,7 +167,7 @@ describe.skipIf(!providerBuilt("fake-plugin"))("paperclip-sandbox against fake-p
       const before = (await leases(false));
       expect(before).toHaveLength(1);
       expect(before[0]!.state).toBe("active");
-      const leaseDir = path.join(os.tmpdir(), "paperclip-fake-plugin", before[0]!.providerLeaseId!);
+      const leaseDir = path.join(os.tmpdir(), `paperclip-fake-plugin-${process.getuid!()}`, before[0]!.providerLeaseId!);
       expect(existsSync(leaseDir)).toBe(true);
 
       const dry = await cli(["leases", "gc", "--provider", "fake-plugin", "--db", home.db, "--dry-run"]);

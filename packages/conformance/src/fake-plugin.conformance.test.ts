@@ -7,7 +7,7 @@ import { describeConformance, findLocalLeftovers, type LeftoversContext } from "
 
 const repoRoot = fileURLToPath(new URL("../../../", import.meta.url));
 // The worker gets no TMPDIR from the host, so its os.tmpdir() is the default; ours matches when unset.
-const fakeLeaseBase = path.join(os.tmpdir(), "paperclip-fake-plugin");
+const fakeLeaseBase = path.join(os.tmpdir(), `paperclip-fake-plugin-${process.getuid!()}`);
 
 /** Lease directories this run created that still exist, plus processes running inside them. */
 async function fakeLeftovers(context: LeftoversContext): Promise<string[]> {

@@ -1,4 +1,5 @@
 import { fork, type ChildProcess } from "node:child_process";
+import { createRedactor } from "@paperclip-sandbox/kit";
 import { NdjsonLineSplitter } from "./ndjson-reader.js";
 import { RpcConnection } from "./rpc-connection.js";
 import { UNKNOWN, WorkerRpcError } from "./errors.js";
@@ -58,8 +59,8 @@ export async function startWorker(pkg: PluginPackage, opts: StartWorkerOptions =
   });
 
   let stderrTail = "";
-  const secretValues = Object.values(opts.env ?? {}).filter((value) => value.length >= 4);
-  const redact = (text: string) => secretValues.reduce((acc, secret) => acc.split(secret).join("***"), text);
+  // Whatever the caller passed in the worker env may be a credential: keep it out of error excerpts.
+  const redact = createRedactor(Object.values(opts.env ?? {}));
 
   const rpc = new RpcConnection((line) => {
     if (!child.stdin || child.stdin.destroyed || !child.stdin.writable) throw new Error("worker stdin is closed");

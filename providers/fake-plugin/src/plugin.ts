@@ -19,7 +19,7 @@ import { LeaseActivity } from "./lease-activity.js";
 import { FakeLeaseStore, type FakeLeasePaths, type FakeLeaseRecord } from "./lease-store.js";
 
 export interface FakePluginDeps {
-  /** Where lease directories live; default `<os tmpdir>/paperclip-fake-plugin`. */
+  /** Where lease directories live; default `<os tmpdir>/paperclip-fake-plugin-<uid>` (one per user: a 0700 dir of another user is unusable). */
   baseDir?: string;
   now?: () => Date;
 }
@@ -35,7 +35,7 @@ const LEASE_MARKER = "PAPERCLIP_FAKE_PLUGIN_LEASE";
 const leaseIdOf = (paths: FakeLeasePaths) => basename(paths.leaseDir);
 
 export function createFakePlugin(deps: FakePluginDeps = {}) {
-  const store = new FakeLeaseStore(deps.baseDir ?? join(tmpdir(), "paperclip-fake-plugin"));
+  const store = new FakeLeaseStore(deps.baseDir ?? join(tmpdir(), `paperclip-fake-plugin-${process.getuid?.() ?? "user"}`));
   const now = deps.now ?? (() => new Date());
   const activities = new Map<string, LeaseActivity>();
   let ctx: PluginContext | undefined;

@@ -49,6 +49,12 @@ describe("defineProviderConfig", () => {
     expect(result.normalizedConfig).not.toHaveProperty("driver");
   });
 
+  it("keeps the keys the host itself reads in normalizedConfig", () => {
+    const result = config.validate({ cpus: 2, runnerLifecycleMode: "warm", runnerIdleTimeoutMs: 60_000, archiveOnRelease: false });
+    expect(result.ok).toBe(true);
+    expect(result.normalizedConfig).toMatchObject({ cpus: 2, runnerLifecycleMode: "warm", runnerIdleTimeoutMs: 60_000, archiveOnRelease: false });
+  });
+
   it("rejects non-object configs", () => {
     expect(config.validate(null).errors).toEqual(["config must be an object"]);
     expect(config.validate([]).ok).toBe(false);
@@ -63,15 +69,17 @@ describe("defineProviderConfig", () => {
     expect(config.validate({ apiKey: "a" }).ok).toBe(true);
   });
 
-  it("parse returns the typed config or throws ConfigError listing every error", () => {
-    expect(config.parse({ cpus: 3 }).cpus).toBe(3);
+  it("parse (runtime hooks) ignores keys the host merged in, checks known ones, throws ConfigError", () => {
+    // After acquire the host sends the saved config merged with lease metadata.
+    expect(config.parse({ cpus: 3, fingerprint: "abc", reusable: true, egress: {} })).not.toHaveProperty("fingerprint");
+    expect(config.parse({ cpus: 3, fingerprint: "abc" }).cpus).toBe(3);
     try {
       config.parse({ cpus: 99, extra: 1 });
       expect.unreachable();
     } catch (error) {
       expect(error).toBeInstanceOf(ConfigError);
       expect((error as ConfigError).code).toBe("CONFIG_INVALID");
-      expect((error as ConfigError).message).toContain("extra: unknown field");
+      expect((error as ConfigError).message).not.toContain("extra");
       expect((error as ConfigError).message).toContain("cpus: must be at most 16");
     }
   });

@@ -5,6 +5,13 @@ import { ConfigError, describeIssue, formatIssue } from "./errors.js";
 /** Keys the host may leave in a provider config; they are dropped rather than rejected. */
 export const HOST_ENVELOPE_KEYS: readonly string[] = ["provider", "driver"];
 
+/**
+ * Keys the Paperclip host itself reads from a sandbox environment's config (observed with
+ * paperclipai 2026.916.1: runner lifecycle settings, and `archiveOnRelease` added to saved probes).
+ * Validation keeps them in `normalizedConfig` untouched, since the host persists that object.
+ */
+export const HOST_OWNED_KEYS: readonly string[] = ["runnerLifecycleMode", "runnerIdleTimeoutMs", "archiveOnRelease"];
+
 export interface ProviderConfigOptions<T> {
   /** Non-fatal remarks about a valid config (shown to the operator, config still saved). */
   warnings?: (config: T) => string[];
@@ -25,15 +32,23 @@ export function defineProviderConfig<S extends z.ZodObject>(
   const jsonSchema = z.toJSONSchema(schema, { io: "input", target: "draft-07" }) as Record<string, unknown>;
   const knownKeys = new Set(Object.keys(schema.shape));
 
-  function check(raw: unknown): { ok: true; config: z.output<S> } | { ok: false; errors: string[] } {
+  /**
+   * `strict` (validation of an operator's config) rejects unknown keys. Runtime hooks are lenient:
+   * the host merges lease metadata and its own keys into the config it sends after acquire, so there
+   * unknown keys are ignored while known ones are still checked.
+   */
+  function check(raw: unknown, strict: boolean): { ok: true; config: z.output<S> } | { ok: false; errors: string[] } {
     if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
       return { ok: false, errors: ["config must be an object"] };
     }
-    const input: Record<string, unknown> = { ...(raw as Record<string, unknown>) };
-    for (const key of HOST_ENVELOPE_KEYS) if (!knownKeys.has(key)) delete input[key];
-    const unknownKeyErrors = Object.keys(input)
-      .filter((key) => !knownKeys.has(key))
-      .map((key) => formatIssue([key], "unknown field (not accepted by this provider)"));
+    const input: Record<string, unknown> = {};
+    const unknownKeyErrors: string[] = [];
+    for (const [key, value] of Object.entries(raw as Record<string, unknown>)) {
+      if (knownKeys.has(key)) input[key] = value;
+      else if (strict && !HOST_ENVELOPE_KEYS.includes(key) && !HOST_OWNED_KEYS.includes(key)) {
+        unknownKeyErrors.push(formatIssue([key], "unknown field (not accepted by this provider)"));
+      }
+    }
 
     const result = schema.safeParse(input, { error: (issue) => describeIssue(issue) });
     const errors = [...unknownKeyErrors, ...(result.success ? [] : result.error.issues.map((i) => formatIssue(i.path, i.message)))];
@@ -45,21 +60,25 @@ export function defineProviderConfig<S extends z.ZodObject>(
     schema,
     jsonSchema,
     validate(raw) {
-      const outcome = check(raw);
+      const outcome = check(raw, true);
       if (!outcome.ok) return { ok: false, errors: outcome.errors, warnings: [] };
       return {
         ok: true,
         errors: [],
         warnings: opts.warnings?.(outcome.config) ?? [],
-        normalizedConfig: outcome.config as Record<string, unknown>,
+        normalizedConfig: { ...hostOwnedEntries(raw as Record<string, unknown>), ...(outcome.config as Record<string, unknown>) },
       };
     },
     parse(raw) {
-      const outcome = check(raw);
+      const outcome = check(raw, false);
       if (!outcome.ok) throw new ConfigError(outcome.errors);
       return outcome.config;
     },
   };
+}
+
+function hostOwnedEntries(raw: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(raw).filter(([key]) => HOST_OWNED_KEYS.includes(key)));
 }
 
 /** Rejects configs that set both keys (a value of `undefined` or `null` counts as unset). */

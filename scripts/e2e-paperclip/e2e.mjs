@@ -1,0 +1,605 @@
+#!/usr/bin/env node
+// Drives the running Paperclip server through its HTTP API: installs our plugins by local path, then for
+// each provider runs probes, config refusals and claude_local task runs with the fake CLI, and checks the
+// results on the host. Started by run.sh, which owns the server's lifecycle. Prints a report; exit 1 on failure.
+//
+// env: E2E_API            http://127.0.0.1:3100/api
+//      E2E_RUN_DIR        scratch dir of this run (server data under $E2E_RUN_DIR/data)
+//      E2E_PLUGINS        lines "<pluginKey>\t<copied package dir>\t<repo-relative dir>"
+//      E2E_FAKE_COMMAND   absolute path of the fake Claude CLI, visible inside every sandbox
+//      E2E_SERVER_PID     pid of the server (its process tree is not a leftover)
+//      E2E_SERVER_LOG     server stdout/stderr file
+//      E2E_CALLS_DIR      where the call recorder writes <pluginKey>.ndjson ("" = no recorder)
+//      E2E_ONLY           optional comma list of driver keys to run
+//      E2E_PROVIDERS_MODULE  optional module exporting PROVIDERS (default ./providers.mjs)
+import fs from "node:fs";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import { execFileSync } from "node:child_process";
+
+const env = process.env;
+const API = env.E2E_API ?? "http://127.0.0.1:3100/api";
+const RUN_DIR = env.E2E_RUN_DIR;
+const DATA_DIR = path.join(RUN_DIR, "data");
+const FAKE = env.E2E_FAKE_COMMAND;
+const SERVER_PID = Number(env.E2E_SERVER_PID);
+const CALLS_DIR = env.E2E_CALLS_DIR ?? "";
+const { PROVIDERS } = await import(
+  env.E2E_PROVIDERS_MODULE ? pathToFileURL(path.resolve(env.E2E_PROVIDERS_MODULE)).href : "./providers.mjs"
+);
+const only = (env.E2E_ONLY ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+const pluginRows = (env.E2E_PLUGINS ?? "").split("\n").filter(Boolean).map((l) => {
+  const [key, dir, repoDir] = l.split("\t");
+  return { key, dir, repoDir };
+});
+const ctx = { runDir: RUN_DIR, dataDir: DATA_DIR };
+
+// ---------------------------------------------------------------- helpers
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const now = () => Date.now();
+const SECRETISH = /("?(?:[a-z_]*(?:token|secret|key|password|jwt|authorization)[a-z_]*)"?\s*[:=]\s*)("[^"]*"|[^\s,}]+)/gi;
+const redactText = (s) => String(s).replace(/Bearer\s+[A-Za-z0-9._~+/=-]+/g, "Bearer <redacted>").replace(SECRETISH, "$1<redacted>");
+
+async function api(method, route, body, { timeoutMs = 30_000 } = {}) {
+  const res = await fetch(API + route, {
+    method,
+    headers: body === undefined ? {} : { "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  const text = await res.text();
+  let json;
+  try { json = JSON.parse(text); } catch { json = undefined; }
+  return { status: res.status, json, text };
+}
+async function apiOk(method, route, body, opts) {
+  const r = await api(method, route, body, opts);
+  if (r.status < 200 || r.status >= 300) throw new Error(`${method} ${route} -> HTTP ${r.status}: ${redactText(r.text).slice(0, 500)}`);
+  return r.json;
+}
+async function waitFor(what, fn, { timeoutMs = 90_000, intervalMs = 100 } = {}) {
+  const deadline = now() + timeoutMs;
+  let last;
+  while (now() < deadline) {
+    last = await fn();
+    if (last) return last;
+    await sleep(intervalMs);
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+const fmtMs = (ms) => (ms === undefined ? "" : ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`);
+
+// ---------------------------------------------------------------- report
+const rows = [];
+const failures = [];
+let current = { provider: "-", companyId: null, environmentIds: [], runIds: [], pluginKey: null };
+
+async function step(name, fn) {
+  const t0 = now();
+  try {
+    const out = (await fn()) ?? {};
+    rows.push({ provider: current.provider, step: name, ok: true, ms: out.ms ?? now() - t0, detail: out.detail ?? "" });
+    console.log(`  ok    ${name} (${fmtMs(out.ms ?? now() - t0)})${out.detail ? ` ${out.detail}` : ""}`);
+    return out;
+  } catch (err) {
+    const message = redactText(err?.message ?? String(err));
+    rows.push({ provider: current.provider, step: name, ok: false, ms: now() - t0, detail: message });
+    console.log(`  FAIL  ${name}: ${message}`);
+    failures.push({ ...current, step: name, message });
+    await printDiagnostics(name).catch((e) => console.log(`  (diagnostics failed: ${e.message})`));
+    return null;
+  }
+}
+function check(cond, message) {
+  if (!cond) throw new Error(message);
+}
+
+// ---------------------------------------------------------------- diagnostics
+function serverLogTail(lines = 60) {
+  try {
+    const text = fs.readFileSync(env.E2E_SERVER_LOG, "utf8").replace(/\x1b\[[0-9;]*m/g, "");
+    // Our own polling (successful GETs) would fill the tail: leave it out.
+    return text.split("\n").filter((l) => !l.includes("pendingMigrations") && !/INFO: GET \S+ [23]\d\d\b/.test(l)).slice(-lines).map((l) => redactText(l).slice(0, 400));
+  } catch {
+    return ["(no server log)"];
+  }
+}
+function callLines(pluginKey, last = 40) {
+  if (!CALLS_DIR || !pluginKey) return ["(call recorder off)"];
+  let text;
+  try { text = fs.readFileSync(path.join(CALLS_DIR, `${pluginKey}.ndjson`), "utf8"); } catch { return ["(no calls recorded)"]; }
+  return text.split("\n").filter(Boolean).slice(-last).map((l) => {
+    const e = JSON.parse(l);
+    const p = e.params ?? {};
+    if (e.dir === "call") {
+      const what =
+        e.method === "environmentExecute" ? `${p.command} ${JSON.stringify((p.args ?? []).join(" ").slice(0, 140))} cwd=${p.cwd ?? ""}` :
+        /Sync(In|Out)/.test(e.method) ? (p.operations ?? []).flatMap((o) => (o.files ?? []).map((f) => `${f.sourcePath} -> ${f.targetPath}`)).join("; ") :
+        p.providerLeaseId ?? p.lease?.providerLeaseId ?? "";
+      return `${e.t} -> ${e.method} #${e.id} ${what}`;
+    }
+    const r = e.error ? `ERROR ${JSON.stringify(e.error).slice(0, 300)}` : JSON.stringify(e.result ?? null).slice(0, 200);
+    return `${e.t} <- ${e.method} #${e.id} ${e.ms} ms ${r}`;
+  });
+}
+async function printDiagnostics(stepName) {
+  console.log(`  ---- diagnostics for "${current.provider} / ${stepName}"`);
+  console.log("  -- server log tail:");
+  for (const l of serverLogTail()) console.log(`     ${l}`);
+  console.log(`  -- plugin calls (recorder, last 40) for ${current.pluginKey ?? "?"}:`);
+  for (const l of callLines(current.pluginKey)) console.log(`     ${redactText(l)}`);
+  for (const eid of current.environmentIds.slice(-2)) {
+    const leases = await api("GET", `/environments/${eid}/leases?companyId=${current.companyId}`).catch(() => null);
+    console.log(`  -- leases of environment ${eid}:`);
+    for (const l of Array.isArray(leases?.json) ? leases.json.slice(0, 6) : []) {
+      console.log(`     ${l.providerLeaseId} status=${l.status} cleanup=${l.cleanupStatus} failure=${l.failureReason ?? ""} run=${l.heartbeatRunId ?? ""} acquisition=${l.metadata?.sandboxLeaseAcquisition?.outcome ?? ""}`);
+    }
+  }
+  for (const rid of current.runIds.slice(-1)) {
+    const run = await api("GET", `/heartbeat-runs/${rid}`).catch(() => null);
+    console.log(`  -- heartbeat run ${rid}: status=${run?.json?.status} error=${redactText(JSON.stringify(run?.json?.error ?? null)).slice(0, 300)}`);
+    const log = await api("GET", `/heartbeat-runs/${rid}/log`).catch(() => null);
+    const chunks = String(log?.json?.content ?? "").split("\n").filter(Boolean).map((l) => {
+      try { return JSON.parse(l).chunk; } catch { return l; }
+    }).join("").split("\n").filter(Boolean).slice(-25);
+    for (const c of chunks) console.log(`     ${redactText(c).slice(0, 300)}`);
+  }
+  console.log("  ----");
+}
+
+// ---------------------------------------------------------------- host-side checks
+function procInfo(pid) {
+  try {
+    const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
+    const uid = Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]);
+    const state = /^State:\s+(\S)/m.exec(status)?.[1];
+    const ppid = Number(/^PPid:\s+(\d+)/m.exec(status)?.[1]);
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    const start = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]);
+    const cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ").trim();
+    let environ = "";
+    try { environ = fs.readFileSync(`/proc/${pid}/environ`, "utf8"); } catch { /* gone or denied */ }
+    let cwd = "";
+    try { cwd = fs.readlinkSync(`/proc/${pid}/cwd`); } catch { /* gone */ }
+    let exe = "";
+    try { exe = fs.readlinkSync(`/proc/${pid}/exe`); } catch { /* gone */ }
+    return { pid, uid, state, ppid, start, cmdline, environ, cwd, exe };
+  } catch {
+    return null;
+  }
+}
+const serverStart = procInfo(SERVER_PID)?.start ?? 0;
+const pluginIds = new Set();
+/**
+ * Processes of this server's sandboxes that are still alive: owned by the server user, started after
+ * the server, not the server, its Postgres or a plugin worker, and tied to this run (a descendant of
+ * the server, or naming our run dir / a lease dir / a plugin id of ours in its argv, env or cwd).
+ */
+function leftoverProcesses(extraPaths = []) {
+  const procs = fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d)).map(Number).map(procInfo).filter(Boolean);
+  const byPid = new Map(procs.map((p) => [p.pid, p]));
+  const isDescendant = (p) => {
+    for (let q = p, i = 0; q && i < 64; q = byPid.get(q.ppid), i++) if (q.ppid === SERVER_PID) return true;
+    return false;
+  };
+  const markers = [RUN_DIR, ...extraPaths, ...[...pluginIds].map((id) => `PAPERCLIP_PLUGIN_ID=${id}`)];
+  return procs.filter((p) => {
+    if (p.uid !== 65534 || p.state === "Z" || p.pid === SERVER_PID || p.start < serverStart) return false;
+    if (p.exe.includes("postgres") || /^postgres:/.test(p.cmdline)) return false;
+    if (p.ppid === SERVER_PID && /\/dist\/[^ ]*worker[^ ]*\.js/.test(p.cmdline)) return false; // a plugin worker
+    const blob = `${p.cmdline}\n${p.environ}\n${p.cwd}`;
+    return isDescendant(p) || markers.some((m) => blob.includes(m));
+  });
+}
+function recordedCalls(pluginKey) {
+  if (!CALLS_DIR) return null;
+  try {
+    return fs.readFileSync(path.join(CALLS_DIR, `${pluginKey}.ndjson`), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l));
+  } catch {
+    return [];
+  }
+}
+async function leasesOf(eid) {
+  return (await apiOk("GET", `/environments/${eid}/leases?companyId=${current.companyId}`)) ?? [];
+}
+
+// ---------------------------------------------------------------- one task run
+/**
+ * Create (or reopen) an issue for the agent and wait: issue done, its heartbeat run finished, and the
+ * run's lease released (or retained, for reuse). Returns timings and the records to check.
+ */
+async function taskRun({ agentId, environmentId, issueId, reopen = false, keepOpen = false, expectLeaseStatus = ["released"] }) {
+  const expectIssue = keepOpen ? "blocked" : "done";
+  const t0 = now();
+  const runsBefore = new Set((await leasesOf(environmentId)).map((l) => l.heartbeatRunId).filter(Boolean));
+  if (reopen) {
+    await apiOk("POST", `/issues/${issueId}/comments`, { body: "e2e: please run again", reopen: true });
+  } else {
+    const issue = await apiOk("POST", `/companies/${current.companyId}/issues`, {
+      title: `e2e task ${keepOpen ? "[e2e-keep-open] " : ""}${new Date().toISOString()}`,
+      description: "Write a file in the workspace, comment on this issue, then mark it done.",
+      assigneeAgentId: agentId,
+      status: "todo",
+    });
+    issueId = issue.id;
+  }
+  // Fail fast when the agent's run already failed (e.g. the acquire threw) instead of waiting for a timeout.
+  const failFast = async () => {
+    const runs = (await api("GET", `/companies/${current.companyId}/heartbeat-runs`)).json;
+    const list = Array.isArray(runs) ? runs : runs?.runs ?? [];
+    const bad = list.find((r) => r.agentId === agentId && Date.parse(r.createdAt ?? r.startedAt ?? 0) >= t0 - 1000
+      && ["failed", "cancelled", "timed_out"].includes(r.status));
+    if (bad) {
+      current.runIds.push(bad.id);
+      throw new Error(`heartbeat run ${bad.id} ${bad.status}: ${redactText(JSON.stringify(bad.error ?? "")).slice(0, 400)}`);
+    }
+  };
+  // The run's lease: the first lease row of this environment bound to a new heartbeat run.
+  let polls = 0;
+  const lease0 = await waitFor("the run's lease", async () => {
+    const l = (await leasesOf(environmentId)).find((x) => x.heartbeatRunId && !runsBefore.has(x.heartbeatRunId) && x.issueId === issueId);
+    if (!l && ++polls % 10 === 0) await failFast();
+    return l ?? null;
+  }, { timeoutMs: 60_000, intervalMs: 100 });
+  const runId = lease0.heartbeatRunId;
+  current.runIds.push(runId);
+  const issue = await waitFor(`issue ${expectIssue}`, async () => {
+    const i = (await api("GET", `/issues/${issueId}`)).json;
+    if (i?.status !== expectIssue && ++polls % 10 === 0) await failFast();
+    return i?.status === expectIssue ? i : null;
+  }, { timeoutMs: 90_000, intervalMs: 100 });
+  const tDone = now();
+  const lease = await waitFor(`lease ${expectLeaseStatus.join("|")}`, async () => {
+    const l = (await leasesOf(environmentId)).find((x) => x.id === lease0.id);
+    return l && expectLeaseStatus.includes(l.status) && (l.releasedAt || l.status !== "released") ? l : null;
+  }, { timeoutMs: 60_000, intervalMs: 100 });
+  const tLeaseSeen = now();
+  const run = await waitFor("heartbeat run finished", async () => {
+    const r = (await api("GET", `/heartbeat-runs/${runId}`)).json;
+    return r && r.finishedAt ? r : null;
+  }, { timeoutMs: 30_000, intervalMs: 100 });
+  // Server timestamps are on this machine's clock; prefer them over our polling granularity.
+  const releasedAt = lease.releasedAt ? Date.parse(lease.releasedAt) : tLeaseSeen;
+  return {
+    issueId, runId, run, issue, lease,
+    toDoneMs: tDone - t0,
+    toReleaseMs: Math.max(0, Math.min(releasedAt, tLeaseSeen) - t0),
+  };
+}
+
+async function checkRunResult(p, r, { expectMarkerBefore } = {}) {
+  check(r.run.status === "succeeded", `heartbeat run ${r.runId} status ${r.run.status} ${redactText(JSON.stringify(r.run.error ?? ""))}`);
+  const comments = await apiOk("GET", `/issues/${r.issueId}/comments`);
+  const list = Array.isArray(comments) ? comments : comments?.comments ?? [];
+  const mine = list.find((c) => String(c.body ?? "").includes(`e2e-fake-claude run=${r.runId}`));
+  check(mine, `no comment from the fake agent for run ${r.runId} (${list.length} comments)`);
+  // Files written in the sandbox workspace came back to the host workspace.
+  const hostWs = r.lease.metadata?.workspaceRealization?.local?.path
+    ?? path.join(DATA_DIR, "instances/default/workspaces", r.run.agentId);
+  const out = path.join(hostWs, `E2E_AGENT_OUTPUT_${r.runId}.txt`);
+  const nested = path.join(hostWs, "e2e-out", `nested-${r.runId}.txt`);
+  check(fs.existsSync(out), `agent output file did not come back to the host workspace: ${out}`);
+  check(fs.existsSync(nested), `nested agent file did not come back: ${nested}`);
+  const text = fs.readFileSync(out, "utf8");
+  check(/comment_http=201/.test(text) && /done_http=(200|kept_open)/.test(text), `fake agent API calls failed: ${text.split("\n").filter((l) => /http/.test(l)).join(" ")}`);
+  const markerBefore = /marker_before=(.*)/.exec(text)?.[1]?.trim();
+  if (expectMarkerBefore !== undefined) {
+    check(markerBefore === expectMarkerBefore, `file outside the workspace: expected marker_before=${expectMarkerBefore}, got ${markerBefore}`);
+  }
+  return { hostWs, markerBefore };
+}
+
+async function checkReleased(p, r, { statuses = ["released"] } = {}) {
+  check(statuses.includes(r.lease.status), `lease status ${r.lease.status} (expected ${statuses.join("|")})`);
+  check(r.lease.cleanupStatus === "success" || r.lease.cleanupStatus == null, `lease cleanupStatus ${r.lease.cleanupStatus} ${r.lease.failureReason ?? ""}`);
+  const calls = recordedCalls(current.pluginKey);
+  if (calls) {
+    const rel = calls.find((c) => c.dir === "call" && /environment(Release|Destroy)Lease/.test(c.method) && c.params?.providerLeaseId === r.lease.providerLeaseId);
+    check(rel, `no releaseLease/destroyLease call recorded for ${r.lease.providerLeaseId}`);
+    const reply = calls.find((c) => c.dir === "reply" && c.id === rel.id && c.method === rel.method);
+    check(reply && !reply.error, `release of ${r.lease.providerLeaseId} failed: ${JSON.stringify(reply?.error ?? "no reply")}`);
+  }
+  const dir = p.leaseDir?.(ctx, r.lease);
+  // Release returns before every trace is gone (e.g. a jail's monitor exiting); allow a short grace.
+  await waitFor("sandbox directory and processes gone", async () => {
+    return (!dir || !fs.existsSync(dir)) && leftoverProcesses(dir ? [dir] : []).length === 0;
+  }, { timeoutMs: 5_000, intervalMs: 100 }).catch(() => {
+    const procs = leftoverProcesses(dir ? [dir] : []);
+    throw new Error(
+      [dir && fs.existsSync(dir) ? `lease dir still exists: ${dir}` : "",
+        procs.length ? `sandbox processes left: ${procs.map((q) => `${q.pid} ${q.cmdline.slice(0, 120)}`).join(" | ")}` : ""]
+        .filter(Boolean).join("; "),
+    );
+  });
+}
+
+// ---------------------------------------------------------------- scenario per provider
+async function runProvider(p, plugin) {
+  current = { provider: p.driverKey, companyId: null, environmentIds: [], runIds: [], pluginKey: plugin.key };
+  console.log(`\n== ${p.driverKey} (${plugin.key})`);
+  p.prepare?.(ctx);
+  const baseConfig = { provider: p.driverKey, ...p.config(ctx) };
+
+  const company = await step("create company", async () => {
+    const c = await apiOk("POST", "/companies", { name: `e2e ${p.driverKey} ${Date.now()}` });
+    current.companyId = c.id;
+    const caps = await apiOk("GET", `/companies/${c.id}/environments/capabilities`);
+    const claude = (caps.adapters ?? []).find((a) => a.adapterType === "claude_local");
+    check(claude?.sandboxProviders?.[p.driverKey] === "supported", `driver ${p.driverKey} not offered for claude_local: ${JSON.stringify(claude?.sandboxProviders)}`);
+    return { detail: "driver listed for claude_local" };
+  });
+  if (!company) return;
+  const cid = current.companyId;
+
+  const envRes = await step("create sandbox environment", async () => {
+    const e = await apiOk("POST", `/companies/${cid}/environments`, { name: `e2e-${p.driverKey}`, driver: "sandbox", config: baseConfig });
+    current.environmentIds.push(e.id);
+    return { env: e };
+  });
+  if (!envRes) return;
+  const eid = envRes.env.id;
+
+  await step("saved probe", async () => {
+    const r = await apiOk("POST", `/environments/${eid}/probe?companyId=${cid}`, {}, { timeoutMs: 130_000 });
+    check(r.ok === true, `probe not ok: ${redactText(JSON.stringify(r)).slice(0, 400)}`);
+    return { detail: r.summary ?? "" };
+  });
+  await step("unsaved probe-config", async () => {
+    const r = await apiOk("POST", `/companies/${cid}/environments/probe-config`, { driver: "sandbox", config: baseConfig }, { timeoutMs: 130_000 });
+    check(r.ok === true, `probe-config not ok: ${redactText(JSON.stringify(r)).slice(0, 400)}`);
+    return { detail: r.summary ?? "" };
+  });
+  if (p.invalidConfig) {
+    await step("invalid config refused (4xx)", async () => {
+      const r = await api("POST", `/companies/${cid}/environments`, { name: `e2e-${p.driverKey}-invalid`, driver: "sandbox", config: { ...baseConfig, ...p.invalidConfig.config } });
+      if (r.status >= 200 && r.status < 300 && r.json?.id) current.environmentIds.push(r.json.id);
+      check(r.status >= 400 && r.status < 500, `expected HTTP 4xx, got ${r.status}: ${redactText(r.text).slice(0, 300)}`);
+      check(p.invalidConfig.error.test(r.text), `error does not carry the plugin's message (${p.invalidConfig.error}): ${redactText(r.text).slice(0, 300)}`);
+      return { detail: `HTTP ${r.status} ${redactText(r.json?.error ?? r.json?.message ?? r.text).slice(0, 160)}` };
+    });
+  }
+  if (p.missingBackend) {
+    await step("missing backend: probe-config fails with diagnostic", async () => {
+      const r = await api("POST", `/companies/${cid}/environments/probe-config`, { driver: "sandbox", config: { ...baseConfig, ...p.missingBackend.config } }, { timeoutMs: 130_000 });
+      check(r.json?.ok !== true, `probe-config unexpectedly ok: ${redactText(r.text).slice(0, 300)}`);
+      check(p.missingBackend.diagnostic.test(r.text), `no plugin diagnostic matching ${p.missingBackend.diagnostic}: HTTP ${r.status} ${redactText(r.text).slice(0, 300)}`);
+      const diags = r.json?.details?.diagnostics ?? [];
+      const diag = diags.find((d) => d.severity === "error" && p.missingBackend.diagnostic.test(d.message))?.message
+        ?? r.json?.summary ?? r.json?.error ?? r.text;
+      return { detail: `HTTP ${r.status} ${redactText(diag).slice(0, 160)}` };
+    });
+    await step("missing backend: saved probe fails with diagnostic", async () => {
+      const r = await api("POST", `/companies/${cid}/environments`, { name: `e2e-${p.driverKey}-nobackend`, driver: "sandbox", config: { ...baseConfig, ...p.missingBackend.config } });
+      if (r.status >= 400 && r.status < 500) {
+        // Refused at save time is also a plugin diagnostic, as long as it names the problem.
+        check(p.missingBackend.diagnostic.test(r.text), `save refused without the diagnostic: ${redactText(r.text).slice(0, 300)}`);
+        return { detail: `refused at save: HTTP ${r.status}` };
+      }
+      check(r.status < 300 && r.json?.id, `create failed: HTTP ${r.status} ${redactText(r.text).slice(0, 300)}`);
+      current.environmentIds.push(r.json.id);
+      const pr = await api("POST", `/environments/${r.json.id}/probe?companyId=${cid}`, {}, { timeoutMs: 130_000 });
+      check(pr.json?.ok !== true, `saved probe unexpectedly ok: ${redactText(pr.text).slice(0, 300)}`);
+      check(p.missingBackend.diagnostic.test(pr.text), `no plugin diagnostic matching ${p.missingBackend.diagnostic}: HTTP ${pr.status} ${redactText(pr.text).slice(0, 300)}`);
+      return { detail: `HTTP ${pr.status} ${redactText(pr.json?.details?.error ?? pr.json?.summary ?? pr.json?.error ?? "").slice(0, 160)}` };
+    });
+  }
+
+  const agentRes = await step("create claude_local agent (fake CLI)", async () => {
+    const a = await apiOk("POST", `/companies/${cid}/agents`, {
+      name: `FakeClaude-${p.driverKey}`,
+      role: "engineer",
+      adapterType: "claude_local",
+      defaultEnvironmentId: eid,
+      adapterConfig: { engine: "cli", command: FAKE, model: "claude-sonnet-4-6", timeoutSec: 120 },
+    });
+    return { agent: a };
+  });
+  if (!agentRes) return;
+  const agentId = agentRes.agent.id;
+
+  let first;
+  await step("task run: assignment -> done", async () => {
+    first = await taskRun({ agentId, environmentId: eid });
+    return { ms: first.toDoneMs, detail: `run ${first.runId}` };
+  });
+  if (first) {
+    await step("task run: assignment -> lease released", async () => ({ ms: first.toReleaseMs, detail: `lease ${first.lease.providerLeaseId}` }));
+    await step("task run: comment, done, files back on host", async () => {
+      const res = await checkRunResult(p, first);
+      return { detail: `workspace ${path.relative(DATA_DIR, res.hostWs)}` };
+    });
+    await step("task run: lease released, no sandbox dir/process left", async () => {
+      await checkReleased(p, first);
+    });
+  }
+
+  if (p.timingRuns > 0 && first) {
+    const samples = [];
+    for (let i = 0; i < p.timingRuns; i++) {
+      const ok = await step(`timing run ${i + 1}/${p.timingRuns}`, async () => {
+        const r = await taskRun({ agentId, environmentId: eid });
+        await checkRunResult(p, r);
+        await checkReleased(p, r);
+        samples.push(r.toReleaseMs);
+        return { ms: r.toReleaseMs, detail: `done ${fmtMs(r.toDoneMs)}, released ${fmtMs(r.toReleaseMs)}` };
+      });
+      if (!ok) break;
+    }
+    if (samples.length === p.timingRuns) {
+      const m = median(samples);
+      const note = p.targetMs ? (m < p.targetMs ? `meets target < ${fmtMs(p.targetMs)}` : `MISSES target < ${fmtMs(p.targetMs)}`) : "";
+      rows.push({ provider: p.driverKey, step: `median assignment -> lease release (${samples.length} runs)`, ok: true, ms: m, detail: note });
+      console.log(`  info  median assignment -> lease release: ${fmtMs(m)} ${note}`);
+    }
+  }
+
+  if (p.reuse) await reuseScenario(p, cid, baseConfig);
+
+  await step("no leftovers after scenario", async () => {
+    const extra = p.leftovers?.(ctx) ?? [];
+    const procs = leftoverProcesses();
+    check(extra.length === 0 && procs.length === 0,
+      [...extra, ...procs.map((q) => `process ${q.pid} ${q.cmdline.slice(0, 120)}`)].join("; "));
+  });
+}
+
+/**
+ * reuseLease on the real host (2026.916.1) needs: the provider's reusableLeases capability, `reuseLease: true`,
+ * an execution workspace bound to the issue (a project workspace plus `runnerLifecycleMode: "warm"`, which makes
+ * the host bind the issue to its persisted execution workspace), and an issue that stays open: the host destroys
+ * an issue's reusable leases as soon as it turns done or cancelled, so a reopen after done always starts fresh.
+ * Flow: the fake leaves the issue open on its assignment run; the next run on the same issue (the host's own
+ * follow-up, or our comment with reopen: true if none starts) must resume the same provider lease.
+ */
+async function reuseScenario(p, cid, baseConfig) {
+  let eid, agentId, projectId;
+  const setup = await step("reuse: project + environment (reuseLease, warm) + agent", async () => {
+    const wsDir = path.join(RUN_DIR, `projws-${p.driverKey}`);
+    fs.mkdirSync(wsDir, { recursive: true });
+    // A git repo: the host refuses to archive an execution workspace whose git status it cannot verify,
+    // and archiving is how the retained lease is ended below.
+    fs.writeFileSync(path.join(wsDir, "README.md"), "e2e project workspace\n");
+    const git = (...args) => execFileSync("git", ["-C", wsDir, "-c", "user.name=e2e", "-c", "user.email=e2e@localhost", ...args], { stdio: "pipe" });
+    git("init", "-q");
+    git("add", "-A");
+    git("commit", "-q", "-m", "e2e fixture");
+    execFileSync("chown", ["-R", "65534:65534", wsDir]);
+    const e = await apiOk("POST", `/companies/${cid}/environments`, {
+      name: `e2e-${p.driverKey}-reuse`, driver: "sandbox", config: { ...baseConfig, reuseLease: true, runnerLifecycleMode: "warm", runnerIdleTimeoutMs: 1000 },
+    });
+    eid = e.id;
+    current.environmentIds.push(eid);
+    check(e.config?.reuseLease === true, `saved config lost reuseLease: ${JSON.stringify(e.config)}`);
+    const proj = await apiOk("POST", `/companies/${cid}/projects`, {
+      name: `e2e-${p.driverKey}-project`, status: "in_progress",
+      workspace: { name: "ws", sourceType: "local_path", cwd: wsDir, isPrimary: true },
+      executionWorkspacePolicy: { enabled: true, defaultMode: "shared_workspace", environmentId: eid },
+    });
+    projectId = proj.id;
+    const a = await apiOk("POST", `/companies/${cid}/agents`, {
+      name: `FakeClaude-${p.driverKey}-reuse`, role: "engineer", adapterType: "claude_local", defaultEnvironmentId: eid,
+      adapterConfig: { engine: "cli", command: FAKE, model: "claude-sonnet-4-6", timeoutSec: 120 },
+    });
+    agentId = a.id;
+  });
+  if (!setup) return;
+
+  let issueId, lease1, run1;
+  await step("reuse: first run (issue left open)", async () => {
+    const t0 = now();
+    const issue = await apiOk("POST", `/companies/${cid}/issues`, {
+      title: `[e2e-keep-open] reuse ${new Date().toISOString()}`, description: "Leave the issue open on the first run.",
+      projectId, assigneeAgentId: agentId, status: "todo",
+    });
+    issueId = issue.id;
+    lease1 = await waitFor("first lease", async () => (await leasesOf(eid)).find((l) => l.issueId === issueId && l.heartbeatRunId) ?? null, { timeoutMs: 60_000 });
+    current.runIds.push(lease1.heartbeatRunId);
+    run1 = await waitFor("first run finished", async () => {
+      const r = (await api("GET", `/heartbeat-runs/${lease1.heartbeatRunId}`)).json;
+      return r?.finishedAt ? r : null;
+    }, { timeoutMs: 90_000 });
+    check(run1.status === "succeeded", `first run ${run1.status}: ${redactText(JSON.stringify(run1.error ?? ""))}`);
+    lease1 = (await leasesOf(eid)).find((l) => l.id === lease1.id) ?? lease1; // now with its workspace realization
+    const res = await checkRunResult(p, { issueId, runId: run1.id, run: run1, lease: lease1 }, { expectMarkerBefore: "none" });
+    check(lease1.leasePolicy === "reuse_by_environment", `lease policy ${lease1.leasePolicy} (reuse not enabled by the host)`);
+    check(lease1.executionWorkspaceId, "no execution workspace bound to the lease");
+    return { ms: now() - t0, detail: `lease ${lease1.providerLeaseId}, workspace ${path.basename(res.hostWs)}` };
+  });
+  if (!run1) return;
+
+  let lease2, run2, trigger = "host follow-up run";
+  await step("reuse: second run on the same issue resumes the same lease", async () => {
+    const t0 = now();
+    const findNext = async () => (await leasesOf(eid)).find((l) => l.issueId === issueId && l.heartbeatRunId && l.heartbeatRunId !== run1.id) ?? null;
+    lease2 = await waitFor("a second run", findNext, { timeoutMs: 10_000 }).catch(() => null);
+    if (!lease2) {
+      trigger = "comment with reopen: true";
+      await apiOk("POST", `/issues/${issueId}/comments`, { body: "e2e: please run again", reopen: true });
+      lease2 = await waitFor("a second run after the comment", findNext, { timeoutMs: 60_000 });
+    }
+    current.runIds.push(lease2.heartbeatRunId);
+    run2 = await waitFor("second run finished", async () => {
+      const r = (await api("GET", `/heartbeat-runs/${lease2.heartbeatRunId}`)).json;
+      return r?.finishedAt ? r : null;
+    }, { timeoutMs: 90_000 });
+    await waitFor("issue done", async () => (await api("GET", `/issues/${issueId}`)).json?.status === "done", { timeoutMs: 30_000 });
+    lease2 = (await leasesOf(eid)).find((l) => l.id === lease2.id) ?? lease2;
+    // The marker the first run wrote under $HOME (outside the synced workspace) must still be there.
+    await checkRunResult(p, { issueId, runId: run2.id, run: run2, lease: lease2 }, { expectMarkerBefore: run1.id });
+    check(lease2.providerLeaseId === lease1.providerLeaseId, `different provider lease: ${lease1.providerLeaseId} then ${lease2.providerLeaseId}`);
+    const outcome = lease2.metadata?.sandboxLeaseAcquisition?.outcome;
+    check(outcome === "resumed", `second acquisition outcome ${outcome} (expected resumed)`);
+    const calls = recordedCalls(current.pluginKey);
+    if (calls) {
+      const resume = calls.find((c) => c.dir === "call" && c.method === "environmentResumeLease" && c.params?.providerLeaseId === lease1.providerLeaseId);
+      check(resume, "no resumeLease call recorded for the first lease");
+    }
+    return { ms: now() - t0, detail: `trigger: ${trigger}; same lease ${lease2.providerLeaseId} (${outcome}); $HOME marker of run 1 kept` };
+  });
+  if (!run2) return;
+  await step("reuse: lease destroyed (issue done / workspace archived), nothing left", async () => {
+    const t0 = now();
+    const terminal = async () => {
+      const rows = (await leasesOf(eid)).filter((x) => x.providerLeaseId === lease1.providerLeaseId);
+      return rows.length && rows.every((x) => !["active", "released", "retained"].includes(x.status)) ? rows[0] : null;
+    };
+    // A warm reusable lease outlives its issue's done (the destroy skips a lease whose run is live and the
+    // finalizer retains it). Archiving the execution workspace is the operator's way to end it.
+    let how = "issue done";
+    if (!(await waitFor("destroy after done", terminal, { timeoutMs: 3_000, intervalMs: 200 }).catch(() => null))) {
+      how = "execution workspace archived";
+      await apiOk("PATCH", `/execution-workspaces/${lease1.executionWorkspaceId}`, { status: "archived" });
+    }
+    const lease = await waitFor("reusable lease destroyed", async () => {
+      const rows = (await leasesOf(eid)).filter((x) => x.providerLeaseId === lease1.providerLeaseId);
+      return rows.length && rows.every((x) => !["active", "released", "retained"].includes(x.status)) ? rows[0] : null;
+    }, { timeoutMs: 30_000, intervalMs: 200 }).catch(async (err) => {
+      const rows = (await leasesOf(eid)).filter((x) => x.providerLeaseId === lease1.providerLeaseId);
+      throw new Error(`${err.message}; rows: ${rows.map((x) => `${x.status}/${x.failureReason ?? ""}`).join(", ")}`);
+    });
+    await checkReleased(p, { lease }, { statuses: ["expired", "destroyed", "released"] });
+    return { ms: now() - t0, detail: `after ${how}: lease ${lease.providerLeaseId} ${lease.status} ${lease.failureReason ?? ""}` };
+  });
+}
+
+// ---------------------------------------------------------------- main
+const t0 = now();
+current = { provider: "host", companyId: null, environmentIds: [], runIds: [], pluginKey: null };
+console.log("== host");
+const installed = new Map();
+for (const plugin of pluginRows) {
+  current.pluginKey = plugin.key;
+  await step(`install plugin ${plugin.key} (local path)`, async () => {
+    const r = await apiOk("POST", "/plugins/install", { packageName: plugin.dir, isLocalPath: true }, { timeoutMs: 120_000 });
+    check(r.status === "ready", `plugin status ${r.status}: ${redactText(r.lastError ?? "")}`);
+    pluginIds.add(r.id);
+    for (const d of r.manifestJson?.environmentDrivers ?? []) installed.set(d.driverKey, plugin);
+    return { detail: `drivers: ${(r.manifestJson?.environmentDrivers ?? []).map((d) => d.driverKey).join(",")}` };
+  });
+}
+for (const p of PROVIDERS) {
+  if (only.length && !only.includes(p.driverKey)) continue;
+  const plugin = installed.get(p.driverKey);
+  if (!plugin) {
+    rows.push({ provider: p.driverKey, step: "plugin installed", ok: false, ms: 0, detail: "no installed plugin declares this driver" });
+    failures.push({ provider: p.driverKey, step: "plugin installed", message: "not installed" });
+    continue;
+  }
+  await runProvider(p, plugin);
+}
+
+// ---------------------------------------------------------------- report
+console.log("\n================ e2e report (real Paperclip host)");
+const w = Math.max(...rows.map((r) => r.step.length), 10);
+let last = "";
+for (const r of rows) {
+  if (r.provider !== last) { console.log(`-- ${r.provider}`); last = r.provider; }
+  console.log(`  ${r.ok ? "pass" : "FAIL"}  ${r.step.padEnd(w)}  ${fmtMs(r.ms).padStart(8)}  ${r.ok ? r.detail : r.detail.slice(0, 200)}`);
+}
+console.log(`total e2e (server already up): ${fmtMs(now() - t0)}; ${failures.length === 0 ? "ALL PASSED" : `${failures.length} FAILED`}`);
+process.exit(failures.length === 0 ? 0 : 1);

@@ -1,0 +1,95 @@
+// E2E call recorder: a template that prepare-copy.mjs writes over the worker entry of the COPIED plugin.
+// It runs the real worker in this same process and appends one JSON line per host->worker request
+// and per response to a file. The real worker is the renamed original file.
+// The host's protocol is NDJSON JSON-RPC on stdin/stdout. Values under secret-looking keys are
+// redacted. Execute stdin and stdout are never logged, only their sizes: bridge traffic carries credentials.
+import fs from "node:fs";
+import { pathToFileURL } from "node:url";
+
+const REAL_WORKER = __REAL_WORKER__;
+const RECORD_FILE = __RECORD_FILE__;
+const SECRET_KEY = /(key|token|secret|password|passwd|jwt|credential|authorization|cookie)/i;
+const pending = new Map(); // id -> {method, t, lease}
+
+function redact(value, depth = 0) {
+  if (depth > 12) return "…";
+  if (typeof value === "string") return value.length > 600 ? `${value.slice(0, 600)}…(${value.length} chars)` : value;
+  if (Array.isArray(value)) return value.slice(0, 60).map((v) => redact(v, depth + 1));
+  if (value && typeof value === "object") {
+    const out = {};
+    for (const [k, v] of Object.entries(value)) {
+      if (k === "stdin" || k === "stdout") out[k] = typeof v === "string" ? `<${v.length} chars>` : v;
+      else if (k === "leaseMetadata" || k === "workspaceRealization") out[k] = "<omitted>";
+      else if (SECRET_KEY.test(k) && v !== "" && v !== null && typeof v !== "boolean") out[k] = "<redacted>";
+      else out[k] = redact(v, depth + 1);
+    }
+    return out;
+  }
+  return value;
+}
+
+function write(entry) {
+  try {
+    fs.appendFileSync(RECORD_FILE, `${JSON.stringify(entry)}\n`);
+  } catch {
+    /* recording is best effort */
+  }
+}
+
+function lineSplitter(onLine) {
+  let buf = "";
+  return (chunk) => {
+    buf += typeof chunk === "string" ? chunk : Buffer.from(chunk).toString("utf8");
+    let i;
+    while ((i = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      if (line.trim()) onLine(line);
+    }
+  };
+}
+
+const fromHost = lineSplitter((line) => {
+  let msg;
+  try { msg = JSON.parse(line); } catch { return; }
+  if (msg.method && msg.id !== undefined) {
+    const p = msg.params ?? {};
+    pending.set(msg.id, { method: msg.method, t: Date.now() });
+    const params = msg.method === "initialize" ? {} : redact(p);
+    if (params?.lease && typeof params.lease === "object") params.lease = { providerLeaseId: p.lease?.providerLeaseId };
+    write({ t: new Date().toISOString(), dir: "call", id: msg.id, method: msg.method, params });
+  }
+});
+
+const fromWorker = lineSplitter((line) => {
+  let msg;
+  try { msg = JSON.parse(line); } catch { return; }
+  if (msg.id !== undefined && !msg.method && pending.has(msg.id)) {
+    const { method, t } = pending.get(msg.id);
+    pending.delete(msg.id);
+    let result = msg.result;
+    if (method === "environmentExecute" && result && typeof result === "object") {
+      result = {
+        exitCode: result.exitCode, signal: result.signal, timedOut: result.timedOut,
+        stdoutChars: result.stdout?.length ?? 0, stderrTail: typeof result.stderr === "string" ? result.stderr.slice(-300) : undefined,
+      };
+    } else if (method === "initialize") {
+      result = { supportedMethods: result?.supportedMethods };
+    } else {
+      result = redact(result);
+    }
+    write({ t: new Date().toISOString(), dir: "reply", id: msg.id, method, ms: Date.now() - t, ...(msg.error ? { error: redact(msg.error) } : { result }) });
+  }
+});
+
+const originalWrite = process.stdout.write.bind(process.stdout);
+process.stdout.write = (chunk, ...rest) => {
+  fromWorker(chunk);
+  return originalWrite(chunk, ...rest);
+};
+// runWorker() starts the RPC host only when process.argv[1] is the worker module itself.
+process.argv[1] = REAL_WORKER;
+await import(pathToFileURL(REAL_WORKER).href);
+// Listen only after the worker's own reader is attached: stdin stays paused (buffered) until then,
+// so no host message can reach this listener alone. The first request may go unrecorded.
+process.stdin.on("data", fromHost);
