@@ -101,16 +101,14 @@ export function createBubblewrapPlugin(deps: BubblewrapPluginDeps = {}) {
     return live;
   };
 
+  // The kit recognises a proxy refusal in stderr ("CONNECT tunnel failed, response 403"); our proxy
+  // also knows which destination it refused and why, so the note names that when it has it.
   const annotate = (live: LiveLease, deniedBefore: number) => (stderr: string) => {
-    const noted = appendBlockedNetworkNote(stderr, live.record.grant);
-    if (noted !== stderr) return noted;
-    // Refusals by our proxy ("CONNECT tunnel failed, response 403") are not in the kit's patterns:
-    // name what the proxy refused during this command.
     const denied = live.denials.slice(deniedBefore);
-    if (denied.length === 0) return stderr;
-    const last = denied[denied.length - 1]!;
-    const separator = stderr === "" || stderr.endsWith("\n") ? "" : "\n";
-    return `${stderr}${separator}[paperclip] the sandbox egress proxy refused ${denied.length} connection(s), last ${last.target}: ${last.reason}; grant access in executionWorkspaceSettings.networkEgress (current grant: allowFqdns=[${live.record.grant.allowFqdns.join(", ")}] allowCidrs=[${live.record.grant.allowCidrs.join(", ")}]).\n`;
+    const last = denied[denied.length - 1];
+    const cause =
+      last === undefined ? undefined : `the sandbox egress proxy refused ${denied.length} connection(s), last ${last.target}: ${last.reason}`;
+    return appendBlockedNetworkNote(stderr, live.record.grant, { cause });
   };
 
   const writeSentinel = async (workspace: string, fingerprint: string, leaseId: string) => {

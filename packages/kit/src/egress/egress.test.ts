@@ -70,6 +70,30 @@ describe("blocked-network note", () => {
     expect(isBlockedNetworkError("permission denied")).toBe(false);
   });
 
+  it("recognises an egress proxy refusing the destination (curl and node)", () => {
+    for (const line of [
+      "curl: (56) CONNECT tunnel failed, response 403",
+      "curl: (56) Received HTTP code 403 from proxy after CONNECT",
+      "Error: tunneling socket could not be established, statusCode=403",
+      "RequestAbortedError [AbortError]: Proxy response (403) !== 200 when HTTP Tunneling",
+    ]) {
+      expect(isBlockedNetworkError(line), line).toBe(true);
+    }
+    expect(isBlockedNetworkError("HTTP/1.1 403 Forbidden")).toBe(false);
+    expect(isBlockedNetworkError("curl: (22) The requested URL returned error: 403")).toBe(false);
+    const noted = appendBlockedNetworkNote("curl: (56) CONNECT tunnel failed, response 403\n", { allowFqdns: ["a.com"], allowCidrs: [] });
+    expect(noted).toMatch(/\n\[paperclip\] this looks like a blocked network call.*allowFqdns=\[a\.com\]/);
+  });
+
+  it("states a provider-known cause instead of guessing, even when stderr does not match", () => {
+    const grant = { allowFqdns: [], allowCidrs: ["10.0.0.0/8"] };
+    const noted = appendBlockedNetworkNote("exit 1", grant, { cause: "the sandbox egress proxy refused 1 connection(s), last x.test:443: not granted\nsecond line" });
+    expect(noted).toBe(
+      "exit 1\n[paperclip] the sandbox egress proxy refused 1 connection(s), last x.test:443: not granted second line; grant access in executionWorkspaceSettings.networkEgress (current grant: allowFqdns=[] allowCidrs=[10.0.0.0/8]).\n",
+    );
+    expect(appendBlockedNetworkNote("exit 1\n", grant, { cause: "" })).toBe("exit 1\n");
+  });
+
   it("appends one line naming the grant path and the grant", () => {
     const stderr = "curl: (6) Could not resolve host: example.com";
     const noted = appendBlockedNetworkNote(stderr, { allowFqdns: ["a.com"], allowCidrs: [] });

@@ -1,9 +1,9 @@
-import { list as listTar } from "tar";
-import type { ReadEntry } from "tar";
+import fs from "node:fs";
 import { SyncError } from "./errors.js";
 import type { ExcludeMatcher } from "./exclude-glob.js";
 import type { TransferCounts } from "./host-pack.js";
 import { ancestorsOf, normalizeMemberPath, resolveSymlinkMember } from "./member-path.js";
+import { TarFormatError, TarParser, type TarMember } from "./tar-parse.js";
 
 /** What the inspection learned, used to extract and to report counts. */
 export interface ArchivePlan {
@@ -12,22 +12,20 @@ export interface ArchivePlan {
   rootMode: number | undefined;
   /** For a file mapping: the single regular member. */
   fileMember: { path: string; mode: number | undefined } | undefined;
+  /** Every kept member by normalized path (the last one when a path repeats), root excluded. */
+  members: Map<string, PlannedMember>;
+  /** Byte ranges `[start, end)` of excluded members, to be dropped before extraction. */
+  excludedRanges: [number, number][];
 }
 
-const REGULAR = new Set(["File", "OldFile", "ContiguousFile"]);
-// Parsed for their effect on the next header; node-tar does not normally emit them as entries.
-const METADATA = new Set([
-  "ExtendedHeader",
-  "GlobalExtendedHeader",
-  "OldExtendedHeader",
-  "NextFileHasLongPath",
-  "NextFileHasLongLinkpath",
-  "OldGnuLongPath",
-]);
-
-interface SeenMember {
+export interface PlannedMember {
   type: string;
+  /** Symlink target, as archived. */
+  linkpath: string;
+  mode: number;
 }
+
+export const REGULAR = new Set(["File", "OldFile", "ContiguousFile"]);
 
 /**
  * Read every member header of an outbound archive (a spooled file) and refuse the whole archive
@@ -39,16 +37,38 @@ interface SeenMember {
  * - any member below a symlink member (written "through" a symlink swapped in after validation),
  *   or a path that is a symlink in one member and something else in another;
  * - devices, FIFOs and every other non file/dir/link type;
- * - any header node-tar itself warns about (bad checksum, truncation...).
- * Members excluded by the mapping are skipped here and by the extraction filter alike.
+ * - any structural problem `TarParser` refuses (bad checksum, unknown format, pax extensions it
+ *   does not accept, truncation, data after the end-of-archive marker...).
+ * Members excluded by the mapping are skipped here; their byte ranges are returned so that they
+ * are dropped from the archive before it is extracted.
+ * The archive is read once, streaming, with a bounded buffer.
  */
 export async function inspectArchive(
   archiveFile: string,
   kind: "file" | "directory",
   matcher: ExcludeMatcher,
 ): Promise<ArchivePlan> {
+  const inspector = createArchiveInspector(kind, matcher);
+  const input = fs.createReadStream(archiveFile, { highWaterMark: 256 * 1024 });
+  try {
+    for await (const chunk of input) inspector.write(chunk as Buffer);
+  } finally {
+    input.destroy();
+  }
+  return inspector.finish();
+}
+
+/** Incremental form of `inspectArchive`: fed the archive bytes as they arrive (e.g. while spooling). */
+export interface ArchiveInspector {
+  write(chunk: Buffer): void;
+  /** The input is complete: the plan, or SYNC_ARCHIVE_UNSAFE. */
+  finish(): ArchivePlan;
+}
+
+export function createArchiveInspector(kind: "file" | "directory", matcher: ExcludeMatcher): ArchiveInspector {
   const problems: string[] = [];
-  const seen = new Map<string, SeenMember>();
+  const seen = new Map<string, PlannedMember>();
+  const excludedRanges: [number, number][] = [];
   const symlinks = new Map<string, string>();
   const counts: TransferCounts = { files: 0, bytes: 0 };
   let rootMode: number | undefined;
@@ -59,14 +79,16 @@ export async function inspectArchive(
     if (problems.length < 20) problems.push(message);
   };
 
-  const onEntry = (entry: ReadEntry): void => {
-    const type = String(entry.type);
-    if (METADATA.has(type)) return;
+  const onEntry = (entry: TarMember): void => {
+    const type = entry.type;
     memberCount += 1;
     const shownPath = JSON.stringify(String(entry.path).slice(0, 200));
     const memberPath = normalizeMemberPath(String(entry.path));
     if (memberPath === null) return refuse(`member ${shownPath} has an absolute or '..' path`);
-    if (memberPath !== "" && matcher.excludes(memberPath)) return;
+    if (memberPath !== "" && matcher.excludes(memberPath)) {
+      excludedRanges.push([entry.start, entry.end]);
+      return;
+    }
 
     if (memberPath === "") {
       if (type !== "Directory") return refuse(`member ${shownPath} (${type}) would replace the target root`);
@@ -85,11 +107,11 @@ export async function inspectArchive(
     } else if (type === "Directory") {
       // fine: its children are checked on their own
     } else if (type === "SymbolicLink") {
-      const target = entry.linkpath === undefined ? "" : String(entry.linkpath);
+      const target = entry.linkpath;
       if (target === "" || target.startsWith("/")) return refuse(`symlink ${shownPath} has an absolute or empty target`);
       symlinks.set(memberPath, target);
     } else if (type === "Link") {
-      const target = normalizeMemberPath(entry.linkpath === undefined ? "" : String(entry.linkpath));
+      const target = normalizeMemberPath(entry.linkpath);
       if (target === null || target === "") return refuse(`hardlink ${shownPath} points outside the target`);
       const linked = seen.get(target);
       if (linked === undefined || !REGULAR.has(linked.type)) {
@@ -98,21 +120,37 @@ export async function inspectArchive(
     } else {
       return refuse(`member ${shownPath} has unsupported type ${type}`);
     }
-    seen.set(memberPath, { type });
+    seen.set(memberPath, { type, linkpath: entry.linkpath, mode: entry.mode });
   };
 
-  try {
-    await listTar({
-      file: archiveFile,
-      strict: true, // any warning (bad checksum, truncation, unknown format) rejects
-      onReadEntry: onEntry,
-    });
-  } catch (error) {
-    throw new SyncError("SYNC_ARCHIVE_UNSAFE", `the outbound archive is malformed (${tarErrorCode(error)})`, {
-      cause: error,
-    });
-  }
+  const parser = new TarParser(onEntry);
+  let malformed: TarFormatError | undefined;
+  const write = (chunk: Buffer): void => {
+    if (malformed !== undefined) return;
+    try {
+      parser.write(chunk);
+    } catch (error) {
+      if (!(error instanceof TarFormatError)) throw error;
+      malformed = error;
+    }
+  };
+  const finish = (): ArchivePlan => {
+    if (malformed === undefined) {
+      try {
+        parser.end();
+      } catch (error) {
+        if (!(error instanceof TarFormatError)) throw error;
+        malformed = error;
+      }
+    }
+    if (malformed !== undefined) {
+      throw new SyncError("SYNC_ARCHIVE_UNSAFE", `the outbound archive is malformed (${malformed.message})`, { cause: malformed });
+    }
+    return checkWholeArchive();
+  };
+  return { write, finish };
 
+  function checkWholeArchive(): ArchivePlan {
   // Checks that need every member: a symlink declared later still poisons earlier paths below it.
   for (const memberPath of seen.keys()) {
     const through = ancestorsOf(memberPath).find((ancestor) => symlinks.has(ancestor));
@@ -138,10 +176,6 @@ export async function inspectArchive(
   if (problems.length > 0) {
     throw new SyncError("SYNC_ARCHIVE_UNSAFE", `refusing the outbound archive: ${problems.join("; ")}`);
   }
-  return { counts, rootMode, fileMember };
-}
-
-function tarErrorCode(error: unknown): string {
-  const code = (error as { code?: unknown; tarCode?: unknown } | null)?.tarCode ?? (error as { code?: unknown } | null)?.code;
-  return typeof code === "string" ? code : "unreadable";
+  return { counts, rootMode, fileMember, members: seen, excludedRanges };
+  }
 }

@@ -1,11 +1,15 @@
 import fs from "node:fs/promises";
+import { createReadStream, createWriteStream } from "node:fs";
 import path from "node:path";
+import { Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import { extract as extractTar } from "tar";
 import type { ReadEntry } from "tar";
-import type { ArchivePlan } from "./archive-inspect.js";
+import { REGULAR, type ArchivePlan } from "./archive-inspect.js";
 import { SyncError } from "./errors.js";
 import type { ExcludeMatcher } from "./exclude-glob.js";
-import { normalizeMemberPath } from "./member-path.js";
+import { ancestorsOf, normalizeMemberPath } from "./member-path.js";
+import { spawnTar, systemTar, tarFailure } from "./system-tar.js";
 
 /** Prefix of staging directories; `.paperclip-upload*` names are reserved for sync scratch. */
 export const STAGING_PREFIX = ".paperclip-upload.";
@@ -16,10 +20,12 @@ export interface LandHooks {
 }
 
 /**
- * Land an inspected archive on the host: extract it into a fresh 0700 staging directory next to
- * the target (same filesystem, so the final step is a rename), fix modes there, then move it into
- * place. Nothing is readable by others before it is complete and carries its final mode, and the
- * staging directory is removed on every path.
+ * Land an inspected archive on the host: drop excluded members from it, extract it into a fresh
+ * 0700 staging directory next to the target (same filesystem, so the final step is a rename), check
+ * that what was extracted is exactly what was inspected, fix modes there, then move it into place.
+ * Nothing is readable by others before it is complete and carries its final mode, and the staging
+ * directory is removed on every path. The archive lives in our own 0600 scratch, so it is the very
+ * file that was inspected. Extraction uses the host's GNU tar when there is one, node-tar otherwise.
  */
 export async function landArchive(
   archiveFile: string,
@@ -35,7 +41,12 @@ export async function landArchive(
   try {
     const tree = path.join(staging, "tree");
     await fs.mkdir(tree, { mode: 0o700 });
-    await extractInto(archiveFile, tree, options.matcher);
+    const archive = plan.excludedRanges.length === 0 ? archiveFile : await withoutRanges(archiveFile, plan.excludedRanges);
+    const binary = await systemTar();
+    if (binary === null) await extractInto(archive, tree, options.matcher);
+    else await extractWithSystemTar(binary, archive, tree);
+    await verifyExtractedTree(tree, plan);
+    if (binary !== null) await dropSpecialModeBits(tree, plan);
     if (kind === "file") {
       const member = plan.fileMember;
       if (member === undefined) throw new SyncError("SYNC_ARCHIVE_UNSAFE", "no file member to land");
@@ -55,6 +66,132 @@ export async function landArchive(
     }
   } finally {
     await fs.rm(staging, { recursive: true, force: true });
+  }
+}
+
+/** A copy of the archive without the given member ranges (excluded members), next to it. */
+async function withoutRanges(archiveFile: string, ranges: [number, number][]): Promise<string> {
+  const kept = `${archiveFile}.kept`;
+  let offset = 0;
+  let next = 0;
+  const filter = new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      const chunkEnd = offset + chunk.length;
+      let position = offset;
+      while (position < chunkEnd) {
+        const range = ranges[next];
+        if (range === undefined || range[0] >= chunkEnd) {
+          this.push(chunk.subarray(position - offset));
+          position = chunkEnd;
+        } else if (position < range[0]) {
+          this.push(chunk.subarray(position - offset, range[0] - offset));
+          position = range[0];
+        } else {
+          position = Math.min(range[1], chunkEnd);
+          if (position === range[1]) next++;
+        }
+      }
+      offset = chunkEnd;
+      callback();
+    },
+  });
+  await pipeline(
+    createReadStream(archiveFile, { highWaterMark: 256 * 1024 }),
+    filter,
+    createWriteStream(kept, { flags: "wx", mode: 0o600, highWaterMark: 1024 * 1024 }),
+  );
+  return kept;
+}
+
+/**
+ * GNU tar into the fresh staging tree: recorded modes without the umask (`-p`), no owners, no
+ * xattrs/ACLs/SELinux labels, the existing (0700) tree directory left as is, `--force-local` so a
+ * `:` in the scratch path is never taken for a remote archive. Its own safeguards stay on (no
+ * `-P`: no absolute names, no `..` members, delayed creation of symlinks that climb).
+ */
+async function extractWithSystemTar(binary: string, archive: string, tree: string): Promise<void> {
+  const tar = spawnTar(binary, [
+    "-x",
+    "--force-local",
+    "-f",
+    archive,
+    "-C",
+    tree,
+    "-p",
+    "--no-same-owner",
+    "--no-overwrite-dir",
+    "--no-xattrs",
+    "--no-acls",
+    "--no-selinux",
+    "--warning=no-timestamp",
+    "--warning=no-unknown-keyword",
+  ]);
+  tar.child.stdin.end();
+  tar.child.stdout.resume();
+  const code = await tar.exited;
+  if (code !== 0) throw new SyncError("SYNC_HOST_FAILED", `extracting the outbound archive failed (${tarFailure(code, tar.stderr)})`);
+}
+
+/**
+ * Defence in depth against any difference between our reading of the archive and the extractor's:
+ * the staging tree may only hold inspected members (directories may also be their ancestors), each
+ * with its inspected type, symlinks with their inspected target. One readdir per directory, a
+ * readlink per symlink; a directory without owner read/search is opened up for the walk only.
+ */
+async function verifyExtractedTree(tree: string, plan: ArchivePlan): Promise<void> {
+  const ancestors = new Set<string>();
+  for (const memberPath of plan.members.keys()) for (const a of ancestorsOf(memberPath)) ancestors.add(a);
+  const unexpected = (rel: string, why: string): never => {
+    throw new SyncError("SYNC_ARCHIVE_UNSAFE", `extraction produced ${JSON.stringify(rel.slice(0, 200))}, ${why}; refusing the archive`);
+  };
+  const stack = [""];
+  while (stack.length > 0) {
+    const rel = stack.pop() as string;
+    for (const entry of await readdirOpening(rel === "" ? tree : path.join(tree, rel))) {
+      const child = rel === "" ? entry.name : `${rel}/${entry.name}`;
+      const planned = plan.members.get(child);
+      if (entry.isDirectory()) {
+        if (planned === undefined ? !ancestors.has(child) : planned.type !== "Directory") unexpected(child, "which is not a directory of the archive");
+        stack.push(child);
+      } else if (entry.isSymbolicLink()) {
+        if (planned?.type !== "SymbolicLink") unexpected(child, "which is not a symlink of the archive");
+        if ((await fs.readlink(path.join(tree, child))) !== planned?.linkpath) unexpected(child, "whose target differs from the archive's");
+      } else if (entry.isFile()) {
+        if (planned === undefined || !(REGULAR.has(planned.type) || planned.type === "Link")) unexpected(child, "which is not a file of the archive");
+      } else {
+        unexpected(child, "which has a type the archive does not declare");
+      }
+    }
+  }
+}
+
+async function readdirOpening(dir: string) {
+  try {
+    return await fs.readdir(dir, { withFileTypes: true });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EACCES") throw error;
+    const { mode } = await fs.lstat(dir);
+    await fs.chmod(dir, mode | 0o700);
+    try {
+      return await fs.readdir(dir, { withFileTypes: true });
+    } finally {
+      await fs.chmod(dir, mode & 0o7777);
+    }
+  }
+}
+
+/**
+ * GNU tar with `-p` applies the recorded modes; only setuid/setgid (and a file's sticky bit) must
+ * go, on the few members that carry them, before anything leaves the 0700 staging directory.
+ */
+async function dropSpecialModeBits(tree: string, plan: ArchivePlan): Promise<void> {
+  for (const [rel, member] of plan.members) {
+    const dir = member.type === "Directory";
+    if (!(dir || REGULAR.has(member.type)) || (member.mode & (dir ? 0o6000 : 0o7000)) === 0) continue;
+    const abs = path.join(tree, rel);
+    const st = await fs.lstat(abs).catch(() => undefined);
+    const mode = safeMode(member.mode, dir);
+    if (st !== undefined && !st.isSymbolicLink() && mode !== undefined) await fs.chmod(abs, mode);
   }
 }
 

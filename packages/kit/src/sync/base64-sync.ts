@@ -112,11 +112,17 @@ async function base64DirectoryIn(
   const scratch = await fsp.mkdtemp(path.join(o.hostScratchDir, "paperclip-sync-"));
   try {
     const archive = path.join(scratch, "archive.tar");
-    const pack = packHostDirectory(source, { exclude: mapping.exclude, followSymlinks: mapping.followSymlinks });
+    const pack = await packHostDirectory(source, { exclude: mapping.exclude, followSymlinks: mapping.followSymlinks });
+    let packError: Error | undefined;
     try {
       await pipeline(pack.stream, fs.createWriteStream(archive, { flags: "wx", mode: 0o600 }));
+      packError = await pack.finished();
     } catch (error) {
-      throw new SyncError("SYNC_SOURCE_INVALID", `packing ${source} failed`, { cause: pack.error() ?? error });
+      pack.stop();
+      packError = pack.error() ?? (error instanceof Error ? error : new Error(String(error)));
+    }
+    if (packError !== undefined) {
+      throw new SyncError("SYNC_SOURCE_INVALID", `packing ${source} failed`, { cause: packError });
     }
     const stage = newStageName();
     await uploadInChunks(runner, target, stage, "directory", archive, o, chunkBytes, async () => {

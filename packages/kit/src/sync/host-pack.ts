@@ -1,7 +1,11 @@
-import { Readable } from "node:stream";
+import fsp from "node:fs/promises";
+import path from "node:path";
+import { Readable, Transform, type Writable } from "node:stream";
 import { create as createTar } from "tar";
 import type { WriteEntry } from "tar";
-import { compileExcludes } from "./exclude-glob.js";
+import { compileExcludes, type ExcludeMatcher } from "./exclude-glob.js";
+import { spawnTar, systemTar, tarFailure } from "./system-tar.js";
+import { TarParser } from "./tar-parse.js";
 
 export interface TransferCounts {
   /** Regular files carried (hardlinks, symlinks and directories are not counted). */
@@ -13,26 +17,197 @@ export interface TransferCounts {
 export interface HostDirectoryPack {
   /** The tar byte stream (uncompressed: the sandbox may only have a bare tar). */
   stream: Readable;
-  /** Filled in as entries are written; final once `stream` has ended. */
+  /** Filled in as entries are written; final once `finished()` has resolved without an error. */
   counts: TransferCounts;
-  /** The first packing error (unreadable file, dangling link with `followSymlinks`), if any. */
+  /** The first packing error so far (unreadable file, dangling link with `followSymlinks`...). */
   error(): Error | undefined;
+  /**
+   * Lets the rest of the archive flow (the receiver is done with it) and resolves once packing is
+   * over, with the first packing error, if any.
+   */
+  finished(): Promise<Error | undefined>;
+  /** Ends packing now (the receiver failed); errors caused by stopping are not reported. */
+  stop(): void;
 }
 
 export interface PackOptions {
   exclude?: string[] | undefined;
   followSymlinks?: boolean | undefined;
+  /** Called once with the first packing error, while the stream may still be flowing. */
+  onError?: (error: Error) => void;
 }
+
+/** Bytes buffered between the packer and the runner: enough to keep both busy, small enough to stay flat. */
+const STREAM_HIGH_WATER_MARK = 256 * 1024;
+const REGULAR = new Set(["File", "OldFile", "ContiguousFile"]);
 
 /**
  * Stream a host directory as a tar archive rooted at `.`, like `tar -c [-h] -C source .`: modes and
  * symlinks are kept (or dereferenced with `followSymlinks`), excluded paths are skipped together
- * with everything below them. Not `portable` mode: that would rewrite modes (0o777 → 0o755).
+ * with everything below them. The kit walks the tree itself and applies `compileExcludes`, then
+ * hands the resulting list to the host's GNU tar (`--null --no-recursion -T -`), so exclusion means
+ * exactly the same with either packer; without GNU tar, node-tar packs (not in `portable` mode:
+ * that would rewrite modes).
  */
-export function packHostDirectory(source: string, options: PackOptions): HostDirectoryPack {
+export async function packHostDirectory(source: string, options: PackOptions): Promise<HostDirectoryPack> {
+  const binary = await systemTar();
+  return binary === null ? packWithNodeTar(source, options) : packWithSystemTar(binary, source, options);
+}
+
+function packWithSystemTar(binary: string, source: string, options: PackOptions): HostDirectoryPack {
+  const counts: TransferCounts = { files: 0, bytes: 0 };
+  const matcher = compileExcludes(options.exclude);
+  const follow = options.followSymlinks === true;
+  let firstError: Error | undefined;
+  let stopped = false;
+  const fail = (error: unknown): void => {
+    if (stopped || firstError !== undefined) return;
+    firstError = error instanceof Error ? error : new Error(String(error));
+    options.onError?.(firstError);
+  };
+
+  const args = ["-c", "-f", "-", "--format=gnu", "--null", "--no-unquote", "--verbatim-files-from", "--no-recursion", "-T", "-"];
+  if (follow) args.push("-h");
+  const tar = spawnTar(binary, args, source);
+  // Count what actually goes over the wire by reading the archive's own headers as they pass.
+  const parser = new TarParser((member) => {
+    if (REGULAR.has(member.type)) {
+      counts.files += 1;
+      counts.bytes += member.size;
+    }
+  });
+  const stream = new Transform({
+    highWaterMark: STREAM_HIGH_WATER_MARK,
+    transform(chunk: Buffer, _encoding, callback) {
+      try {
+        parser.write(chunk);
+      } catch (error) {
+        fail(error);
+      }
+      callback(null, chunk);
+    },
+    flush(callback) {
+      try {
+        parser.end();
+      } catch (error) {
+        fail(error);
+      }
+      callback();
+    },
+  });
+  tar.child.stdout.pipe(stream);
+  stream.on("error", fail);
+
+  const listing = writeFileList(tar.child.stdin, source, matcher, follow, () => stopped)
+    .catch(fail)
+    .finally(() => tar.child.stdin.end());
+  const done = (async () => {
+    const [code] = await Promise.all([tar.exited, listing]);
+    if (code !== 0) fail(Object.assign(new Error(tarFailure(code, tar.stderr)), { code: "TAR_FAILED" }));
+    if (!stopped && !stream.destroyed && !stream.readableEnded) {
+      await new Promise<void>((resolve) => {
+        stream.once("end", resolve);
+        stream.once("close", resolve);
+      });
+    }
+    return firstError;
+  })();
+
+  return {
+    stream,
+    counts,
+    error: () => firstError,
+    finished: () => {
+      if (!stream.destroyed) stream.resume();
+      return done;
+    },
+    stop: () => {
+      stopped = true;
+      tar.kill();
+      stream.destroy();
+    },
+  };
+}
+
+/**
+ * Depth-first walk of `source`, writing `./<relative path>` NUL-terminated for every member to
+ * archive (`.` first). An excluded directory is not entered. With `follow`, a symlink to a
+ * directory is walked like a directory (as `tar -h` archives it), a dangling one is an error
+ * (ENOENT), and one leading back to a directory being walked is a loop (ELOOP). Sockets are left
+ * out (tar cannot archive them).
+ */
+async function writeFileList(
+  stdin: Writable,
+  source: string,
+  matcher: ExcludeMatcher,
+  follow: boolean,
+  stopped: () => boolean,
+): Promise<void> {
+  const write = (name: string): Promise<void> | undefined => {
+    if (stopped() || stdin.destroyed) throw Object.assign(new Error("tar stopped reading its file list"), { code: "EPIPE" });
+    return stdin.write(`${name}\0`) ? undefined : drained(stdin);
+  };
+  const rootKey = follow ? dirKey(await fsp.stat(source)) : "";
+  const stack: { rel: string; ancestors: string[] }[] = [{ rel: "", ancestors: [rootKey] }];
+  await write(".");
+  while (stack.length > 0) {
+    const { rel, ancestors } = stack.pop() as { rel: string; ancestors: string[] };
+    const entries = await fsp.readdir(rel === "" ? source : path.join(source, rel), { withFileTypes: true });
+    for (const entry of entries) {
+      const childRel = rel === "" ? entry.name : `${rel}/${entry.name}`;
+      if (matcher.matchesItself(childRel)) continue;
+      let isDir = entry.isDirectory();
+      let isSocket = entry.isSocket();
+      let key = "";
+      if (follow && (isDir || entry.isSymbolicLink())) {
+        const stat = await fsp.stat(path.join(source, childRel)); // ENOENT: a dangling link
+        isDir = stat.isDirectory();
+        isSocket = stat.isSocket();
+        key = dirKey(stat);
+        if (isDir && ancestors.includes(key)) {
+          throw Object.assign(new Error(`symlink loop at ${childRel}`), { code: "ELOOP", path: path.join(source, childRel) });
+        }
+      }
+      if (isSocket) continue;
+      await write(`./${childRel}`);
+      if (isDir) stack.push({ rel: childRel, ancestors: follow ? [...ancestors, key] : ancestors });
+    }
+  }
+}
+
+function dirKey(stat: { dev: number; ino: number }): string {
+  return `${stat.dev}:${stat.ino}`;
+}
+
+function drained(stream: Writable): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const cleanup = () => {
+      stream.off("drain", onDrain);
+      stream.off("close", onClose);
+    };
+    const onDrain = () => {
+      cleanup();
+      resolve();
+    };
+    const onClose = () => {
+      cleanup();
+      reject(Object.assign(new Error("tar stopped reading its file list"), { code: "EPIPE" }));
+    };
+    stream.on("drain", onDrain);
+    stream.on("close", onClose);
+  });
+}
+
+function packWithNodeTar(source: string, options: PackOptions): HostDirectoryPack {
   const counts: TransferCounts = { files: 0, bytes: 0 };
   const matcher = compileExcludes(options.exclude);
   let firstError: Error | undefined;
+  let stopped = false;
+  const fail = (error: unknown): void => {
+    if (stopped || firstError !== undefined) return;
+    firstError = error instanceof Error ? error : new Error(String(error));
+    options.onError?.(firstError);
+  };
   const pack = createTar(
     {
       cwd: source,
@@ -49,12 +224,25 @@ export function packHostDirectory(source: string, options: PackOptions): HostDir
     },
     ["."],
   );
-  pack.on("error", (error: unknown) => {
-    firstError ??= error instanceof Error ? error : new Error(String(error));
+  pack.on("error", fail);
+  const stream = Readable.from(pack, { objectMode: false, highWaterMark: STREAM_HIGH_WATER_MARK });
+  stream.on("error", fail);
+  const done = new Promise<Error | undefined>((resolve) => {
+    const settle = () => resolve(firstError);
+    stream.once("end", settle);
+    stream.once("close", settle);
   });
-  const stream = Readable.from(pack, { objectMode: false });
-  stream.on("error", (error: Error) => {
-    firstError ??= error;
-  });
-  return { stream, counts, error: () => firstError };
+  return {
+    stream,
+    counts,
+    error: () => firstError,
+    finished: () => {
+      if (!stream.destroyed) stream.resume();
+      return done;
+    },
+    stop: () => {
+      stopped = true;
+      stream.destroy();
+    },
+  };
 }

@@ -1,5 +1,6 @@
 import fs from "node:fs";
 import { Writable } from "node:stream";
+import type { ArchiveInspector } from "./archive-inspect.js";
 
 /**
  * A stdout sink that writes an outbound archive to a host file with backpressure (memory stays
@@ -14,15 +15,23 @@ export class ArchiveSpool extends Writable {
   #overLimit = false;
   #fileError: Error | undefined;
 
-  constructor(filePath: string, limitBytes: number, onLimit: () => void) {
-    super();
+  readonly #inspector: ArchiveInspector | undefined;
+
+  /** With an `inspector`, every byte spooled is also inspected as it passes (no second read). */
+  constructor(filePath: string, limitBytes: number, onLimit: () => void, inspector?: ArchiveInspector) {
     // "wx": never follow or reuse something already at that path; 0600 before any byte lands.
-    this.#file = fs.createWriteStream(filePath, { flags: "wx", mode: 0o600 });
+    // Up to 1 MiB buffered towards the file: writes overlap with the runner's reads, memory stays flat.
+    super({ highWaterMark: 256 * 1024 });
+    this.#file = fs.createWriteStream(filePath, { flags: "wx", mode: 0o600, highWaterMark: 1024 * 1024 });
     this.#file.on("error", (error) => {
       this.#fileError ??= error;
+      this.#releaseWaiter();
     });
+    this.#file.on("drain", () => this.#releaseWaiter());
+    this.#file.on("close", () => this.#releaseWaiter());
     this.#limitBytes = limitBytes;
     this.#onLimit = onLimit;
+    this.#inspector = inspector;
   }
 
   get bytes(): number {
@@ -45,8 +54,17 @@ export class ArchiveSpool extends Writable {
       this.#onLimit();
       return callback();
     }
+    this.#inspector?.write(chunk);
     // Errors are recorded (not passed on) so a runner piping into us never sees a stream error.
-    this.#file.write(chunk, () => callback());
+    if (this.#file.write(chunk)) return callback();
+    this.#waiter = callback;
+  }
+
+  #waiter: ((error?: Error | null) => void) | undefined;
+  #releaseWaiter(): void {
+    const waiter = this.#waiter;
+    this.#waiter = undefined;
+    waiter?.();
   }
 
   override _final(callback: (error?: Error | null) => void): void {

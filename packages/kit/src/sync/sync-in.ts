@@ -51,8 +51,9 @@ async function streamFileIn(runner: ScriptRunner, mapping: PluginSyncFileMapping
 
   let sent = 0;
   let readError: Error | undefined;
-  const input = fs.createReadStream(source);
+  const input = fs.createReadStream(source, { highWaterMark: 256 * 1024 });
   const counter = new Transform({
+    highWaterMark: 256 * 1024,
     transform(chunk: Buffer, _encoding, callback) {
       sent += chunk.length;
       callback(null, chunk);
@@ -88,17 +89,28 @@ async function streamDirectoryIn(runner: ScriptRunner, mapping: PluginSyncFileMa
   const { source } = await statHostSource(mapping);
   const target = confineSandboxPath(mapping.targetPath, o.roots, "targetPath");
   const stage = newStageName();
-  const pack = packHostDirectory(source, { exclude: mapping.exclude, followSymlinks: mapping.followSymlinks });
+  // A packing failure (unreadable file, dangling link...) ends the sandbox side at once: its stdin
+  // might otherwise never reach EOF, and a truncated archive must not be committed.
+  const packFailed = new AbortController();
+  const pack = await packHostDirectory(source, {
+    exclude: mapping.exclude,
+    followSymlinks: mapping.followSymlinks,
+    onError: () => packFailed.abort(),
+  });
   let staged = false;
+  let packDone = false;
   try {
     // 1. Extract into the stage. The stage survives only if the script succeeds.
     const extracted = await runScript(runner, beginStage(target, o.roots, stage, "directory") + removeStageOnExit + extractTree("stdin") + keepStage, {
       stdin: pack.stream,
       outerSignal: o.signal,
+      limitSignal: packFailed.signal,
       maxStderrBytes: o.maxStderrBytes,
     });
     staged = extracted.exit.exitCode === 0 && extracted.abortCause === undefined;
-    const packError = pack.error();
+    if (!staged) pack.stop();
+    const packError = await pack.finished();
+    packDone = true;
     if (packError !== undefined) {
       throw new SyncError("SYNC_SOURCE_INVALID", `packing ${source} failed (${errnoOf(packError)})`, { cause: packError });
     }
@@ -112,6 +124,7 @@ async function streamDirectoryIn(runner: ScriptRunner, mapping: PluginSyncFileMa
     expectSuccess(replaced, `replacing ${target.path}`);
     return { ...pack.counts };
   } finally {
+    if (!packDone) pack.stop();
     pack.stream.destroy();
     if (staged) await removeUploadStageQuietly(runner, target, o, stage);
   }

@@ -2,7 +2,7 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import type { PluginEnvironmentSyncResult, PluginSyncFileMapping, PluginSyncOperation } from "@paperclipai/plugin-sdk";
 import type { ScriptRunner } from "../transport.js";
-import { inspectArchive } from "./archive-inspect.js";
+import { createArchiveInspector, inspectArchive, type ArchivePlan } from "./archive-inspect.js";
 import { landArchive, type LandHooks } from "./archive-land.js";
 import { packToStdoutScript } from "./download-scripts.js";
 import { SyncError } from "./errors.js";
@@ -25,11 +25,16 @@ export async function syncOut(
   operations: PluginSyncOperation[],
   opts: SyncOptions,
 ): Promise<PluginEnvironmentSyncResult> {
-  return runOperations(runner, operations, opts, "out", (mapping, o) => receiveMapping(mapping, o, (source, archive) => streamArchive(runner, mapping, source, archive, o)));
+  return runOperations(runner, operations, opts, "out", (mapping, o) =>
+    receiveMapping(mapping, o, (source, archive) => streamArchive(runner, mapping, source, archive, o)),
+  );
 }
 
-/** Fills `archiveFile` (which does not exist yet) with the source's tar archive. */
-export type ArchiveFetcher = (source: ConfinedSandboxPath, archiveFile: string) => Promise<void>;
+/**
+ * Fills `archiveFile` (which does not exist yet) with the source's tar archive. A fetcher that
+ * inspected the bytes while writing them returns the plan; otherwise the file is inspected after.
+ */
+export type ArchiveFetcher = (source: ConfinedSandboxPath, archiveFile: string) => Promise<ArchivePlan | void>;
 
 /**
  * The host half of every sync-out strategy: fresh 0700 scratch directory, fetch, inspect, land;
@@ -47,8 +52,7 @@ export async function receiveMapping(
   const scratch = await fs.mkdtemp(path.join(o.hostScratchDir, "paperclip-sync-")); // 0700
   try {
     const archive = path.join(scratch, "archive.tar");
-    await fetch(source, archive);
-    const plan = await inspectArchive(archive, mapping.kind, matcher);
+    const plan = (await fetch(source, archive)) ?? (await inspectArchive(archive, mapping.kind, matcher));
     await landArchive(archive, target, mapping.kind, plan, { mode: mapping.mode, matcher, hooks });
     return plan.counts;
   } finally {
@@ -62,9 +66,10 @@ async function streamArchive(
   source: ConfinedSandboxPath,
   archiveFile: string,
   o: ResolvedSyncOptions,
-): Promise<void> {
+): Promise<ArchivePlan> {
   const limit = new AbortController();
-  const spool = new ArchiveSpool(archiveFile, o.maxOutboundBytes, () => limit.abort());
+  const inspector = createArchiveInspector(mapping.kind, compileExcludes(mapping.kind === "directory" ? mapping.exclude : undefined));
+  const spool = new ArchiveSpool(archiveFile, o.maxOutboundBytes, () => limit.abort(), inspector);
   const script = packToStdoutScript(source, o.roots, {
     kind: mapping.kind,
     followSymlinks: mapping.followSymlinks === true,
@@ -90,4 +95,5 @@ async function streamArchive(
     throw new SyncError("SYNC_HOST_FAILED", "writing the outbound archive to host scratch failed", { cause: spool.fileError });
   }
   expectSuccess(outcome, `archiving ${source.path}`);
+  return inspector.finish();
 }
