@@ -68,18 +68,7 @@ export class LeaseRuntime {
     const leaseId = record.leaseId;
     const cgroups = await createLeaseCgroups(leaseId, settings.limits);
     record.cgroups = cgroups.dirs;
-    const lease: LiveLease = {
-      leaseId,
-      paths,
-      record,
-      client: null as unknown as SupervisorClient,
-      proxy: null,
-      launched: null,
-      denials: [],
-      work: new Set(),
-      abort: new AbortController(),
-      goneListeners: new Set(),
-    };
+    const lease = newLiveLease(leaseId, paths, record);
     if (!grantIsEmpty(record.grant)) lease.proxy = await this.startProxy(lease);
 
     const grant: EgressGrant = record.grant;
@@ -154,18 +143,7 @@ export class LeaseRuntime {
     const record = await readLeaseRecord(paths);
     if (!record || record.state !== "running" || !record.jail) return null;
     if (!jailAlive(record.jail) || Date.parse(record.expiresAt) <= Date.now()) return null;
-    const lease: LiveLease = {
-      leaseId,
-      paths,
-      record,
-      client: null as unknown as SupervisorClient,
-      proxy: null,
-      launched: null,
-      denials: [],
-      work: new Set(),
-      abort: new AbortController(),
-      goneListeners: new Set(),
-    };
+    const lease = newLiveLease(leaseId, paths, record);
     // The previous worker's proxy died with it: serve the grant again on the same socket path
     // (the jail binds the directory, so it sees the new socket).
     if (!grantIsEmpty(record.grant)) lease.proxy = await this.startProxy(lease);
@@ -259,4 +237,20 @@ export class LeaseRuntime {
 
 function ownerIdentity(): LeaseRecord["owner"] {
   return { pid: process.pid, startTime: processStartTime(process.pid), uid: process.getuid?.() ?? 0 };
+}
+
+/** A lease's in-worker state before its proxy and supervisor client are attached. */
+function newLiveLease(leaseId: string, paths: LeasePaths, record: LeaseRecord): LiveLease {
+  return {
+    leaseId,
+    paths,
+    record,
+    client: null as unknown as SupervisorClient,
+    proxy: null,
+    launched: null,
+    denials: [],
+    work: new Set(),
+    abort: new AbortController(),
+    goneListeners: new Set(),
+  };
 }

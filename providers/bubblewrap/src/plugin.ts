@@ -15,6 +15,7 @@ import {
   appendBlockedNetworkNote,
   buildSentinel,
   executeCommand,
+  execRequestFrom,
   leaseFingerprint,
   leaseLabels,
   mergeEgressGrants,
@@ -277,17 +278,9 @@ export function createBubblewrapPlugin(deps: BubblewrapPluginDeps = {}) {
     async onEnvironmentExecute(params) {
       const config = providerConfig.parse(params.config);
       const live = await requireLive(params.lease, config);
-      const request = {
-        command: params.command,
-        args: params.args,
-        cwd: params.cwd ?? SANDBOX_PATHS.workspace,
-        env: params.env,
-        stdin: params.stdin,
-        timeoutMs: params.timeoutMs,
-      };
       return runtime.track(
         live,
-        executeCommand(live.client, request, {
+        executeCommand(live.client, execRequestFrom(params, SANDBOX_PATHS.workspace), {
           log: (stream, text) => ctx?.execution.log(stream, text),
           defaultTimeoutMs: config.timeoutMs,
           signal: live.abort.signal,

@@ -30,16 +30,27 @@ const REFUSAL_CODES: ReadonlySet<SyncErrorCode> = new Set<SyncErrorCode>([
  *   Because the cwd was checked before, a directory is only ever created inside a root.
  */
 export function scriptPrologue(roots: readonly string[]): string {
-  const quotedRoots = roots.map(quote).join(" ");
+  // Each root is resolved once, up front. After \`cd -P\` the shell's $PWD is the physical path
+  // (getcwd), so checks need no \`$(pwd -P)\` subshell: every fork costs about a millisecond.
+  if (roots.some((root) => root.includes("\n"))) throw new Error("sync roots cannot contain a newline");
+  const resolveRoots = roots
+    .map((root) => `if cd -P ${quote(root)} 2>/dev/null; then pc_roots="$pc_roots$PWD\${pc_nl}"; fi`)
+    .join("\n");
   return `unset CDPATH
+pc_nl='
+'
+pc_roots=
+${resolveRoots}
 pc_refuse() {
   printf '%s %s\\n' '${REFUSAL_MARKER}' "$1" >&2
   exit ${REFUSAL_EXIT}
 }
 pc_check_inside() {
-  pc_here=$(pwd -P) || pc_refuse SYNC_REMOTE_FAILED
-  for pc_root in ${quotedRoots}; do
-    pc_real=$(cd -P "$pc_root" 2>/dev/null && pwd -P) || continue
+  pc_here=$PWD
+  pc_rest=$pc_roots
+  while [ -n "$pc_rest" ]; do
+    pc_real=\${pc_rest%%"$pc_nl"*}
+    pc_rest=\${pc_rest#*"$pc_nl"}
     [ "$pc_real" = / ] && return 0
     case "$pc_here/" in "$pc_real"/*) return 0 ;; esac
   done
