@@ -555,10 +555,7 @@ async function reuseScenario(p, cid, baseConfig) {
       how = "execution workspace archived";
       await apiOk("PATCH", `/execution-workspaces/${lease1.executionWorkspaceId}`, { status: "archived" });
     }
-    const lease = await waitFor("reusable lease destroyed", async () => {
-      const rows = (await leasesOf(eid)).filter((x) => x.providerLeaseId === lease1.providerLeaseId);
-      return rows.length && rows.every((x) => !["active", "released", "retained"].includes(x.status)) ? rows[0] : null;
-    }, { timeoutMs: 30_000, intervalMs: 200 }).catch(async (err) => {
+    const lease = await waitFor("reusable lease destroyed", terminal, { timeoutMs: 30_000, intervalMs: 200 }).catch(async (err) => {
       const rows = (await leasesOf(eid)).filter((x) => x.providerLeaseId === lease1.providerLeaseId);
       throw new Error(`${err.message}; rows: ${rows.map((x) => `${x.status}/${x.failureReason ?? ""}`).join(", ")}`);
     });

@@ -259,17 +259,6 @@ export function resolveStoredSecretRefs(config: ProviderConfig, env: NodeJS.Proc
   return { config: walk(config, "") as ProviderConfig, secrets };
 }
 
-/** Field paths the schema marks as secrets (`format: "secret-ref"`). */
-export function secretFieldPaths(schema: JsonSchema | undefined, prefix = ""): string[] {
-  const out: string[] = [];
-  for (const [key, child] of Object.entries(schema?.properties ?? {})) {
-    const field = prefix ? `${prefix}.${key}` : key;
-    if (child.format === "secret-ref") out.push(field);
-    out.push(...secretFieldPaths(child, field));
-  }
-  return out;
-}
-
 export function getPath(config: ProviderConfig, field: string): unknown {
   let current: unknown = config;
   for (const key of field.split(".")) {

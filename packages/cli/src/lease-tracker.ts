@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { labelValue } from "@paperclip-sandbox/kit";
 import { TIMEOUT, WORKER_UNAVAILABLE, WorkerRpcError } from "@paperclip-sandbox/worker-client";
 import type { PluginEnvironmentLease, PluginEnvironmentTerminationReceipt } from "@paperclipai/plugin-sdk";
 import { describeError } from "./errors.js";
@@ -20,11 +21,10 @@ export interface TrackedLease {
 
 /** Labels as the kit's providers put them on resources (`leaseLabels`), plus who made it. */
 export function cliLabels(driverKey: string, environmentId: string, runId: string, hostId: string, purpose: string): Record<string, string> {
-  const label = (raw: string) => raw.toLowerCase().replace(/[^a-z0-9\-_.]/g, "-").slice(0, 63).replace(/^[^a-z0-9]+|[^a-z0-9]+$/g, "");
   return {
-    "paperclip-provider": label(driverKey),
-    "paperclip-environment": label(environmentId),
-    "paperclip-run": label(runId),
+    "paperclip-provider": labelValue(driverKey),
+    "paperclip-environment": labelValue(environmentId),
+    "paperclip-run": labelValue(runId),
     "managed-by": "paperclip-sandbox-cli",
     "created-by-host": hostId,
     purpose,

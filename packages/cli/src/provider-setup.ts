@@ -1,10 +1,10 @@
 import { createHash } from "node:crypto";
+import { canonicalJson, secretFieldPaths } from "@paperclip-sandbox/kit";
 import {
   applySetFlags,
   getPath,
   readConfigFile,
   resolveSecretFlags,
-  secretFieldPaths,
   withSecretRefs,
   withSecrets,
   type ProviderConfig,
@@ -57,14 +57,17 @@ export function storableConfig(prepared: PreparedProvider, config: ProviderConfi
 }
 
 export function configFingerprint(driverKey: string, storedConfig: ProviderConfig): string {
-  const canonical = (value: unknown): unknown => {
-    if (Array.isArray(value)) return value.map(canonical);
-    if (value && typeof value === "object") {
-      return Object.fromEntries(Object.keys(value).sort().map((k) => [k, canonical((value as Record<string, unknown>)[k])]));
-    }
-    return value;
-  };
-  return createHash("sha256").update(JSON.stringify([driverKey, canonical(storedConfig)])).digest("hex").slice(0, 32);
+  return createHash("sha256").update(canonicalJson([driverKey, storedConfig])).digest("hex").slice(0, 32);
+}
+
+/** Starts a worker for the prepared provider (no validation), with `config` (default: the prepared one). */
+export function startSession(prepared: PreparedProvider, config: ProviderConfig = prepared.config): Promise<ProviderSession> {
+  return ProviderSession.start(prepared.provider, {
+    config,
+    environmentId: prepared.environmentId,
+    redactor: prepared.redactor,
+    verbose: prepared.verbose,
+  });
 }
 
 /**
@@ -72,12 +75,7 @@ export function configFingerprint(driverKey: string, storedConfig: ProviderConfi
  * The provider's `normalizedConfig` (when it returns one) is used from then on, as the host does.
  */
 export async function startValidatedSession(prepared: PreparedProvider): Promise<ProviderSession> {
-  const session = await ProviderSession.start(prepared.provider, {
-    config: prepared.config,
-    environmentId: prepared.environmentId,
-    redactor: prepared.redactor,
-    verbose: prepared.verbose,
-  });
+  const session = await startSession(prepared);
   try {
     const result = await session.validateConfig();
     if (!result.ok) {

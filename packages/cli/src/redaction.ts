@@ -1,4 +1,4 @@
-import { createRedactor as createKitRedactor, REDACTED as KIT_REDACTED } from "@paperclip-sandbox/kit";
+import { createRedactor as createKitRedactor, MIN_SECRET_LENGTH, REDACTED as KIT_REDACTED } from "@paperclip-sandbox/kit";
 
 /**
  * Secret redaction for everything the CLI prints or stores: messages, reports, the lease database.
@@ -47,7 +47,7 @@ export function createRedactor(initial: Iterable<string> = []): Redactor {
       if (!secret || exact.has(secret)) return;
       exact.add(secret);
       kitRedact = createKitRedactor(exact);
-      forms = [...new Set([...exact].flatMap((s) => [s, encodeURIComponent(s)]))].filter((f) => f.length >= 4).sort((a, b) => b.length - a.length);
+      forms = [...new Set([...exact].flatMap((s) => [s, encodeURIComponent(s)]))].filter((f) => f.length >= MIN_SECRET_LENGTH).sort((a, b) => b.length - a.length);
     },
     redact: (text) => kitRedact(text),
     redactDeep: <T>(value: T) => redactDeep(value) as T,

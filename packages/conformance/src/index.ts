@@ -1,13 +1,3 @@
-export { conformanceCases } from "./cases.js";
+export * from "./runner.js";
 export { describeConformance } from "./describe-conformance.js";
-export { startConformanceWorld, type ConformanceWorld, type AcquiredLease, type ShellOptions } from "./world.js";
-export {
-  CONFORMANCE_CASE_NAMES,
-  type ConformanceCaseName,
-  type ConformanceOptions,
-  type LeftoversContext,
-} from "./options.js";
-export type { ConformanceCase } from "./case.js";
-export { ConformanceSkip } from "./skip.js";
 export { HOSTILE_ARGUMENTS } from "./cases/execute.js";
-export { findLocalLeftovers } from "./local-leftovers.js";

@@ -216,4 +216,25 @@ describe("worker lifecycle", () => {
       await rm(scratch, { recursive: true, force: true });
     }
   });
+
+  it("keeps opts.env values out of the message when the worker refuses initialize", async () => {
+    const scratch = await mkdtemp(path.join(os.tmpdir(), "worker-client-refusing-"));
+    try {
+      // Answers initialize with an error that echoes a credential, as a careless setup() might.
+      await writeFile(
+        path.join(scratch, "worker.mjs"),
+        `process.stdin.once("data", (line) => {
+          const { id } = JSON.parse(String(line).split("\\n")[0]);
+          const message = "setup failed: token " + process.env.SECRET_TOKEN + " was rejected";
+          process.stdout.write(JSON.stringify({ jsonrpc: "2.0", id, error: { code: -32603, message } }) + "\\n");
+        });\n`,
+      );
+      const refusing: PluginPackage = { ...pkg, dir: scratch, workerPath: path.join(scratch, "worker.mjs") };
+      const thrown = await rejection(startWorker(refusing, { env: { SECRET_TOKEN: "s3cr3t-value" } }));
+      expect(thrown.message).toMatch(/setup failed: token \[REDACTED\] was rejected/);
+      expect(thrown.message).not.toMatch(/s3cr3t-value/);
+    } finally {
+      await rm(scratch, { recursive: true, force: true });
+    }
+  });
 });

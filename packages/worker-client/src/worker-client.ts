@@ -59,7 +59,7 @@ export async function startWorker(pkg: PluginPackage, opts: StartWorkerOptions =
   });
 
   let stderrTail = "";
-  // Whatever the caller passed in the worker env may be a credential: keep it out of error excerpts.
+  // Whatever the caller passed in the worker env may be a credential: keep it out of error messages.
   const redact = createRedactor(Object.values(opts.env ?? {}));
 
   const rpc = new RpcConnection((line) => {
@@ -121,11 +121,12 @@ export async function startWorker(pkg: PluginPackage, opts: StartWorkerOptions =
     await exited;
     const code = error instanceof WorkerRpcError ? error.code : undefined;
     const reason = error instanceof Error ? error.message : String(error);
-    const excerpt = redact(stderrTail.trim());
+    const excerpt = stderrTail.trim();
+    // The worker's own error message may echo a credential too, not only its stderr.
     throw new WorkerRpcError(
       "initialize",
       code ?? UNKNOWN,
-      `worker ${pkg.name} failed to initialize: ${reason}${excerpt ? `\nworker stderr:\n${excerpt}` : ""}`,
+      redact(`worker ${pkg.name} failed to initialize: ${reason}${excerpt ? `\nworker stderr:\n${excerpt}` : ""}`),
     );
   }
 

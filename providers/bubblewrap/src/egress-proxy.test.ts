@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import http from "node:http";
-import type net from "node:net";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import tls from "node:tls";
@@ -126,5 +126,37 @@ describe("egress proxy", () => {
     expect((await plainGet(`http://denied.test:${httpServer.port}/`)).status).toBe(403);
     expect((await plainGet(`http://granted.test:${httpServer.port}/`, "denied.test")).status).toBe(403);
     expect((await plainGet("/relative")).status).toBe(400);
+  });
+
+  it("drops the upstream connection of a plain-HTTP request once the proxy is closed", async () => {
+    // An upstream that accepts and never answers: only the proxy can end the connection.
+    const upstreams: net.Socket[] = [];
+    const closed: net.Socket[] = [];
+    const silent = net.createServer((socket) => {
+      upstreams.push(socket);
+      socket.resume(); // read the request, so the proxy's end of the connection is seen
+      socket.on("close", () => closed.push(socket));
+    });
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const port = (silent.address() as net.AddressInfo).port;
+    const own = await startEgressProxy({
+      socketPath: path.join(dir, "own.sock"),
+      grant: { allowFqdns: ["granted.test"], allowCidrs: [] },
+      resolver: createResolver(parseResolveOverrides("granted.test=127.0.0.1")),
+    });
+    try {
+      const req = http.request({ socketPath: own.socketPath, method: "GET", path: `http://granted.test:${port}/slow`, headers: { host: `granted.test:${port}` } });
+      req.on("error", () => undefined);
+      req.end();
+      const deadline = Date.now() + 5_000;
+      while (upstreams.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(upstreams).toHaveLength(1);
+      await own.close();
+      while (closed.length === 0 && Date.now() < deadline + 2_000) await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(closed).toHaveLength(1);
+    } finally {
+      for (const socket of upstreams) socket.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
   });
 });

@@ -15,7 +15,7 @@
 import http from "node:http";
 import net from "node:net";
 import fsp from "node:fs/promises";
-import { cidrContains, fqdnMatches, normalizeFqdn, type EgressGrant } from "@paperclip-sandbox/kit";
+import { cidrContains, EGRESS_GRANT_PATH, fqdnMatches, normalizeFqdn, type EgressGrant } from "@paperclip-sandbox/kit";
 import type { Resolver } from "./resolver.js";
 import { MAX_CLIENT_HELLO_BYTES, scanClientHello } from "./tls-sni.js";
 
@@ -85,8 +85,13 @@ function parseAuthority(authority: string): { host: string; port: number } | nul
   return port > 0 && port < 65536 ? { host: match[1]!, port } : null;
 }
 
+/** The body of a refusal that a grant would lift: why, and where to grant access. */
+function refusalBody(message: string): string {
+  return `Paperclip bubblewrap egress proxy: ${message}. Grant access in ${EGRESS_GRANT_PATH} or the environment's egressAllowFqdns/egressAllowCidrs.\n`;
+}
+
 function refusal(status: number, message: string): string {
-  const body = `Paperclip bubblewrap egress proxy: ${message}. Grant access in executionWorkspaceSettings.networkEgress or the environment's egressAllowFqdns/egressAllowCidrs.\n`;
+  const body = refusalBody(message);
   const reason = status === 403 ? "Forbidden" : status === 400 ? "Bad Request" : status === 502 ? "Bad Gateway" : "Error";
   return `HTTP/1.1 ${status} ${reason}\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
 }
@@ -158,7 +163,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     if (!decision.ok) {
       deny(host, decision.reason);
       res.writeHead(403, { "content-type": "text/plain", connection: "close" });
-      res.end(`Paperclip bubblewrap egress proxy: ${decision.reason}. Grant access in executionWorkspaceSettings.networkEgress or the environment's egressAllowFqdns/egressAllowCidrs.\n`);
+      res.end(refusalBody(decision.reason));
       return;
     }
     const port = url.port ? Number(url.port) : 80;
@@ -169,6 +174,11 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
       send(502, `could not connect to ${host}:${port}`);
       return;
     }
+    // One upstream connection per request: it ends with the response or when the client goes away
+    // (and with the proxy, which ends every connection it holds).
+    sockets.add(upstream);
+    upstream.once("close", () => sockets.delete(upstream));
+    res.once("close", () => upstream.destroy());
     const headers = { ...req.headers };
     delete headers["proxy-connection"];
     delete headers["proxy-authorization"];

@@ -5,7 +5,6 @@
 import fs from "node:fs";
 import fsp from "node:fs/promises";
 import path from "node:path";
-import type { EgressGrant } from "@paperclip-sandbox/kit";
 import { createLeaseCgroups, removeCgroups, type Limits } from "./cgroups.js";
 import { startEgressProxy, type EgressDenial, type EgressProxy } from "./egress-proxy.js";
 import { buildJailArgv, SANDBOX_PATHS } from "./jail.js";
@@ -69,30 +68,30 @@ export class LeaseRuntime {
     const cgroups = await createLeaseCgroups(leaseId, settings.limits);
     record.cgroups = cgroups.dirs;
     const lease = newLiveLease(leaseId, paths, record);
-    if (!grantIsEmpty(record.grant)) lease.proxy = await this.startProxy(lease);
-
-    const grant: EgressGrant = record.grant;
-    const layout = {
-      workspaceDir: paths.workspace,
-      homeDir: paths.home,
-      cacheDir: paths.cache,
-      tmpDir: paths.tmp,
-      etcDir: paths.etc,
-      egressDir: lease.proxy ? paths.egress : undefined,
-      supervisorScript: this.deps.supervisorScript,
-      nodeBinary: this.deps.nodeBinary,
-      rootfs: settings.rootfs,
-    };
-    // The PATH depends on where node ends up, which the argv builder decides: build once to learn it.
-    const probe = buildJailArgv(layout, "{}", JAIL_INFO_FD);
-    const supervisorConfig = {
-      expiresAt: Date.parse(record.expiresAt),
-      baseEnv: sandboxBaseEnv(grant, probe.path),
-      defaultCwd: SANDBOX_PATHS.workspace,
-      egress: lease.proxy ? { port: EGRESS_PROXY_PORT, socketPath: `${SANDBOX_PATHS.egressDir}/${path.basename(paths.egressSocket)}` } : undefined,
-    };
-    const jail = buildJailArgv(layout, JSON.stringify(supervisorConfig), JAIL_INFO_FD);
+    // Everything started from here on (proxy, jail) is ended again if the start fails at any step:
+    // the record on disk does not name the cgroups or the jail yet, so no later stop could find them.
     try {
+      if (!grantIsEmpty(record.grant)) lease.proxy = await this.startProxy(lease);
+      const layout = {
+        workspaceDir: paths.workspace,
+        homeDir: paths.home,
+        cacheDir: paths.cache,
+        tmpDir: paths.tmp,
+        etcDir: paths.etc,
+        egressDir: lease.proxy ? paths.egress : undefined,
+        supervisorScript: this.deps.supervisorScript,
+        nodeBinary: this.deps.nodeBinary,
+        rootfs: settings.rootfs,
+      };
+      // The PATH depends on where node ends up, which the argv builder decides: build once to learn it.
+      const probe = buildJailArgv(layout, "{}", JAIL_INFO_FD);
+      const supervisorConfig = {
+        expiresAt: Date.parse(record.expiresAt),
+        baseEnv: sandboxBaseEnv(record.grant, probe.path),
+        defaultCwd: SANDBOX_PATHS.workspace,
+        egress: lease.proxy ? { port: EGRESS_PROXY_PORT, socketPath: `${SANDBOX_PATHS.egressDir}/${path.basename(paths.egressSocket)}` } : undefined,
+      };
+      const jail = buildJailArgv(layout, JSON.stringify(supervisorConfig), JAIL_INFO_FD);
       lease.launched = await launchJail({
         bwrapPath: this.deps.bwrapPath,
         bwrapArgs: jail.argv,
@@ -101,19 +100,21 @@ export class LeaseRuntime {
         cgroupProcs: cgroups.procsFiles,
         expiresAt: Date.parse(record.expiresAt),
       });
+      void lease.launched.exited.then(() => {
+        const error = new LeaseGoneError(`the jail of lease ${leaseId} has ended (see ${path.basename(paths.log)} in the lease directory)`);
+        for (const listener of [...lease.goneListeners]) listener(error);
+      });
+      record.jail = lease.launched.record;
+      record.state = "running";
+      record.owner = ownerIdentity();
+      await writeLeaseRecord(paths, record);
     } catch (error) {
+      if (lease.launched) await stopJail(lease.launched.record, cgroups.dirs, { exited: lease.launched.exited }).catch(() => undefined);
       await lease.proxy?.close();
-      await removeCgroups(cgroups.dirs);
+      record.cgroups = await removeCgroups(cgroups.dirs);
+      record.jail = null;
       throw error;
     }
-    void lease.launched.exited.then(() => {
-      const error = new LeaseGoneError(`the jail of lease ${leaseId} has ended (see ${path.basename(paths.log)} in the lease directory)`);
-      for (const listener of [...lease.goneListeners]) listener(error);
-    });
-    record.jail = lease.launched.record;
-    record.state = "running";
-    record.owner = ownerIdentity();
-    await writeLeaseRecord(paths, record);
     lease.client = this.clientFor(lease);
     this.live.set(leaseId, lease);
     return lease;
@@ -175,8 +176,10 @@ export class LeaseRuntime {
    * in-flight work is aborted at once; otherwise this worker's in-flight work is drained first.
    */
   async stop(stateDir: string, leaseId: string, options: { cancel: boolean }): Promise<LeaseRecord | null> {
-    const live = this.live.get(leaseId) ?? (await this.get(stateDir, leaseId).catch(() => null));
-    const found = live ? { paths: live.paths, record: live.record } : await this.record(stateDir, leaseId);
+    // A lease this worker does not hold needs no adoption (proxy, client) just to be stopped: its
+    // record is enough. An adoption already under way is waited for, so its handles are dropped too.
+    const live = this.live.get(leaseId) ?? (await this.adopting.get(leaseId)?.catch(() => null)) ?? null;
+    const found = await this.record(stateDir, leaseId);
     if (!found) return null;
     const { paths, record } = found;
     if (live) {

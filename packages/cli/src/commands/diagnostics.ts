@@ -1,20 +1,15 @@
 import type { PluginEnvironmentDiagnostic } from "@paperclipai/plugin-sdk";
 import { CliFailure, describeError } from "../errors.js";
 import { err, out } from "../io.js";
-import { prepareProvider, type PreparedProvider } from "../provider-setup.js";
-import { ProviderSession } from "../provider-session.js";
+import { prepareProvider, startSession, type PreparedProvider } from "../provider-setup.js";
+import type { ProviderSession } from "../provider-session.js";
 
 function formatDiagnostic(d: PluginEnvironmentDiagnostic): string {
   return `  [${d.severity}] ${d.message}${d.code ? ` (${d.code})` : ""}`;
 }
 
 async function withSession<T>(prepared: PreparedProvider, work: (session: ProviderSession) => Promise<T>): Promise<T> {
-  const session = await ProviderSession.start(prepared.provider, {
-    config: prepared.config,
-    environmentId: prepared.environmentId,
-    redactor: prepared.redactor,
-    verbose: prepared.verbose,
-  });
+  const session = await startSession(prepared);
   try {
     return await work(session);
   } catch (error) {

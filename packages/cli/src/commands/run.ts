@@ -7,8 +7,8 @@ import { CliFailure, EXIT_RUN_INFRA, UsageError, describeError } from "../errors
 import { err, out } from "../io.js";
 import { LeaseDb } from "../lease-db.js";
 import { LeaseTracker, type TrackedLease } from "../lease-tracker.js";
-import { prepareProvider, startValidatedSession, type PreparedProvider } from "../provider-setup.js";
-import { ProviderSession } from "../provider-session.js";
+import { prepareProvider, startSession, startValidatedSession, type PreparedProvider } from "../provider-setup.js";
+import type { ProviderSession } from "../provider-session.js";
 import { createStreamRedactor } from "../redaction.js";
 import { applySyncOut } from "../run/apply-sync-out.js";
 import { compileExcludes } from "@paperclip-sandbox/kit";
@@ -267,12 +267,7 @@ async function releaseLease(session: ProviderSession, tracker: LeaseTracker, pre
   } catch (error) {
     if (!cancel) throw error;
   }
-  const fresh = await ProviderSession.start(prepared.provider, {
-    config: session.config,
-    environmentId: session.environmentId,
-    redactor: prepared.redactor,
-    verbose: prepared.verbose,
-  });
+  const fresh = await startSession(prepared, session.config);
   try {
     await tracker.release(fresh, tracked, { cancelActiveWork: true }).catch(() => tracker.destroy(fresh, tracked));
   } finally {

@@ -24,24 +24,16 @@ async function hostScratch(world: ConformanceWorld, label: string): Promise<stri
   return dir;
 }
 
-async function syncIn(world: ConformanceWorld, lease: AcquiredLease, files: PluginSyncFileMapping[]) {
-  const operationId = `op-in-${randomUUID()}`;
-  const result = await world.client.env.syncIn({ ...world.base(lease.config), lease: lease.lease, operations: [{ operationId, files }] });
+/** One operation in one direction; the provider must report back the operation it ran. */
+async function sync(direction: "in" | "out", world: ConformanceWorld, lease: AcquiredLease, files: PluginSyncFileMapping[]) {
+  const operationId = `op-${direction}-${randomUUID()}`;
+  const params = { ...world.base(lease.config), lease: lease.lease, operations: [{ operationId, files }] };
+  const result = await (direction === "in" ? world.client.env.syncIn(params) : world.client.env.syncOut(params));
+  const hook = direction === "in" ? "syncIn" : "syncOut";
   assert.equal(
     result?.operations?.[0]?.operationId,
     operationId,
-    `syncIn must report the operation it ran, got ${JSON.stringify(result)?.slice(0, 500)}`,
-  );
-  return result.operations[0]!;
-}
-
-async function syncOut(world: ConformanceWorld, lease: AcquiredLease, files: PluginSyncFileMapping[]) {
-  const operationId = `op-out-${randomUUID()}`;
-  const result = await world.client.env.syncOut({ ...world.base(lease.config), lease: lease.lease, operations: [{ operationId, files }] });
-  assert.equal(
-    result?.operations?.[0]?.operationId,
-    operationId,
-    `syncOut must report the operation it ran, got ${JSON.stringify(result)?.slice(0, 500)}`,
+    `${hook} must report the operation it ran, got ${JSON.stringify(result)?.slice(0, 500)}`,
   );
   return result.operations[0]!;
 }
@@ -66,14 +58,14 @@ export const syncCases: ConformanceCase[] = [
         await writeFile(source, bytes);
         const remote = `${lease.remoteCwd}/large/random.bin`;
 
-        const inbound = await syncIn(world, lease, [{ sourcePath: source, targetPath: remote, kind: "file" }]);
+        const inbound = await sync("in", world, lease, [{ sourcePath: source, targetPath: remote, kind: "file" }]);
         assert.equal(inbound.filesTransferred, 1);
         const remoteSum = await world.sh(lease, SHA256_IN_SANDBOX(remote));
         expectOk(remoteSum, "sha256 in sandbox");
         assert.equal(remoteSum.stdout.trim(), sha256(bytes), "file changed on the way in");
 
         const back = path.join(dir, "back", "random.bin");
-        await syncOut(world, lease, [{ sourcePath: remote, targetPath: back, kind: "file" }]);
+        await sync("out", world, lease, [{ sourcePath: remote, targetPath: back, kind: "file" }]);
         assert.equal(sha256(await readFile(back)), sha256(bytes), "file changed on the way out");
       });
     },
@@ -95,7 +87,7 @@ export const syncCases: ConformanceCase[] = [
         await writeFile(path.join(tree, "debug.log"), "excluded\n");
         const remote = `${lease.remoteCwd}/tree`;
 
-        await syncIn(world, lease, [{ sourcePath: tree, targetPath: remote, kind: "directory", exclude: ["*.log"] }]);
+        await sync("in", world, lease, [{ sourcePath: tree, targetPath: remote, kind: "directory", exclude: ["*.log"] }]);
         const inspect = await world.sh(
           lease,
           `cd ${shellQuote(remote)} && stat -c '%a' run.sh secret.txt && readlink link-to-run && cat nested/note.txt && ` +
@@ -112,7 +104,7 @@ export const syncCases: ConformanceCase[] = [
         ]);
 
         const back = path.join(dir, "back");
-        await syncOut(world, lease, [{ sourcePath: remote, targetPath: back, kind: "directory" }]);
+        await sync("out", world, lease, [{ sourcePath: remote, targetPath: back, kind: "directory" }]);
         assert.equal(await modeOf(path.join(back, "run.sh")), 0o755, "run.sh mode on the way out");
         assert.equal(await modeOf(path.join(back, "secret.txt")), 0o600, "secret.txt mode on the way out");
         assert.ok((await lstat(path.join(back, "link-to-run"))).isSymbolicLink(), "symlink must stay a symlink");
@@ -133,14 +125,14 @@ export const syncCases: ConformanceCase[] = [
         await chmod(source, 0o644);
         const remote = `${lease.remoteCwd}/secrets/credentials.json`;
 
-        await syncIn(world, lease, [{ sourcePath: source, targetPath: remote, kind: "file", mode: 0o600 }]);
+        await sync("in", world, lease, [{ sourcePath: source, targetPath: remote, kind: "file", mode: 0o600 }]);
         const remoteMode = await world.sh(lease, `stat -c '%a' ${shellQuote(remote)}`);
         expectOk(remoteMode, "stat in sandbox");
         assert.equal(remoteMode.stdout.trim(), "600", "mode 0600 not applied in the sandbox");
 
         expectOk(await world.sh(lease, `chmod 0644 ${shellQuote(remote)}`), "loosen the sandbox copy");
         const back = path.join(dir, "back", "credentials.json");
-        await syncOut(world, lease, [{ sourcePath: remote, targetPath: back, kind: "file", mode: 0o600 }]);
+        await sync("out", world, lease, [{ sourcePath: remote, targetPath: back, kind: "file", mode: 0o600 }]);
         assert.equal(await modeOf(back), 0o600, "mode 0600 not applied on the host");
         assert.equal(await readFile(back, "utf8"), '{"token":"placeholder"}\n');
       });

@@ -33,7 +33,8 @@ function hasLiveMember(pgid: number): boolean {
   return false;
 }
 
-function readStat(pid: string): { state: string; pgrp: number } | undefined {
+/** State letter and process group of a process, from /proc/<pid>/stat; undefined when unreadable. */
+export function readStat(pid: number | string): { state: string; pgrp: number } | undefined {
   try {
     const text = readFileSync(`/proc/${pid}/stat`, "utf8");
     // The command name may contain spaces and parentheses; fields resume after the last ')'.

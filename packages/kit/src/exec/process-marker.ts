@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync } from "node:fs";
-import { killProcessGroup } from "./process-group.js";
+import { killProcessGroup, readStat } from "./process-group.js";
 
 /**
  * Finds processes by an environment marker (`NAME=value` in /proc/<pid>/environ).
@@ -10,6 +10,7 @@ import { killProcessGroup } from "./process-group.js";
  */
 export function findMarkedProcesses(name: string, value: string): number[] {
   const needle = Buffer.from(`${name}=${value}\0`);
+  const inner = Buffer.from(`\0${name}=${value}\0`);
   const found: number[] = [];
   let entries: string[];
   try {
@@ -25,20 +26,12 @@ export function findMarkedProcesses(name: string, value: string): number[] {
     } catch {
       continue; // gone, or not ours to read
     }
-    if (environ.subarray(0, needle.length).equals(needle) || environ.includes(Buffer.concat([Buffer.from([0]), needle]))) {
-      if (!isZombie(entry)) found.push(Number(entry));
+    if (environ.subarray(0, needle.length).equals(needle) || environ.includes(inner)) {
+      const state = readStat(entry)?.state;
+      if (state !== undefined && state !== "Z") found.push(Number(entry));
     }
   }
   return found;
-}
-
-function isZombie(pid: string): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) === "Z";
-  } catch {
-    return true;
-  }
 }
 
 /**
@@ -49,8 +42,7 @@ export async function endMarkedProcesses(name: string, value: string, graceMs = 
   for (let round = 0; round < 10; round++) {
     const pids = findMarkedProcesses(name, value);
     if (pids.length === 0) return;
-    const groups = new Set(pids.map(processGroupOf).filter((pgid): pgid is number => pgid !== undefined));
-    await Promise.all([...groups].map((pgid) => killProcessGroup(pgid, graceMs)));
+    await Promise.all(processGroupsOf(pids).map((pgid) => killProcessGroup(pgid, graceMs)));
     for (const pid of findMarkedProcesses(name, value)) {
       try {
         process.kill(pid, "SIGKILL");
@@ -61,18 +53,13 @@ export async function endMarkedProcesses(name: string, value: string, graceMs = 
   }
 }
 
-function readProcessGroup(pid: number | "self"): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const pgid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]);
-    return Number.isInteger(pgid) ? pgid : undefined;
-  } catch {
-    return undefined;
+/** Process groups of `pids`, never our own (the worker's) even if a marker leaked into it. */
+function processGroupsOf(pids: number[]): number[] {
+  const own = readStat("self")?.pgrp;
+  const groups = new Set<number>();
+  for (const pid of pids) {
+    const pgid = readStat(pid)?.pgrp;
+    if (pgid !== undefined && Number.isInteger(pgid) && pgid > 1 && pgid !== own) groups.add(pgid);
   }
-}
-
-function processGroupOf(pid: number): number | undefined {
-  const pgid = readProcessGroup(pid);
-  // Never signal our own group (the worker's) even if a marker leaked into it.
-  return pgid !== undefined && pgid > 1 && pgid !== readProcessGroup("self") ? pgid : undefined;
+  return [...groups];
 }

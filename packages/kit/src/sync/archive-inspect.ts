@@ -3,7 +3,7 @@ import { SyncError } from "./errors.js";
 import type { ExcludeMatcher } from "./exclude-glob.js";
 import type { TransferCounts } from "./host-pack.js";
 import { ancestorsOf, normalizeMemberPath, resolveSymlinkMember } from "./member-path.js";
-import { TarFormatError, TarParser, type TarMember } from "./tar-parse.js";
+import { REGULAR, TarFormatError, TarParser, type TarMember } from "./tar-parse.js";
 
 /** What the inspection learned, used to extract and to report counts. */
 export interface ArchivePlan {
@@ -24,8 +24,6 @@ export interface PlannedMember {
   linkpath: string;
   mode: number;
 }
-
-export const REGULAR = new Set(["File", "OldFile", "ContiguousFile"]);
 
 /**
  * Read every member header of an outbound archive (a spooled file) and refuse the whole archive
@@ -72,7 +70,7 @@ export function createArchiveInspector(kind: "file" | "directory", matcher: Excl
   const symlinks = new Map<string, string>();
   const counts: TransferCounts = { files: 0, bytes: 0 };
   let rootMode: number | undefined;
-  const regularMembers: { path: string; mode: number | undefined }[] = [];
+  let firstRegular: { path: string; mode: number | undefined } | undefined;
   let memberCount = 0;
 
   const refuse = (message: string): void => {
@@ -103,7 +101,7 @@ export function createArchiveInspector(kind: "file" | "directory", matcher: Excl
     if (REGULAR.has(type)) {
       counts.files += 1;
       counts.bytes += entry.size;
-      regularMembers.push({ path: memberPath, mode: entry.mode });
+      firstRegular ??= { path: memberPath, mode: entry.mode };
     } else if (type === "Directory") {
       // fine: its children are checked on their own
     } else if (type === "SymbolicLink") {
@@ -151,31 +149,30 @@ export function createArchiveInspector(kind: "file" | "directory", matcher: Excl
   return { write, finish };
 
   function checkWholeArchive(): ArchivePlan {
-  // Checks that need every member: a symlink declared later still poisons earlier paths below it.
-  for (const memberPath of seen.keys()) {
-    const through = ancestorsOf(memberPath).find((ancestor) => symlinks.has(ancestor));
-    if (through !== undefined) refuse(`member ${JSON.stringify(memberPath)} lies below symlink member ${JSON.stringify(through)}`);
-  }
-  for (const [linkPath, target] of symlinks) {
-    const resolution = resolveSymlinkMember(linkPath, target, symlinks);
-    if (resolution !== "inside") {
-      refuse(`symlink ${JSON.stringify(linkPath)} ${resolution === "loop" ? "loops" : "points outside the target"}`);
+    // Checks that need every member: a symlink declared later still poisons earlier paths below it.
+    for (const memberPath of seen.keys()) {
+      const through = ancestorsOf(memberPath).find((ancestor) => symlinks.has(ancestor));
+      if (through !== undefined) refuse(`member ${JSON.stringify(memberPath)} lies below symlink member ${JSON.stringify(through)}`);
     }
-  }
-
-  let fileMember: ArchivePlan["fileMember"];
-  if (kind === "file") {
-    const only = regularMembers[0];
-    if (memberCount !== 1 || only === undefined || only.path.includes("/")) {
-      refuse("a file mapping's archive must hold exactly one regular file");
-    } else {
-      fileMember = only;
+    for (const [linkPath, target] of symlinks) {
+      const resolution = resolveSymlinkMember(linkPath, target, symlinks);
+      if (resolution !== "inside") {
+        refuse(`symlink ${JSON.stringify(linkPath)} ${resolution === "loop" ? "loops" : "points outside the target"}`);
+      }
     }
-  }
 
-  if (problems.length > 0) {
-    throw new SyncError("SYNC_ARCHIVE_UNSAFE", `refusing the outbound archive: ${problems.join("; ")}`);
-  }
-  return { counts, rootMode, fileMember, members: seen, excludedRanges };
+    let fileMember: ArchivePlan["fileMember"];
+    if (kind === "file") {
+      if (memberCount !== 1 || firstRegular === undefined || firstRegular.path.includes("/")) {
+        refuse("a file mapping's archive must hold exactly one regular file");
+      } else {
+        fileMember = firstRegular;
+      }
+    }
+
+    if (problems.length > 0) {
+      throw new SyncError("SYNC_ARCHIVE_UNSAFE", `refusing the outbound archive: ${problems.join("; ")}`);
+    }
+    return { counts, rootMode, fileMember, members: seen, excludedRanges };
   }
 }

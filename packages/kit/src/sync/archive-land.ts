@@ -5,14 +5,13 @@ import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { extract as extractTar } from "tar";
 import type { ReadEntry } from "tar";
-import { REGULAR, type ArchivePlan } from "./archive-inspect.js";
+import type { ArchivePlan } from "./archive-inspect.js";
 import { SyncError } from "./errors.js";
 import type { ExcludeMatcher } from "./exclude-glob.js";
 import { ancestorsOf, normalizeMemberPath } from "./member-path.js";
 import { spawnTar, systemTar, tarFailure } from "./system-tar.js";
-
-/** Prefix of staging directories; `.paperclip-upload*` names are reserved for sync scratch. */
-export const STAGING_PREFIX = ".paperclip-upload.";
+import { REGULAR } from "./tar-parse.js";
+import { UPLOAD_STAGE_PREFIX } from "./upload-scripts.js";
 
 export interface LandHooks {
   /** Test seam: called with the staged path right before it is renamed onto the target. */
@@ -37,7 +36,8 @@ export async function landArchive(
   const parent = path.dirname(target);
   await fs.mkdir(parent, { recursive: true });
   if (kind === "file") await assertReplaceableByFile(target);
-  const staging = await fs.mkdtemp(path.join(parent, STAGING_PREFIX)); // created 0700
+  // `.paperclip-upload*` names are reserved for sync scratch, on the host as in the sandbox.
+  const staging = await fs.mkdtemp(path.join(parent, UPLOAD_STAGE_PREFIX)); // created 0700
   try {
     const tree = path.join(staging, "tree");
     await fs.mkdir(tree, { mode: 0o700 });
@@ -222,7 +222,7 @@ async function extractInto(archiveFile: string, tree: string, matcher: ExcludeMa
       const readEntry = entry as ReadEntry;
       const dir = readEntry.type === "Directory";
       const mode = safeMode(readEntry.mode, dir);
-      if (rel !== "" && mode !== undefined && (dir || readEntry.type === "File" || readEntry.type === "OldFile" || readEntry.type === "ContiguousFile")) {
+      if (rel !== "" && mode !== undefined && (dir || REGULAR.has(readEntry.type))) {
         modes.push({ rel, mode, dir });
         readEntry.mode = mode | (dir ? 0o700 : 0o600);
       }

@@ -2,6 +2,7 @@ import { sandboxSafeExcludes } from "./exclude-glob.js";
 import { enterPathLines, scriptPrologue } from "./remote-script.js";
 import type { ConfinedSandboxPath } from "./sandbox-path.js";
 import { shellQuote as quote } from "../exec/quote.js";
+import { SIZE_MARKER } from "./upload-scripts.js";
 
 /**
  * Sandbox-side scripts for sandbox → host transfers: `tar -c` of the source, either to stdout
@@ -11,7 +12,6 @@ import { shellQuote as quote } from "../exec/quote.js";
  */
 
 export const STAGE_MARKER = "PAPERCLIP_SYNC_STAGE";
-export const ARCHIVE_SIZE_MARKER = "PAPERCLIP_SYNC_SIZE";
 
 export interface PackSourceOptions {
   kind: "file" | "directory";
@@ -91,7 +91,7 @@ mkdir -m 700 "$pc_stage" || exit 1
 ${tarCreateCommand(options)} > "$pc_stage/archive.tar" || { rm -rf "$pc_stage"; exit 1; }
 pc_size=$(wc -c < "$pc_stage/archive.tar") || { rm -rf "$pc_stage"; exit 1; }
 printf '${STAGE_MARKER} %s\\n' "$pc_stage"
-printf '${ARCHIVE_SIZE_MARKER} %s\\n' $pc_size
+printf '${SIZE_MARKER} %s\\n' $pc_size
 `
   );
 }
@@ -109,7 +109,7 @@ export function removeStageScript(stagePath: string): string {
 /** The stage path and archive size printed by `packToStageScript`, if both are there and sane. */
 export function parseStageReport(stdout: string, stageName: string): { stagePath: string; size: number } | undefined {
   const stage = new RegExp(`^${STAGE_MARKER} (/[^\\n]*)$`, "m").exec(stdout)?.[1];
-  const size = new RegExp(`^${ARCHIVE_SIZE_MARKER} (\\d+)$`, "m").exec(stdout)?.[1];
+  const size = new RegExp(`^${SIZE_MARKER} (\\d+)$`, "m").exec(stdout)?.[1];
   if (stage === undefined || size === undefined || !stage.endsWith(`/${stageName}`)) return undefined;
   return { stagePath: stage, size: Number(size) };
 }

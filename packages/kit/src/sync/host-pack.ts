@@ -5,7 +5,7 @@ import { create as createTar } from "tar";
 import type { WriteEntry } from "tar";
 import { compileExcludes, type ExcludeMatcher } from "./exclude-glob.js";
 import { spawnTar, systemTar, tarFailure } from "./system-tar.js";
-import { TarParser } from "./tar-parse.js";
+import { REGULAR, TarParser } from "./tar-parse.js";
 
 export interface TransferCounts {
   /** Regular files carried (hardlinks, symlinks and directories are not counted). */
@@ -39,7 +39,6 @@ export interface PackOptions {
 
 /** Bytes buffered between the packer and the runner: enough to keep both busy, small enough to stay flat. */
 const STREAM_HIGH_WATER_MARK = 256 * 1024;
-const REGULAR = new Set(["File", "OldFile", "ContiguousFile"]);
 
 /**
  * Stream a host directory as a tar archive rooted at `.`, like `tar -c [-h] -C source .`: modes and
@@ -54,17 +53,45 @@ export async function packHostDirectory(source: string, options: PackOptions): P
   return binary === null ? packWithNodeTar(source, options) : packWithSystemTar(binary, source, options);
 }
 
+/**
+ * What both packers share: the first packing error (errors after `stop()` are the receiver's doing,
+ * not the source's) and the handle they return.
+ */
+class PackState {
+  readonly counts: TransferCounts = { files: 0, bytes: 0 };
+  firstError: Error | undefined;
+  stopped = false;
+
+  constructor(private readonly onError: ((error: Error) => void) | undefined) {}
+
+  readonly fail = (error: unknown): void => {
+    if (this.stopped || this.firstError !== undefined) return;
+    this.firstError = error instanceof Error ? error : new Error(String(error));
+    this.onError?.(this.firstError);
+  };
+
+  handle(stream: Readable, done: Promise<Error | undefined>, stop: () => void): HostDirectoryPack {
+    return {
+      stream,
+      counts: this.counts,
+      error: () => this.firstError,
+      finished: () => {
+        if (!stream.destroyed) stream.resume();
+        return done;
+      },
+      stop: () => {
+        this.stopped = true;
+        stop();
+      },
+    };
+  }
+}
+
 function packWithSystemTar(binary: string, source: string, options: PackOptions): HostDirectoryPack {
-  const counts: TransferCounts = { files: 0, bytes: 0 };
+  const state = new PackState(options.onError);
+  const { counts, fail } = state;
   const matcher = compileExcludes(options.exclude);
   const follow = options.followSymlinks === true;
-  let firstError: Error | undefined;
-  let stopped = false;
-  const fail = (error: unknown): void => {
-    if (stopped || firstError !== undefined) return;
-    firstError = error instanceof Error ? error : new Error(String(error));
-    options.onError?.(firstError);
-  };
 
   const args = ["-c", "-f", "-", "--format=gnu", "--null", "--no-unquote", "--verbatim-files-from", "--no-recursion", "-T", "-"];
   if (follow) args.push("-h");
@@ -98,35 +125,25 @@ function packWithSystemTar(binary: string, source: string, options: PackOptions)
   tar.child.stdout.pipe(stream);
   stream.on("error", fail);
 
-  const listing = writeFileList(tar.child.stdin, source, matcher, follow, () => stopped)
+  const listing = writeFileList(tar.child.stdin, source, matcher, follow, () => state.stopped)
     .catch(fail)
     .finally(() => tar.child.stdin.end());
   const done = (async () => {
     const [code] = await Promise.all([tar.exited, listing]);
     if (code !== 0) fail(Object.assign(new Error(tarFailure(code, tar.stderr)), { code: "TAR_FAILED" }));
-    if (!stopped && !stream.destroyed && !stream.readableEnded) {
+    if (!state.stopped && !stream.destroyed && !stream.readableEnded) {
       await new Promise<void>((resolve) => {
         stream.once("end", resolve);
         stream.once("close", resolve);
       });
     }
-    return firstError;
+    return state.firstError;
   })();
 
-  return {
-    stream,
-    counts,
-    error: () => firstError,
-    finished: () => {
-      if (!stream.destroyed) stream.resume();
-      return done;
-    },
-    stop: () => {
-      stopped = true;
-      tar.kill();
-      stream.destroy();
-    },
-  };
+  return state.handle(stream, done, () => {
+    tar.kill();
+    stream.destroy();
+  });
 }
 
 /**
@@ -199,15 +216,9 @@ function drained(stream: Writable): Promise<void> {
 }
 
 function packWithNodeTar(source: string, options: PackOptions): HostDirectoryPack {
-  const counts: TransferCounts = { files: 0, bytes: 0 };
+  const state = new PackState(options.onError);
+  const { counts, fail } = state;
   const matcher = compileExcludes(options.exclude);
-  let firstError: Error | undefined;
-  let stopped = false;
-  const fail = (error: unknown): void => {
-    if (stopped || firstError !== undefined) return;
-    firstError = error instanceof Error ? error : new Error(String(error));
-    options.onError?.(firstError);
-  };
   const pack = createTar(
     {
       cwd: source,
@@ -228,21 +239,9 @@ function packWithNodeTar(source: string, options: PackOptions): HostDirectoryPac
   const stream = Readable.from(pack, { objectMode: false, highWaterMark: STREAM_HIGH_WATER_MARK });
   stream.on("error", fail);
   const done = new Promise<Error | undefined>((resolve) => {
-    const settle = () => resolve(firstError);
+    const settle = () => resolve(state.firstError);
     stream.once("end", settle);
     stream.once("close", settle);
   });
-  return {
-    stream,
-    counts,
-    error: () => firstError,
-    finished: () => {
-      if (!stream.destroyed) stream.resume();
-      return done;
-    },
-    stop: () => {
-      stopped = true;
-      stream.destroy();
-    },
-  };
+  return state.handle(stream, done, () => stream.destroy());
 }

@@ -47,6 +47,11 @@ describe("postUploadCommands", () => {
     expect(await log()).toBe("[unset] none\n");
   });
 
+  it("see none of the prologue's variables (resolved roots, loop state)", async () => {
+    await run([{ command: 'echo "[${pc_nl+set}${pc_roots+set}${pc_rest+set}${pc_here+set}${pc_real+set}]" > log' }]);
+    expect(await log()).toBe("[]\n");
+  });
+
   it("stop at the first failure with the exit code and a stderr tail, never the command text", async () => {
     const error = (await run([
       { command: "echo one >> log" },

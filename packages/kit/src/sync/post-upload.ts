@@ -35,7 +35,7 @@ export async function runPostUploadCommands(
       enterPathLines(cwd, { create: false, includeName: true, missingCode: "SYNC_REMOTE_FAILED" }) +
       // Leave the command a clean shell: none of our helpers or variables, no copy of itself in env.
       `pc_command=$${POST_UPLOAD_COMMAND_ENV}
-unset ${POST_UPLOAD_COMMAND_ENV} pc_here pc_root pc_real
+unset ${POST_UPLOAD_COMMAND_ENV} pc_nl pc_roots pc_rest pc_here pc_real
 unset -f pc_refuse pc_check_inside pc_enter pc_enter_or_create
 eval "$pc_command"
 `;

@@ -6,7 +6,7 @@ import { createArchiveInspector, inspectArchive, type ArchivePlan } from "./arch
 import { landArchive, type LandHooks } from "./archive-land.js";
 import { packToStdoutScript } from "./download-scripts.js";
 import { SyncError } from "./errors.js";
-import { compileExcludes } from "./exclude-glob.js";
+import { compileExcludes, type ExcludeMatcher } from "./exclude-glob.js";
 import type { TransferCounts } from "./host-pack.js";
 import { hostPath } from "./mapping.js";
 import type { ResolvedSyncOptions, SyncOptions } from "./options.js";
@@ -26,15 +26,16 @@ export async function syncOut(
   opts: SyncOptions,
 ): Promise<PluginEnvironmentSyncResult> {
   return runOperations(runner, operations, opts, "out", (mapping, o) =>
-    receiveMapping(mapping, o, (source, archive) => streamArchive(runner, mapping, source, archive, o)),
+    receiveMapping(mapping, o, (source, archive, matcher) => streamArchive(runner, mapping, source, archive, matcher, o)),
   );
 }
 
 /**
  * Fills `archiveFile` (which does not exist yet) with the source's tar archive. A fetcher that
- * inspected the bytes while writing them returns the plan; otherwise the file is inspected after.
+ * inspected the bytes while writing them (with `matcher`, the mapping's excludes) returns the plan;
+ * otherwise the file is inspected after.
  */
-export type ArchiveFetcher = (source: ConfinedSandboxPath, archiveFile: string) => Promise<ArchivePlan | void>;
+export type ArchiveFetcher = (source: ConfinedSandboxPath, archiveFile: string, matcher: ExcludeMatcher) => Promise<ArchivePlan | void>;
 
 /**
  * The host half of every sync-out strategy: fresh 0700 scratch directory, fetch, inspect, land;
@@ -52,7 +53,7 @@ export async function receiveMapping(
   const scratch = await fs.mkdtemp(path.join(o.hostScratchDir, "paperclip-sync-")); // 0700
   try {
     const archive = path.join(scratch, "archive.tar");
-    const plan = (await fetch(source, archive)) ?? (await inspectArchive(archive, mapping.kind, matcher));
+    const plan = (await fetch(source, archive, matcher)) ?? (await inspectArchive(archive, mapping.kind, matcher));
     await landArchive(archive, target, mapping.kind, plan, { mode: mapping.mode, matcher, hooks });
     return plan.counts;
   } finally {
@@ -65,10 +66,11 @@ async function streamArchive(
   mapping: PluginSyncFileMapping,
   source: ConfinedSandboxPath,
   archiveFile: string,
+  matcher: ExcludeMatcher,
   o: ResolvedSyncOptions,
 ): Promise<ArchivePlan> {
   const limit = new AbortController();
-  const inspector = createArchiveInspector(mapping.kind, compileExcludes(mapping.kind === "directory" ? mapping.exclude : undefined));
+  const inspector = createArchiveInspector(mapping.kind, matcher);
   const spool = new ArchiveSpool(archiveFile, o.maxOutboundBytes, () => limit.abort(), inspector);
   const script = packToStdoutScript(source, o.roots, {
     kind: mapping.kind,

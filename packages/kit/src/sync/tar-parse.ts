@@ -48,7 +48,8 @@ const TYPES: Readonly<Record<string, string>> = {
   "5": "Directory",
   "6": "FIFO",
 };
-const REGULAR = new Set(["File", "OldFile", "ContiguousFile"]);
+/** The member types that carry a regular file's bytes. */
+export const REGULAR: ReadonlySet<string> = new Set(["File", "OldFile", "ContiguousFile"]);
 const NO_DATA = new Set(["Link", "SymbolicLink", "Directory"]);
 
 interface Pending {
@@ -83,16 +84,6 @@ export class TarParser {
 
   constructor(onMember: (member: TarMember) => void) {
     this.#onMember = onMember;
-  }
-
-  /** Bytes consumed so far. */
-  get offset(): number {
-    return this.#offset;
-  }
-
-  /** True once the end-of-archive marker (two zero blocks) has been read. */
-  get ended(): boolean {
-    return this.#ended;
   }
 
   /** Throws a TarFormatError on the first structural problem (and on every call after it). */
