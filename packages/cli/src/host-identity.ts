@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import os from "node:os";
+import { readProcStat } from "@paperclip-sandbox/kit";
 
 function readTrimmed(file: string): string | undefined {
   try {
@@ -24,11 +25,7 @@ export function bootId(): string | undefined {
 
 /** Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat), to tell pid reuse apart. */
 export function processStartTicks(pid: number): string | undefined {
-  const stat = readTrimmed(`/proc/${pid}/stat`);
-  if (!stat) return undefined;
-  // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-  const afterName = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return afterName[19]; // fields 3.. → index 0 is field 3, field 22 is index 19
+  return readProcStat(pid)?.startTicks || undefined;
 }
 
 export interface ProcessOwner {
@@ -54,11 +51,9 @@ export function ownerStatus(owner: ProcessOwner, here: { hostId: string; bootId:
     if ((error as NodeJS.ErrnoException).code === "ESRCH") return "gone";
     // EPERM: a process with that pid exists but belongs to someone else; fall through to the ticks check.
   }
-  const ticks = processStartTicks(owner.pid);
-  if (ticks === undefined) return "gone";
-  if (owner.startTicks && ticks !== owner.startTicks) return "gone";
+  const stat = readProcStat(owner.pid);
+  if (stat === undefined || !stat.startTicks) return "gone";
+  if (owner.startTicks && stat.startTicks !== owner.startTicks) return "gone";
   // A zombie (state Z) is gone for our purposes.
-  const stat = readTrimmed(`/proc/${owner.pid}/stat`);
-  if (stat && stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z")) return "gone";
-  return "alive";
+  return stat.state === "Z" ? "gone" : "alive";
 }

@@ -17,7 +17,10 @@ export function expectOk(result: PluginEnvironmentExecuteResult, what: string): 
   expectExit(result, 0, what);
 }
 
-/** Single-quote for POSIX sh; used only for paths the suite itself builds. */
+/**
+ * Single-quote for POSIX sh; used only for paths the suite itself builds. Deliberately not the kit's
+ * `shellQuote`: the suite checks providers built on the kit, so it keeps its own oracle.
+ */
 export function shellQuote(value: string): string {
   return `'${value.replace(/'/g, `'\\''`)}'`;
 }

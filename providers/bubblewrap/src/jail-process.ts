@@ -21,6 +21,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import type { JailRecord } from "./lease-store.js";
 import { processAlive, processStartTime } from "./lease-store.js";
 import { cgroupMembers } from "./cgroups.js";
+import { isZombieOrGone } from "@paperclip-sandbox/kit";
 
 const INFO_FD = 4;
 const LISTEN_FD = 3;
@@ -210,7 +211,7 @@ export async function stopJail(
   // Our own child: its exit is the quickest signal that the init (and so the namespace) has ended.
   if (options.exited) await Promise.race([options.exited, new Promise((resolve) => setTimeout(resolve, 2_000))]);
   for (;;) {
-    const initLeft = jailAlive(record) && !isZombie(record.initPid);
+    const initLeft = jailAlive(record) && !isZombieOrGone(record.initPid);
     const members = await namespaceMembers(record.pidNamespace);
     const inCgroups = await cgroupMembers(cgroupDirs);
     if (!initLeft && members.length === 0 && inCgroups.length === 0) break;
@@ -228,21 +229,12 @@ export async function stopJail(
   }
   // The outer bwrap and its `timeout` parent exit by themselves once the init is gone; end them too
   // if they linger.
-  if (processAlive(record.outerPid, null) && !isZombie(record.outerPid) && isJailParent(record.outerPid)) {
+  if (processAlive(record.outerPid, null) && !isZombieOrGone(record.outerPid) && isJailParent(record.outerPid)) {
     try {
       process.kill(record.outerPid, "SIGKILL");
     } catch {
       // Exited meanwhile.
     }
-  }
-}
-
-function isZombie(pid: number): boolean {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) === "Z";
-  } catch {
-    return true;
   }
 }
 

@@ -16,6 +16,7 @@ import fsp from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
+import { readProcStat } from "@paperclip-sandbox/kit";
 
 export const LEASE_ID_PREFIX = "bwrap-";
 const LEASE_ID_PATTERN = /^bwrap-[a-z0-9]{16}$/;
@@ -172,14 +173,7 @@ export async function readLeaseRecord(paths: LeasePaths): Promise<LeaseRecord | 
 
 /** /proc/<pid>/stat field 22 (start time in clock ticks since boot); null when the pid is gone. */
 export function processStartTime(pid: number): string | null {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-    // comm (field 2) may contain spaces and parentheses: split after the last ')'.
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return fields[19] ?? null;
-  } catch {
-    return null;
-  }
+  return readProcStat(pid)?.startTicks || null;
 }
 
 export function processAlive(pid: number, startTime: string | null): boolean {

@@ -7,3 +7,4 @@ export { createLocalScriptRunner } from "./local-runner.js";
 export type { LocalScriptRunnerOptions } from "./local-runner.js";
 export { killProcessGroup, processGroupAlive, ProcessGroupSet } from "./process-group.js";
 export { findMarkedProcesses, endMarkedProcesses } from "./process-marker.js";
+export { readProcStat, isZombieOrGone, type ProcStat } from "./proc-stat.js";

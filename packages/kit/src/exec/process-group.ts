@@ -1,4 +1,5 @@
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync } from "node:fs";
+import { readProcStat } from "./proc-stat.js";
 import { setTimeout as sleep } from "node:timers/promises";
 
 const POLL_MS = 10;
@@ -27,23 +28,13 @@ function hasLiveMember(pgid: number): boolean {
   }
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
-    const stat = readStat(entry);
+    const stat = readProcStat(Number(entry));
     if (stat && stat.pgrp === pgid && stat.state !== "Z") return true;
   }
   return false;
 }
 
 /** State letter and process group of a process, from /proc/<pid>/stat; undefined when unreadable. */
-export function readStat(pid: number | string): { state: string; pgrp: number } | undefined {
-  try {
-    const text = readFileSync(`/proc/${pid}/stat`, "utf8");
-    // The command name may contain spaces and parentheses; fields resume after the last ')'.
-    const rest = text.slice(text.lastIndexOf(")") + 2).split(" ");
-    return { state: rest[0] ?? "", pgrp: Number(rest[2]) };
-  } catch {
-    return undefined;
-  }
-}
 
 function signalGroup(pgid: number, signal: NodeJS.Signals): void {
   try {

@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from "node:fs";
-import { killProcessGroup, readStat } from "./process-group.js";
+import { killProcessGroup } from "./process-group.js";
+import { readProcStat } from "./proc-stat.js";
 
 /**
  * Finds processes by an environment marker (`NAME=value` in /proc/<pid>/environ).
@@ -27,7 +28,7 @@ export function findMarkedProcesses(name: string, value: string): number[] {
       continue; // gone, or not ours to read
     }
     if (environ.subarray(0, needle.length).equals(needle) || environ.includes(inner)) {
-      const state = readStat(entry)?.state;
+      const state = readProcStat(Number(entry))?.state;
       if (state !== undefined && state !== "Z") found.push(Number(entry));
     }
   }
@@ -55,10 +56,10 @@ export async function endMarkedProcesses(name: string, value: string, graceMs = 
 
 /** Process groups of `pids`, never our own (the worker's) even if a marker leaked into it. */
 function processGroupsOf(pids: number[]): number[] {
-  const own = readStat("self")?.pgrp;
+  const own = readProcStat("self")?.pgrp;
   const groups = new Set<number>();
   for (const pid of pids) {
-    const pgid = readStat(pid)?.pgrp;
+    const pgid = readProcStat(pid)?.pgrp;
     if (pgid !== undefined && Number.isInteger(pgid) && pgid > 1 && pgid !== own) groups.add(pgid);
   }
   return [...groups];
