@@ -53,7 +53,9 @@ function status(pid) {
 const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), "bwrap-bench-"));
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "bwrap-bench-data-"));
 const pkg = await loadPluginPackage(path.join(repoRoot, "providers/bubblewrap"));
-const client = await startWorker(pkg, {});
+// The worker's host-side scratch (sync spools) follows this process's TMPDIR, like the lease state:
+// `TMPDIR=/dev/shm node bench/bubblewrap.mjs` measures the mechanics without the disk.
+const client = await startWorker(pkg, { env: { TMPDIR: os.tmpdir() } });
 const config = { stateDir, timeoutMs: 120_000 };
 const base = (cfg = config) => ({ driverKey: "bubblewrap", companyId: "bench", environmentId: "bench", config: cfg });
 const live = new Set();
