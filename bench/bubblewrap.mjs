@@ -168,6 +168,7 @@ try {
   const syncIn = [];
   const syncOut = [];
   const hwm = [];
+  const rss = [];
   for (let i = 0; i < syncRuns; i += 1) {
     const s1 = process.hrtime.bigint();
     const sin = await client.env.syncIn({ ...base(), lease, operations: [{ operationId: `in-${i}`, files: [{ sourcePath: source, targetPath: "/workspace/tree", kind: "directory" }] }] });
@@ -180,14 +181,19 @@ try {
       throw new Error(`sync moved ${sin.operations[0].filesTransferred}/${sout.operations[0].filesTransferred} of ${files} files`);
     }
     fs.rmSync(target, { recursive: true, force: true });
-    hwm.push(status(client.pid).hwmMiB);
+    const now = status(client.pid);
+    hwm.push(now.hwmMiB);
+    rss.push(now.rssMiB);
   }
+  // Current RSS after each run, at the quartiles of the run sequence: growth here would be a leak,
+  // while the peak (HWM) can only rise.
+  const rssTrend = [0, 0.25, 0.5, 0.75, 1].map((q) => Math.round(rss[Math.min(rss.length - 1, Math.floor(q * (rss.length - 1)))] ?? 0));
   results.sync = {
     files,
     mib: totalBytes / 1024 / 1024,
     in: summarize(syncIn),
     out: summarize(syncOut),
-    workerRss: { beforeSyncMiB: before, peakAfterFirstRunMiB: hwm[0], peakAfterLastRunMiB: hwm.at(-1) },
+    workerRss: { beforeSyncMiB: before, peakAfterFirstRunMiB: hwm[0], peakAfterLastRunMiB: hwm.at(-1), rssAfterRunQuartilesMiB: rssTrend },
   };
   await client.env.releaseLease({ ...base(), providerLeaseId: lease.providerLeaseId });
   live.delete(lease.providerLeaseId);
