@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -155,7 +155,11 @@ describe.skipIf(!providerBuilt("fake-plugin"))("paperclip-sandbox against fake-p
       const workspace = path.join(home.root, "ws-crash");
       await mkdir(workspace, { recursive: true });
       const sleep = uniqueSleep();
-      const running = startCli(["run", ...P, "--workspace", workspace, "--", "sh", "-c", `echo ready; exec ${sleep.join(" ")}`], { env: home.env });
+      const cliTmp = path.join(home.root, "crash-tmp");
+      await mkdir(cliTmp);
+      const running = startCli(["run", ...P, "--workspace", workspace, "--", "sh", "-c", `echo ready; exec ${sleep.join(" ")}`], {
+        env: { ...home.env, TMPDIR: cliTmp },
+      });
       await waitFor(() => running.stdout().includes("ready"), 30_000, "the command to start");
       const cliPid = running.child.pid!;
       const workers = childPids(cliPid);
@@ -181,6 +185,8 @@ describe.skipIf(!providerBuilt("fake-plugin"))("paperclip-sandbox against fake-p
       expect(existsSync(leaseDir)).toBe(false);
       // The crashed worker's command is ended by the new worker's destroy, not left running.
       expect(pidsWithArgv(sleep)).toEqual([]);
+      // Nor does the crashed CLI leave a sync staging directory behind.
+      expect(readdirSync(cliTmp)).toEqual([]);
     });
   });
 

@@ -129,7 +129,9 @@ async function runInSession(
   let pendingAcquire: Promise<TrackedLease> | undefined;
   let exitCode: number | undefined;
   let failure: unknown;
-  const staging = await mkdtemp(path.join(os.tmpdir(), "paperclip-sandbox-sync-"));
+  // Made only when the command has finished (just before sync out), so that a CLI killed while the
+  // command runs leaves no staging directory behind.
+  let staging: string | undefined;
   try {
     pendingAcquire = timer.time(plan.reuse ? "acquire (resume or new)" : "acquire", async () => {
       const resumed = plan.reuse ? await tracker.resumeIdle(session) : undefined;
@@ -195,6 +197,7 @@ async function runInSession(
     exitCode = commandExitCode(result);
     if (result.timedOut) err(`paperclip-sandbox: command timed out after ${plan.timeoutMs ?? configTimeout} ms\n`);
 
+    staging = await mkdtemp(path.join(os.tmpdir(), "paperclip-sandbox-sync-"));
     const stagedWorkspace = path.join(staging, "workspace");
     await interrupts.race(
       timer.time("sync out", () =>
@@ -236,7 +239,7 @@ async function runInSession(
       if (failure === undefined && exitCode === undefined) failure = error;
     }
   }
-  await rm(staging, { recursive: true, force: true });
+  if (staging) await rm(staging, { recursive: true, force: true });
   if (plan.showTimings) err(timer.format());
   if (interrupted) return interrupts.exitCode();
   if (failure !== undefined) {
