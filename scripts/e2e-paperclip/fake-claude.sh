@@ -1,8 +1,8 @@
 #!/bin/sh
 # Fake Claude Code CLI for credential-free end-to-end runs; it runs INSIDE the sandbox.
 # It reads the prompt on stdin, writes files into the workspace (its cwd) and a marker under $HOME
-# (outside the synced workspace), comments on the task and marks it done through the Paperclip API
-# the host gives it (PAPERCLIP_API_URL is the in-sandbox callback bridge), then prints stream-json.
+# (outside the synced workspace), then marks the task done with a comment in one PATCH through the
+# Paperclip API the host gives it (PAPERCLIP_API_URL is the in-sandbox callback bridge), then prints stream-json.
 # It never prints secret values.
 case " $* " in
   *" --version "*|*" -v "*) echo "2.1.300 (Claude Code)"; exit 0;;
@@ -39,16 +39,20 @@ api() { # method path json
 }
 COMMENT=skipped; DONE=skipped
 if [ -n "${PAPERCLIP_API_URL:-}" ] && [ -n "${PAPERCLIP_API_KEY:-}" ] && [ -n "${PAPERCLIP_TASK_ID:-}" ]; then
-  COMMENT=$(api POST "/api/issues/$PAPERCLIP_TASK_ID/comments" \
-    "{\"body\":\"e2e-fake-claude run=$RUN marker_before=$BEFORE\"}")
-  # "[e2e-keep-open]" in the title: the first (assignment) run leaves the issue in progress instead of done,
-  # because the host destroys an issue's reusable leases as soon as the issue turns done or cancelled.
-  # (An agent cannot move it to in_review without a review path; blocked needs a blocker.)
+  BODY="e2e-fake-claude run=$RUN marker_before=$BEFORE"
+  # "[e2e-keep-open] " in the title: the first (assignment) run only comments and leaves the issue in
+  # progress, because the host destroys an issue's reusable leases as soon as the issue turns done or
+  # cancelled. (An agent cannot move it to in_review without a review path; blocked needs a blocker.)
   KEEP=0
   case "${PAPERCLIP_WAKE_PAYLOAD_JSON:-}" in
     *"[e2e-keep-open]"*) [ "${PAPERCLIP_WAKE_REASON:-}" = issue_assigned ] && KEEP=1;;
   esac
-  if [ "$KEEP" = 1 ]; then DONE=kept_open; else DONE=$(api PATCH "/api/issues/$PAPERCLIP_TASK_ID" '{"status":"done"}'); fi
+  if [ "$KEEP" = 1 ]; then
+    COMMENT=$(api POST "/api/issues/$PAPERCLIP_TASK_ID/comments" "{\"body\":\"$BODY\"}"); DONE=kept_open
+  else
+    # One request finishes the task with its comment, as the Paperclip skill tells real agents to.
+    DONE=$(api PATCH "/api/issues/$PAPERCLIP_TASK_ID" "{\"status\":\"done\",\"comment\":\"$BODY\"}"); COMMENT=$DONE
+  fi
 fi
 echo "comment_http=$COMMENT done_http=$DONE" >> "./E2E_AGENT_OUTPUT_$RUN.txt"
 

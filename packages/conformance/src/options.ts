@@ -16,6 +16,7 @@ export const CONFORMANCE_CASE_NAMES = [
   "sync-large-file-roundtrip",
   "sync-tree-modes-symlinks-excludes",
   "sync-single-file-mode",
+  "sync-concurrent-operations",
   "release-receipt-after-execution",
   "resume-reusable-lease",
   "destroy-twice",

@@ -8,6 +8,7 @@ import type {
   PluginEnvironmentLease,
   PluginEnvironmentTerminationReceipt,
 } from "@paperclipai/plugin-sdk";
+import type { PluginEnvironmentDriverDeclaration } from "@paperclipai/plugin-sdk";
 import { loadPluginPackage, startWorker, type CallOptions, type WorkerClient } from "@paperclip-sandbox/worker-client";
 import { acquireParams, baseParams, hostIdentity, type HostIdentity } from "./host-params.js";
 import type { ConformanceOptions, LeftoversContext } from "./options.js";
@@ -28,6 +29,8 @@ export type ShellOptions = Partial<Omit<PluginEnvironmentExecuteParams, "lease" 
 export interface ConformanceWorld {
   readonly options: ConformanceOptions;
   readonly client: WorkerClient;
+  /** The manifest's declaration of the driver under test (what the host reads capabilities from). */
+  readonly driver: PluginEnvironmentDriverDeclaration | undefined;
   readonly identity: HostIdentity;
   /** Host scratch directory for this run (removed at close). */
   readonly hostDir: string;
@@ -109,6 +112,7 @@ export async function startConformanceWorld(options: ConformanceOptions): Promis
   return {
     options,
     client,
+    driver: pkg.manifest.environmentDrivers?.find((d) => d.driverKey === options.driverKey),
     identity,
     hostDir,
     leftoversContext: { leaseIds, remoteCwds },

@@ -1,9 +1,12 @@
+import { execFile } from "node:child_process";
 import { createHash, randomBytes, randomUUID } from "node:crypto";
+import { promisify } from "node:util";
 import { chmod, lstat, mkdir, readFile, readlink, stat, symlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { PluginSyncFileMapping } from "@paperclipai/plugin-sdk";
 import type { ConformanceCase } from "../case.js";
 import { requireMethods } from "../case.js";
+import { ConformanceSkip } from "../skip.js";
 import { assert, expectOk, shellQuote } from "../expect.js";
 import type { AcquiredLease, ConformanceWorld } from "../world.js";
 
@@ -135,6 +138,63 @@ export const syncCases: ConformanceCase[] = [
         await sync("out", world, lease, [{ sourcePath: remote, targetPath: back, kind: "file", mode: 0o600 }]);
         assert.equal(await modeOf(back), 0o600, "mode 0600 not applied on the host");
         assert.equal(await readFile(back, "utf8"), '{"token":"placeholder"}\n');
+      });
+    },
+  },
+  {
+    // The host runs a run's four inbound transfers (workspace, skills, MCP config, config seed) at
+    // once when the driver declares concurrentSyncOperations, each a tar upload plus a post-upload
+    // `tar -x`; and its outbound restores likewise. Every transfer must land whole and in its place.
+    name: "sync-concurrent-operations",
+    run: (world) => {
+      requireMethods(world, SYNC_METHODS);
+      if (world.driver?.sandboxCapabilities?.concurrentSyncOperations !== true) {
+        throw new ConformanceSkip("the driver does not declare sandboxCapabilities.concurrentSyncOperations");
+      }
+      return world.withLease(async (lease) => {
+        const dir = await hostScratch(world, "concurrent");
+        const names = ["workspace", "skills", "mcp-config", "config-seed"];
+        const runtime = `${lease.remoteCwd}/.paperclip-runtime/conformance`;
+        const contents = new Map<string, Buffer>();
+        const inbound = await Promise.all(names.map(async (name) => {
+          const tree = path.join(dir, "src", name);
+          await mkdir(path.join(tree, "nested"), { recursive: true });
+          const bytes = randomBytes(256 * 1024 + names.indexOf(name));
+          contents.set(name, bytes);
+          await writeFile(path.join(tree, "nested", "data.bin"), bytes);
+          await writeFile(path.join(tree, "name.txt"), `${name}\n`);
+          const tarball = path.join(dir, `${name}.tar`);
+          await promisify(execFile)("tar", ["-cf", tarball, "-C", tree, "."]);
+          const upload = `${runtime}/${name}-upload.tar`;
+          const target = `${runtime}/${name}`;
+          const operationId = `op-in-${name}-${randomUUID()}`;
+          const result = await world.client.env.syncIn({
+            ...world.base(lease.config),
+            lease: lease.lease,
+            operations: [{
+              operationId,
+              files: [{ sourcePath: tarball, targetPath: upload, kind: "file" }],
+              postUploadCommands: [{
+                command: `rm -rf ${shellQuote(target)} && mkdir -p ${shellQuote(target)} && tar -xf ${shellQuote(upload)} -C ${shellQuote(target)} && rm -f ${shellQuote(upload)}`,
+              }],
+            }],
+          });
+          return { name, operationId, reported: result?.operations?.[0]?.operationId };
+        }));
+        for (const op of inbound) assert.equal(op.reported, op.operationId, `syncIn of ${op.name} reported another operation`);
+
+        const outbound = await Promise.all(names.map(async (name) => {
+          const back = path.join(dir, "back", name);
+          await sync("out", world, lease, [{ sourcePath: `${runtime}/${name}`, targetPath: back, kind: "directory" }]);
+          return { name, back };
+        }));
+        for (const { name, back } of outbound) {
+          assert.equal(await readFile(path.join(back, "name.txt"), "utf8"), `${name}\n`, `${name}: wrong tree came back`);
+          assert.equal(sha256(await readFile(path.join(back, "nested", "data.bin"))), sha256(contents.get(name)!), `${name}: data changed`);
+        }
+        const leftovers = await world.sh(lease, `ls -A ${shellQuote(runtime)}`);
+        expectOk(leftovers, "list the runtime dir");
+        assert.equal(leftovers.stdout.split("\n").filter(Boolean).sort().join(" "), [...names].sort().join(" "), "uploads or stages left behind");
       });
     },
   },
