@@ -152,6 +152,14 @@ async function printDiagnostics(stepName) {
   console.log("  ----");
 }
 
+/** The run's log as plain text (the route returns NDJSON records with a `chunk` each). */
+async function runLogText(runId) {
+  const log = await api("GET", `/heartbeat-runs/${runId}/log`).catch(() => null);
+  return String(log?.json?.content ?? "").split("\n").filter(Boolean).map((l) => {
+    try { return JSON.parse(l).chunk ?? ""; } catch { return l; }
+  }).join("");
+}
+
 // ---------------------------------------------------------------- host-side checks
 function procInfo(pid) {
   try {
@@ -435,6 +443,7 @@ async function runProvider(p, plugin) {
     }
   }
 
+  if (p.duplex && first) await duplexScenario(p, agentId, eid);
   if (p.reuse) await reuseScenario(p, cid, baseConfig);
 
   await step("no leftovers after scenario", async () => {
@@ -443,6 +452,53 @@ async function runProvider(p, plugin) {
     check(extra.length === 0 && procs.length === 0,
       [...extra, ...procs.map((q) => `process ${q.pid} ${q.cmdline.slice(0, 120)}`)].join("; "));
   });
+}
+
+/**
+ * The host's experimental HTTP/2 callback bridge: with the instance setting `enableSandboxDuplexBridge`
+ * on, a provider that declares `duplexCommandStream` gets one duplex channel per run for the agent's
+ * API calls instead of the polled file queue. The setting is instance-wide, so it is turned back off
+ * (whatever happens) before the other scenarios.
+ */
+async function duplexScenario(p, agentId, eid) {
+  const before = await apiOk("GET", "/instance/settings/experimental");
+  const samples = [];
+  try {
+    await step("duplex bridge: experimental setting on", async () => {
+      const after = await apiOk("PATCH", "/instance/settings/experimental", { enableSandboxDuplexBridge: true });
+      check(after?.enableSandboxDuplexBridge === true, `setting not applied: ${JSON.stringify(after)}`);
+    });
+    for (let i = 0; i < p.duplex.runs; i++) {
+      const ok = await step(`duplex bridge: task run ${i + 1}/${p.duplex.runs}`, async () => {
+        const r = await taskRun({ agentId, environmentId: eid });
+        await checkRunResult(p, r);
+        await checkReleased(p, r);
+        const text = await runLogText(r.runId);
+        check(/HTTP\/2 transport ready/.test(text), `the run did not use the duplex channel: ${redactText(text.split("\n").filter((l) => /duplex|file bridge|HTTP\/2/i.test(l)).join(" | ")).slice(0, 400)}`);
+        const calls = recordedCalls(current.pluginKey);
+        let detail = `acquired ${fmtMs(r.toAcquireMs)}, done ${fmtMs(r.toDoneMs)}, released ${fmtMs(r.toReleaseMs)}`;
+        if (calls) {
+          const mine = calls.filter((c) => c.dir === "call" && (c.params?.providerLeaseId === r.lease.providerLeaseId || c.params?.lease?.providerLeaseId === r.lease.providerLeaseId));
+          check(mine.some((c) => c.method === "duplexChannelOpen"), "no duplexChannelOpen recorded for the run's lease");
+          const executes = mine.filter((c) => c.method === "environmentExecute").length;
+          detail += `; ${executes} executes, ${mine.filter((c) => c.method === "duplexChannelWrite").length} channel writes`;
+        }
+        samples.push(r.toReleaseMs);
+        return { ms: r.toReleaseMs, detail };
+      });
+      if (!ok) break;
+    }
+  } finally {
+    await step("duplex bridge: experimental setting restored", async () => {
+      const restored = await apiOk("PATCH", "/instance/settings/experimental", { enableSandboxDuplexBridge: before?.enableSandboxDuplexBridge === true });
+      check(restored?.enableSandboxDuplexBridge === (before?.enableSandboxDuplexBridge === true), "setting not restored");
+    });
+  }
+  if (samples.length === p.duplex.runs) {
+    const m = median(samples);
+    rows.push({ provider: p.driverKey, step: `median assignment -> lease release, duplex bridge (${samples.length} runs)`, ok: true, ms: m, detail: "informational" });
+    console.log(`  info  median assignment -> lease release with the duplex bridge: ${fmtMs(m)}`);
+  }
 }
 
 /**

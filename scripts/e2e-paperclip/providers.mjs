@@ -7,6 +7,7 @@
 //   reuse           run the reuseLease scenario (second run on the same issue resumes the same lease)
 //   timingRuns      extra trivial runs whose assignment -> lease-release median is reported
 //   targetMs        optional median target for timingRuns (a miss is reported, it does not fail the run)
+//   duplex          { runs }: also run tasks with the host's experimental duplex (HTTP/2) callback bridge on
 //   leaseDir(ctx, lease)  host dir a lease lives in (checked gone after release), or null
 //   prepare(ctx)    optional: create what the config needs before the scenario (runs as root; the server is nobody)
 //   leftovers(ctx)  extra provider-specific leftovers to report after the runs (strings), e.g. state-dir entries
@@ -49,6 +50,7 @@ export const PROVIDERS = [
     reuse: true,
     timingRuns: 5,
     targetMs: 3000,
+    duplex: { runs: 3 },
     leaseDir: (ctx, lease) => (lease.providerLeaseId ? path.join(ctx.runDir, "bwrap", "leases", lease.providerLeaseId) : null),
     leftovers: (ctx) => listDirs(path.join(ctx.runDir, "bwrap", "leases")).map((name) => `lease dir bwrap/leases/${name}`),
   },

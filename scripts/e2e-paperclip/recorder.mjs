@@ -2,23 +2,30 @@
 // It runs the real worker in this same process and appends one JSON line per host->worker request
 // and per response to a file. The real worker is the renamed original file.
 // The host's protocol is NDJSON JSON-RPC on stdin/stdout. Values under secret-looking keys are
-// redacted. Execute stdin and stdout are never logged, only their sizes: bridge traffic carries credentials.
+// redacted, and so are secret-looking NAME=value assignments in strings. Execute stdin/stdout and duplex
+// channel bytes are never logged, only their sizes: bridge traffic carries credentials.
 import fs from "node:fs";
 import { pathToFileURL } from "node:url";
 
 const REAL_WORKER = __REAL_WORKER__;
 const RECORD_FILE = __RECORD_FILE__;
 const SECRET_KEY = /(key|token|secret|password|passwd|jwt|credential|authorization|cookie)/i;
+// Secret-looking NAME=value assignments inside strings (a duplex launch command is `exec env PAPERCLIP_BRIDGE_TOKEN='...' node ...`).
+const SECRET_ASSIGNMENT = /\b([A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|JWT|NONCE|CREDENTIAL)[A-Z0-9_]*=)('[^']*'|"[^"]*"|[^\s'"]+)/g;
 const pending = new Map(); // id -> {method, t, lease}
 
 function redact(value, depth = 0) {
   if (depth > 12) return "…";
-  if (typeof value === "string") return value.length > 600 ? `${value.slice(0, 600)}…(${value.length} chars)` : value;
+  if (typeof value === "string") {
+    const text = value.replace(SECRET_ASSIGNMENT, "$1<redacted>");
+    return text.length > 600 ? `${text.slice(0, 600)}…(${text.length} chars)` : text;
+  }
   if (Array.isArray(value)) return value.slice(0, 60).map((v) => redact(v, depth + 1));
   if (value && typeof value === "object") {
     const out = {};
     for (const [k, v] of Object.entries(value)) {
-      if (k === "stdin" || k === "stdout") out[k] = typeof v === "string" ? `<${v.length} chars>` : v;
+      // Execute stdin/stdout and duplex channel bytes (`data`) carry bridge traffic, credentials included.
+      if (k === "stdin" || k === "stdout" || k === "data") out[k] = typeof v === "string" ? `<${v.length} chars>` : v;
       else if (k === "leaseMetadata" || k === "workspaceRealization") out[k] = "<omitted>";
       else if (SECRET_KEY.test(k) && v !== "" && v !== null && typeof v !== "boolean") out[k] = "<redacted>";
       else out[k] = redact(v, depth + 1);

@@ -1,5 +1,6 @@
 import type { ConformanceCase } from "./case.js";
 import { configAndProbeCases } from "./cases/config-and-probe.js";
+import { duplexCases } from "./cases/duplex.js";
 import { executeCases } from "./cases/execute.js";
 import { leaseLifecycleCases } from "./cases/lease-lifecycle.js";
 import { syncCases } from "./cases/sync.js";
@@ -7,7 +8,7 @@ import { CONFORMANCE_CASE_NAMES, type ConformanceCaseName, type ConformanceOptio
 import { ConformanceSkip } from "./skip.js";
 
 const ALL_CASES = new Map<ConformanceCaseName, ConformanceCase>(
-  [...configAndProbeCases, ...leaseLifecycleCases, ...executeCases, ...syncCases].map((c) => [c.name, c]),
+  [...configAndProbeCases, ...leaseLifecycleCases, ...executeCases, ...syncCases, ...duplexCases].map((c) => [c.name, c]),
 );
 
 /**

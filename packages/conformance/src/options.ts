@@ -17,6 +17,7 @@ export const CONFORMANCE_CASE_NAMES = [
   "sync-tree-modes-symlinks-excludes",
   "sync-single-file-mode",
   "sync-concurrent-operations",
+  "duplex-channel",
   "release-receipt-after-execution",
   "resume-reusable-lease",
   "destroy-twice",

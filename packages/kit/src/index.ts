@@ -6,3 +6,4 @@ export * from "./lease/index.js";
 export * from "./egress/index.js";
 export * from "./redact/index.js";
 export * from "./plugin/index.js";
+export * from "./duplex/index.js";

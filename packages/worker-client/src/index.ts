@@ -20,6 +20,8 @@ export {
   JSONRPC_ERROR_CODES,
 } from "./errors.js";
 export { buildWorkerEnv } from "./worker-env.js";
+export type { DuplexChannelHandle, DuplexMethods } from "./duplex-methods.js";
+export type { DuplexChannelListener } from "./rpc-connection.js";
 export {
   hostTimeoutFor,
   DEFAULT_CALL_TIMEOUT_MS,

@@ -1,9 +1,21 @@
 import { randomUUID } from "node:crypto";
-import { JSONRPC_ERROR_CODES, PLUGIN_RPC_ERROR_CODES } from "@paperclipai/plugin-sdk";
+import {
+  DUPLEX_CHANNEL_DATA_NOTIFICATION,
+  DUPLEX_CHANNEL_EXIT_NOTIFICATION,
+  JSONRPC_ERROR_CODES,
+  PLUGIN_RPC_ERROR_CODES,
+  decodeChannelBytes,
+} from "@paperclipai/plugin-sdk";
 import { WorkerRpcError } from "./errors.js";
 
 export type ExecuteLogListener = (stream: "stdout" | "stderr", chunk: string) => void;
 export type WorkerLogListener = (entry: { level: string; message: string }) => void;
+
+/** Receives one duplex channel's `duplexChannel.data` chunks and its `duplexChannel.exit`. */
+export interface DuplexChannelListener {
+  onData(chunk: Buffer, workerSessionId: string): void;
+  onExit(exit: { exitCode: number | null; transportClosed: boolean; workerSessionId: string }): void;
+}
 
 export interface RpcCallOptions {
   timeoutMs: number;
@@ -23,13 +35,14 @@ type JsonObject = Record<string, unknown>;
 
 /**
  * The host half of the JSON-RPC conversation with one worker: numbers requests, matches
- * responses, routes `execute.log` chunks to the call whose invocation id they carry, and
- * answers the worker's own requests. It knows nothing about processes; `write` sends a line.
+ * responses, routes `execute.log` chunks to the call whose invocation id they carry and duplex
+ * channel notifications to their route's listener, and answers the worker's own requests. It knows nothing about processes; `write` sends a line.
  */
 export class RpcConnection {
   private nextId = 1;
   private readonly pending = new Map<number, PendingCall>();
   private readonly logRoutes = new Map<string, ExecuteLogListener>();
+  private readonly duplexRoutes = new Map<string, DuplexChannelListener>();
   private closedReason: string | null = null;
 
   constructor(
@@ -72,6 +85,14 @@ export class RpcConnection {
         );
       }
     });
+  }
+
+  /** Route a duplex channel's notifications (by host route id) to `listener` until its exit. */
+  routeDuplex(hostRouteId: string, listener: DuplexChannelListener): () => void {
+    this.duplexRoutes.set(hostRouteId, listener);
+    return () => {
+      if (this.duplexRoutes.get(hostRouteId) === listener) this.duplexRoutes.delete(hostRouteId);
+    };
   }
 
   /** Feed one NDJSON line from the worker's stdout. */
@@ -124,6 +145,21 @@ export class RpcConnection {
       const { stream, chunk } = params;
       if ((stream !== "stdout" && stream !== "stderr") || typeof chunk !== "string" || chunk.length === 0) return;
       this.logRoutes.get(invocationId)?.(stream, chunk);
+    } else if (method === DUPLEX_CHANNEL_DATA_NOTIFICATION || method === DUPLEX_CHANNEL_EXIT_NOTIFICATION) {
+      if (!isObject(params) || typeof params.hostRouteId !== "string" || typeof params.workerSessionId !== "string") return;
+      const route = this.duplexRoutes.get(params.hostRouteId);
+      if (!route) return;
+      if (method === DUPLEX_CHANNEL_DATA_NOTIFICATION) {
+        const bytes = decodeChannelBytes(params.chunk);
+        if (bytes !== null) route.onData(Buffer.from(bytes), params.workerSessionId);
+      } else {
+        this.duplexRoutes.delete(params.hostRouteId);
+        route.onExit({
+          exitCode: typeof params.exitCode === "number" ? params.exitCode : null,
+          transportClosed: params.transportClosed === true,
+          workerSessionId: params.workerSessionId,
+        });
+      }
     } else if (method === "log") {
       this.forwardWorkerLog(params);
     }

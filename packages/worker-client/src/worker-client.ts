@@ -5,6 +5,7 @@ import { RpcConnection } from "./rpc-connection.js";
 import { UNKNOWN, WorkerRpcError } from "./errors.js";
 import { buildWorkerEnv } from "./worker-env.js";
 import { environmentMethods, type CallOptions, type EnvironmentMethods } from "./environment-methods.js";
+import { duplexMethods, type DuplexMethods } from "./duplex-methods.js";
 import type { PluginPackage } from "./plugin-package.js";
 import {
   DEFAULT_INIT_TIMEOUT_MS,
@@ -37,6 +38,8 @@ export interface WorkerClient {
   readonly pkg: PluginPackage;
   call<T = unknown>(method: string, params: unknown, opts?: CallOptions): Promise<T>;
   readonly env: EnvironmentMethods;
+  /** Persistent duplex channels (`duplexChannel*` methods and their notifications). */
+  readonly duplex: DuplexMethods;
   /** `shutdown` RPC, then up to `graceMs` (default 10 s) for the exit, then SIGTERM, then SIGKILL. */
   shutdown(opts?: { graceMs?: number }): Promise<void>;
   kill(signal?: NodeJS.Signals): void;
@@ -136,6 +139,7 @@ export async function startWorker(pkg: PluginPackage, opts: StartWorkerOptions =
     pkg,
     call,
     env: environmentMethods(call),
+    duplex: duplexMethods(call, rpc),
     exited,
     kill: (signal = "SIGTERM") => {
       if (isRunning(child)) child.kill(signal);

@@ -139,6 +139,13 @@ export class LeaseRuntime {
     return pending;
   }
 
+  /** The live lease this worker already holds (no adoption: callers without a config cannot locate its state dir). */
+  held(leaseId: string): LiveLease | null {
+    const known = this.live.get(leaseId);
+    if (!known?.record.jail || !jailAlive(known.record.jail) || Date.parse(known.record.expiresAt) <= Date.now()) return null;
+    return known;
+  }
+
   private async adopt(stateDir: string, leaseId: string): Promise<LiveLease | null> {
     const paths = leasePaths(stateDir, leaseId);
     const record = await readLeaseRecord(paths);

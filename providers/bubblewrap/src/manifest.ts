@@ -17,6 +17,6 @@ export default defineSandboxProviderManifest({
     configSchema: providerConfig.jsonSchema,
     // The host reuses a lease only when the environment's config also sets reuseLease: true.
     supportsReusableLeases: true,
-    sandboxCapabilities: { reusableLeases: true, nativeSyncIn: true, nativeSyncOut: true, concurrentSyncOperations: true },
+    sandboxCapabilities: { reusableLeases: true, nativeSyncIn: true, nativeSyncOut: true, concurrentSyncOperations: true, duplexCommandStream: true },
   },
 });

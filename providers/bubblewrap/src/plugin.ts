@@ -11,6 +11,7 @@ import {
 } from "@paperclipai/plugin-sdk";
 import {
   CreationCleanupError,
+  createDuplexChannels,
   REUSE_SENTINEL_PATH,
   appendBlockedNetworkNote,
   buildSentinel,
@@ -136,6 +137,19 @@ export function createBubblewrapPlugin(deps: BubblewrapPluginDeps = {}) {
     }
   };
 
+  // The host's duplex bridge channels, each a command in the lease's jail through its supervisor.
+  // Opens carry no config (so no state dir): the lease must be one this worker holds, which it does
+  // once the run's executes have reached it.
+  const duplex = createDuplexChannels({
+    runnerFor: async ({ providerLeaseId }) => {
+      const live = isLeaseId(providerLeaseId) ? runtime.held(providerLeaseId) : null;
+      if (!live) throw new LeaseGoneError(`bubblewrap lease ${String(providerLeaseId)} is not running in this worker`);
+      return { runner: live.client, leaseSignal: live.abort.signal };
+    },
+    notify: () => ctx?.duplexChannel,
+    log: (message) => ctx?.logger.warn(message),
+  });
+
   const release = async (
     params: PluginEnvironmentReleaseLeaseParams,
     mode: "release" | "destroy",
@@ -145,6 +159,8 @@ export function createBubblewrapPlugin(deps: BubblewrapPluginDeps = {}) {
     if (!isLeaseId(leaseId)) throw new Error(`not a bubblewrap lease id: ${leaseId}`);
     const config = providerConfig.parse(params.config);
     const stateDir = stateDirOf(config);
+    // Channels are long-lived by design: release would otherwise wait for them (or cut them off).
+    await duplex.closeLease(leaseId);
     const stopped = await runtime.stop(stateDir, leaseId, { cancel: params.cancelActiveWork === true || mode === "destroy" });
     // No record: already destroyed (the host retries clean-up), so nothing of it runs.
     if (!stopped) {
@@ -300,6 +316,11 @@ export function createBubblewrapPlugin(deps: BubblewrapPluginDeps = {}) {
       const live = await requireLive(params.lease, config);
       return runtime.track(live, syncOut(live.client, params.operations, { roots: SYNC_ROOTS, signal: live.abort.signal }));
     },
+
+    onDuplexChannelOpen: (params) => duplex.open(params),
+    onDuplexChannelWrite: (params) => duplex.write(params),
+    onDuplexChannelStop: (params) => duplex.stop(params),
+    onDuplexChannelClose: (params) => duplex.close(params),
   });
 }
 

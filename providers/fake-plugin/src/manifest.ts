@@ -16,6 +16,6 @@ export default defineSandboxProviderManifest({
     configSchema: fakeConfig.jsonSchema,
     // The host still reuses a lease only when the environment's config sets reuseLease: true.
     supportsReusableLeases: true,
-    sandboxCapabilities: { reusableLeases: true, nativeSyncIn: true, nativeSyncOut: true, concurrentSyncOperations: true },
+    sandboxCapabilities: { reusableLeases: true, nativeSyncIn: true, nativeSyncOut: true, concurrentSyncOperations: true, duplexCommandStream: true },
   },
 });

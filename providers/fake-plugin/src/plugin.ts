@@ -3,6 +3,7 @@ import { basename, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { definePlugin, type PluginContext, type PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
 import {
+  createDuplexChannels,
   createLocalScriptRunner,
   endMarkedProcesses,
   executeCommand,
@@ -77,11 +78,23 @@ export function createFakePlugin(deps: FakePluginDeps = {}) {
 
   /** Ends the lease's work, this worker's and any earlier worker's; returns once its processes are gone. */
   const endActivity = async (leaseId: string) => {
+    await duplex.closeLease(leaseId);
     const activity = activities.get(leaseId);
     activities.delete(leaseId);
     await activity?.end();
     await endMarkedProcesses(LEASE_MARKER, leaseId);
   };
+
+  // The host's duplex bridge channels, over the same local runner as executes.
+  const duplex = createDuplexChannels({
+    runnerFor: async (scope) => {
+      const { record, paths } = await requireLease({ providerLeaseId: scope.providerLeaseId, metadata: {} });
+      const activity = activityOf(record.providerLeaseId);
+      return { runner: runnerFor(paths, activity), leaseSignal: activity.signal };
+    },
+    notify: () => ctx?.duplexChannel,
+    log: (message) => ctx?.logger.warn(message),
+  });
 
   return definePlugin({
     async setup(context) {
@@ -192,6 +205,11 @@ export function createFakePlugin(deps: FakePluginDeps = {}) {
       const activity = activityOf(record.providerLeaseId);
       return activity.track(syncOut(runnerFor(paths, activity), params.operations, { roots: [paths.leaseDir], signal: activity.signal }));
     },
+
+    onDuplexChannelOpen: (params) => duplex.open(params),
+    onDuplexChannelWrite: (params) => duplex.write(params),
+    onDuplexChannelStop: (params) => duplex.stop(params),
+    onDuplexChannelClose: (params) => duplex.close(params),
   });
 }
 
