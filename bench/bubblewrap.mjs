@@ -3,6 +3,7 @@
 //   cold      acquire -> first byte of the first command's output (execute.log), per fresh lease
 //   release   releaseLease until its receipt, for those same leases
 //   execute   steady `true` round trip on one warm lease, interleaved with a bare `sh -c true` spawn
+//   duplex    64-byte echo round trip over a `cat` duplex channel on that lease, and an 8 MiB echo
 //   resume    resumeLease of a stopped reusable lease (and resume -> first output)
 //   sync      syncIn / syncOut of a 100 MiB tree of 10,000 files, with the worker's peak RSS (VmHWM)
 // Needs the built packages (`npx tsc -b providers/bubblewrap`). Medians are over --runs (>= 100);
@@ -132,6 +133,44 @@ try {
   results.bareSpawn = summarize(bare);
   results.executeOverBare = results.steadyExecute.median / results.bareSpawn.median;
 
+  // Duplex channel (the host's HTTP/2 bridge path): one `cat` channel on the same lease; a 64-byte
+  // write until its echo arrives, against the steady execute above (what one file-bridge step costs),
+  // and 8 MiB echoed in 256 KiB writes.
+  {
+    let received = 0;
+    let sent = 0;
+    let wake = () => undefined;
+    const channel = await client.duplex.open(
+      { hostRouteId: "bench-route", driverKey: "bubblewrap", companyId: "bench", environmentId: "bench", providerLeaseId: lease.providerLeaseId, command: ["cat"] },
+      { onData: (chunk) => { received += chunk.length; wake(); }, onExit: () => wake() },
+    );
+    const allEchoed = () => new Promise((resolve) => {
+      wake = () => received >= sent && resolve();
+      wake();
+    });
+    const write = async (bytes) => {
+      sent += bytes.length;
+      await channel.write(bytes);
+    };
+    const message = Buffer.alloc(64, 0x61);
+    for (let i = 0; i < 10; i += 1) { await write(message); await allEchoed(); }
+    const roundTrip = [];
+    for (let i = 0; i < runs; i += 1) {
+      const s = process.hrtime.bigint();
+      await write(message);
+      await allEchoed();
+      roundTrip.push(ms(s));
+    }
+    const chunk = Buffer.alloc(256 * 1024, 0x62);
+    const bulkStart = process.hrtime.bigint();
+    for (let i = 0; i < 32; i += 1) await write(chunk);
+    await allEchoed();
+    results.duplexEcho8MiBMs = ms(bulkStart);
+    await channel.close();
+    results.duplexRoundTrip = summarize(roundTrip);
+    results.executeOverDuplexRoundTrip = results.steadyExecute.median / results.duplexRoundTrip.median;
+  }
+
   // Resume of a stopped reusable lease.
   const reuse = { ...config, reuseLease: true };
   const reusable = await acquire(reuse);
@@ -210,6 +249,7 @@ const targets = [
   ["release with receipt", results.releaseWithReceipt.median, "(no target)"],
   ["steady execute", results.steadyExecute.median, `<= 3x bare (${(3 * results.bareSpawn.median).toFixed(2)} ms)`],
   ["bare sh -c true", results.bareSpawn.median, ""],
+  ["duplex 64 B echo round trip", results.duplexRoundTrip.median, "(no target)"],
   ["resume", results.resume.median, "< 50 ms"],
   ["resume -> first output", results.resumeToFirstOutput.median, ""],
   [`syncIn ${results.sync.mib} MiB/${results.sync.files} files`, results.sync.in.median, "< 2000 ms"],
@@ -218,6 +258,7 @@ const targets = [
 console.log(`bubblewrap bench (uid ${process.getuid()}, node ${process.version}, load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")})`);
 for (const [name, value, target] of targets) console.log(`${name.padEnd(36)} median ${value.toFixed(2).padStart(9)} ms  ${target}`);
 console.log(`execute / bare ratio: ${results.executeOverBare.toFixed(2)}x`);
+console.log(`execute / duplex round trip: ${results.executeOverDuplexRoundTrip.toFixed(2)}x; duplex 8 MiB echo ${results.duplexEcho8MiBMs.toFixed(0)} ms`);
 console.log(`worker RSS: ${JSON.stringify(results.sync.workerRss)}`);
 fs.mkdirSync(args.out, { recursive: true });
 const file = path.join(args.out, `bubblewrap-${report.date.replace(/[:.]/g, "-")}.json`);

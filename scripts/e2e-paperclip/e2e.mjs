@@ -479,9 +479,12 @@ async function duplexScenario(p, agentId, eid) {
         let detail = `acquired ${fmtMs(r.toAcquireMs)}, done ${fmtMs(r.toDoneMs)}, released ${fmtMs(r.toReleaseMs)}`;
         if (calls) {
           const mine = calls.filter((c) => c.dir === "call" && (c.params?.providerLeaseId === r.lease.providerLeaseId || c.params?.lease?.providerLeaseId === r.lease.providerLeaseId));
-          check(mine.some((c) => c.method === "duplexChannelOpen"), "no duplexChannelOpen recorded for the run's lease");
+          const routes = new Set(mine.filter((c) => c.method === "duplexChannelOpen").map((c) => c.params.hostRouteId));
+          check(routes.size > 0, "no duplexChannelOpen recorded for the run's lease");
+          const onRoutes = (method) => calls.filter((c) => c.dir === "call" && c.method === method && routes.has(c.params?.hostRouteId));
+          check(onRoutes("duplexChannelClose").length > 0, "the host never closed the run's duplex channel");
           const executes = mine.filter((c) => c.method === "environmentExecute").length;
-          detail += `; ${executes} executes, ${mine.filter((c) => c.method === "duplexChannelWrite").length} channel writes`;
+          detail += `; ${executes} executes, ${onRoutes("duplexChannelWrite").length} channel writes`;
         }
         samples.push(r.toReleaseMs);
         return { ms: r.toReleaseMs, detail };
@@ -494,7 +497,7 @@ async function duplexScenario(p, agentId, eid) {
       check(restored?.enableSandboxDuplexBridge === (before?.enableSandboxDuplexBridge === true), "setting not restored");
     });
   }
-  if (samples.length === p.duplex.runs) {
+  if (samples.length === p.duplex.runs && samples.length > 1) {
     const m = median(samples);
     rows.push({ provider: p.driverKey, step: `median assignment -> lease release, duplex bridge (${samples.length} runs)`, ok: true, ms: m, detail: "informational" });
     console.log(`  info  median assignment -> lease release with the duplex bridge: ${fmtMs(m)}`);

@@ -31,6 +31,7 @@ export const PROVIDERS = [
     missingBackend: { config: { probeFailure: "e2e: fake backend is missing", acquireFailure: "e2e: fake backend is missing" }, diagnostic: /fake backend is missing/ },
     reuse: false,
     timingRuns: 0,
+    duplex: { runs: 1 },
     // The provider keeps lease dirs under the worker's os.tmpdir() (the worker env has no TMPDIR).
     leaseDir: (_ctx, lease) => (lease.providerLeaseId ? path.join("/tmp/paperclip-fake-plugin-65534", lease.providerLeaseId) : null),
     leftovers: () => [],
