@@ -143,6 +143,25 @@ describe("createDuplexChannels", () => {
     await expect(open(channels, "route-l2", ["cat"])).rejects.toThrow(/being released/);
   });
 
+  it("splits a large output chunk into notifications the host accepts (<= 64 KiB each)", async () => {
+    const big = Buffer.alloc(1024 * 1024 + 7, 0x41);
+    const oneChunk: ScriptRunner = {
+      run: async (_script, io) => {
+        if (typeof io.stdout === "function") io.stdout(big);
+        return { exitCode: 0, signal: null, aborted: false };
+      },
+    };
+    const sizes: number[] = [];
+    const channels = createDuplexChannels({
+      runnerFor: async () => ({ runner: oneChunk }),
+      notify: () => ({ data: (_r, _s, chunk) => sizes.push(chunk.byteLength), exit: () => undefined }),
+    });
+    await channels.open({ ...scope, hostRouteId: "route-big", command: ["cat"] });
+    await until(() => channels.size === 0, "the channel to end");
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(big.length);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(64 * 1024);
+  });
+
   it("reports a broken transport as transportClosed, not as a process exit", async () => {
     const broken: ScriptRunner = { run: () => Promise.reject(new Error("sandbox connection lost")) };
     const { channels, rec, logs } = setup(broken);

@@ -69,6 +69,8 @@ const MAX_ARGV_ELEMENTS = 4096;
 const SECRET_ASSIGNMENT = /\b[A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|JWT|NONCE|CREDENTIAL)[A-Z0-9_]*=('[^']*'|"[^"]*"|[^\s'"]+)/g;
 const MAX_ARGV_BYTES = 256 * 1024;
 const STDERR_TAIL_BYTES = 4096;
+/** The host ends a route on any data notification over 256 KiB; a transport may hand over more at once. */
+export const MAX_DATA_NOTIFICATION_BYTES = 64 * 1024;
 
 export interface DuplexChannels {
   open(params: PluginDuplexChannelOpenParams): Promise<PluginDuplexChannelOpenResult>;
@@ -139,7 +141,12 @@ export function createDuplexChannels(opts: DuplexChannelsOptions): DuplexChannel
       const run = runner.run(`exec ${argv.map(shellQuote).join(" ")}`, {
         stdin,
         stdout: (chunk) => {
-          if (!channel.exited) opts.notify()?.data(hostRouteId, workerSessionId, new Uint8Array(chunk));
+          if (channel.exited) return;
+          const host = opts.notify();
+          for (let offset = 0; offset < chunk.length; offset += MAX_DATA_NOTIFICATION_BYTES) {
+            const part = chunk.subarray(offset, offset + MAX_DATA_NOTIFICATION_BYTES);
+            host?.data(hostRouteId, workerSessionId, new Uint8Array(part.buffer, part.byteOffset, part.byteLength));
+          }
         },
         stderr: (chunk) => {
           stderrTail = Buffer.concat([stderrTail, chunk]).subarray(-STDERR_TAIL_BYTES);

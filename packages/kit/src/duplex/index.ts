@@ -1,2 +1,2 @@
-export { createDuplexChannels, DuplexChannelError } from "./duplex-channels.js";
+export { createDuplexChannels, DuplexChannelError, MAX_DATA_NOTIFICATION_BYTES } from "./duplex-channels.js";
 export type { DuplexChannels, DuplexChannelsOptions, DuplexLeaseScope } from "./duplex-channels.js";
