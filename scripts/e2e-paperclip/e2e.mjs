@@ -464,11 +464,11 @@ async function duplexScenario(p, agentId, eid) {
   const before = await apiOk("GET", "/instance/settings/experimental");
   const samples = [];
   try {
-    await step("duplex bridge: experimental setting on", async () => {
+    const on = await step("duplex bridge: experimental setting on", async () => {
       const after = await apiOk("PATCH", "/instance/settings/experimental", { enableSandboxDuplexBridge: true });
       check(after?.enableSandboxDuplexBridge === true, `setting not applied: ${JSON.stringify(after)}`);
     });
-    for (let i = 0; i < p.duplex.runs; i++) {
+    for (let i = 0; on && i < p.duplex.runs; i++) {
       const ok = await step(`duplex bridge: task run ${i + 1}/${p.duplex.runs}`, async () => {
         const r = await taskRun({ agentId, environmentId: eid });
         await checkRunResult(p, r);

@@ -124,6 +124,10 @@ describe("createDuplexChannels", () => {
     await expect(channels.write({ hostRouteId, workerSessionId: "other", data: "" })).rejects.toThrow(/no open duplex channel/);
     await expect(channels.stop({ hostRouteId: "nope", workerSessionId })).rejects.toThrow(/no open duplex channel/);
     await expect(open(channels, "route-r", ["cat"])).rejects.toThrow(/already open/);
+    // Two opens racing on one new route: exactly one wins.
+    const raced = await Promise.allSettled([open(channels, "route-race", ["cat"]), open(channels, "route-race", ["cat"])]);
+    expect(raced.map((r) => r.status).sort()).toEqual(["fulfilled", "rejected"]);
+    await channels.close({ hostRouteId: "route-race" });
     await expect(channels.write({ hostRouteId, workerSessionId, data: "%%%not base64" })).rejects.toThrow(/base64/);
     await expect(open(channels, "route-x", [])).rejects.toThrow(/non-empty argv/);
     await expect(open(channels, "route-x", ["cat", "a\0b"])).rejects.toThrow(/NUL/);

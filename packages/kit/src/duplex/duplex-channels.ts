@@ -65,9 +65,9 @@ interface Channel {
 }
 
 const MAX_ARGV_ELEMENTS = 4096;
+const MAX_ARGV_BYTES = 256 * 1024;
 /** `NAME=value` assignments the host puts in a launch command (e.g. `exec env PAPERCLIP_BRIDGE_TOKEN='...' node ...`). */
 const SECRET_ASSIGNMENT = /\b[A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|JWT|NONCE|CREDENTIAL)[A-Z0-9_]*=('[^']*'|"[^"]*"|[^\s'"]+)/g;
-const MAX_ARGV_BYTES = 256 * 1024;
 const STDERR_TAIL_BYTES = 4096;
 /** The host ends a route on any data notification over 256 KiB; a transport may hand over more at once. */
 export const MAX_DATA_NOTIFICATION_BYTES = 64 * 1024;
@@ -85,6 +85,7 @@ export interface DuplexChannels {
 
 export function createDuplexChannels(opts: DuplexChannelsOptions): DuplexChannels {
   const channels = new Map<string, Channel>(); // by hostRouteId: the host's authoritative key
+  const opening = new Set<string>(); // routes whose lease lookup is under way
   const maxChannels = opts.maxChannels ?? 32;
   const stopGraceMs = opts.stopGraceMs ?? 1_000;
 
@@ -106,9 +107,16 @@ export function createDuplexChannels(opts: DuplexChannelsOptions): DuplexChannel
       const { hostRouteId } = params;
       if (typeof hostRouteId !== "string" || hostRouteId.length === 0) throw new DuplexChannelError("hostRouteId must be a non-empty string");
       const argv = checkArgv(params.command);
-      if (channels.has(hostRouteId)) throw new DuplexChannelError("a duplex channel is already open for this route");
-      if (channels.size >= maxChannels) throw new DuplexChannelError(`too many open duplex channels (limit ${maxChannels})`);
-      const { runner, leaseSignal } = await opts.runnerFor(params);
+      if (channels.has(hostRouteId) || opening.has(hostRouteId)) throw new DuplexChannelError("a duplex channel is already open for this route");
+      if (channels.size + opening.size >= maxChannels) throw new DuplexChannelError(`too many open duplex channels (limit ${maxChannels})`);
+      opening.add(hostRouteId);
+      let lease: Awaited<ReturnType<DuplexChannelsOptions["runnerFor"]>>;
+      try {
+        lease = await opts.runnerFor(params);
+      } finally {
+        opening.delete(hostRouteId);
+      }
+      const { runner, leaseSignal } = lease;
       if (leaseSignal?.aborted) throw new DuplexChannelError("the lease is being released");
 
       const workerSessionId = randomUUID();
