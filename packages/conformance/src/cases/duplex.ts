@@ -99,12 +99,17 @@ export const duplexCases: ConformanceCase[] = [
         assert.equal(closed.hostRouteId, channel.hostRouteId, "close must echo the host route id");
         await assert.rejects(channel.write(Buffer.from("late")), "a write to a closed channel must be refused");
 
-        // A channel still open when its lease is destroyed ends with it.
+        // A channel still open at a plain release (no cancelActiveWork) ends with the lease, and the
+        // release does not hang on it: the provider ends the channel itself rather than letting the
+        // sandbox's teardown cut it off (which would be reported as a transport loss).
         const second = await openChannel(world, lease, ["cat"]);
         await second.channel.write(Buffer.from("ping"));
         await second.route.until(() => second.route.bytes.toString() === "ping", "the second channel's echo");
-        await world.destroy(lease);
-        await second.route.until(() => second.route.exit !== null, "the exit notification after the lease was destroyed");
+        const released = world.release(lease).then(() => "released");
+        const outcome = await Promise.race([released, new Promise((resolve) => setTimeout(() => resolve("hung"), 15_000))]);
+        assert.equal(outcome, "released", "release waited on the open duplex channel");
+        await second.route.until(() => second.route.exit !== null, "the exit notification after the lease was released");
+        assert.equal(second.route.exit!.transportClosed, false, "release cut the channel off instead of ending it");
         await second.channel.close();
       });
     },
