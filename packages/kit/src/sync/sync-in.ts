@@ -44,8 +44,7 @@ async function streamFileIn(runner: ScriptRunner, mapping: PluginSyncFileMapping
   const target = confineSandboxPath(mapping.targetPath, o.roots, "targetPath");
   const stage = newStageName();
   const script =
-    beginStage(target, o.roots, stage, "file") +
-    removeStageOnExit +
+    beginStage(target, o.roots, stage, "file", { removeOnExit: true }) +
     receivePayloadFromStdin +
     installFile(fileModeFor(mapping, stat), stat.size);
 
@@ -63,6 +62,7 @@ async function streamFileIn(runner: ScriptRunner, mapping: PluginSyncFileMapping
     if (error) readError ??= error;
   });
   const stdout = new BoundedTail(64 * 1024);
+  let installed = false;
   try {
     const outcome = await runScript(runner, script, {
       stdin: counter,
@@ -78,10 +78,14 @@ async function streamFileIn(runner: ScriptRunner, mapping: PluginSyncFileMapping
     if (landed !== sent) {
       throw new SyncError("SYNC_REMOTE_FAILED", `upload to ${target.path}: sent ${sent} bytes, the sandbox reported ${landed ?? "nothing"}`);
     }
+    installed = true;
     return { files: 1, bytes: sent };
   } finally {
     input.destroy();
     counter.destroy();
+    // The script's trap removes its stage, unless the script was SIGKILLed (a kill whose grace ran
+    // out). Not after an abort: the lease is going away, and its sandbox may no longer answer.
+    if (!installed && !o.signal?.aborted) await removeUploadStageQuietly(runner, target, o, stage);
   }
 }
 
@@ -97,17 +101,17 @@ async function streamDirectoryIn(runner: ScriptRunner, mapping: PluginSyncFileMa
     followSymlinks: mapping.followSymlinks,
     onError: () => packFailed.abort(),
   });
-  let staged = false;
+  let committed = false;
   let packDone = false;
   try {
     // 1. Extract into the stage. The stage survives only if the script succeeds.
-    const extracted = await runScript(runner, beginStage(target, o.roots, stage, "directory") + removeStageOnExit + extractTree("stdin") + keepStage, {
+    const extracted = await runScript(runner, beginStage(target, o.roots, stage, "directory", { removeOnExit: true }) + extractTree("stdin") + keepStage, {
       stdin: pack.stream,
       outerSignal: o.signal,
       limitSignal: packFailed.signal,
       maxStderrBytes: o.maxStderrBytes,
     });
-    staged = extracted.exit.exitCode === 0 && extracted.abortCause === undefined;
+    const staged = extracted.exit.exitCode === 0 && extracted.abortCause === undefined;
     if (!staged) pack.stop();
     const packError = await pack.finished();
     packDone = true;
@@ -120,13 +124,16 @@ async function streamDirectoryIn(runner: ScriptRunner, mapping: PluginSyncFileMa
       outerSignal: o.signal,
       maxStderrBytes: o.maxStderrBytes,
     });
-    staged = false; // its trap removed the stage, whatever happened
     expectSuccess(replaced, `replacing ${target.path}`);
+    committed = true;
     return { ...pack.counts };
   } finally {
     if (!packDone) pack.stop();
     pack.stream.destroy();
-    if (staged) await removeUploadStageQuietly(runner, target, o, stage);
+    // Each script's trap removes the stage it leaves on failure, unless the script was SIGKILLed
+    // (a kill whose grace ran out, e.g. under load): remove it from here too. Not after an abort:
+    // the lease is going away, and its sandbox may no longer answer.
+    if (!committed && !o.signal?.aborted) await removeUploadStageQuietly(runner, target, o, stage);
   }
 }
 

@@ -2,6 +2,7 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import type { PluginSyncFileMapping } from "@paperclipai/plugin-sdk";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { ScriptRunner } from "../transport.js";
 import { SyncError, syncIn, syncOut } from "./index.js";
 import { listTree, makeWorld, modeOf, pseudoRandomBytes, sha256, type World } from "./__fixtures__/world.js";
 
@@ -212,6 +213,34 @@ describe("directory mappings", () => {
       syncIn(w.runner, inOp({ sourcePath: path.join(w.host, "broken"), targetPath: target, kind: "directory", followSymlinks: true }), opts()),
     ).rejects.toMatchObject({ code: "SYNC_SOURCE_INVALID", operationId: "op-in" });
     expect(await fs.readFile(path.join(target, "precious"), "utf8")).toBe("keep me");
+    expect(await stagesLeft(w.root)).toEqual([]);
+  });
+});
+
+describe("stages of scripts that died without their trap (SIGKILL after the grace ran out)", () => {
+  // The sandbox side removes its stage in an EXIT trap; a SIGKILL skips it. This runner stands in
+  // for that: the trap is disarmed and the script fails right after making its stage.
+  const killedAfterStage: ScriptRunner = {
+    run: (script, io) =>
+      w.runner.run(
+        script.replace(/trap 'rm -rf "\$pc_stage"' EXIT/g, ":").replace(/(mkdir -m 700 "\$pc_stage" \|\| pc_refuse SYNC_REMOTE_FAILED\n)/, "$1exit 137\n"),
+        io,
+      ),
+  };
+
+  it("removes a file upload's stage from the host side", async () => {
+    const source = await writeHost("f.txt", "x");
+    await expect(
+      syncIn(killedAfterStage, inOp({ sourcePath: source, targetPath: path.join(w.root, "dir/f.txt"), kind: "file" }), opts()),
+    ).rejects.toMatchObject({ code: "SYNC_REMOTE_FAILED" });
+    expect(await stagesLeft(w.root)).toEqual([]);
+  });
+
+  it("removes a directory upload's stage from the host side", async () => {
+    await writeHost("tree/a.txt", "a");
+    await expect(
+      syncIn(killedAfterStage, inOp({ sourcePath: path.join(w.host, "tree"), targetPath: path.join(w.root, "tree"), kind: "directory" }), opts()),
+    ).rejects.toMatchObject({ code: "SYNC_REMOTE_FAILED" });
     expect(await stagesLeft(w.root)).toEqual([]);
   });
 });

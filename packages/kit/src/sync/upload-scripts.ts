@@ -24,14 +24,24 @@ export function newStageName(): string {
   return `${UPLOAD_STAGE_PREFIX}${randomBytes(6).toString("hex")}`;
 }
 
-/** Enter the target's parent (creating missing directories inside the roots) and make the stage. */
-export function beginStage(target: ConfinedSandboxPath, roots: readonly string[], stage: string, kind: "file" | "directory"): string {
+/**
+ * Enter the target's parent (creating missing directories inside the roots) and make the stage.
+ * With `removeOnExit` the removal trap is armed before the stage exists, so a signal that lands
+ * right after `mkdir` cannot leave it behind.
+ */
+export function beginStage(
+  target: ConfinedSandboxPath,
+  roots: readonly string[],
+  stage: string,
+  kind: "file" | "directory",
+  opts: { removeOnExit?: boolean } = {},
+): string {
   return (
     scriptPrologue(roots) +
     enterPathLines(target, { create: true, includeName: false, missingCode: "SYNC_REMOTE_FAILED" }) +
     `pc_name=${quote(target.name)}
 ${kind === "file" ? refuseDirectoryTarget : ""}pc_stage=${quote(`./${stage}`)}
-mkdir -m 700 "$pc_stage" || pc_refuse SYNC_REMOTE_FAILED
+${opts.removeOnExit ? removeStageOnExit : ""}mkdir -m 700 "$pc_stage" || pc_refuse SYNC_REMOTE_FAILED
 `
   );
 }
