@@ -52,6 +52,11 @@ export interface LiveLease {
   goneListeners: Set<(error: Error) => void>;
 }
 
+/** Its jail is alive and its expiry not reached. */
+function isRunning(lease: LiveLease): boolean {
+  return lease.record.jail !== null && jailAlive(lease.record.jail) && Date.parse(lease.record.expiresAt) > Date.now();
+}
+
 export class LeaseGoneError extends Error {
   override name = "LeaseGoneError";
 }
@@ -127,7 +132,7 @@ export class LeaseRuntime {
   async get(stateDir: string, leaseId: string): Promise<LiveLease | null> {
     const known = this.live.get(leaseId);
     if (known) {
-      if (known.record.jail && jailAlive(known.record.jail) && Date.parse(known.record.expiresAt) > Date.now()) return known;
+      if (isRunning(known)) return known;
       await this.forget(leaseId);
       return null;
     }
@@ -142,8 +147,7 @@ export class LeaseRuntime {
   /** The live lease this worker already holds (no adoption: callers without a config cannot locate its state dir). */
   held(leaseId: string): LiveLease | null {
     const known = this.live.get(leaseId);
-    if (!known?.record.jail || !jailAlive(known.record.jail) || Date.parse(known.record.expiresAt) <= Date.now()) return null;
-    return known;
+    return known && isRunning(known) ? known : null;
   }
 
   private async adopt(stateDir: string, leaseId: string): Promise<LiveLease | null> {

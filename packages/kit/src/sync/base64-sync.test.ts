@@ -2,7 +2,7 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { base64SyncIn, base64SyncOut } from "./index.js";
-import { listTree, makeWorld, modeOf, pseudoRandomBytes, sha256, type World } from "./__fixtures__/world.js";
+import { listTree, makeWorld, modeOf, pseudoRandomBytes, sha256, writeModesTree, type World } from "./__fixtures__/world.js";
 
 let w: World;
 beforeEach(async () => {
@@ -47,14 +47,7 @@ describe("base64 fallback", () => {
   });
 
   it("round-trips a directory in many small chunks, with modes, symlinks and excludes", async () => {
-    const tree = path.join(w.host, "tree");
-    await fs.mkdir(path.join(tree, "bin"), { recursive: true });
-    await fs.writeFile(path.join(tree, "bin/run"), pseudoRandomBytes(100_000, 5));
-    await fs.chmod(path.join(tree, "bin/run"), 0o755);
-    await fs.writeFile(path.join(tree, "key"), "k");
-    await fs.chmod(path.join(tree, "key"), 0o600);
-    await fs.writeFile(path.join(tree, "skip.log"), "l");
-    await fs.symlink("bin/run", path.join(tree, "link"));
+    const tree = await writeModesTree(w, pseudoRandomBytes(100_000, 5));
     const target = path.join(w.root, "tree");
     const opts = { roots: [w.root], hostScratchDir: w.scratch, chunkBytes: 16 * 1024 };
     const mapping = { sourcePath: tree, targetPath: target, kind: "directory" as const, exclude: ["*.log"] };

@@ -3,7 +3,7 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { syncOut } from "./index.js";
 import { cannedArchiveRunner, rawTar, type RawMember } from "./__fixtures__/raw-tar.js";
-import { listTree, makeWorld, type World } from "./__fixtures__/world.js";
+import { listTree, makeWorldWithTarget, type World } from "./__fixtures__/world.js";
 
 /**
  * syncOut must refuse, before extracting anything, any archive a compromised sandbox could craft to
@@ -14,10 +14,7 @@ import { listTree, makeWorld, type World } from "./__fixtures__/world.js";
 let w: World;
 let target: string;
 beforeEach(async () => {
-  w = await makeWorld();
-  target = path.join(w.host, "target");
-  await fs.mkdir(target);
-  await fs.writeFile(path.join(target, "previous"), "intact");
+  ({ w, target } = await makeWorldWithTarget());
 });
 afterEach(async () => {
   await w.cleanup();

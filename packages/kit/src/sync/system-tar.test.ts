@@ -6,7 +6,7 @@ import { syncIn, syncOut } from "./index.js";
 import { overrideSystemTar, systemTar } from "./system-tar.js";
 import { TarParser, type TarMember } from "./tar-parse.js";
 import { cannedArchiveRunner } from "./__fixtures__/raw-tar.js";
-import { listTree, makeWorld, modeOf, type World } from "./__fixtures__/world.js";
+import { listTree, makeWorld, makeWorldWithTarget, modeOf, writeModesTree, type World } from "./__fixtures__/world.js";
 
 /** One header block: any typeflag, either magic, optional prefix, checksum computed. */
 function header(opts: { name: string; type: string; size?: number; linkpath?: string; mode?: number; prefix?: string; magic?: "posix" | "gnu" | "none" }): Buffer {
@@ -124,10 +124,7 @@ describe("hostile archives using tar extensions", () => {
   let w: World;
   let target: string;
   beforeEach(async () => {
-    w = await makeWorld();
-    target = path.join(w.host, "target");
-    await fs.mkdir(target);
-    await fs.writeFile(path.join(target, "previous"), "intact");
+    ({ w, target } = await makeWorldWithTarget());
   });
   afterEach(async () => {
     await w.cleanup();
@@ -168,14 +165,7 @@ describe("without GNU tar on the host (node-tar fallback)", () => {
   afterAll(() => overrideSystemTar(undefined));
 
   it("round-trips a tree with modes, symlinks and excludes", async () => {
-    const tree = path.join(w.host, "tree");
-    await fs.mkdir(path.join(tree, "bin"), { recursive: true });
-    await fs.writeFile(path.join(tree, "bin/run"), "#!/bin/sh\n");
-    await fs.chmod(path.join(tree, "bin/run"), 0o755);
-    await fs.writeFile(path.join(tree, "key"), "k");
-    await fs.chmod(path.join(tree, "key"), 0o600);
-    await fs.writeFile(path.join(tree, "skip.log"), "l");
-    await fs.symlink("bin/run", path.join(tree, "link"));
+    const tree = await writeModesTree(w, "#!/bin/sh\n");
     const target = path.join(w.root, "tree");
     const mapping = { sourcePath: tree, targetPath: target, kind: "directory" as const, exclude: ["*.log"] };
     const result = await syncIn(w.runner, [{ operationId: "in", files: [mapping] }], { roots: [w.root] });

@@ -76,3 +76,28 @@ export function pseudoRandomBytes(size: number, seed = 1): Buffer {
   }
   return buf;
 }
+
+/** A world whose host has `target/previous` ("intact"): a sync that must not touch it is checked against it. */
+export async function makeWorldWithTarget(): Promise<{ w: World; target: string }> {
+  const w = await makeWorld();
+  const target = path.join(w.host, "target");
+  await fs.mkdir(target);
+  await fs.writeFile(path.join(target, "previous"), "intact");
+  return { w, target };
+}
+
+/**
+ * A host tree with an executable (`bin/run`, 0755), a 0600 file (`key`), a file the usual
+ * `*.log` exclude drops (`skip.log`) and a relative symlink (`link -> bin/run`).
+ */
+export async function writeModesTree(w: World, runContent: string | Buffer): Promise<string> {
+  const tree = path.join(w.host, "tree");
+  await fs.mkdir(path.join(tree, "bin"), { recursive: true });
+  await fs.writeFile(path.join(tree, "bin/run"), runContent);
+  await fs.chmod(path.join(tree, "bin/run"), 0o755);
+  await fs.writeFile(path.join(tree, "key"), "k");
+  await fs.chmod(path.join(tree, "key"), 0o600);
+  await fs.writeFile(path.join(tree, "skip.log"), "l");
+  await fs.symlink("bin/run", path.join(tree, "link"));
+  return tree;
+}
