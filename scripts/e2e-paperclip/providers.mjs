@@ -39,7 +39,7 @@ export const PROVIDERS = [
   {
     driverKey: "bubblewrap",
     dir: "providers/bubblewrap",
-    // <stateDir>/leases/<leaseId>/ per lease (see providers/bubblewrap/src/lease-store.ts). Keep the path short:
+    // <stateDir>/leases/<leaseId>/ per lease (see packages/sandbox-backend/src/store/lease-store.ts). Keep the path short:
     // the supervisor socket path inside it must fit in sockaddr_un (107 bytes).
     config: (ctx) => ({ stateDir: path.join(ctx.runDir, "bwrap") }),
     prepare: (ctx) => {

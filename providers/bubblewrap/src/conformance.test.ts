@@ -6,7 +6,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll } from "vitest";
 import { describeConformance } from "@paperclip-sandbox/conformance";
-import { bubblewrapLeftovers } from "./test-support/leftovers.js";
+import { bubblewrapLeftovers } from "@paperclip-sandbox/sandbox-backend/test-support";
 
 const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), "bwrap-conf-"));
 const config = { stateDir, timeoutMs: 60_000 };

@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eventually, hostProcessesMatching, startHarness, type Harness } from "./test-support/harness.js";
-import { startHttpServer, startHttpsServer, type TestServer } from "./test-support/servers.js";
+import { startHttpServer, startHttpsServer, type TestServer } from "@paperclip-sandbox/sandbox-backend/test-support";
 
 const isRoot = process.getuid?.() === 0;
 const WORKER_SECRET = "sk-test-worker-secret-do-not-leak-0123456789";

@@ -1,7 +1,6 @@
 import fs from "node:fs";
 import fsp from "node:fs/promises";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import {
   definePlugin,
   type PluginContext,
@@ -28,22 +27,28 @@ import {
   type EgressGrant,
 } from "@paperclip-sandbox/kit";
 import { DEFAULT_LEASE_TTL_MS, providerConfig, sandboxShape, type BubblewrapConfig } from "./config.js";
-import { generatedEtcFiles, SANDBOX_PATHS } from "./jail.js";
-import { LeaseGoneError, LeaseRuntime, type LiveLease } from "./lease-runtime.js";
 import {
   checkSocketPathLength,
   createLeaseDirs,
+  createResolver,
   defaultStateDir,
+  defaultSupervisorScript,
   ensureStateDir,
+  generatedEtcFiles,
   isLeaseId,
   leasePaths,
+  LeaseGoneError,
+  LeaseRuntime,
   newLeaseId,
+  parseResolveOverrides,
   removeTree,
+  RESOLVE_ENV,
+  SANDBOX_PATHS,
   writeLeaseRecord,
   type LeaseRecord,
-} from "./lease-store.js";
+  type LiveLease,
+} from "@paperclip-sandbox/sandbox-backend";
 import { findBwrap, probeBubblewrap } from "./probe.js";
-import { createResolver, parseResolveOverrides, RESOLVE_ENV } from "./resolver.js";
 import { BUBBLEWRAP_DRIVER_KEY } from "./manifest.js";
 
 export interface BubblewrapPluginDeps {
@@ -59,10 +64,6 @@ export interface BubblewrapPluginDeps {
 
 /** Sandbox directories sync may touch: the jail's writable binds. */
 const SYNC_ROOTS = [SANDBOX_PATHS.workspace, SANDBOX_PATHS.home, SANDBOX_PATHS.tmp];
-
-function defaultSupervisorScript(): string {
-  return fileURLToPath(new URL("./supervisor/supervisor.js", import.meta.url));
-}
 
 export function createBubblewrapPlugin(deps: BubblewrapPluginDeps = {}) {
   const env = deps.env ?? process.env;

@@ -9,10 +9,8 @@ import os from "node:os";
 import path from "node:path";
 import { spawn } from "node:child_process";
 import type { PluginEnvironmentDiagnostic, PluginEnvironmentProbeResult } from "@paperclipai/plugin-sdk";
-import { probeCgroupAccess } from "./cgroups.js";
+import { buildJailArgv, checkSocketPathLength, defaultStateDir, ensureStateDir, generatedEtcFiles, probeCgroupAccess } from "@paperclip-sandbox/sandbox-backend";
 import type { BubblewrapConfig } from "./config.js";
-import { buildJailArgv, generatedEtcFiles } from "./jail.js";
-import { checkSocketPathLength, defaultStateDir, ensureStateDir } from "./lease-store.js";
 
 export interface ProbeDeps {
   bwrapPath: string | null;

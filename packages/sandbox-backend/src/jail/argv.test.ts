@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { buildJailArgv, generatedEtcFiles } from "./jail.js";
+import { buildJailArgv, generatedEtcFiles } from "./argv.js";
 
 const layout = {
   workspaceDir: "/state/leases/x/workspace",

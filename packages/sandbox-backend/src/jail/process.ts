@@ -18,8 +18,8 @@ import fs from "node:fs";
 import fsp from "node:fs/promises";
 import net from "node:net";
 import { spawn, type ChildProcess } from "node:child_process";
-import type { JailRecord } from "./lease-store.js";
-import { processAlive, processStartTime } from "./lease-store.js";
+import type { JailRecord } from "../store/lease-store.js";
+import { processAlive, processStartTime } from "../store/lease-store.js";
 import { cgroupMembers } from "./cgroups.js";
 import { isZombieOrGone } from "@paperclip-sandbox/kit";
 

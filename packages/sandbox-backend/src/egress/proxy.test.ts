@@ -5,9 +5,9 @@ import os from "node:os";
 import path from "node:path";
 import tls from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEgressProxy, type EgressDenial, type EgressProxy } from "./egress-proxy.js";
+import { startEgressProxy, type EgressDenial, type EgressProxy } from "./proxy.js";
 import { createResolver, parseResolveOverrides } from "./resolver.js";
-import { startHttpServer, startHttpsServer, type TestServer } from "./test-support/servers.js";
+import { startHttpServer, startHttpsServer, type TestServer } from "../test-support/servers.js";
 
 let dir: string;
 let proxy: EgressProxy;

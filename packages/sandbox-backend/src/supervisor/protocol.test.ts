@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { FRAME_CONTROL, FRAME_STDOUT, createFrameDecoder, encodeControl, encodeFrame } from "./supervisor-protocol.js";
+import { FRAME_CONTROL, FRAME_STDOUT, createFrameDecoder, encodeControl, encodeFrame } from "./protocol.js";
 
 describe("frame decoder", () => {
   const frames = Buffer.concat([

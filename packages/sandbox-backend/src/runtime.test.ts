@@ -3,10 +3,10 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { generatedEtcFiles } from "./jail.js";
-import { LeaseRuntime } from "./lease-runtime.js";
-import { createLeaseDirs, ensureStateDir, leasePaths, newLeaseId, type LeaseRecord } from "./lease-store.js";
-import { createResolver } from "./resolver.js";
+import { generatedEtcFiles } from "./jail/argv.js";
+import { LeaseRuntime } from "./runtime.js";
+import { createLeaseDirs, ensureStateDir, leasePaths, newLeaseId, type LeaseRecord } from "./store/lease-store.js";
+import { createResolver } from "./egress/resolver.js";
 import { bubblewrapLeftovers } from "./test-support/leftovers.js";
 
 let stateDir: string | undefined;

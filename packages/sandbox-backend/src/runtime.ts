@@ -5,10 +5,10 @@
 import fs from "node:fs";
 import fsp from "node:fs/promises";
 import path from "node:path";
-import { createLeaseCgroups, removeCgroups, type Limits } from "./cgroups.js";
-import { startEgressProxy, type EgressDenial, type EgressProxy } from "./egress-proxy.js";
-import { buildJailArgv, SANDBOX_PATHS } from "./jail.js";
-import { JAIL_INFO_FD, jailAlive, launchJail, stopJail, type LaunchedJail } from "./jail-process.js";
+import { createLeaseCgroups, removeCgroups, type Limits } from "./jail/cgroups.js";
+import { startEgressProxy, type EgressDenial, type EgressProxy } from "./egress/proxy.js";
+import { buildJailArgv, SANDBOX_PATHS } from "./jail/argv.js";
+import { JAIL_INFO_FD, jailAlive, launchJail, stopJail, type LaunchedJail } from "./jail/process.js";
 import {
   leasePaths,
   processStartTime,
@@ -17,10 +17,10 @@ import {
   writeLeaseRecord,
   type LeasePaths,
   type LeaseRecord,
-} from "./lease-store.js";
-import type { Resolver } from "./resolver.js";
-import { EGRESS_PROXY_PORT, grantIsEmpty, sandboxBaseEnv } from "./sandbox-env.js";
-import { SupervisorClient } from "./supervisor-client.js";
+} from "./store/lease-store.js";
+import type { Resolver } from "./egress/resolver.js";
+import { EGRESS_PROXY_PORT, grantIsEmpty, sandboxBaseEnv } from "./jail/sandbox-env.js";
+import { SupervisorClient } from "./supervisor/client.js";
 
 export interface RuntimeDeps {
   bwrapPath: string;

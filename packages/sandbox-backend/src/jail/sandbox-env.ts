@@ -4,7 +4,7 @@
  * sandboxed code and the proxy variables set only when a grant opens the proxy.
  */
 import { egressEnv, type EgressGrant } from "@paperclip-sandbox/kit";
-import { SANDBOX_PATHS, SANDBOX_USER } from "./jail.js";
+import { SANDBOX_PATHS, SANDBOX_USER } from "./argv.js";
 
 /** Port of the supervisor's loopback forwarder to the host egress proxy, inside the jail. */
 export const EGRESS_PROXY_PORT = 3128;

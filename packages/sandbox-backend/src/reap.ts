@@ -3,9 +3,9 @@
  * (confirmed), removes its cgroups and deletes the directory. Safe to call for a lease that is
  * already half gone.
  */
-import { removeCgroups } from "./cgroups.js";
-import { stopJail } from "./jail-process.js";
-import { defaultStateDir, leasePaths, readLeaseRecord, removeTree } from "./lease-store.js";
+import { removeCgroups } from "./jail/cgroups.js";
+import { stopJail } from "./jail/process.js";
+import { defaultStateDir, leasePaths, readLeaseRecord, removeTree } from "./store/lease-store.js";
 
 export async function reapLease(leaseId: string, stateDir: string = defaultStateDir()): Promise<void> {
   const paths = leasePaths(stateDir, leaseId);

@@ -15,7 +15,7 @@ import {
   createFrameDecoder,
   encodeControl,
   encodeFrame,
-} from "./supervisor-protocol.js";
+} from "./protocol.js";
 
 const STDIN_CHUNK_BYTES = 256 * 1024;
 

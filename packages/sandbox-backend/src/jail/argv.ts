@@ -91,7 +91,7 @@ export function buildJailArgv(layout: JailLayout, supervisorConfigJson: string, 
     "ALL",
     "--new-session", // no TIOCSTI into a controlling terminal
     // The parent is NOT the worker but a detached `timeout` that ends the jail at the lease's expiry
-    // (see jail-process.ts): the jail survives worker restarts yet never outlives its lease.
+    // (see process.ts): the jail survives worker restarts yet never outlives its lease.
     "--die-with-parent",
     "--info-fd",
     String(infoFd),
