@@ -1,4 +1,5 @@
-export type { ScriptRunner, ScriptIo, ScriptExit } from "./transport.js";
+export { STREAM_TRANSPORT, capabilitiesOf } from "./transport.js";
+export type { ScriptRunner, ScriptIo, ScriptExit, TransportCapabilities, TerminationReason, FileTransport } from "./transport.js";
 export * from "./config/index.js";
 export * from "./exec/index.js";
 export * from "./sync/index.js";

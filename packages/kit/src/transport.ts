@@ -4,7 +4,7 @@ import type { Readable, Writable } from "node:stream";
  * The one thing a provider must supply to reuse the kit's exec and sync mechanics: a way to run a
  * POSIX `sh -c <script>` inside its sandbox with byte streams attached.
  *
- * Contract for implementations:
+ * Contract for implementations (what `capabilities` does not qualify):
  * - The script runs as the sandbox user with `sh -c`, in a new process group (or session) of its own,
  *   so that `signal` can end the whole group, background children included.
  * - `stdin`: bytes are written to the script's stdin, then stdin is closed (EOF). `null`/absent means
@@ -13,11 +13,54 @@ import type { Readable, Writable } from "node:stream";
  *   both streams have been fully delivered.
  * - `signal`: when aborted, the provider ends the script's whole process group (SIGTERM, then SIGKILL
  *   after `killGraceMs`) and resolves with `aborted: true` once the group is gone.
+ * - `timeoutMs`: when `capabilities.remoteTimeout` is set, the sandbox side ends the group at this
+ *   deadline (so a crashed worker never leaves the command running) and the exit says `timedOut`.
  * - Rejects only for transport failures (sandbox gone, connection lost), never for a non-zero exit.
+ *
+ * A transport that cannot meet part of this says so in `capabilities`; the kit's adapters
+ * (`packages/kit/src/transports/`) turn the common weaker shapes into the full contract, and
+ * `syncFor` refuses what a transport cannot carry safely.
  */
 export interface ScriptRunner {
+  readonly capabilities: TransportCapabilities;
   run(script: string, io: ScriptIo): Promise<ScriptExit>;
 }
+
+/** What a transport can do; the kit picks strategies from this and never guesses. */
+export interface TransportCapabilities {
+  /**
+   * `stream`: stdin bytes flow while the script runs (a pipe). `buffered`: the whole stdin must be
+   * known before the call (request/response APIs). `none`: the transport has no stdin at all.
+   */
+  stdin: "stream" | "buffered" | "none";
+  /** The script sees EOF after the last stdin byte (false: e.g. a socket that cannot half-close). */
+  stdinEof: boolean;
+  /** Every byte of stdin, stdout and stderr arrives unchanged (false: e.g. output carried as JSON strings). */
+  binarySafe: boolean;
+  /** Output reaches the sinks while the script runs (false: all of it arrives at the end). */
+  liveOutput: boolean;
+  /** stdout and stderr arrive apart (false: one combined stream). */
+  separateStderr: boolean;
+  /** What an abort can reach: the whole process group, only the script's pid, or nothing remote. */
+  signals: "group" | "pid" | "none";
+  /** The sandbox side honours `ScriptIo.timeoutMs` and reports `timedOut`. */
+  remoteTimeout: boolean;
+  /** Largest script (bytes of UTF-8) one call accepts; absent means no limit the kit must respect. */
+  maxScriptBytes?: number;
+  /** Largest stdin one call accepts (buffered transports); absent means unbounded (streamed). */
+  maxStdinBytes?: number;
+}
+
+/** The full contract: what the local runner and the bubblewrap supervisor provide. */
+export const STREAM_TRANSPORT: TransportCapabilities = Object.freeze({
+  stdin: "stream",
+  stdinEof: true,
+  binarySafe: true,
+  liveOutput: true,
+  separateStderr: true,
+  signals: "group",
+  remoteTimeout: false,
+});
 
 export interface ScriptIo {
   stdin?: Readable | Buffer | string | null;
@@ -31,11 +74,42 @@ export interface ScriptIo {
   signal?: AbortSignal;
   /** Grace between SIGTERM and SIGKILL when `signal` aborts. Default 250 ms. */
   killGraceMs?: number;
+  /**
+   * Deadline the sandbox side enforces (only when `capabilities.remoteTimeout`). The kit still keeps
+   * its own local timer as a backstop, a little later.
+   */
+  timeoutMs?: number;
 }
+
+/** Why a script ended, recorded once. */
+export type TerminationReason = "exit" | "signal" | "timeout" | "aborted";
 
 export interface ScriptExit {
   exitCode: number | null;
   signal: string | null;
   /** True when the run ended because `io.signal` aborted it. */
   aborted: boolean;
+  /** True when the sandbox side ended the script at `io.timeoutMs`. */
+  timedOut?: boolean;
+  reason?: TerminationReason;
+  /** The script's pid in the sandbox, when the transport knows it. */
+  pid?: number;
+}
+
+/**
+ * A vendor's file API, for sync strategies that move archives as files rather than over stdin.
+ * Paths are absolute sandbox paths; the kit confines them before calling.
+ */
+export interface FileTransport {
+  /** Writes `source` to `path` (created or replaced), then applies `mode` when given. */
+  upload(path: string, source: Readable, opts?: { mode?: number; size?: number; signal?: AbortSignal }): Promise<void>;
+  /** The bytes of `path`; rejects when it does not exist. */
+  download(path: string, opts?: { signal?: AbortSignal }): Promise<Readable>;
+  /** Largest single upload the vendor accepts, when it has a limit. */
+  readonly maxUploadBytes?: number;
+}
+
+/** A runner's capabilities, defaulting to the full contract for runners written before they existed. */
+export function capabilitiesOf(runner: ScriptRunner): TransportCapabilities {
+  return runner.capabilities ?? STREAM_TRANSPORT;
 }

@@ -5,7 +5,7 @@ import { encodeChannelBytes } from "@paperclipai/plugin-sdk";
 import { afterAll, describe, expect, it } from "vitest";
 import { createLocalScriptRunner } from "../exec/local-runner.js";
 import { isZombieOrGone } from "../exec/proc-stat.js";
-import type { ScriptRunner } from "../transport.js";
+import { STREAM_TRANSPORT, type ScriptRunner } from "../transport.js";
 import { createDuplexChannels, DuplexChannelError, type DuplexChannels } from "./duplex-channels.js";
 
 // Mechanics only: a local runner in a temp dir stands in for a sandbox (providers run the same
@@ -150,6 +150,7 @@ describe("createDuplexChannels", () => {
   it("splits a large output chunk into notifications the host accepts (<= 64 KiB each)", async () => {
     const big = Buffer.alloc(1024 * 1024 + 7, 0x41);
     const oneChunk: ScriptRunner = {
+      capabilities: STREAM_TRANSPORT,
       run: async (_script, io) => {
         if (typeof io.stdout === "function") io.stdout(big);
         return { exitCode: 0, signal: null, aborted: false };
@@ -167,7 +168,7 @@ describe("createDuplexChannels", () => {
   });
 
   it("reports a broken transport as transportClosed, not as a process exit", async () => {
-    const broken: ScriptRunner = { run: () => Promise.reject(new Error("sandbox connection lost")) };
+    const broken: ScriptRunner = { capabilities: STREAM_TRANSPORT, run: () => Promise.reject(new Error("sandbox connection lost")) };
     const { channels, rec, logs } = setup(broken);
     const { hostRouteId, workerSessionId } = await open(channels, "route-t", ["cat"]);
     await until(() => rec.exits.length === 1, "the transport exit");

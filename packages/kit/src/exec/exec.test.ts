@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import type { ScriptRunner } from "../transport.js";
+import { STREAM_TRANSPORT, type ScriptRunner } from "../transport.js";
 import {
   buildExecScript,
   createLocalScriptRunner,
@@ -186,6 +186,7 @@ describe("executeCommand with the local runner", () => {
 /** A runner that replays fixed chunks, to test decoding and capping without processes. */
 function replayRunner(stdoutChunks: Buffer[]): ScriptRunner {
   return {
+    capabilities: STREAM_TRANSPORT,
     async run(_script, io) {
       for (const chunk of stdoutChunks) (io.stdout as (c: Buffer) => void)(chunk);
       return { exitCode: 0, signal: null, aborted: false };
@@ -217,6 +218,7 @@ describe("executeCommand output handling", () => {
 
   it("applies annotateStderr to the final stderr", async () => {
     const failing: ScriptRunner = {
+      capabilities: STREAM_TRANSPORT,
       async run(_s, io) {
         (io.stderr as (c: Buffer) => void)(Buffer.from("boom\n"));
         return { exitCode: 1, signal: null, aborted: false };

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
-import type { ScriptExit, ScriptIo, ScriptRunner } from "../transport.js";
+import { STREAM_TRANSPORT, type ScriptExit, type ScriptIo, type ScriptRunner } from "../transport.js";
 import { killProcessGroup } from "./process-group.js";
 
 export interface LocalScriptRunnerOptions {
@@ -26,6 +26,7 @@ const DEFAULT_KILL_GRACE_MS = 250;
 export function createLocalScriptRunner(opts: LocalScriptRunnerOptions): ScriptRunner {
   const shell = opts.shell ?? "/bin/sh";
   return {
+    capabilities: STREAM_TRANSPORT,
     run(script, io) {
       return new Promise<ScriptExit>((resolve, reject) => {
         const child = spawn(shell, ["-c", script], {
@@ -56,7 +57,9 @@ export function createLocalScriptRunner(opts: LocalScriptRunnerOptions): ScriptR
 
         child.once("exit", (exitCode, signal) => {
           io.signal?.removeEventListener("abort", onAbort);
-          void Promise.all([settleOutputs(outputs), killing]).then(() => resolve({ exitCode, signal, aborted }));
+          void Promise.all([settleOutputs(outputs), killing]).then(() =>
+            resolve({ exitCode, signal, aborted, reason: aborted ? "aborted" : signal ? "signal" : "exit", pid: child.pid }),
+          );
         });
       });
     },

@@ -96,6 +96,7 @@ describe("base64 fallback", () => {
   it("removes the sandbox stage when a chunk fails", async () => {
     await fs.writeFile(path.join(w.host, "f"), pseudoRandomBytes(100_000));
     const failing = {
+      capabilities: w.runner.capabilities,
       calls: 0,
       run: (script: string, io: Parameters<typeof w.runner.run>[1]) => {
         failing.calls += 1;

@@ -1,7 +1,7 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { ScriptExit, ScriptIo, ScriptRunner } from "../transport.js";
+import { STREAM_TRANSPORT, type ScriptExit, type ScriptIo, type ScriptRunner } from "../transport.js";
 import { SyncError, syncIn, syncOut } from "./index.js";
 import { receiveMapping } from "./sync-out.js";
 import { resolveSyncOptions } from "./options.js";
@@ -35,6 +35,7 @@ describe("outbound size limit", () => {
   it("aborts a sandbox that keeps streaming (the runner's signal fires)", async () => {
     let sawAbort = false;
     const endless: ScriptRunner = {
+      capabilities: STREAM_TRANSPORT,
       async run(_script: string, io: ScriptIo): Promise<ScriptExit> {
         const out = io.stdout as NodeJS.WritableStream;
         const chunk = Buffer.alloc(64 * 1024);
@@ -114,6 +115,7 @@ describe("host scratch and staging", () => {
 describe("sandbox stderr", () => {
   it("is captured only up to maxStderrBytes (its tail) and quoted in the error", async () => {
     const noisy: ScriptRunner = {
+      capabilities: STREAM_TRANSPORT,
       async run(_script: string, io: ScriptIo): Promise<ScriptExit> {
         const err = io.stderr as (chunk: Buffer) => void;
         for (let i = 0; i < 100; i++) err(Buffer.from(`line ${i} ${"x".repeat(1000)}\n`));
@@ -157,6 +159,7 @@ describe("abort", () => {
   it("ends a running transfer and reports SYNC_ABORTED", async () => {
     const controller = new AbortController();
     const stalled: ScriptRunner = {
+      capabilities: STREAM_TRANSPORT,
       run(_script: string, io: ScriptIo): Promise<ScriptExit> {
         return new Promise((resolve) => {
           io.signal?.addEventListener("abort", () => resolve({ exitCode: null, signal: "SIGTERM", aborted: true }), { once: true });

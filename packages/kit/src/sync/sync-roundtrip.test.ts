@@ -2,7 +2,7 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import type { PluginSyncFileMapping } from "@paperclipai/plugin-sdk";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { ScriptRunner } from "../transport.js";
+import { STREAM_TRANSPORT, type ScriptRunner } from "../transport.js";
 import { SyncError, syncIn, syncOut } from "./index.js";
 import { listTree, makeWorld, modeOf, pseudoRandomBytes, sha256, type World } from "./__fixtures__/world.js";
 
@@ -221,6 +221,7 @@ describe("stages of scripts that died without their trap (SIGKILL after the grac
   // The sandbox side removes its stage in an EXIT trap; a SIGKILL skips it. This runner stands in
   // for that: the trap is disarmed and the script fails right after making its stage.
   const killedAfterStage: ScriptRunner = {
+    capabilities: STREAM_TRANSPORT,
     run: (script, io) =>
       w.runner.run(
         script.replace(/trap 'rm -rf "\$pc_stage"' EXIT/g, ":").replace(/(mkdir -m 700 "\$pc_stage" \|\| pc_refuse SYNC_REMOTE_FAILED\n)/, "$1exit 137\n"),

@@ -6,7 +6,7 @@
 import net from "node:net";
 import { randomUUID } from "node:crypto";
 import type { Readable, Writable } from "node:stream";
-import type { ScriptExit, ScriptIo, ScriptRunner } from "@paperclip-sandbox/kit";
+import { STREAM_TRANSPORT, type ScriptExit, type ScriptIo, type ScriptRunner, type TransportCapabilities } from "@paperclip-sandbox/kit";
 import {
   FRAME_CONTROL,
   FRAME_STDERR,
@@ -42,7 +42,12 @@ export class SupervisorTransportError extends Error {
 
 type Sink = ScriptIo["stdout"];
 
+/** The supervisor meets the whole contract and enforces deadlines itself. */
+const SUPERVISOR_TRANSPORT: TransportCapabilities = Object.freeze({ ...STREAM_TRANSPORT, remoteTimeout: true });
+
 export class SupervisorClient implements ScriptRunner {
+  readonly capabilities = SUPERVISOR_TRANSPORT;
+
   constructor(private readonly options: SupervisorClientOptions) {}
 
   run(script: string, io: ScriptIo = {}): Promise<ScriptExit> {
@@ -127,6 +132,7 @@ export class SupervisorClient implements ScriptRunner {
       const sock = this.connect();
       let settled = false;
       let aborted = false;
+      let pid: number | undefined;
       const finish = (error: Error | null, exit?: ScriptExit) => {
         if (settled) return;
         settled = true;
@@ -145,10 +151,15 @@ export class SupervisorClient implements ScriptRunner {
         else if (type === FRAME_STDERR) deliver(io.stderr, payload, sock);
         else if (type === FRAME_CONTROL) {
           const message = JSON.parse(payload.toString("utf8")) as Record<string, unknown>;
-          if (message.op === "exit") {
+          if (message.op === "started") {
+            if (typeof message.pid === "number") pid = message.pid;
+          } else if (message.op === "exit") {
             const code = typeof message.code === "number" ? message.code : null;
             const signal = typeof message.signal === "string" ? message.signal : null;
-            finish(null, { exitCode: code, signal, aborted: aborted || message.aborted === true });
+            const wasAborted = aborted || message.aborted === true;
+            const timedOut = message.timedOut === true && !wasAborted;
+            const reason = wasAborted ? "aborted" : timedOut ? "timeout" : signal ? "signal" : "exit";
+            finish(null, { exitCode: code, signal, aborted: wasAborted, timedOut, reason, ...(pid === undefined ? {} : { pid }) });
             sock.end();
           } else if (message.op === "error") {
             // Reported alongside an exit frame (e.g. spawn failure); kept out of the command's output.
@@ -167,7 +178,7 @@ export class SupervisorClient implements ScriptRunner {
       // kills the whole jail and confirms it): that is the aborted outcome, not a transport failure.
       const lost = (message: string) =>
         aborted
-          ? finish(null, { exitCode: null, signal: "SIGKILL", aborted: true })
+          ? finish(null, { exitCode: null, signal: "SIGKILL", aborted: true, reason: "aborted" })
           : finish(new SupervisorTransportError(message));
       sock.on("error", (error) => lost(`supervisor connection failed: ${error.message}`));
       sock.on("close", () => lost("supervisor connection lost before the command exited"));
@@ -178,7 +189,7 @@ export class SupervisorClient implements ScriptRunner {
         return;
       }
       io.signal?.addEventListener("abort", onAbort, { once: true });
-      sock.write(encodeControl({ op: "start", id, ...command, env: io.env, killGraceMs: graceMs }));
+      sock.write(encodeControl({ op: "start", id, ...command, env: io.env, killGraceMs: graceMs, ...(io.timeoutMs ? { timeoutMs: io.timeoutMs } : {}) }));
       sendStdin(sock, io.stdin).catch(() => undefined);
     });
     return this.withJailGuard(work);

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
-import type { ScriptExit, ScriptIo, ScriptRunner } from "../../transport.js";
+import { STREAM_TRANSPORT, type ScriptExit, type ScriptIo, type ScriptRunner } from "../../transport.js";
 
 export interface RecordingRunner extends ScriptRunner {
   /** Every script run, in order (for asserting how many calls a strategy made). */
@@ -16,6 +16,7 @@ export interface RecordingRunner extends ScriptRunner {
  */
 export function createTestScriptRunner(cwd: string, baseEnv: Record<string, string> = {}): RecordingRunner {
   const runner: RecordingRunner = {
+    capabilities: STREAM_TRANSPORT,
     scripts: [],
     maxStdinBytes: 0,
     run(script: string, io: ScriptIo): Promise<ScriptExit> {

@@ -2,6 +2,7 @@
  * Hand-built tar archives for hostile-archive tests: node-tar's Pack refuses to produce most of
  * these, so headers are written byte by byte (ustar, with a correct checksum).
  */
+import { STREAM_TRANSPORT } from "../../transport.js";
 export interface RawMember {
   path: string;
   /** "0" file, "1" hardlink, "2" symlink, "3" char device, "4" block device, "5" dir, "6" fifo. */
@@ -49,6 +50,7 @@ function header(member: RawMember, size: number): Buffer {
 /** A runner that ignores the script and answers with the given bytes on stdout (exit 0). */
 export function cannedArchiveRunner(archive: Buffer) {
   return {
+    capabilities: STREAM_TRANSPORT,
     scripts: [] as string[],
     async run(script: string, io: import("../../transport.js").ScriptIo) {
       this.scripts.push(script);
