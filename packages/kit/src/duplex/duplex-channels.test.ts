@@ -3,8 +3,8 @@ import os from "node:os";
 import path from "node:path";
 import { encodeChannelBytes } from "@paperclipai/plugin-sdk";
 import { afterAll, describe, expect, it } from "vitest";
-import { createLocalScriptRunner } from "../exec/local-runner.js";
-import { isZombieOrGone } from "../exec/proc-stat.js";
+import { createLocalScriptRunner } from "../exec/local/local-runner.js";
+import { isZombieOrGone } from "../exec/local/proc-stat.js";
 import { STREAM_TRANSPORT, type ScriptRunner } from "../transport.js";
 import { createDuplexChannels, DuplexChannelError, type DuplexChannels } from "./duplex-channels.js";
 

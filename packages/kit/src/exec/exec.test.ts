@@ -6,6 +6,7 @@ import { STREAM_TRANSPORT, type ScriptRunner } from "../transport.js";
 import {
   buildExecScript,
   createLocalScriptRunner,
+  MAX_LOG_CHUNK_CHARS,
   executeCommand,
   EXIT_CWD_MISSING,
   killProcessGroup,
@@ -203,6 +204,17 @@ describe("executeCommand output handling", () => {
     expect(result.stdout).toBe("é🚀ü");
     expect(seen.join("")).toBe("é🚀ü");
     expect(seen.every((t) => !t.includes("\uFFFD"))).toBe(true);
+  });
+
+  it("splits a large buffered delivery into live-output pieces of at most 64 KiB, never splitting a character", async () => {
+    const text = `${"x".repeat(MAX_LOG_CHUNK_CHARS - 1)}😀${"y".repeat(200_000)}`;
+    const pieces: string[] = [];
+    const result = await executeCommand(replayRunner([Buffer.from(text)]), { command: "x" }, { log: (_s, t) => pieces.push(t) });
+    expect(pieces.length).toBeGreaterThan(3);
+    for (const piece of pieces) expect(piece.length).toBeLessThanOrEqual(MAX_LOG_CHUNK_CHARS);
+    expect(pieces.join("")).toBe(text);
+    expect(pieces[0]?.endsWith("x")).toBe(true);
+    expect(result.stdout).toBe(text);
   });
 
   it("keeps the head of oversized output and notes the truncation", async () => {

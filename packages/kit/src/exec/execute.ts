@@ -1,9 +1,16 @@
 import { StringDecoder } from "node:string_decoder";
 import type { PluginEnvironmentExecuteResult } from "@paperclipai/plugin-sdk";
 import type { ScriptRunner } from "../transport.js";
-import { buildExecScript, type ExecRequest } from "./script.js";
+import { buildExecScript, type ExecRequest, type ExecScriptOptions } from "./script.js";
 
 export const DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
+/**
+ * Largest piece of live output handed to `log` at once. The host caps one `execute.log` chunk at 1 M
+ * characters; a buffered transport can deliver megabytes in one callback, so it is split.
+ */
+export const MAX_LOG_CHUNK_CHARS = 64 * 1024;
+/** With a remote deadline, the local backstop fires this much later (the remote side reports first). */
+const LOCAL_BACKSTOP_MS = 2_000;
 
 export type OutputStream = "stdout" | "stderr";
 
@@ -19,6 +26,8 @@ export interface ExecuteOptions {
   annotateStderr?: (stderr: string) => string;
   /** Ends the command early (e.g. an operator stop); the result then has `exitCode: null`. */
   signal?: AbortSignal;
+  /** How the script is built (stdin staging directory, ...). */
+  script?: ExecScriptOptions;
 }
 
 export interface TruncationNote {
@@ -32,20 +41,26 @@ export async function executeCommand(
   req: ExecRequest,
   opts: ExecuteOptions = {},
 ): Promise<PluginEnvironmentExecuteResult> {
-  const script = buildExecScript(req);
+  const script = buildExecScript(req, opts.script);
   const limit = opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
   const stdout = new OutputCapture("stdout", limit, opts.log);
   const stderr = new OutputCapture("stderr", limit, opts.log);
   const controller = new AbortController();
   const timeoutMs = req.timeoutMs ?? opts.defaultTimeoutMs;
+  // A transport that enforces deadlines itself gets the deadline; the local timer is then only a
+  // backstop for a sandbox side that never answers.
+  const remoteDeadline = timeoutMs !== undefined && runner.capabilities.remoteTimeout;
   let timedOut = false;
   const timer =
     timeoutMs === undefined
       ? undefined
-      : setTimeout(() => {
-          timedOut = true;
-          controller.abort();
-        }, timeoutMs);
+      : setTimeout(
+          () => {
+            timedOut = true;
+            controller.abort();
+          },
+          remoteDeadline ? timeoutMs + LOCAL_BACKSTOP_MS : timeoutMs,
+        );
   const stopFromCaller = () => controller.abort();
   if (opts.signal?.aborted) controller.abort();
   else opts.signal?.addEventListener("abort", stopFromCaller, { once: true });
@@ -58,13 +73,15 @@ export async function executeCommand(
       stderr: (chunk) => stderr.push(chunk),
       signal: controller.signal,
       killGraceMs: opts.killGraceMs,
+      ...(remoteDeadline ? { timeoutMs } : {}),
     });
     const stderrText = stderr.finish();
     const truncated = truncationNotes(stdout, stderr);
+    const ended = exit.aborted || exit.timedOut === true;
     return {
-      exitCode: exit.aborted ? null : exit.exitCode,
-      signal: exit.aborted ? (exit.signal ?? "SIGTERM") : exit.signal,
-      timedOut,
+      exitCode: ended ? null : exit.exitCode,
+      signal: ended ? (exit.signal ?? "SIGTERM") : exit.signal,
+      timedOut: timedOut || exit.timedOut === true,
       stdout: stdout.finish(),
       stderr: opts.annotateStderr ? opts.annotateStderr(stderrText) : stderrText,
       metadata: { durationMs: Math.round(performance.now() - started), ...(truncated ? { truncated } : {}) },
@@ -114,6 +131,18 @@ class OutputCapture {
   private emit(text: string): void {
     if (text.length === 0) return;
     this.parts.push(text);
-    this.log?.(this.stream, text);
+    if (!this.log) return;
+    let start = 0;
+    while (start < text.length) {
+      let end = Math.min(start + MAX_LOG_CHUNK_CHARS, text.length);
+      // Never split a surrogate pair between two notifications.
+      if (end < text.length && isHighSurrogate(text.charCodeAt(end - 1))) end -= 1;
+      this.log(this.stream, text.slice(start, end));
+      start = end;
+    }
   }
+}
+
+function isHighSurrogate(code: number): boolean {
+  return code >= 0xd800 && code <= 0xdbff;
 }

@@ -26,6 +26,8 @@ export type SyncErrorCode =
   | "SYNC_HOST_FAILED"
   /** The runner itself rejected (sandbox gone, connection lost). */
   | "SYNC_TRANSPORT_FAILED"
+  /** The transport cannot carry this strategy safely (e.g. streaming over a binary-unsafe runner); nothing was written. */
+  | "SYNC_TRANSPORT_UNSUITABLE"
   /** `SyncOptions.signal` aborted the sync. */
   | "SYNC_ABORTED";
 

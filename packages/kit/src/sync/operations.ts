@@ -1,4 +1,4 @@
-import type { PluginEnvironmentSyncResult, PluginSyncFileMapping, PluginSyncOperation } from "@paperclipai/plugin-sdk";
+import type { PluginEnvironmentSyncResult, PluginPostUploadCommand, PluginSyncFileMapping, PluginSyncOperation } from "@paperclipai/plugin-sdk";
 import type { ScriptRunner } from "../transport.js";
 import { SyncError, asSyncError } from "./errors.js";
 import type { TransferCounts } from "./host-pack.js";
@@ -8,7 +8,19 @@ import { runPostUploadCommands } from "./post-upload.js";
 import { confineSandboxPath } from "./sandbox-path.js";
 
 export type Direction = "in" | "out";
-export type MappingTransfer = (mapping: PluginSyncFileMapping, o: ResolvedSyncOptions) => Promise<TransferCounts>;
+export interface TransferContext {
+  /**
+   * Set for the last mapping of a sync-in operation that has post-upload commands, when the
+   * strategy folds them into its final script (`foldsPostUpload`). The transfer then runs them.
+   */
+  postUpload?: readonly PluginPostUploadCommand[];
+}
+export type MappingTransfer = (mapping: PluginSyncFileMapping, o: ResolvedSyncOptions, context: TransferContext) => Promise<TransferCounts>;
+
+export interface OperationLoopOptions {
+  /** The strategy runs post-upload commands inside the last mapping's final script (one call fewer per command). */
+  foldsPostUpload?: boolean;
+}
 
 /**
  * The operation loop shared by every transfer strategy: validate everything up front (a malformed
@@ -21,6 +33,7 @@ export async function runOperations(
   opts: SyncOptions,
   direction: Direction,
   transfer: MappingTransfer,
+  loop: OperationLoopOptions = {},
 ): Promise<PluginEnvironmentSyncResult> {
   const o = resolveSyncOptions(opts);
   if (!Array.isArray(operations)) throw new SyncError("SYNC_OPTIONS_INVALID", "operations must be an array");
@@ -40,15 +53,17 @@ export async function runOperations(
       throwIfAborted(o.signal);
       let files = 0;
       let bytes = 0;
-      for (const mapping of operation.files) {
+      const commands = operation.postUploadCommands ?? [];
+      const fold = direction === "in" && loop.foldsPostUpload === true && commands.length > 0 && operation.files.length > 0;
+      for (const [index, mapping] of operation.files.entries()) {
         throwIfAborted(o.signal);
-        const counts = await transfer(mapping, o);
+        const last = index === operation.files.length - 1;
+        const counts = await transfer(mapping, o, fold && last ? { postUpload: commands } : {});
         files += counts.files;
         bytes += counts.bytes;
       }
-      const commands = operation.postUploadCommands ?? [];
       if (direction === "in") {
-        await runPostUploadCommands(runner, commands, o);
+        if (!fold) await runPostUploadCommands(runner, commands, o);
       } else if (commands.length > 0) {
         // They run after an *upload*; a download has nothing in the sandbox for them to act on.
         o.log(`operation ${operationId}: postUploadCommands ignored on sync-out`);

@@ -9,6 +9,7 @@ import { fileModeFor, statHostSource } from "./host-source.js";
 import type { ResolvedSyncOptions, SyncOptions } from "./options.js";
 import { runOperations } from "./operations.js";
 import { expectSuccess, runScript } from "./run-script.js";
+import { assertStreamingTransport } from "./streaming-transport.js";
 import { confineSandboxPath } from "./sandbox-path.js";
 import { removeUploadStageQuietly } from "./stage-cleanup.js";
 import {
@@ -34,6 +35,7 @@ export async function syncIn(
   operations: PluginSyncOperation[],
   opts: SyncOptions,
 ): Promise<PluginEnvironmentSyncResult> {
+  assertStreamingTransport(runner);
   return runOperations(runner, operations, opts, "in", (mapping, o) =>
     mapping.kind === "file" ? streamFileIn(runner, mapping, o) : streamDirectoryIn(runner, mapping, o),
   );

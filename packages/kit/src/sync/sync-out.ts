@@ -12,6 +12,7 @@ import { hostPath } from "./mapping.js";
 import type { ResolvedSyncOptions, SyncOptions } from "./options.js";
 import { runOperations } from "./operations.js";
 import { expectSuccess, runScript } from "./run-script.js";
+import { assertStreamingTransport } from "./streaming-transport.js";
 import { confineSandboxPath, type ConfinedSandboxPath } from "./sandbox-path.js";
 import { ArchiveSpool } from "./spool.js";
 
@@ -25,6 +26,7 @@ export async function syncOut(
   operations: PluginSyncOperation[],
   opts: SyncOptions,
 ): Promise<PluginEnvironmentSyncResult> {
+  assertStreamingTransport(runner);
   return runOperations(runner, operations, opts, "out", (mapping, o) =>
     receiveMapping(mapping, o, (source, archive, matcher) => streamArchive(runner, mapping, source, archive, matcher, o)),
   );

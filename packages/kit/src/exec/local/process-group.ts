@@ -34,7 +34,6 @@ function hasLiveMember(pgid: number): boolean {
   return false;
 }
 
-/** State letter and process group of a process, from /proc/<pid>/stat; undefined when unreadable. */
 
 function signalGroup(pgid: number, signal: NodeJS.Signals): void {
   try {

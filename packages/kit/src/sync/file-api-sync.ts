@@ -1,0 +1,265 @@
+import fs from "node:fs";
+import fsp from "node:fs/promises";
+import path from "node:path";
+import { randomBytes } from "node:crypto";
+import { pipeline } from "node:stream/promises";
+import type { PluginEnvironmentSyncResult, PluginPostUploadCommand, PluginSyncFileMapping, PluginSyncOperation } from "@paperclipai/plugin-sdk";
+import { shellQuote as quote } from "../exec/quote.js";
+import type { FileTransport, ScriptRunner } from "../transport.js";
+import { createArchiveInspector, type ArchivePlan } from "./archive-inspect.js";
+import { BoundedTail } from "./bounded-tail.js";
+import { packToStageScript, parseStageReport } from "./download-scripts.js";
+import { SyncError } from "./errors.js";
+import type { ExcludeMatcher } from "./exclude-glob.js";
+import { packHostDirectory, type TransferCounts } from "./host-pack.js";
+import { fileModeFor, statHostSource } from "./host-source.js";
+import type { ResolvedSyncOptions, SyncOptions } from "./options.js";
+import { runOperations, type TransferContext } from "./operations.js";
+import { foldedFailure, foldPostUploadCommands, type FoldedPostUpload } from "./post-upload.js";
+import { expectSuccess, runScript, type ScriptOutcome } from "./run-script.js";
+import { confineSandboxPath, type ConfinedSandboxPath } from "./sandbox-path.js";
+import { ArchiveSpool } from "./spool.js";
+import { receiveMapping } from "./sync-out.js";
+import { beginStage, extractTree, installFile, newStageName, replaceWithTree, reportedSize } from "./upload-scripts.js";
+
+export interface FileApiSyncOptions extends SyncOptions {
+  /**
+   * Sandbox directory the vendor's file API uploads into before a script moves the bytes into
+   * place (never the target's own directory: the vendor API resolves paths itself, so the kit's
+   * symlink-safe confinement must happen in the script). Default `/tmp`.
+   */
+  uploadScratchDir?: string;
+}
+
+/** Prefix of the sandbox-side archive stages sync out leaves for the file API to download. */
+export const DOWNLOAD_STAGE_PREFIX = ".paperclip-download.";
+/** Download stages older than this are removed by the next sync-out (a crashed worker's leftovers). */
+const STALE_STAGE_MINUTES = 10;
+
+/**
+ * Host → sandbox through a vendor file API: one upload of the file (or of the host-packed tree) into
+ * a scratch file, then ONE script that moves it into a confined stage, checks its size, installs or
+ * extracts it, and runs the operation's post-upload commands. Two vendor calls per operation.
+ */
+export function fileApiSyncIn(
+  runner: ScriptRunner,
+  files: FileTransport,
+  operations: PluginSyncOperation[],
+  opts: FileApiSyncOptions,
+): Promise<PluginEnvironmentSyncResult> {
+  const scratchDir = opts.uploadScratchDir ?? "/tmp";
+  return runOperations(
+    runner,
+    operations,
+    opts,
+    "in",
+    (mapping, o, context) =>
+      mapping.kind === "file" ? fileIn(runner, files, mapping, o, context, scratchDir) : directoryIn(runner, files, mapping, o, context, scratchDir),
+    { foldsPostUpload: true },
+  );
+}
+
+/**
+ * Sandbox → host through a vendor file API: one script packs the source into a stage, then one
+ * download streams it through the same bounded spool and member inspection as streaming sync. The
+ * stage stays until the next sync-out through this transport (or the lease's end) removes it.
+ */
+export function fileApiSyncOut(
+  runner: ScriptRunner,
+  files: FileTransport,
+  operations: PluginSyncOperation[],
+  opts: SyncOptions,
+): Promise<PluginEnvironmentSyncResult> {
+  return runOperations(runner, operations, opts, "out", (mapping, o) =>
+    receiveMapping(mapping, o, (source, archive, matcher) => downloadArchive(runner, files, mapping, source, archive, matcher, o)),
+  );
+}
+
+/** Removes every download stage this sandbox holds (e.g. before a kept lease is stopped). */
+export function downloadStagesCleanupScript(): string {
+  return `find "\${TMPDIR:-/tmp}" -maxdepth 1 -type d -name '${DOWNLOAD_STAGE_PREFIX}*' -exec rm -rf {} + 2>/dev/null; exit 0\n`;
+}
+
+// Stages this worker left per file transport, removed by the next pack script through it.
+const pendingStages = new WeakMap<FileTransport, Set<string>>();
+
+async function fileIn(
+  runner: ScriptRunner,
+  files: FileTransport,
+  mapping: PluginSyncFileMapping,
+  o: ResolvedSyncOptions,
+  context: TransferContext,
+  scratchDir: string,
+): Promise<TransferCounts> {
+  const { source, stat } = await statHostSource(mapping);
+  const target = confineSandboxPath(mapping.targetPath, o.roots, "targetPath");
+  const scratch = scratchPath(scratchDir);
+  await upload(files, scratch, fs.createReadStream(source), stat.size, o, target);
+  const folded = fold(context.postUpload, o);
+  const stdout = new BoundedTail(64 * 1024);
+  const outcome = await runScript(
+    runner,
+    takeUpload(scratch) + beginStage(target, o.roots, newStageName(), "file", { removeOnExit: true }) + armScratchRemoval + adoptUpload(stat.size) + installFile(fileModeFor(mapping, stat), stat.size) + folded.script,
+    { stdout: stdout.push, env: folded.env, timeoutMs: folded.timeoutMs, outerSignal: o.signal, maxStderrBytes: o.maxStderrBytes },
+  );
+  judge(outcome, folded, `upload to ${target.path}`);
+  const landed = reportedSize(stdout.text());
+  if (landed !== stat.size) {
+    throw new SyncError("SYNC_REMOTE_FAILED", `upload to ${target.path}: sent ${stat.size} bytes, the sandbox reported ${landed ?? "nothing"}`);
+  }
+  return { files: 1, bytes: stat.size };
+}
+
+async function directoryIn(
+  runner: ScriptRunner,
+  files: FileTransport,
+  mapping: PluginSyncFileMapping,
+  o: ResolvedSyncOptions,
+  context: TransferContext,
+  scratchDir: string,
+): Promise<TransferCounts> {
+  const { source } = await statHostSource(mapping);
+  const target = confineSandboxPath(mapping.targetPath, o.roots, "targetPath");
+  // Packed to host scratch first: the upload needs the archive's size, and only a whole archive is sent.
+  const hostScratch = await fsp.mkdtemp(path.join(o.hostScratchDir, "paperclip-sync-")); // 0700
+  try {
+    const archive = path.join(hostScratch, "archive.tar");
+    const pack = await packHostDirectory(source, { exclude: mapping.exclude, followSymlinks: mapping.followSymlinks });
+    let packError: Error | undefined;
+    try {
+      await pipeline(pack.stream, fs.createWriteStream(archive, { flags: "wx", mode: 0o600 }));
+      packError = await pack.finished();
+    } catch (error) {
+      pack.stop();
+      packError = pack.error() ?? (error instanceof Error ? error : new Error(String(error)));
+    }
+    if (packError !== undefined) throw new SyncError("SYNC_SOURCE_INVALID", `packing ${source} failed`, { cause: packError });
+    const { size } = await fsp.stat(archive);
+    const scratch = scratchPath(scratchDir);
+    await upload(files, scratch, fs.createReadStream(archive), size, o, target);
+    const folded = fold(context.postUpload, o);
+    const outcome = await runScript(
+      runner,
+      takeUpload(scratch) +
+        beginStage(target, o.roots, newStageName(), "directory", { removeOnExit: true }) +
+        armScratchRemoval +
+        adoptUpload(size) +
+        extractTree("payload") +
+        replaceWithTree(mapping.mode) +
+        folded.script,
+      { env: folded.env, timeoutMs: folded.timeoutMs, outerSignal: o.signal, maxStderrBytes: o.maxStderrBytes },
+    );
+    judge(outcome, folded, `extraction into ${target.path}`);
+    return { ...pack.counts };
+  } finally {
+    await fsp.rm(hostScratch, { recursive: true, force: true });
+  }
+}
+
+async function downloadArchive(
+  runner: ScriptRunner,
+  files: FileTransport,
+  mapping: PluginSyncFileMapping,
+  source: ConfinedSandboxPath,
+  archiveFile: string,
+  matcher: ExcludeMatcher,
+  o: ResolvedSyncOptions,
+): Promise<ArchivePlan> {
+  const stageName = `${DOWNLOAD_STAGE_PREFIX}${randomBytes(8).toString("hex")}`;
+  const pending = pendingStages.get(files) ?? new Set<string>();
+  pendingStages.set(files, pending);
+  const earlier = [...pending];
+  const report = new BoundedTail(64 * 1024);
+  const packed = await runScript(
+    runner,
+    removeStages(earlier) +
+      packToStageScript(source, o.roots, { kind: mapping.kind, followSymlinks: mapping.followSymlinks === true, exclude: mapping.exclude }, stageName),
+    { stdout: report.push, outerSignal: o.signal, maxStderrBytes: o.maxStderrBytes },
+  );
+  for (const stage of earlier) pending.delete(stage);
+  expectSuccess(packed, `archiving ${source.path}`);
+  const stage = parseStageReport(report.text(), stageName);
+  if (stage === undefined) throw new SyncError("SYNC_REMOTE_FAILED", `archiving ${source.path}: the sandbox did not report its stage`);
+  pending.add(stage.stagePath);
+  if (stage.size > o.maxOutboundBytes) {
+    throw new SyncError("SYNC_TOO_LARGE", `the archive of ${source.path} is ${stage.size} bytes, over ${o.maxOutboundBytes}`);
+  }
+  const limit = new AbortController();
+  const inspector = createArchiveInspector(mapping.kind, matcher);
+  const spool = new ArchiveSpool(archiveFile, o.maxOutboundBytes, () => limit.abort(), inspector);
+  const signal = o.signal ? AbortSignal.any([o.signal, limit.signal]) : limit.signal;
+  try {
+    const stream = await files.download(`${stage.stagePath}/archive.tar`, { signal });
+    await pipeline(stream, spool, { signal });
+  } catch (error) {
+    spool.abandon();
+    if (spool.overLimit) throw new SyncError("SYNC_TOO_LARGE", `the archive of ${source.path} exceeds ${o.maxOutboundBytes} bytes; transfer aborted`);
+    if (o.signal?.aborted) throw new SyncError("SYNC_ABORTED", "sync aborted", { cause: error });
+    throw new SyncError("SYNC_TRANSPORT_FAILED", `downloading the archive of ${source.path} failed`, { cause: error });
+  }
+  if (spool.fileError !== undefined) throw new SyncError("SYNC_HOST_FAILED", "writing the outbound archive to host scratch failed", { cause: spool.fileError });
+  const { size } = await fsp.stat(archiveFile);
+  if (size !== stage.size) {
+    throw new SyncError("SYNC_REMOTE_FAILED", `downloading the archive of ${source.path}: got ${size} of ${stage.size} bytes`);
+  }
+  return inspector.finish();
+}
+
+function fold(commands: readonly PluginPostUploadCommand[] | undefined, o: ResolvedSyncOptions): FoldedPostUpload {
+  return commands && commands.length > 0 ? foldPostUploadCommands(commands, o) : { script: "", env: {}, timeoutMs: undefined, labels: [] };
+}
+
+/** A failed folded post-upload command is reported as that command's failure; everything else as usual. */
+function judge(outcome: ScriptOutcome, folded: FoldedPostUpload, what: string): void {
+  if (outcome.exit.exitCode !== 0 || outcome.abortCause !== undefined) {
+    const failed = foldedFailure(outcome.stderrTail, folded);
+    if (failed && outcome.abortCause !== "aborted") {
+      const ended = failed.status === 124 ? "timed out" : `exited with code ${failed.status}`;
+      throw new SyncError("SYNC_COMMAND_FAILED", `${failed.label} ${ended}`, { exitCode: failed.status });
+    }
+  }
+  expectSuccess(outcome, what);
+}
+
+async function upload(files: FileTransport, scratch: string, stream: fs.ReadStream, size: number, o: ResolvedSyncOptions, target: ConfinedSandboxPath): Promise<void> {
+  if (files.maxUploadBytes !== undefined && size > files.maxUploadBytes) {
+    stream.destroy();
+    throw new SyncError("SYNC_TOO_LARGE", `upload to ${target.path}: ${size} bytes exceed the file API's ${files.maxUploadBytes}-byte limit`);
+  }
+  try {
+    await files.upload(scratch, stream, { mode: 0o600, size, ...(o.signal ? { signal: o.signal } : {}) });
+  } catch (error) {
+    if (o.signal?.aborted) throw new SyncError("SYNC_ABORTED", "sync aborted", { cause: error });
+    throw new SyncError("SYNC_TRANSPORT_FAILED", `uploading to ${target.path} failed`, { cause: error });
+  } finally {
+    stream.destroy();
+  }
+}
+
+function scratchPath(dir: string): string {
+  return `${dir.replace(/\/+$/, "") || ""}/.paperclip-upload-scratch.${randomBytes(12).toString("hex")}`;
+}
+
+/** Remembered before anything else, so the trap removes the uploaded file on every exit. */
+function takeUpload(scratch: string): string {
+  return `pc_scratch=${quote(scratch)}\n`;
+}
+
+// beginStage armed a trap for the stage; widen it to the scratch upload (`rm -f` of a moved file is a no-op).
+const armScratchRemoval = `trap 'rm -rf "$pc_stage"; rm -f "$pc_scratch"' EXIT
+`;
+
+/** The uploaded file must be a regular file of the expected size; it becomes the stage's payload. */
+function adoptUpload(size: number): string {
+  return `if [ ! -f "$pc_scratch" ] || [ -L "$pc_scratch" ]; then echo 'the uploaded file is missing' >&2; exit 1; fi
+pc_up=$(wc -c < "$pc_scratch") || exit 1
+[ "$pc_up" -eq ${size} ] || { echo "the file API stored $pc_up of ${size} bytes" >&2; exit 1; }
+mv -f "$pc_scratch" "$pc_stage/payload" || exit 1
+`;
+}
+
+function removeStages(stagePaths: string[]): string {
+  const known = stagePaths.map((stage) => `rm -rf ${quote(stage)}`).join("\n");
+  return `${known}${known ? "\n" : ""}find "\${TMPDIR:-/tmp}" -maxdepth 1 -type d -name '${DOWNLOAD_STAGE_PREFIX}*' -mmin +${STALE_STAGE_MINUTES} -exec rm -rf {} + 2>/dev/null
+`;
+}

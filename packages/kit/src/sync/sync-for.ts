@@ -1,0 +1,66 @@
+import type { PluginEnvironmentSyncResult, PluginSyncOperation } from "@paperclipai/plugin-sdk";
+import type { FileTransport, ScriptRunner } from "../transport.js";
+import { base64SyncIn, base64SyncOut, DEFAULT_BASE64_CHUNK_BYTES } from "./base64-sync.js";
+import { SyncError } from "./errors.js";
+import { fileApiSyncIn, fileApiSyncOut, type FileApiSyncOptions } from "./file-api-sync.js";
+import type { SyncOptions } from "./options.js";
+import { syncIn } from "./sync-in.js";
+import { syncOut } from "./sync-out.js";
+
+export type SyncStrategyKind = "stream" | "file-api" | "base64";
+
+export interface SyncStrategy {
+  kind: SyncStrategyKind;
+  syncIn(operations: PluginSyncOperation[], opts: SyncOptions): Promise<PluginEnvironmentSyncResult>;
+  syncOut(operations: PluginSyncOperation[], opts: SyncOptions): Promise<PluginEnvironmentSyncResult>;
+}
+
+export interface SyncForOptions {
+  /** For the file-API strategy: where uploads land before a script moves them (default /tmp). */
+  uploadScratchDir?: string;
+}
+
+/** Bytes of script around a base64 chunk (stage checks, the append command). */
+const BASE64_SCRIPT_OVERHEAD = 8 * 1024;
+
+/**
+ * The sync strategy a transport can carry safely:
+ * - `stream`: tar over stdin/stdout, one or two calls per mapping — only over a binary-safe,
+ *   streamed-stdin transport with EOF;
+ * - `file-api`: the vendor's file API moves archives, one script confines and installs them — two
+ *   calls per operation;
+ * - `base64`: chunks of base64 over exec (ASCII, so any transport carries it), sized to the
+ *   transport's stdin or script limit.
+ */
+export function syncFor(runner: ScriptRunner, files?: FileTransport, options: SyncForOptions = {}): SyncStrategy {
+  const caps = runner.capabilities;
+  if (caps.stdin === "stream" && caps.binarySafe && caps.stdinEof) {
+    return { kind: "stream", syncIn: (ops, opts) => syncIn(runner, ops, opts), syncOut: (ops, opts) => syncOut(runner, ops, opts) };
+  }
+  if (files) {
+    const withScratch = (opts: SyncOptions): FileApiSyncOptions => ({ ...opts, ...(options.uploadScratchDir ? { uploadScratchDir: options.uploadScratchDir } : {}) });
+    return {
+      kind: "file-api",
+      syncIn: (ops, opts) => fileApiSyncIn(runner, files, ops, withScratch(opts)),
+      syncOut: (ops, opts) => fileApiSyncOut(runner, files, ops, opts),
+    };
+  }
+  if (caps.stdin === "none") {
+    throw new SyncError("SYNC_TRANSPORT_UNSUITABLE", "this transport has no stdin and no file API: wrap it with createFileStdioRunner");
+  }
+  const chunkBytes = base64ChunkFor(runner);
+  return {
+    kind: "base64",
+    syncIn: (ops, opts) => base64SyncIn(runner, ops, { ...opts, chunkBytes }),
+    syncOut: (ops, opts) => base64SyncOut(runner, ops, { ...opts, chunkBytes }),
+  };
+}
+
+/** Decoded bytes per call that keep one chunk's base64 under the transport's stdin (or script) limit. */
+export function base64ChunkFor(runner: ScriptRunner): number {
+  const limit = runner.capabilities.maxStdinBytes;
+  if (limit === undefined) return DEFAULT_BASE64_CHUNK_BYTES;
+  const usable = Math.floor(((limit - BASE64_SCRIPT_OVERHEAD) * 3) / 4);
+  if (usable < 1024) throw new SyncError("SYNC_TRANSPORT_UNSUITABLE", `this transport's stdin limit (${limit} bytes) is too small for base64 sync`);
+  return Math.min(DEFAULT_BASE64_CHUNK_BYTES, usable - (usable % 3));
+}

@@ -1,0 +1,102 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { killProcessGroup } from "../exec/local/process-group.js";
+import type { ScriptExit, ScriptIo } from "../transport.js";
+import { deliverStream, settleAfterExit, type StreamDelivery } from "./stream-delivery.js";
+import { ExitMarkerScanner } from "./exit-marker.js";
+import { feedStdin } from "./stdin-feed.js";
+
+export interface SpawnedScriptOptions {
+  /** The local program that runs the script: `sh` itself, or a client such as `ssh` or `kubectl`. */
+  file: string;
+  args: string[];
+  cwd?: string;
+  /** The complete environment of the spawned process (nothing is inherited). */
+  env: Record<string, string>;
+  /**
+   * Ends the script when `io.signal` aborts. Default: SIGTERM then SIGKILL to the spawned process's
+   * own process group (it is started detached). A remote client passes a function that also ends
+   * the remote group, e.g. through `withRemoteGroupKill`.
+   */
+  terminate?: (child: ChildProcess, graceMs: number) => Promise<void>;
+  /** Called with the pid (= process group id) of every process started. */
+  onSpawn?: (pid: number) => void;
+  /**
+   * For clients that cannot tell when the remote script exited while a background child still holds
+   * its output open (OpenSSH keeps such a channel open): the remote command prints
+   * `exitMarkerLine(marker, status)` on stderr as its last act, and that line is taken as the exit.
+   */
+  exitMarker?: string;
+}
+
+/** After exit, a stream that holds no data and stays silent this long is held open by a background child. */
+export const DRAIN_AFTER_EXIT_MS = 200;
+const DEFAULT_KILL_GRACE_MS = 250;
+
+/**
+ * Runs one script through a local process with the ScriptRunner semantics: stdin then EOF, ordered
+ * delivery with back-pressure to Writable sinks, an abort that ends the whole group, and no hang on
+ * output a background child keeps open. Local runners and client-process runners (ssh, kubectl) share it.
+ */
+export function runSpawnedScript(opts: SpawnedScriptOptions, io: ScriptIo): Promise<ScriptExit> {
+  return new Promise<ScriptExit>((resolve, reject) => {
+    const child = spawn(opts.file, opts.args, {
+      cwd: opts.cwd,
+      env: { ...opts.env, ...io.env },
+      detached: true,
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    const graceMs = io.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
+    const terminate = opts.terminate ?? ((proc: ChildProcess, grace: number) => killOwnGroup(proc, grace));
+    let aborted = false;
+    let killing: Promise<void> | undefined;
+    let settled = false;
+    const onAbort = () => {
+      aborted = true;
+      if (child.pid !== undefined) killing ??= terminate(child, graceMs).catch(() => undefined);
+    };
+    const finish = (exit: ScriptExit) => {
+      if (settled) return;
+      settled = true;
+      io.signal?.removeEventListener("abort", onAbort);
+      resolve(exit);
+    };
+
+    child.once("error", (error) => {
+      io.signal?.removeEventListener("abort", onAbort);
+      if (!settled) {
+        settled = true;
+        reject(error);
+      }
+    });
+    child.once("spawn", () => {
+      if (child.pid !== undefined) opts.onSpawn?.(child.pid);
+      if (io.signal?.aborted) onAbort();
+      else io.signal?.addEventListener("abort", onAbort, { once: true });
+    });
+
+    feedStdin(child.stdin, io.stdin);
+    const marker = opts.exitMarker === undefined ? undefined : new ExitMarkerScanner(opts.exitMarker);
+    const outputs: StreamDelivery[] = [
+      deliverStream(child.stdout, io.stdout),
+      deliverStream(child.stderr, io.stderr, marker?.filter),
+    ];
+
+    const exited = async (exitCode: number | null, signal: NodeJS.Signals | null) => {
+      await Promise.all([settleAfterExit(outputs, DRAIN_AFTER_EXIT_MS), killing]);
+      finish({ exitCode, signal, aborted, reason: aborted ? "aborted" : signal ? "signal" : "exit", pid: child.pid });
+    };
+    // The remote script's own exit, announced in-band: the local client may not exit while a remote
+    // background child keeps the channel open, so stop waiting for it and end the client.
+    marker?.onExit((status) => {
+      void exited(status, null).then(() => child.kill("SIGKILL"));
+    });
+    child.once("exit", (exitCode, signal) => {
+      if (marker?.seen) return;
+      void exited(exitCode, signal);
+    });
+  });
+}
+
+async function killOwnGroup(child: ChildProcess, graceMs: number): Promise<void> {
+  if (child.pid !== undefined) await killProcessGroup(child.pid, graceMs);
+}

@@ -1,0 +1,91 @@
+import { randomBytes } from "node:crypto";
+import { shellQuote } from "../exec/quote.js";
+
+/**
+ * Carries a script's stdout, stderr and exit status back through ONE combined text output (an exec
+ * API that merges the streams and may not be binary-safe): the script's streams go to files, and the
+ * wrapper then prints them base64-encoded between per-call markers. Anything the vendor's shell
+ * prints before the first marker (profile noise) is ignored.
+ */
+export interface MuxedScript {
+  command: string;
+  nonce: string;
+}
+
+export interface MuxOptions {
+  /** Sandbox directory for the per-call scratch directory (default `${TMPDIR:-/tmp}`). */
+  scratchDir?: string;
+  /** How the script gets its stdin: nothing, inline bytes (a heredoc), or a sandbox file (removed afterwards). */
+  stdin: { kind: "none" } | { kind: "inline"; bytes: Buffer } | { kind: "file"; path: string };
+  /** Exported before the script runs (names must already be valid). */
+  env?: Record<string, string>;
+}
+
+export function newMuxNonce(): string {
+  return randomBytes(12).toString("hex");
+}
+
+export function muxScript(script: string, opts: MuxOptions, nonce = newMuxNonce()): MuxedScript {
+  const mark = `PCMUX${nonce}`;
+  const dir = opts.scratchDir === undefined ? `"\${TMPDIR:-/tmp}"` : shellQuote(opts.scratchDir);
+  const lines = [
+    `umask 077`,
+    `__pc_io=${dir}/.paperclip-io.${nonce}`,
+    `mkdir -- "$__pc_io" || { printf '\\n%s:%d\\n' '${mark}X' 125; exit 125; }`,
+  ];
+  for (const [key, value] of Object.entries(opts.env ?? {})) lines.push(`export ${key}=${shellQuote(value)}`);
+  const run = `( exec /bin/sh -c ${shellQuote(script)} ) >"$__pc_io/o" 2>"$__pc_io/e"`;
+  if (opts.stdin.kind === "none") {
+    lines.push(`${run} </dev/null`);
+  } else if (opts.stdin.kind === "file") {
+    const file = shellQuote(opts.stdin.path);
+    lines.push(`${run} <${file}`, `__pc_rc=$?; rm -f -- ${file}`);
+  } else {
+    const eof = `PCB64${nonce}`;
+    lines.push(`base64 -d <<'${eof}' | ${run}`, wrap76(opts.stdin.bytes.toString("base64")), eof);
+  }
+  if (opts.stdin.kind !== "file") lines.push(`__pc_rc=$?`);
+  lines.push(
+    `printf '\\n%s\\n' '${mark}O'; base64 <"$__pc_io/o"; printf '\\n%s\\n' '${mark}E'; base64 <"$__pc_io/e"`,
+    `printf '\\n%s:%d\\n' '${mark}X' "$__pc_rc"`,
+    `rm -rf -- "$__pc_io"`,
+  );
+  return { command: lines.join("\n"), nonce };
+}
+
+export interface DemuxedOutput {
+  stdout: Buffer;
+  stderr: Buffer;
+  exitCode: number;
+}
+
+export class MuxFormatError extends Error {
+  override name = "MuxFormatError";
+}
+
+/** Parses what `muxScript`'s wrapper printed; throws when the markers are missing (the wrapper never ran to its end). */
+export function demuxOutput(output: Buffer | string, nonce: string): DemuxedOutput {
+  const text = typeof output === "string" ? output : output.toString("latin1");
+  const mark = `PCMUX${nonce}`;
+  const exitMatch = new RegExp(`\\n${mark}X:(\\d+)\\n`).exec(text);
+  if (!exitMatch) throw new MuxFormatError("the sandbox did not report the command's exit (its output ended early or the wrapper failed)");
+  const exitCode = Number(exitMatch[1]);
+  const outStart = text.indexOf(`\n${mark}O\n`);
+  const errStart = text.indexOf(`\n${mark}E\n`);
+  if (outStart < 0 || errStart < outStart || exitMatch.index < errStart) {
+    // e.g. the scratch directory could not be made: only the exit line was printed.
+    return { stdout: Buffer.alloc(0), stderr: Buffer.alloc(0), exitCode };
+  }
+  const decode = (from: number, to: number) => Buffer.from(text.slice(from, to).replace(/\s+/g, ""), "base64");
+  return {
+    stdout: decode(outStart + mark.length + 3, errStart),
+    stderr: decode(errStart + mark.length + 3, exitMatch.index),
+    exitCode,
+  };
+}
+
+function wrap76(base64: string): string {
+  const lines: string[] = [];
+  for (let i = 0; i < base64.length; i += 76) lines.push(base64.slice(i, i + 76));
+  return lines.join("\n");
+}
