@@ -16,6 +16,8 @@ import type { ProviderConfig } from "./config-loader.js";
 import type { Redactor } from "./redaction.js";
 
 export const CLI_COMPANY_ID = "paperclip-sandbox-cli";
+/** The CLI acts as one agent; a kept lease (like the host's) is matched by agent and execution workspace. */
+export const CLI_AGENT_ID = "paperclip-sandbox-cli";
 
 export interface SessionOptions {
   config: ProviderConfig;
@@ -77,7 +79,8 @@ export class ProviderSession {
   }
 
   acquire(runId: string, extra: { requestedCwd?: string } = {}): Promise<PluginEnvironmentLease> {
-    return this.client.env.acquireLease({ ...this.base(), runId, ...extra });
+    // The environment stands for the workspace the CLI runs in, as the host's execution workspace does.
+    return this.client.env.acquireLease({ ...this.base(), runId, agentId: CLI_AGENT_ID, executionWorkspaceId: this.environmentId, ...extra });
   }
 
   resume(providerLeaseId: string, leaseMetadata?: Record<string, unknown>): Promise<PluginEnvironmentLease> {

@@ -9,3 +9,4 @@ export * from "./redact/index.js";
 export * from "./plugin/index.js";
 export * from "./duplex/index.js";
 export * from "./transports/index.js";
+export * from "./provider/index.js";

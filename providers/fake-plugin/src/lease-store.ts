@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { buildSentinel, REUSE_SENTINEL_PATH } from "@paperclip-sandbox/kit";
 
 /** What a new worker process needs to resume a lease another worker created. */
 export interface FakeLeaseRecord {
@@ -46,11 +45,6 @@ export class FakeLeaseStore {
     await mkdir(this.baseDir, { recursive: true, mode: 0o700 });
     await mkdir(paths.leaseDir, { mode: 0o700 });
     for (const dir of [paths.workspace, paths.home, paths.tmp]) await mkdir(dir, { mode: 0o700 });
-    if (record.reusable) {
-      const sentinel = join(paths.workspace, REUSE_SENTINEL_PATH);
-      await mkdir(join(sentinel, ".."), { recursive: true, mode: 0o700 });
-      await writeFile(sentinel, buildSentinel(record), { mode: 0o600 });
-    }
     await writeFile(join(paths.leaseDir, RECORD_FILE), `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 });
     return paths;
   }
@@ -62,10 +56,6 @@ export class FakeLeaseStore {
     if (text === undefined) return undefined;
     const record = JSON.parse(text) as FakeLeaseRecord;
     return record.providerLeaseId === leaseId ? { record, paths } : undefined;
-  }
-
-  async readSentinel(paths: FakeLeasePaths): Promise<string | undefined> {
-    return readFile(join(paths.workspace, REUSE_SENTINEL_PATH), "utf8").catch(() => undefined);
   }
 
   async remove(leaseId: string): Promise<void> {

@@ -1,8 +1,10 @@
-import { defineSandboxProviderManifest } from "@paperclip-sandbox/kit";
+import { defineSandboxProviderManifest, STREAM_TRANSPORT, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
 import { fakeConfig } from "./config.js";
 
 export const FAKE_DRIVER_KEY = "fake-plugin";
 export const FAKE_PLUGIN_ID = "paperclip-sandbox.fake-plugin";
+/** A local process runner (the full transport contract) and kept leases; the plugin is built from the same. */
+export const FAKE_SHAPE: DeclaredProviderShape = { transport: STREAM_TRANSPORT, canStop: true };
 
 export default defineSandboxProviderManifest({
   id: FAKE_PLUGIN_ID,
@@ -14,8 +16,6 @@ export default defineSandboxProviderManifest({
     displayName: "Fake sandbox (no isolation)",
     description: "Commands run on the worker's host as the worker's user. For deterministic tests only.",
     configSchema: fakeConfig.jsonSchema,
-    // The host still reuses a lease only when the environment's config sets reuseLease: true.
-    supportsReusableLeases: true,
-    sandboxCapabilities: { reusableLeases: true, nativeSyncIn: true, nativeSyncOut: true, concurrentSyncOperations: true, duplexCommandStream: true },
   },
+  shape: FAKE_SHAPE,
 });

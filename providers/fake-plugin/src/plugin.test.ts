@@ -23,7 +23,8 @@ async function startPlugin(deps: FakePluginDeps = {}) {
 
 async function acquire(config: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) {
   const { hooks, logs } = await startPlugin();
-  const lease = await hooks.onEnvironmentAcquireLease({ ...scope, config, runId: "run-1", agentId: "agent-1", ...extra });
+  // As the real host sends it: agent and execution workspace (a kept lease needs both).
+  const lease = await hooks.onEnvironmentAcquireLease({ ...scope, config, runId: "run-1", agentId: "agent-1", executionWorkspaceId: "ws-1", ...extra });
   const exec = (command: string, args: string[] = [], more: Record<string, unknown> = {}) =>
     hooks.onEnvironmentExecute({ ...scope, config, lease, command, args, ...more });
   return { hooks, logs, lease, exec, remoteCwd: lease.metadata?.remoteCwd as string };
@@ -146,7 +147,7 @@ describe("execute", () => {
   it("refuses a released lease", async () => {
     const { hooks, lease, exec } = await acquire();
     await hooks.onEnvironmentReleaseLease(leaseRef(lease));
-    await expect(exec("true")).rejects.toThrow(/does not exist/);
+    await expect(exec("true")).rejects.toThrow(/is not running \(released, destroyed or expired\)/);
   });
 });
 
@@ -196,12 +197,13 @@ describe("reusable leases", () => {
     await restarted.hooks.onEnvironmentDestroyLease(leaseRef(lease));
   });
 
-  it("refuses to resume when the sentinel no longer matches", async () => {
+  it("refuses to resume when the sentinel no longer matches, and destroys the stale sandbox", async () => {
     const { hooks, lease, remoteCwd } = await acquire({ reuseLease: true });
     await hooks.onEnvironmentReleaseLease(leaseRef(lease));
     writeFileSync(join(remoteCwd, REUSE_SENTINEL_PATH), JSON.stringify({ fingerprint: "someone-else" }));
     const resumed = await hooks.onEnvironmentResumeLease(leaseRef(lease) as never);
-    expect(resumed).toEqual({ providerLeaseId: null, metadata: { expired: false, identityMismatch: true } });
+    expect(resumed).toEqual({ providerLeaseId: null, metadata: { expired: true, identityMismatch: true } });
+    expect(existsSync(lease.metadata?.leaseDir as string)).toBe(false);
   });
 
   it("reports missing, foreign and expired leases as expired", async () => {

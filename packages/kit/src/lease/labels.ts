@@ -2,14 +2,16 @@ export const LABEL_VALUE_MAX = 63;
 
 export interface LeaseLabels {
   "paperclip-provider": string;
+  "paperclip-company"?: string;
   "paperclip-environment": string;
   "paperclip-run": string;
 }
 
 /** Labels that let a provider (or an operator) find a run's resources; values fit label rules everywhere. */
-export function leaseLabels(input: { driverKey: string; environmentId: string; runId: string }): LeaseLabels {
+export function leaseLabels(input: { driverKey: string; companyId?: string; environmentId: string; runId: string }): LeaseLabels {
   return {
     "paperclip-provider": labelValue(input.driverKey),
+    ...(input.companyId === undefined ? {} : { "paperclip-company": labelValue(input.companyId) }),
     "paperclip-environment": labelValue(input.environmentId),
     "paperclip-run": labelValue(input.runId),
   };

@@ -1,2 +1,2 @@
-export { defineSandboxProviderManifest, type SandboxProviderManifestInput } from "./manifest.js";
+export { defineSandboxProviderManifest, type SandboxProviderManifestInput, type DeclaredProviderShape } from "./manifest.js";
 export { execRequestFrom } from "./exec-request.js";

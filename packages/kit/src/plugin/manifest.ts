@@ -1,6 +1,19 @@
 import type { PaperclipPluginManifestV1 } from "@paperclipai/plugin-sdk";
+import { deriveSandboxCapabilities } from "../provider/capabilities.js";
+import type { TransportCapabilities } from "../transport.js";
 
 type DriverDeclaration = NonNullable<PaperclipPluginManifestV1["environmentDrivers"]>[number];
+
+/**
+ * What the provider's definition declares, so the manifest derives `sandboxCapabilities` exactly as
+ * `defineSandboxProvider` does (the manifest module must not import the plugin and its vendor SDK).
+ */
+export interface DeclaredProviderShape {
+  transport: TransportCapabilities;
+  /** The definition has `stop` (reusable leases). */
+  canStop: boolean;
+  concurrentSync?: boolean;
+}
 
 export interface SandboxProviderManifestInput {
   /** Plugin id, e.g. `paperclip-sandbox.bubblewrap`. */
@@ -10,6 +23,8 @@ export interface SandboxProviderManifestInput {
   description: string;
   /** The driver this plugin registers; `config.provider` of a `driver: "sandbox"` environment names it. */
   driver: Omit<DriverDeclaration, "kind"> & { configSchema: Record<string, unknown> };
+  /** When given, `sandboxCapabilities` and `supportsReusableLeases` are derived from it. */
+  shape?: DeclaredProviderShape;
 }
 
 /**
@@ -27,6 +42,11 @@ export function defineSandboxProviderManifest(input: SandboxProviderManifestInpu
     categories: ["workspace"],
     capabilities: ["environment.drivers.register"],
     entrypoints: { worker: "./dist/worker.js" },
-    environmentDrivers: [{ ...input.driver, kind: "sandbox_provider" }],
+    environmentDrivers: [{ ...input.driver, ...(input.shape ? derivedFlags(input.shape) : {}), kind: "sandbox_provider" }],
   };
+}
+
+function derivedFlags(shape: DeclaredProviderShape): Pick<DriverDeclaration, "sandboxCapabilities" | "supportsReusableLeases"> {
+  const sandboxCapabilities = deriveSandboxCapabilities({ transport: shape.transport, canStop: shape.canStop, concurrentSync: shape.concurrentSync ?? true });
+  return { sandboxCapabilities, supportsReusableLeases: sandboxCapabilities.reusableLeases };
 }

@@ -1,0 +1,156 @@
+import type { PluginEnvironmentAcquireLeaseParams } from "@paperclipai/plugin-sdk";
+import type { z } from "zod";
+import { mergeEgressGrants, normalizeEgressGrant, type EgressGrant } from "../egress/grant.js";
+import { CreationCleanupError } from "../lease/creation-cleanup-error.js";
+import { resolveLeaseExpiry } from "../lease/expiry.js";
+import { leaseFingerprint } from "../lease/fingerprint.js";
+import { leaseLabels, type LeaseLabels } from "../lease/labels.js";
+import { AcquireBudgetError } from "./errors.js";
+import type { LeaseRef, SandboxHandle, SandboxProviderDefinition } from "./types.js";
+
+/** Margin kept between the acquire budget and the host's own deadline, to answer in time. */
+const HOST_REPLY_MARGIN_MS = 5_000;
+/** The host gives lifecycle calls the config's `timeoutMs` plus this (paperclip-providers.md §1.1). */
+const HOST_OVERHEAD_MS = 30_000;
+/** Destroy attempts for a half-made sandbox (0.5 s, 1 s, 2 s, 4 s apart). */
+const CLEANUP_ATTEMPTS = 5;
+/** How long a late create is waited for, so what it made can be destroyed. */
+const LATE_CREATE_WAIT_MS = 10 * 60_000;
+
+export interface AcquirePlan {
+  expiresAt: Date | null;
+  reusable: boolean;
+  labels: LeaseLabels;
+  fingerprint: string;
+  shapeFingerprint: string;
+  grant: EgressGrant | undefined;
+  budgetMs: number;
+}
+
+/** The config asks for kept leases (`reuseLease: true` unless the provider decides otherwise). */
+export function wantsReuse<S extends z.ZodObject, H extends SandboxHandle>(def: SandboxProviderDefinition<S, H>, config: z.output<S>): boolean {
+  return def.reusable ? def.reusable(config) : (config as { reuseLease?: unknown }).reuseLease === true;
+}
+
+/** Identity of the sandbox's shape alone: recomputable at resume, which has no agent or run params. */
+export function shapeFingerprintOf(companyId: string, environmentId: string, shape: Record<string, unknown>): string {
+  return leaseFingerprint({ companyId, environmentId, resource: shape });
+}
+
+export function planAcquire<S extends z.ZodObject, H extends SandboxHandle>(
+  def: SandboxProviderDefinition<S, H>,
+  config: z.output<S>,
+  params: PluginEnvironmentAcquireLeaseParams,
+): AcquirePlan {
+  const shape = def.shape(config);
+  const { expiresAt } = resolveLeaseExpiry({ requestedExpiresAt: params.requestedExpiresAt, defaultTtlMs: def.defaultTtlMs?.(config) ?? null });
+  // A lease can only be matched to a later run that names the same agent and execution workspace.
+  const reusable = wantsReuse(def, config) && def.stop !== undefined && Boolean(params.agentId) && Boolean(params.executionWorkspaceId);
+  const timeoutMs = (config as { timeoutMs?: unknown }).timeoutMs;
+  const hostDeadline = (typeof timeoutMs === "number" && timeoutMs > 0 ? timeoutMs : 0) + HOST_OVERHEAD_MS;
+  return {
+    expiresAt,
+    reusable,
+    labels: leaseLabels({ driverKey: params.driverKey || def.driverKey, companyId: params.companyId, environmentId: params.environmentId, runId: params.runId }),
+    fingerprint: leaseFingerprint({ ...params, resource: shape }),
+    shapeFingerprint: shapeFingerprintOf(params.companyId, params.environmentId, shape),
+    grant: def.egress ? mergeEgressGrants(def.egress.fromConfig(config), normalizeEgressGrant(params.executionWorkspaceSettings)) : undefined,
+    budgetMs: def.acquireBudgetMs?.(config) ?? Math.max(5_000, hostDeadline - HOST_REPLY_MARGIN_MS),
+  };
+}
+
+/**
+ * `create` within the budget. Whatever the provider reported as created (`created(id)`) is destroyed
+ * when create fails; a create still running when the budget ends is left to finish in the background
+ * and what it made is destroyed then; when create failed before naming anything and the provider can
+ * list, the run's label finds what a lost response hid.
+ */
+export async function createWithinBudget<S extends z.ZodObject, H extends SandboxHandle>(
+  def: SandboxProviderDefinition<S, H>,
+  config: z.output<S>,
+  params: PluginEnvironmentAcquireLeaseParams,
+  plan: AcquirePlan,
+  log: (message: string) => void,
+): Promise<H> {
+  const budget = new AbortController();
+  const timer = setTimeout(() => budget.abort(new AcquireBudgetError(`acquire did not finish within ${plan.budgetMs} ms`)), plan.budgetMs);
+  const created = new Set<string>();
+  const creating = def.create({
+    config,
+    params,
+    labels: plan.labels,
+    expiresAt: plan.expiresAt,
+    fingerprint: plan.fingerprint,
+    reusable: plan.reusable,
+    grant: plan.grant,
+    signal: budget.signal,
+    created: (id) => created.add(id),
+  });
+  const refFor = (providerLeaseId: string): LeaseRef<z.output<S>> => ({ providerLeaseId, config, metadata: {}, companyId: params.companyId, environmentId: params.environmentId });
+  try {
+    return await Promise.race([creating, rejectOnAbort(budget.signal)]);
+  } catch (error) {
+    const cleanup = cleanUpFailedCreate(def, config, plan, creating, created, refFor);
+    if (budget.signal.aborted) {
+      // The host is about to give up on this call: answer now, finish the clean-up in the background.
+      void cleanup.catch((problem: unknown) => log(`clean-up after an acquire past its budget failed: ${(problem as Error).message}`));
+      throw new AcquireBudgetError(`acquire did not finish within ${plan.budgetMs} ms; anything it created is being destroyed`);
+    }
+    await cleanup.catch((problem: unknown) => {
+      if (problem instanceof CreationCleanupError) throw problem;
+    });
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function cleanUpFailedCreate<S extends z.ZodObject, H extends SandboxHandle>(
+  def: SandboxProviderDefinition<S, H>,
+  config: z.output<S>,
+  plan: AcquirePlan,
+  creating: Promise<H>,
+  created: Set<string>,
+  refFor: (id: string) => LeaseRef<z.output<S>>,
+): Promise<void> {
+  const late = await Promise.race([creating.then((handle) => handle, () => undefined), sleep(LATE_CREATE_WAIT_MS).then(() => undefined)]);
+  if (late) created.add(late.providerLeaseId);
+  if (created.size === 0 && def.list) {
+    const found = await def.list(config, { "paperclip-provider": plan.labels["paperclip-provider"], "paperclip-run": plan.labels["paperclip-run"] }).catch(() => []);
+    for (const resource of found) created.add(resource.providerLeaseId);
+  }
+  for (const id of created) await destroyConfirmed(def, refFor(id), late?.providerLeaseId === id ? late : undefined, plan);
+}
+
+/** Destroys with retries; throws CreationCleanupError (naming the resource) when it cannot be confirmed. */
+export async function destroyConfirmed<S extends z.ZodObject, H extends SandboxHandle>(
+  def: SandboxProviderDefinition<S, H>,
+  ref: LeaseRef<z.output<S>>,
+  handle: H | undefined,
+  plan: Pick<AcquirePlan, "labels">,
+): Promise<void> {
+  let last: unknown;
+  for (let attempt = 0; attempt < CLEANUP_ATTEMPTS; attempt += 1) {
+    if (attempt > 0) await sleep(500 * 2 ** (attempt - 1));
+    try {
+      await def.destroy(ref, handle);
+      return;
+    } catch (error) {
+      last = error;
+    }
+  }
+  throw new CreationCleanupError(
+    { providerLeaseId: ref.providerLeaseId, companyId: ref.companyId, environmentId: ref.environmentId, runId: plan.labels["paperclip-run"], labels: plan.labels },
+    last,
+  );
+}
+
+function rejectOnAbort(signal: AbortSignal): Promise<never> {
+  return new Promise((_, reject) => {
+    signal.addEventListener("abort", () => reject(signal.reason), { once: true });
+  });
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}

@@ -1,0 +1,30 @@
+import type { TransportCapabilities } from "../transport.js";
+
+/** `sandboxCapabilities` of a manifest driver (the keys the host's strict schema accepts). */
+export interface DerivedSandboxCapabilities {
+  reusableLeases: boolean;
+  nativeSyncIn: boolean;
+  nativeSyncOut: boolean;
+  concurrentSyncOperations: boolean;
+  duplexCommandStream: boolean;
+}
+
+/** True when duplex channels can run over this transport: a live byte pipe both ways. */
+export function supportsDuplex(transport: TransportCapabilities): boolean {
+  return transport.stdin === "stream" && transport.stdinEof && transport.binarySafe && transport.liveOutput;
+}
+
+/**
+ * Capabilities follow from what the provider defines and what its transport can do, never typed
+ * by hand: reuse needs `stop`, duplex needs a streamed, binary-safe transport with live output.
+ * Native sync is always offered (the kit picks streaming, file-API or base64 by `syncFor`).
+ */
+export function deriveSandboxCapabilities(input: { transport: TransportCapabilities; canStop: boolean; concurrentSync: boolean }): DerivedSandboxCapabilities {
+  return {
+    reusableLeases: input.canStop,
+    nativeSyncIn: true,
+    nativeSyncOut: true,
+    concurrentSyncOperations: input.concurrentSync,
+    duplexCommandStream: supportsDuplex(input.transport),
+  };
+}
