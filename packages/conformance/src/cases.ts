@@ -4,11 +4,13 @@ import { duplexCases } from "./cases/duplex.js";
 import { executeCases } from "./cases/execute.js";
 import { leaseLifecycleCases } from "./cases/lease-lifecycle.js";
 import { syncCases } from "./cases/sync.js";
+import { hostedFailureCases } from "./cases/hosted-failures.js";
 import { CONFORMANCE_CASE_NAMES, type ConformanceCaseName, type ConformanceOptions } from "./options.js";
 import { ConformanceSkip } from "./skip.js";
+import type { ConformanceWorld } from "./world.js";
 
 const ALL_CASES = new Map<ConformanceCaseName, ConformanceCase>(
-  [...configAndProbeCases, ...leaseLifecycleCases, ...executeCases, ...syncCases, ...duplexCases].map((c) => [c.name, c]),
+  [...configAndProbeCases, ...leaseLifecycleCases, ...executeCases, ...syncCases, ...duplexCases, ...hostedFailureCases].map((c) => [c.name, c]),
 );
 
 /**
@@ -23,7 +25,8 @@ export function conformanceCases(opts: ConformanceOptions): ConformanceCase[] {
     const reason = opts.skip?.[name];
     // Cases read the options given here (not the ones the world started with), so a caller
     // can vary e.g. invalidConfigs without starting another worker.
-    if (reason === undefined) return { name, run: (world) => found.run({ ...world, options: opts }) };
+    // A prototype link, not a copy: the world's getters (its client, after a restart) stay live.
+    if (reason === undefined) return { name, run: (world) => found.run(Object.assign(Object.create(world) as ConformanceWorld, { options: opts })) };
     return {
       name,
       run: async () => {

@@ -77,3 +77,27 @@ describe("a provider that breaks rules fails the matching cases", () => {
     await expect(caseNamed(opts, "validate-bad-configs").run(world)).rejects.toThrow(/no error matches/);
   });
 });
+
+describe("a hosted-style provider that breaks rules fails the matching cases", () => {
+  let world: ConformanceWorld;
+  const brokenOptions = { ...fixtureOptions, workerEnv: { LOCAL_FIXTURE_BREAK: "wait-for-stdout,late-expiry" } };
+
+  beforeAll(async () => {
+    world = await startConformanceWorld(brokenOptions);
+  });
+  afterAll(async () => {
+    for (const entry of await findLocalLeftovers(world.leftoversContext)) {
+      const pid = /^process (\d+)/.exec(entry)?.[1];
+      if (pid) process.kill(Number(pid), "SIGKILL");
+    }
+    await world?.close();
+  });
+
+  it("background-child-holding-stdout fails when the result waits for the child", async () => {
+    await expect(caseNamed(brokenOptions, "background-child-holding-stdout").run(world)).rejects.toThrow(/waited \d+ ms for a background child/);
+  }, 60_000);
+
+  it("expiry-within-requested fails when the lease outlives the requested deadline", async () => {
+    await expect(caseNamed(brokenOptions, "expiry-within-requested").run(world)).rejects.toThrow(/is after the requested/);
+  });
+});

@@ -13,14 +13,24 @@ export const CONFORMANCE_CASE_NAMES = [
   "execute-live-output",
   "execute-timeout-ends-process-group",
   "background-process-survives",
+  "background-child-holding-stdout",
   "sync-large-file-roundtrip",
   "sync-tree-modes-symlinks-excludes",
   "sync-single-file-mode",
   "sync-concurrent-operations",
+  "sync-all-byte-values-roundtrip",
   "duplex-channel",
   "release-receipt-after-execution",
   "resume-reusable-lease",
   "destroy-twice",
+  "execute-after-destroy-fails-cleanly",
+  "expiry-within-requested",
+  "resource-labels",
+  "probe-leaves-nothing",
+  "declared-capabilities-match",
+  "worker-restart-mid-lease",
+  "failure-after-create-leaves-nothing",
+  "transient-errors-retried",
   "nothing-left-behind",
 ] as const;
 
@@ -32,6 +42,23 @@ export interface LeftoversContext {
   leaseIds: readonly string[];
   /** Every `metadata.remoteCwd` those leases reported. */
   remoteCwds: readonly string[];
+}
+
+/**
+ * Failure injection for what hosted providers get wrong. An emulator-backed suite drives its
+ * emulator's faults; a local provider may offer a config that fails on purpose. Absent: the case is
+ * skipped with a reason.
+ */
+export interface ConformanceFaults {
+  /**
+   * Arms a failure of the next acquire AFTER its sandbox exists (e.g. a 5xx on the first call that
+   * follows the create). May return a config to acquire with instead (a provider's own fault switch).
+   */
+  failAfterCreate?(): Promise<Record<string, unknown> | void>;
+  /** The next `count` vendor calls answer with this transient error (HTTP 429 with Retry-After, or 503). */
+  transient?(kind: "429" | "503", count: number): Promise<void>;
+  /** Disarms everything (called after each fault case). */
+  reset?(): Promise<void>;
 }
 
 export interface ConformanceOptions {
@@ -48,4 +75,9 @@ export interface ConformanceOptions {
   workerEnv?: Record<string, string>;
   /** Provider-specific: what is still there (dirs, processes). `[]` is expected at the end. */
   leftovers?: (context: LeftoversContext) => Promise<string[]>;
+  faults?: ConformanceFaults;
+  /** The labels the provider's resource carries at the vendor (e.g. from its `listLeases`); absent skips `resource-labels`. */
+  labelsOf?: (providerLeaseId: string, config: Record<string, unknown>) => Promise<Record<string, string> | undefined>;
+  /** The provider cannot bound a sandbox at a requested deadline (it returns no expiry, so the host fails closed). */
+  unboundedExpiry?: string;
 }

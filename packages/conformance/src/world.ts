@@ -2,6 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type {
+  PluginEnvironmentAcquireLeaseParams,
   PluginEnvironmentDriverBaseParams,
   PluginEnvironmentExecuteParams,
   PluginEnvironmentExecuteResult,
@@ -36,7 +37,9 @@ export interface ConformanceWorld {
   readonly hostDir: string;
   readonly leftoversContext: LeftoversContext;
   base(config?: Record<string, unknown>): PluginEnvironmentDriverBaseParams;
-  acquire(config?: Record<string, unknown>): Promise<AcquiredLease>;
+  acquire(config?: Record<string, unknown>, extra?: Partial<PluginEnvironmentAcquireLeaseParams>): Promise<AcquiredLease>;
+  /** SIGKILLs the worker (as a crash would) and forks a fresh one; `client` is the new one afterwards. */
+  restartWorker(): Promise<void>;
   /** Record a lease the suite got some other way (resume), so leftovers can look for it. */
   track(lease: PluginEnvironmentLease): void;
   release(acquired: AcquiredLease, extra?: { cancelActiveWork?: boolean }): Promise<PluginEnvironmentTerminationReceipt | null>;
@@ -50,7 +53,7 @@ export interface ConformanceWorld {
 
 export async function startConformanceWorld(options: ConformanceOptions): Promise<ConformanceWorld> {
   const pkg = await loadPluginPackage(options.pluginDir);
-  const client = await startWorker(pkg, { env: options.workerEnv });
+  let client = await startWorker(pkg, { env: options.workerEnv });
   const hostDir = await mkdtemp(path.join(os.tmpdir(), "paperclip-conformance-"));
   const identity = hostIdentity();
   const leaseIds: string[] = [];
@@ -64,8 +67,8 @@ export async function startConformanceWorld(options: ConformanceOptions): Promis
     if (typeof cwd === "string" && !remoteCwds.includes(cwd)) remoteCwds.push(cwd);
   };
 
-  const acquire = async (config = options.config): Promise<AcquiredLease> => {
-    const lease = await client.env.acquireLease(acquireParams(identity, options.driverKey, config));
+  const acquire = async (config = options.config, extra: Partial<PluginEnvironmentAcquireLeaseParams> = {}): Promise<AcquiredLease> => {
+    const lease = await client.env.acquireLease({ ...acquireParams(identity, options.driverKey, config), ...extra });
     track(lease);
     if (typeof lease.providerLeaseId !== "string" || lease.providerLeaseId.length === 0) {
       throw new Error(`acquireLease returned no providerLeaseId: ${JSON.stringify(lease)}`);
@@ -109,9 +112,18 @@ export async function startConformanceWorld(options: ConformanceOptions): Promis
     );
   };
 
+  const restartWorker = async () => {
+    client.kill("SIGKILL");
+    await client.exited;
+    client = await startWorker(pkg, { env: options.workerEnv });
+  };
+
   return {
     options,
-    client,
+    get client() {
+      return client;
+    },
+    restartWorker,
     driver: pkg.manifest.environmentDrivers?.find((d) => d.driverKey === options.driverKey),
     identity,
     hostDir,

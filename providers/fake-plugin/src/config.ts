@@ -10,12 +10,13 @@ export const fakeConfigSchema = z.object({
   acquireDelayMs: fields.positiveInt({ min: 0, max: 600_000 }).optional().describe("Fault injection: delay every acquire."),
   probeFailure: faultMessage().describe("Fault injection: probe fails with this message."),
   acquireFailure: faultMessage().describe("Fault injection: acquire fails with this message."),
+  acquireFailureAfterCreate: faultMessage().describe("Fault injection: acquire fails with this message after the lease directory exists (it must be removed)."),
   executeFailure: faultMessage().describe("Fault injection: execute fails with this message."),
 });
 
 export type FakeConfig = z.output<typeof fakeConfigSchema>;
 
-const FAULT_FIELDS = ["acquireDelayMs", "probeFailure", "acquireFailure", "executeFailure"] as const;
+const FAULT_FIELDS = ["acquireDelayMs", "probeFailure", "acquireFailure", "acquireFailureAfterCreate", "executeFailure"] as const;
 
 export const fakeConfig = defineProviderConfig(fakeConfigSchema, {
   warnings: (config) => {

@@ -71,7 +71,9 @@ export function createFakePlugin(deps: FakePluginDeps = {}) {
         expiresAt: expiresAt?.toISOString() ?? null,
       };
       created(record.providerLeaseId);
-      return handleOf(record, await store.create(record));
+      const paths = await store.create(record);
+      if (config.acquireFailureAfterCreate) throw new Error(`fake-plugin acquire failed after create (injected): ${config.acquireFailureAfterCreate}`);
+      return handleOf(record, paths);
     },
     async get(ref) {
       const found = await store.load(ref.providerLeaseId);

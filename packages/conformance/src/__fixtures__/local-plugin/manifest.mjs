@@ -8,5 +8,7 @@ export default {
   categories: ["automation"],
   capabilities: ["environment.drivers.register"],
   entrypoints: { worker: "./worker.mjs" },
-  environmentDrivers: [{ driverKey: "local-fixture", kind: "sandbox_provider", displayName: "Local fixture" }],
+  environmentDrivers: [
+    { driverKey: "local-fixture", kind: "sandbox_provider", displayName: "Local fixture", supportsReusableLeases: true, sandboxCapabilities: { reusableLeases: true } },
+  ],
 };

@@ -1,6 +1,8 @@
 // The smallest provider that should pass the conformance suite: a temp dir per lease on this
 // machine, one process group per command, tar for directory sync. It exists so the suite can
-// be tested before any real provider builds. LOCAL_FIXTURE_BREAK=<feature> disables one behaviour.
+// be tested before any real provider builds. LOCAL_FIXTURE_BREAK=<feature>[,<feature>] disables a
+// behaviour: group-kill, mode, wait-for-stdout (a background child on stdout delays the result),
+// late-expiry (an expiry after the requested deadline).
 import { spawn, execFile } from "node:child_process";
 import { chmod, copyFile, mkdir, mkdtemp, rename, rm, stat } from "node:fs/promises";
 import os from "node:os";
@@ -93,7 +95,7 @@ async function execute(params) {
       // Output may still sit in the pipes; a background child holding them must not block us.
       const finish = () => resolve({ exitCode: code, signal });
       child.stdout.once("close", finish);
-      setTimeout(finish, 100);
+      if (!broken.has("wait-for-stdout")) setTimeout(finish, 100);
     });
   });
   if (!active.has(id)) active.set(id, new Set());
@@ -148,10 +150,13 @@ const plugin = definePlugin({
   async onEnvironmentProbe() {
     return { ok: true, summary: "local fixture" };
   },
-  async onEnvironmentAcquireLease() {
+  async onEnvironmentAcquireLease(params) {
     await mkdir(baseDir, { recursive: true });
     const dir = await mkdtemp(path.join(baseDir, "lease-"));
-    return leaseOf(path.basename(dir));
+    // No lifetime of its own: the host's deadline is the lease's (a local dir needs no enforcement here).
+    const requested = params.requestedExpiresAt ? Date.parse(params.requestedExpiresAt) : null;
+    const expiresAt = requested === null ? null : new Date(broken.has("late-expiry") ? requested + 3_600_000 : requested).toISOString();
+    return { ...leaseOf(path.basename(dir)), expiresAt };
   },
   async onEnvironmentResumeLease({ providerLeaseId }) {
     if (await exists(leaseDir(providerLeaseId))) return leaseOf(providerLeaseId);
