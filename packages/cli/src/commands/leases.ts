@@ -10,7 +10,7 @@ import { loadLeaseLister, type ListedLease } from "../leases/provider-lister.js"
 import { loadProvider, type LoadedProvider } from "../provider-loader.js";
 import { BUILTIN_PROVIDERS, cliRepoRoot } from "../provider-resolver.js";
 import { ProviderSession } from "../provider-session.js";
-import { createRedactor, REDACTED, type Redactor } from "../redaction.js";
+import { createSecretRedactor, REDACTED, type SecretRedactor } from "@paperclip-sandbox/kit";
 import path from "node:path";
 import { loadPluginPackage } from "@paperclip-sandbox/worker-client";
 import { existsSync } from "node:fs";
@@ -76,7 +76,7 @@ export async function leasesGcCommand(values: Record<string, unknown>): Promise<
     includeIdle: values["include-idle"] === true,
   };
   const secretFlags = resolveSecretFlags(stringList(values.secret), stringList(values["secret-file"]), undefined);
-  const redactor = createRedactor(secretFlags.values.values());
+  const redactor = createSecretRedactor(secretFlags.values.values());
   const db = openDb(values);
   const items: GcItem[] = [];
   const targets: DestroyTarget[] = [];
@@ -197,7 +197,7 @@ async function destroyGroup(
   group: DestroyTarget[],
   db: LeaseDb,
   secretFlags: ReturnType<typeof resolveSecretFlags>,
-  redactor: Redactor,
+  redactor: SecretRedactor,
   verbose: boolean,
 ): Promise<void> {
   const first = group[0]!;
