@@ -8,3 +8,4 @@ export * from "./egress/index.js";
 export * from "./redact/index.js";
 export * from "./plugin/index.js";
 export * from "./duplex/index.js";
+export * from "./vendor/index.js";
