@@ -50,7 +50,7 @@ describe("leaseLabels", () => {
   it("refuses a policy the kit's keys or hash suffix could not follow", () => {
     expect(() => defineLabelPolicy({ allowed: /[a-z_-]/ })).toThrow(/must include 0-9 and a-f/);
     expect(() => defineLabelPolicy({ allowed: /[a-z0-9_]/, replacement: "_" })).toThrow(/label key paperclip-provider must be allowed/);
-    expect(() => defineLabelPolicy({ maxKeyLength: 16 })).toThrow(/paperclip-environment/);
+    expect(() => defineLabelPolicy({ maxKeyLength: 20 })).toThrow(/the label key paperclip-environment must be allowed/);
     expect(() => defineLabelPolicy({ replacement: "/" })).toThrow(/replacement/);
     expect(() => defineLabelPolicy({ maxValueLength: 8 })).toThrow(/maxValueLength must be an integer of at least 16/);
   });
