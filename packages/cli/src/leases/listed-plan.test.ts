@@ -52,15 +52,15 @@ describe("leases gc: a lease the provider listed", () => {
 
   it("leaves a lease labelled for another provider, or unlabelled, alone", () => {
     expect(decideListedLease(listed({ labels: { ...labels, "paperclip-provider": "daytona" } }), ctx())).toEqual({ action: "keep", reason: "labelled for provider daytona" });
-    expect(decideListedLease(listed({ labels: {} }), ctx()).action).toBe("keep");
+    expect(decideListedLease(listed({ labels: {} }), ctx())?.action).toBe("keep");
     // the older state-dir listing carries no such promise
-    expect(decideListedLease(listed({ labels: {} }), ctx({ requireProviderLabel: false, yes: true })).action).toBe("destroy");
+    expect(decideListedLease(listed({ labels: {} }), ctx({ requireProviderLabel: false, yes: true }))?.action).toBe("destroy");
   });
 
   it("never touches a lease a running process here holds, nor one a live worker holds", () => {
     expect(decideListedLease(listed({ expired: true }), ctx({ known: [row()], statusOf: () => "alive" }))).toEqual({ action: "keep", reason: "in use by pid 42 (lease database)" });
-    expect(decideListedLease(listed(), ctx({ known: [] , statusOf: () => "alive" })).action).toBe("destroy");
-    expect(decideListedLease(listed({ ownerAlive: true }), ctx()).action).toBe("keep");
+    expect(decideListedLease(listed(), ctx({ known: [] , statusOf: () => "alive" }))?.action).toBe("destroy");
+    expect(decideListedLease(listed({ ownerAlive: true }), ctx())?.action).toBe("keep");
   });
 
   it("a lease active in the database is kept unless the provider reports it expired or its owner gone", () => {
@@ -74,14 +74,14 @@ describe("leases gc: a lease the provider listed", () => {
   it("keeps a young lease (an acquire may be in flight) unless it is expired", () => {
     const young = listed({ createdAt: "2026-01-01T11:59:00Z" });
     expect(decideListedLease(young, ctx())).toEqual({ action: "keep", reason: "not in the lease database; younger than --min-age" });
-    expect(decideListedLease({ ...young, expired: true }, ctx()).action).toBe("destroy");
+    expect(decideListedLease({ ...young, expired: true }, ctx())?.action).toBe("destroy");
   });
 
   it("another machine's, another company's or the host's lease is a dry run unless --yes; --dry-run acts on nothing", () => {
     const hosts = listed({ labels: { ...labels, "paperclip-company": "3f1c2b9e", "paperclip-environment": "9a8b7c6d" } });
     expect(decideListedLease(hosts, ctx())).toEqual({ action: "dry-run", reason: "not in the lease database; not created by this machine's CLI (use --yes)" });
     expect(decideListedLease(hosts, ctx({ yes: true }))).toEqual({ action: "destroy", reason: "not in the lease database (--yes)" });
-    expect(decideListedLease(listed({ labels: { ...labels, "paperclip-company": "other" } }), ctx()).action).toBe("dry-run");
+    expect(decideListedLease(listed({ labels: { ...labels, "paperclip-company": "other" } }), ctx())?.action).toBe("dry-run");
     expect(decideListedLease(listed(), ctx({ dryRun: true }))).toEqual({ action: "dry-run", reason: "not in the lease database" });
   });
 });

@@ -5,13 +5,14 @@ export const LABEL_VALUE_MAX = 63;
 /** A value cut to fit ends in this many hex digits of its hash, so two long ids never share a label. */
 const HASH_SUFFIX_LENGTH = 8;
 
-export interface LeaseLabels {
+// A type alias, not an interface, so it is assignable to Record<string, string | undefined>.
+export type LeaseLabels = {
   "paperclip-provider": string;
   /** Set when the caller passes `companyId` (every hosted provider must; optional while callers move over). */
   "paperclip-company"?: string;
   "paperclip-environment": string;
   "paperclip-run": string;
-}
+};
 
 export interface LeaseLabelInput {
   driverKey: string;

@@ -29,7 +29,7 @@ export class LeaseOwnershipError extends Error {
 }
 
 /** The labels (provider, company, environment) that do not match `expected`, compared as `leaseLabels` wrote them. */
-export function ownershipMismatches(labels: Readonly<Record<string, string>> | undefined, expected: LeaseOwner, policy: LabelPolicy = DEFAULT_LABEL_POLICY): OwnershipMismatch[] {
+export function ownershipMismatches(labels: Readonly<Record<string, string | undefined>> | undefined, expected: LeaseOwner, policy: LabelPolicy = DEFAULT_LABEL_POLICY): OwnershipMismatch[] {
   const wanted: Array<[string, string]> = [
     ["paperclip-provider", labelValue(expected.driverKey, policy)],
     ["paperclip-company", labelValue(expected.companyId, policy)],
@@ -37,7 +37,7 @@ export function ownershipMismatches(labels: Readonly<Record<string, string>> | u
   ];
   const mismatches: OwnershipMismatch[] = [];
   for (const [label, value] of wanted) {
-    const actual = labels && Object.hasOwn(labels, label) ? labels[label]! : null;
+    const actual = labels?.[label] ?? null;
     if (actual !== value) mismatches.push({ label, expected: value, actual });
   }
   return mismatches;
@@ -45,7 +45,7 @@ export function ownershipMismatches(labels: Readonly<Record<string, string>> | u
 
 /** Throws `LeaseOwnershipError` unless the resource's labels name this provider, company and environment. */
 export function assertOwnedBy(
-  labels: Readonly<Record<string, string>> | undefined,
+  labels: Readonly<Record<string, string | undefined>> | undefined,
   expected: LeaseOwner,
   options: { resource?: string; policy?: LabelPolicy } = {},
 ): void {
