@@ -1,7 +1,7 @@
 import { createRedactor, type Redactor } from "../redact/index.js";
 import { separateCredentials } from "./credentials.js";
 import type { VendorErrorExtractor } from "./error-extract.js";
-import { DEFAULT_TIMEOUT_MS, vendorFetch, vendorFetchStream, type VendorCallOptions, type VendorRequest, type VendorResponse, type VendorStreamResponse } from "./http.js";
+import { DEFAULT_VENDOR_TIMEOUT_MS, vendorFetch, vendorFetchStream, type VendorCallOptions, type VendorRequest, type VendorResponse, type VendorStreamResponse } from "./http.js";
 import { withRetry, type RetryEvent, type RetryPolicy } from "./retry.js";
 
 export interface VendorClientOptions {
@@ -63,7 +63,7 @@ export function createVendorClient(options: VendorClientOptions): VendorClient {
     maxResponseBytes: options.maxResponseBytes,
     fetch: options.fetch,
   };
-  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_VENDOR_TIMEOUT_MS;
 
   const run = <R>(request: VendorClientRequest, send: (r: VendorRequest, o: VendorCallOptions) => Promise<R>): Promise<R> => {
     const url = joinUrl(base, request.path, request.query);

@@ -8,7 +8,7 @@ import { readBody } from "./read-body.js";
 import { apiErrorFromResponse } from "./response-error.js";
 import { vendorText } from "./vendor-text.js";
 
-export const DEFAULT_TIMEOUT_MS = 30_000;
+export const DEFAULT_VENDOR_TIMEOUT_MS = 30_000;
 export const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 /** An error body is read only this far: enough for any vendor message. */
 const ERROR_BODY_BYTES = 64 * 1024;
@@ -154,7 +154,7 @@ async function send(request: VendorRequest, options: VendorCallOptions): Promise
     body = JSON.stringify(request.json);
     if (!headers.has("content-type")) headers.set("content-type", "application/json");
   }
-  const timeoutMs = request.timeoutMs ?? options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const timeoutMs = request.timeoutMs ?? options.timeoutMs ?? DEFAULT_VENDOR_TIMEOUT_MS;
   const deadline = startDeadline(timeoutMs, request.signal);
   const failure = (error: unknown): ProviderApiError =>
     isProviderApiError(error) ? error : apiErrorFromFailure({ ...base, error, timedOut: deadline.timedOut, aborted: deadline.aborted, timeoutMs, redact });

@@ -3,7 +3,7 @@ import { createRedactor, redactDeep, isSecretLookingKey, type Redactor } from ".
 import { isProviderApiError } from "./api-error.js";
 import { vendorText } from "./vendor-text.js";
 
-export const DEFAULT_CHECK_TIMEOUT_MS = 10_000;
+export const DEFAULT_PROBE_CHECK_TIMEOUT_MS = 10_000;
 
 /** What a check found. Returning nothing means it passed. */
 export interface ProbeCheckOutcome {
@@ -70,7 +70,7 @@ export async function runProbeChecks(checks: readonly ProbeCheck[], options: Pro
       status = "skipped";
       diagnostic = { severity: "info", message: `${check.name}: not checked (needs ${missing.join(", ")})` };
     } else {
-      ({ status, diagnostic } = await runOne(check, options.timeoutMs ?? DEFAULT_CHECK_TIMEOUT_MS, options.signal, redact));
+      ({ status, diagnostic } = await runOne(check, options.timeoutMs ?? DEFAULT_PROBE_CHECK_TIMEOUT_MS, options.signal, redact));
     }
     statuses[check.code] = status;
     diagnostics.push({
