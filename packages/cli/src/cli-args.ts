@@ -47,6 +47,8 @@ export const COMMAND_OPTIONS = {
     "dry-run": { type: "boolean" },
     "min-age": { type: "string" },
     "include-idle": { type: "boolean" },
+    config: { type: "string", short: "c" },
+    set: { type: "string", multiple: true },
     secret: { type: "string", multiple: true },
     "secret-file": { type: "string", multiple: true },
     verbose: { type: "boolean", short: "v" },

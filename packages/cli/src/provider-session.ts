@@ -13,7 +13,7 @@ import type {
 import { CliFailure, describeError } from "./errors.js";
 import type { LoadedProvider } from "./provider-loader.js";
 import type { ProviderConfig } from "./config-loader.js";
-import type { Redactor } from "./redaction.js";
+import type { SecretRedactor } from "@paperclip-sandbox/kit";
 
 export const CLI_COMPANY_ID = "paperclip-sandbox-cli";
 /** The CLI acts as one agent; a kept lease (like the host's) is matched by agent and execution workspace. */
@@ -22,7 +22,7 @@ export const CLI_AGENT_ID = "paperclip-sandbox-cli";
 export interface SessionOptions {
   config: ProviderConfig;
   environmentId: string;
-  redactor: Redactor;
+  redactor: SecretRedactor;
   /** Forward the worker's stderr (redacted) to ours. */
   verbose?: boolean;
   stderr?: (text: string) => void;

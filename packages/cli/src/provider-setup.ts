@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { canonicalJson, secretFieldPaths } from "@paperclip-sandbox/kit";
+import { canonicalJson, createSecretRedactor, secretFieldPaths, type SecretRedactor } from "@paperclip-sandbox/kit";
 import {
   applySetFlags,
   getPath,
@@ -15,7 +15,6 @@ import { CliFailure, UsageError, describeError } from "./errors.js";
 import { hostId } from "./host-identity.js";
 import { loadProvider, type LoadedProvider } from "./provider-loader.js";
 import { ProviderSession } from "./provider-session.js";
-import { createRedactor, type Redactor } from "./redaction.js";
 
 /** Everything a provider-facing command needs before it starts a worker. */
 export interface PreparedProvider {
@@ -23,7 +22,7 @@ export interface PreparedProvider {
   /** Config with secrets, for the provider only. */
   config: ProviderConfig;
   secrets: ResolvedSecrets;
-  redactor: Redactor;
+  redactor: SecretRedactor;
   environmentId: string;
   verbose: boolean;
 }
@@ -35,7 +34,7 @@ export function defaultEnvironmentId(): string {
 /** Provider, config file, `--set` flags and secrets, in that order; nothing is started. */
 export async function prepareProvider(values: Record<string, unknown>, extraConfig: ProviderConfig = {}): Promise<PreparedProvider> {
   const provider = await loadProvider(values.provider as string | undefined, values.driver as string | undefined);
-  const redactor = createRedactor();
+  const redactor = createSecretRedactor();
   const fromFile = typeof values.config === "string" ? readConfigFile(values.config) : {};
   const schema = provider.configSchema;
   const secrets = resolveSecretFlags(stringList(values.secret), stringList(values["secret-file"]), schema);

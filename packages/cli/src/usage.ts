@@ -9,7 +9,9 @@ Usage:
                              [--sync-samples N] [--sync-size-mb N] [-- CMD ARGS...]
   paperclip-sandbox leases ls [--db FILE] [--all] [--json]
   paperclip-sandbox leases gc [--db FILE] [--provider NAME|PATH] [--yes] [--dry-run] [--min-age 10m] [--include-idle]
-                             [--secret field=ENV_VAR] [--secret-file field=PATH] [--json]
+                             [--config FILE] [--set key=value] [--secret field=ENV_VAR] [--secret-file field=PATH] [--json]
+                             (a provider that exports listLeases is asked for its leases by label at the vendor,
+                             with each config the database saw and the one given here)
 
 Provider flags:
   -p, --provider NAME|PATH     driverKey of one of our providers (bubblewrap, fake-plugin) or a path

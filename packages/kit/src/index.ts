@@ -10,3 +10,4 @@ export * from "./plugin/index.js";
 export * from "./duplex/index.js";
 export * from "./transports/index.js";
 export * from "./provider/index.js";
+export * from "./vendor/index.js";

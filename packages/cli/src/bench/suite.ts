@@ -7,7 +7,7 @@ import { describeError } from "../errors.js";
 import type { LeaseTracker, TrackedLease } from "../lease-tracker.js";
 import type { ProviderConfig } from "../config-loader.js";
 import type { ProviderSession } from "../provider-session.js";
-import type { Redactor } from "../redaction.js";
+import type { SecretRedactor } from "@paperclip-sandbox/kit";
 import { snapshotTree, totalBytes } from "../run/workspace-snapshot.js";
 import type { Sample } from "./metrics.js";
 import type { SyncThroughputSample } from "./report.js";
@@ -16,7 +16,7 @@ import type { MetricName } from "./targets.js";
 export interface SuiteOptions {
   session: ProviderSession;
   tracker: LeaseTracker;
-  redactor: Redactor;
+  redactor: SecretRedactor;
   samples: number;
   /** The probe command (argv); its output must be non-empty and, when `expectOutput` is set, contain it. */
   command: string[];

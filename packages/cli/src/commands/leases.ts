@@ -1,19 +1,18 @@
+import { createSecretRedactor, labelValue, type SecretRedactor } from "@paperclip-sandbox/kit";
+import path from "node:path";
 import { parseDuration, stringList } from "../cli-args.js";
-import { resolveSecretFlags, resolveStoredSecretRefs, withSecrets, type ProviderConfig } from "../config-loader.js";
-import { describeError } from "../errors.js";
-import { bootId, hostId } from "../host-identity.js";
+import { applySetFlags, readConfigFile, resolveSecretFlags, resolveStoredSecretRefs, withSecrets, type ProviderConfig } from "../config-loader.js";
+import { describeError, UsageError } from "../errors.js";
+import { bootId, hostId, ownerStatus } from "../host-identity.js";
 import { err, out } from "../io.js";
 import { LeaseDb, type LeaseRecord } from "../lease-db.js";
 import { decideGc, type GcDecision } from "../leases/gc-plan.js";
 import { formatLeaseTable, formatTable } from "../leases/format.js";
-import { loadLeaseLister, type ListedLease } from "../leases/provider-lister.js";
+import { decideListedLease } from "../leases/listed-plan.js";
+import { containsRedacted, listingSources, type ListingSource } from "../leases/listing-sources.js";
+import { LIST_TIMEOUT_MS, type ListedLease } from "../leases/provider-lister.js";
 import { loadProvider, type LoadedProvider } from "../provider-loader.js";
-import { BUILTIN_PROVIDERS, cliRepoRoot } from "../provider-resolver.js";
-import { ProviderSession } from "../provider-session.js";
-import { createRedactor, REDACTED, type Redactor } from "../redaction.js";
-import path from "node:path";
-import { loadPluginPackage } from "@paperclip-sandbox/worker-client";
-import { existsSync } from "node:fs";
+import { CLI_COMPANY_ID, ProviderSession } from "../provider-session.js";
 
 function openDb(values: Record<string, unknown>): LeaseDb {
   return LeaseDb.open(typeof values.db === "string" ? values.db : undefined);
@@ -42,27 +41,23 @@ interface GcItem {
   error?: string;
 }
 
+/** A lease to destroy, with the params the plugin's `environmentDestroyLease` hook gets (as the host sends them). */
 interface DestroyTarget {
   item: GcItem;
   pluginDir: string;
   driverKey: string;
+  companyId: string;
   environmentId: string;
-  storedConfig: ProviderConfig;
+  /** Stored (secret references) or, for a contract listing, the config it was listed with. */
+  config: ProviderConfig;
   leaseMetadata?: Record<string, unknown>;
   row?: LeaseRecord;
 }
 
-function containsRedacted(value: unknown): boolean {
-  if (value === REDACTED) return true;
-  if (Array.isArray(value)) return value.some(containsRedacted);
-  if (value && typeof value === "object") return Object.values(value).some(containsRedacted);
-  return false;
-}
-
 /**
  * `leases gc`: destroys, through the provider, leases whose owner is gone or that expired, and
- * (where the provider can list its leases) CLI-labelled leases the database does not know.
- * Anything not created by this machine is a dry run unless `--yes`.
+ * (where the provider can list its leases: at the vendor, by label) leases the database does not
+ * know. Anything not created by this machine is a dry run unless `--yes`.
  */
 export async function leasesGcCommand(values: Record<string, unknown>): Promise<number> {
   const here = { hostId: hostId(), bootId: bootId() };
@@ -75,14 +70,20 @@ export async function leasesGcCommand(values: Record<string, unknown>): Promise<
     dryRun: values["dry-run"] === true,
     includeIdle: values["include-idle"] === true,
   };
-  const secretFlags = resolveSecretFlags(stringList(values.secret), stringList(values["secret-file"]), undefined);
-  const redactor = createRedactor(secretFlags.values.values());
+  const only = typeof values.provider === "string" ? values.provider : undefined;
+  if (only === undefined && (values.config !== undefined || stringList(values.set).length > 0)) {
+    throw new UsageError("leases gc: --config and --set need --provider (the config is for that provider's listing)");
+  }
+  const named = only === undefined ? undefined : await namedProvider(only, values);
+  const secretFlags = resolveSecretFlags(stringList(values.secret), stringList(values["secret-file"]), named?.configSchema);
+  const redactor = createSecretRedactor(secretFlags.values.values());
+  const fromFile = typeof values.config === "string" ? readConfigFile(values.config) : {};
+  const baseConfig = named ? applySetFlags(fromFile, stringList(values.set), named.configSchema) : {};
   const db = openDb(values);
   const items: GcItem[] = [];
   const targets: DestroyTarget[] = [];
-  const only = typeof values.provider === "string" ? values.provider : undefined;
   const wanted = (driverKey: string, pluginDir: string) =>
-    only === undefined || only === driverKey || path.resolve(only) === pluginDir;
+    only === undefined || (named !== undefined && pluginDir === named.resolved.pluginDir) || only === driverKey || path.resolve(only) === pluginDir;
   try {
     for (const row of db.list()) {
       if (!wanted(row.provider, row.pluginDir)) continue;
@@ -94,14 +95,24 @@ export async function leasesGcCommand(values: Record<string, unknown>): Promise<
           item,
           pluginDir: row.pluginDir,
           driverKey: row.provider,
+          companyId: row.companyId,
           environmentId: row.environmentId,
-          storedConfig: row.config,
+          config: row.config,
           leaseMetadata: row.leaseMetadata ?? undefined,
           row,
         });
       }
     }
-    await addListedLeases(db, items, targets, policy, minAgeMs, here.hostId, wanted);
+    const sources = await listingSources({
+      rows: db.list({ includeTerminal: true }),
+      named: named && { pluginDir: named.resolved.pluginDir, driverKey: named.driverKey },
+      baseConfig,
+      secretFlags,
+      redactor,
+      wanted,
+      warn: (message) => err(`paperclip-sandbox: ${message}\n`),
+    });
+    for (const source of sources) await addListedLeases(source, db, items, targets, { ...policy, minAgeMs, ourHostId: here.hostId }, redactor);
 
     for (const group of groupTargets(targets)) {
       await destroyGroup(group, db, secretFlags, redactor, values.verbose === true);
@@ -113,91 +124,106 @@ export async function leasesGcCommand(values: Record<string, unknown>): Promise<
   return items.some((i) => i.result === "failed") ? 1 : 0;
 }
 
-/** Leases the provider lists that the database does not track (or tracks as finished). */
+/**
+ * The plugin `--provider` names, to list it even when the database has never seen it. A bare name
+ * we do not ship may still be a driverKey the database knows: then only its rows are matched.
+ */
+async function namedProvider(spec: string, values: Record<string, unknown>): Promise<LoadedProvider | undefined> {
+  try {
+    return await loadProvider(spec, undefined);
+  } catch (error) {
+    const needsIt = values.config !== undefined || stringList(values.set).length > 0 || spec.includes("/") || spec.startsWith(".");
+    if (needsIt || !(error instanceof UsageError)) throw error;
+    return undefined;
+  }
+}
+
+/** Lists one plugin's leases (with each of its configs) and plans what to do with each. */
 async function addListedLeases(
+  source: ListingSource,
   db: LeaseDb,
   items: GcItem[],
   targets: DestroyTarget[],
-  policy: Parameters<typeof decideGc>[1],
-  minAgeMs: number,
-  ourHostId: string,
-  wanted: (driverKey: string, pluginDir: string) => boolean,
+  policy: { now: Date; yes: boolean; dryRun: boolean; minAgeMs: number; ourHostId: string },
+  redactor: SecretRedactor,
 ): Promise<void> {
-  // Which plugin packages and configs (state locations) to list: those the database saw, plus ours.
-  const sources = new Map<string, { pluginDir: string; driverKey: string; config: ProviderConfig; environmentId?: string }>();
-  for (const row of db.list({ includeTerminal: true })) {
-    const listConfig = typeof row.config.stateDir === "string" ? { stateDir: row.config.stateDir } : {};
-    sources.set(`${row.pluginDir}\0${JSON.stringify(listConfig)}`, { pluginDir: row.pluginDir, driverKey: row.provider, config: listConfig });
-  }
-  for (const [driverKey, relative] of Object.entries(BUILTIN_PROVIDERS)) {
-    const pluginDir = path.join(cliRepoRoot(), relative);
-    if (existsSync(path.join(pluginDir, "package.json")) && ![...sources.values()].some((s) => s.pluginDir === pluginDir)) {
-      sources.set(`${pluginDir}\0{}`, { pluginDir, driverKey, config: {} });
-    }
-  }
-  const ourEnvironmentPrefix = `cli-${ourHostId}`;
-  for (const source of sources.values()) {
-    if (!wanted(source.driverKey, source.pluginDir)) continue;
-    const lister = await loadLeaseLister(source.pluginDir, await pluginIdOf(source.pluginDir));
-    if (!lister) continue;
+  const ourEnvironment = labelValue(`cli-${policy.ourHostId}`);
+  const seen = new Set<string>();
+  for (const config of source.configs) {
     let listed: ListedLease[];
     try {
-      listed = await lister(source.config);
+      listed = await listWithDeadline(source, config);
     } catch (error) {
-      err(`paperclip-sandbox: cannot list ${source.driverKey} leases: ${describeError(error)}\n`);
+      err(`paperclip-sandbox: cannot list ${source.driverKey} leases: ${redactor.redact(describeError(error))}\n`);
       continue;
     }
     for (const lease of listed) {
+      if (seen.has(lease.providerLeaseId)) continue; // two configs reaching the same vendor account
+      seen.add(lease.providerLeaseId);
       const known = db.findByProviderLeaseId(source.driverKey, lease.providerLeaseId);
-      if (known.some((row) => row.state !== "released" && row.state !== "destroyed" && row.state !== "lost" && row.state !== "failed")) continue;
-      if (lease.ownerAlive) continue; // a live worker holds it (maybe the Paperclip host's)
-      const environment = lease.labels["paperclip-environment"] ?? "";
-      const ours = environment === ourEnvironmentPrefix;
-      const ageMs = lease.createdAt ? policy.now.getTime() - Date.parse(lease.createdAt) : Number.POSITIVE_INFINITY;
-      let decision: GcDecision;
-      const what = known.length > 0 ? `recorded as ${known[0]!.state} but still present` : "not in the lease database";
-      if (ageMs < minAgeMs && !lease.expired) decision = { action: "keep", reason: `${what}; younger than --min-age` };
-      else if (policy.dryRun) decision = { action: "dry-run", reason: what };
-      else if (!ours && !policy.yes) decision = { action: "dry-run", reason: `${what}; not created by this machine's CLI (use --yes)` };
-      else decision = { action: "destroy", reason: `${what}${ours ? "" : " (--yes)"}` };
+      const decision = decideListedLease(lease, {
+        driverKey: source.driverKey,
+        requireProviderLabel: source.lister.kind === "contract",
+        known,
+        alreadyTargeted: targets.some((t) => t.driverKey === source.driverKey && t.item.providerLeaseId === lease.providerLeaseId),
+        now: policy.now,
+        minAgeMs: policy.minAgeMs,
+        yes: policy.yes,
+        dryRun: policy.dryRun,
+        ourEnvironment,
+        ourCompany: labelValue(CLI_COMPANY_ID),
+        statusOf: (row) => ownerStatus(row.owner),
+      });
+      if (!decision) continue;
       const item: GcItem = { source: "provider-listing", provider: source.driverKey, providerLeaseId: lease.providerLeaseId, decision };
       items.push(item);
-      if (decision.action === "destroy") {
-        targets.push({
-          item,
-          pluginDir: source.pluginDir,
-          driverKey: source.driverKey,
-          environmentId: environment || `cli-${ourHostId}`,
-          storedConfig: known[0]?.config ?? source.config,
-          leaseMetadata: known[0]?.leaseMetadata ?? undefined,
-        });
-      }
+      if (decision.action !== "destroy") continue;
+      targets.push({
+        item,
+        pluginDir: source.pluginDir,
+        driverKey: source.driverKey,
+        // The lease's own company and environment, as the host would send them for it.
+        companyId: lease.labels["paperclip-company"] ?? known[0]?.companyId ?? CLI_COMPANY_ID,
+        environmentId: lease.labels["paperclip-environment"] || known[0]?.environmentId || `cli-${policy.ourHostId}`,
+        config: source.lister.kind === "contract" ? config : (known[0]?.config ?? config),
+        leaseMetadata: lease.metadata ?? known[0]?.leaseMetadata ?? undefined,
+      });
     }
   }
 }
 
-async function pluginIdOf(pluginDir: string): Promise<string> {
+/** A listing that hangs must not hang gc: it gets a signal, and is abandoned at the deadline. */
+async function listWithDeadline(source: ListingSource, config: ProviderConfig): Promise<ListedLease[]> {
+  const controller = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => {
+      controller.abort();
+      reject(new Error(`no answer within ${LIST_TIMEOUT_MS / 1000} s`));
+    }, LIST_TIMEOUT_MS);
+  });
   try {
-    return (await loadPluginPackage(pluginDir)).manifest.id;
-  } catch {
-    return path.basename(pluginDir);
+    return await Promise.race([source.lister.list(config, { signal: controller.signal }), deadline]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
 function groupTargets(targets: DestroyTarget[]): DestroyTarget[][] {
   const groups = new Map<string, DestroyTarget[]>();
   for (const t of targets) {
-    const key = JSON.stringify([t.pluginDir, t.driverKey, t.environmentId, t.storedConfig]);
+    const key = JSON.stringify([t.pluginDir, t.driverKey, t.companyId, t.environmentId, t.config]);
     groups.set(key, [...(groups.get(key) ?? []), t]);
   }
   return [...groups.values()];
 }
 
+/** One worker per group; each lease is destroyed through the plugin's `environmentDestroyLease` hook. */
 async function destroyGroup(
   group: DestroyTarget[],
   db: LeaseDb,
   secretFlags: ReturnType<typeof resolveSecretFlags>,
-  redactor: Redactor,
+  redactor: SecretRedactor,
   verbose: boolean,
 ): Promise<void> {
   const first = group[0]!;
@@ -210,7 +236,7 @@ async function destroyGroup(
   let config: ProviderConfig;
   let provider: LoadedProvider;
   try {
-    const resolved = resolveStoredSecretRefs(first.storedConfig);
+    const resolved = resolveStoredSecretRefs(first.config);
     for (const secret of resolved.secrets) redactor.add(secret);
     config = withSecrets(resolved.config, secretFlags);
     if (containsRedacted(config)) {
@@ -234,7 +260,15 @@ async function destroyGroup(
         continue;
       }
       try {
-        await session.destroy({ providerLeaseId: target.item.providerLeaseId, metadata: target.leaseMetadata });
+        await session.client.env.destroyLease({
+          driverKey: first.driverKey,
+          companyId: first.companyId,
+          environmentId: first.environmentId,
+          config,
+          providerLeaseId: target.item.providerLeaseId,
+          leaseMetadata: target.leaseMetadata,
+          cancelActiveWork: true,
+        });
         target.item.result = "destroyed";
         if (target.row) db.setState(target.row.id, "destroyed");
       } catch (error) {
