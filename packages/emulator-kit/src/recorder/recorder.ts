@@ -65,6 +65,8 @@ export interface RecordHandle {
   messageOut(bytes: number): void;
   fault(kind: FaultKind): void;
   note(key: string, value: string | number | boolean): void;
+  /** Sets the protocol-level code (gRPC code name, Connect error code) ahead of finish. */
+  setCode(code: string): void;
   /** Ends the record once; later calls are ignored. */
   finish(status: number, code?: string): void;
 }
@@ -153,6 +155,7 @@ export function createRequestRecorder(options: RecorderOptions = {}): RequestRec
         },
         fault: (kind) => void record.faults.push(kind),
         note: (key, value) => void (record.notes[key] = value),
+        setCode: (code) => void (record.code = code),
         finish(status, code) {
           if (finished) return;
           finished = true;
