@@ -123,13 +123,14 @@ export function connectServerStream<Req = unknown, Res = unknown>(
           if (ended || hanging) return;
           open();
           const frame = encodeEnvelope(0, JSON.stringify(message));
-          writeChunk(res, frame);
           ctx.record.messageOut(0); // bytes are counted by the response tap
           sent++;
           if (drop && sent >= (drop.afterMessages ?? 1)) {
             ended = true;
-            ctx.cut();
+            writeChunk(res, frame, () => ctx.cut()); // cut once the message is on the socket
+            return;
           }
+          writeChunk(res, frame);
         },
         end,
         hang() {

@@ -67,13 +67,15 @@ export function openSse(ctx: HttpContext, options: SseOptions = {}): SseWriter {
       if (event.id !== undefined) frame += `id: ${singleLine(event.id)}\n`;
       if (event.retry !== undefined) frame += `retry: ${Math.trunc(event.retry)}\n`;
       for (const line of data.split(/\r\n|\r|\n/)) frame += `data: ${line}\n`;
-      write(frame + "\n");
       ctx.record.messageOut(0); // its bytes are counted by the response tap
       sent++;
       if (drop && sent >= (drop.afterMessages ?? 1)) {
         stop();
-        ctx.cut();
+        // Cut once the event has reached the socket, so exactly `afterMessages` events arrive.
+        writeChunk(res, frame + "\n", () => ctx.cut());
+        return;
       }
+      write(frame + "\n");
     },
     comment(text) {
       write(`: ${singleLine(text)}\n\n`);
