@@ -75,6 +75,7 @@ export function connectUnary<Req = unknown, Res = unknown>(router: Router, path:
         ctx.sendJson(200, response ?? {}, call.responseHeaders);
       } catch (error) {
         if (ctx.res.headersSent) return;
+        if (error instanceof HttpError && error.status === 415) throw error; // the protocol answers a bare 415
         answerError(toConnectError(error, ctx));
       } finally {
         deadline?.dispose();

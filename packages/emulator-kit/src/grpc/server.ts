@@ -291,7 +291,8 @@ function makeImplementation(init: ImplementationInit) {
 }
 
 async function* requestsOf(call: AnyServerCall, record: RecordHandle, sizeOf: (value: unknown) => number): AsyncGenerator<unknown> {
-  for await (const message of call as AsyncIterable<unknown>) {
+  // Iterating must not destroy the call when the requests end: a bidi call still has to answer.
+  for await (const message of (call as unknown as import("node:stream").Readable).iterator({ destroyOnReturn: false })) {
     record.messageIn(sizeOf(message));
     yield message;
   }
