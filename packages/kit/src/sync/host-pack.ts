@@ -10,7 +10,7 @@ import { REGULAR, TarParser } from "./tar-parse.js";
 export interface TransferCounts {
   /** Regular files carried (hardlinks, symlinks and directories are not counted). */
   files: number;
-  /** Content bytes of those files. */
+  /** Content bytes of those files as carried (a sparse file's data, without its holes). */
   bytes: number;
 }
 
