@@ -112,7 +112,7 @@ async function base64DirectoryIn(
   const scratch = await fsp.mkdtemp(path.join(o.hostScratchDir, "paperclip-sync-"));
   try {
     const archive = path.join(scratch, "archive.tar");
-    const pack = await packHostDirectory(source, { exclude: mapping.exclude, followSymlinks: mapping.followSymlinks });
+    const pack = await packHostDirectory(source, { exclude: mapping.exclude, followSymlinks: mapping.followSymlinks, sparse: o.sparseSyncIn });
     let packError: Error | undefined;
     try {
       await pipeline(pack.stream, fs.createWriteStream(archive, { flags: "wx", mode: 0o600 }));

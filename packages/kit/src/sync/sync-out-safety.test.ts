@@ -4,7 +4,7 @@ import type { PluginSyncFileMapping } from "@paperclipai/plugin-sdk";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Writable } from "node:stream";
 import type { ScriptIo, ScriptRunner } from "../transport.js";
-import { base64SyncOut, syncOut } from "./index.js";
+import { base64SyncIn, base64SyncOut, syncIn, syncOut } from "./index.js";
 import { cannedArchiveRunner, rawTar } from "./__fixtures__/raw-tar.js";
 import { listTree, makeWorld, modeOf, type World } from "./__fixtures__/world.js";
 
@@ -287,4 +287,21 @@ describe("sparse files stay sparse", () => {
     expect(w.runner.scripts.length).toBe(1 + 1 + 1); // pack, one chunk, stage removal
     expect(await listTree(w.sandboxTmp)).toEqual([]);
   });
+
+  for (const [name, sync] of Object.entries({ streaming: syncIn, base64: base64SyncIn })) {
+    it(`with sparseSyncIn, a sparse host file stays sparse in the sandbox (${name})`, async () => {
+      const size = 256 * MiB;
+      await fs.mkdir(path.join(w.host, "tree"));
+      await writeSparse(path.join(w.host, "tree/disk.img"), size);
+      const result = await sync(w.runner, [{ operationId: "in", files: [{ sourcePath: path.join(w.host, "tree"), targetPath: path.join(w.root, "tree"), kind: "directory" }] }], {
+        roots: [w.root],
+        hostScratchDir: w.scratch,
+        sparseSyncIn: true,
+      });
+      await expectSparseCopy(path.join(w.root, "tree/disk.img"), size);
+      expect(result.operations[0]?.bytesTransferred).toBe(DATA);
+      expect(w.runner.maxStdinBytes).toBeLessThan(MiB); // base64: one small chunk (streaming: not counted)
+      expect(await listTree(w.scratch)).toEqual([]);
+    });
+  }
 });

@@ -63,12 +63,12 @@ const TYPES: Readonly<Record<string, string>> = {
 };
 /** The member types that carry a regular file's bytes. */
 export const REGULAR: ReadonlySet<string> = new Set(["File", "OldFile", "ContiguousFile", "GNUSparseFile"]);
+const NO_DATA = new Set(["Link", "SymbolicLink", "Directory"]);
 
 export interface TarParserOptions {
   /** Accept GNU tar's own sparse members (type `S`, old GNU sparse map) as regular files. */
   gnuSparse?: boolean;
 }
-const NO_DATA = new Set(["Link", "SymbolicLink", "Directory"]);
 
 interface Pending {
   start?: number;
