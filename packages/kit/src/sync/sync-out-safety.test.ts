@@ -4,7 +4,7 @@ import type { PluginSyncFileMapping } from "@paperclipai/plugin-sdk";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Writable } from "node:stream";
 import type { ScriptIo, ScriptRunner } from "../transport.js";
-import { base64SyncIn, base64SyncOut, syncIn, syncOut } from "./index.js";
+import { MAX_LISTED_SKIPPED_LINKS, base64SyncIn, base64SyncOut, syncIn, syncOut } from "./index.js";
 import { cannedArchiveRunner, rawTar } from "./__fixtures__/raw-tar.js";
 import { listTree, makeWorld, modeOf, type World } from "./__fixtures__/world.js";
 
@@ -111,6 +111,33 @@ describe("unsafe links are skipped, everything else lands", () => {
     ).rejects.toMatchObject({ code: "SYNC_ARCHIVE_UNSAFE" });
     expect(await listTree(w.outside)).toEqual([]);
     expect(await exists(path.join(w.host, "t2"))).toBe(false);
+  });
+
+  it("with followSymlinks the sandbox dereferences links: an absolute one lands as the file it points at", async () => {
+    const ws = path.join(w.root, "ws");
+    await fs.mkdir(ws);
+    await fs.writeFile(path.join(w.root, "real.txt"), "real");
+    await fs.symlink(path.join(w.root, "real.txt"), path.join(ws, "abs-link"));
+    const target = path.join(w.host, "ws");
+    const result = await syncOut(w.runner, op({ sourcePath: ws, targetPath: target, kind: "directory", followSymlinks: true }), opts());
+    expect(result.operations[0]).toEqual({ operationId: "out", filesTransferred: 1, bytesTransferred: 4 });
+    expect((await fs.lstat(path.join(target, "abs-link"))).isFile()).toBe(true);
+    expect(await fs.readFile(path.join(target, "abs-link"), "utf8")).toBe("real");
+  });
+
+  it("names at most MAX_LISTED_SKIPPED_LINKS skipped links, and counts them all", async () => {
+    const links = Array.from({ length: MAX_LISTED_SKIPPED_LINKS + 5 }, (_, i) => ({ path: `l${String(i).padStart(5, "0")}`, type: "2" as const, linkpath: "/etc" }));
+    const lines: string[] = [];
+    const result = await syncOut(
+      cannedArchiveRunner(rawTar([...links, { path: "kept", type: "0", body: "k" }])),
+      op({ sourcePath: path.join(w.root, "src"), targetPath: path.join(w.host, "t"), kind: "directory" }),
+      opts({ log: (l) => lines.push(l) }),
+    );
+    expect(result.operations[0]?.skippedLinks).toHaveLength(MAX_LISTED_SKIPPED_LINKS);
+    expect(result.operations[0]?.skippedLinkCount).toBe(MAX_LISTED_SKIPPED_LINKS + 5);
+    expect(lines.filter((l) => l.includes("not created on the host (absolute target)"))).toHaveLength(MAX_LISTED_SKIPPED_LINKS);
+    expect(lines.some((l) => l.includes("5 more unsafe symlinks not created on the host"))).toBe(true);
+    expect(await listTree(path.join(w.host, "t"))).toEqual(["kept"]);
   });
 });
 
