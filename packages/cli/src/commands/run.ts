@@ -198,6 +198,7 @@ async function runInSession(
 
     staging = await mkdtemp(path.join(os.tmpdir(), "paperclip-sandbox-sync-"));
     const stagedWorkspace = path.join(staging, "workspace");
+    const notSynced = new Set<string>();
     await interrupts.race(
       timer.time("sync out", () =>
         withSyncProgress(process.stderr, "sync out", {}, async () => {
@@ -207,11 +208,20 @@ async function runInSession(
               files: [{ sourcePath: cwd, targetPath: stagedWorkspace, kind: "directory", exclude: plan.excludes }],
             },
           ]);
+          // Links with an absolute or escaping target are not synced back: keep the local ones as they are.
+          for (const operation of result.operations as Array<{ skippedLinks?: unknown }>) {
+            for (const link of Array.isArray(operation.skippedLinks) ? operation.skippedLinks : []) {
+              if (typeof link === "string" && link.startsWith(`${cwd}/`)) notSynced.add(link.slice(cwd.length + 1));
+            }
+          }
           return sumSync(result.operations);
         }),
       ),
     );
-    const applied = await timer.time("apply changes", () => applySyncOut(before, stagedWorkspace, plan.workspace, plan.excluded));
+    const applied = await timer.time("apply changes", () => applySyncOut(before, stagedWorkspace, plan.workspace, plan.excluded, notSynced));
+    for (const relative of notSynced) {
+      err(`paperclip-sandbox: did not sync back the link ${relative} (its target is absolute or outside the workspace)\n`);
+    }
     for (const relative of applied.conflicts) {
       err(`paperclip-sandbox: kept local ${relative} (changed both locally and in the sandbox)\n`);
     }

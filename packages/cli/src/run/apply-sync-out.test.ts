@@ -47,6 +47,17 @@ describe("applying a sandbox's changes to the workspace", () => {
     expect((await stat(path.join(workspace, "out", "run.sh"))).mode & 0o777).toBe(0o755);
   });
 
+  it("keeps a local absolute link that sync out left out (a venv's bin/python) instead of deleting it", async () => {
+    await mkdir(path.join(workspace, "venv", "bin"), { recursive: true });
+    await symlink("/usr/bin/python3", path.join(workspace, "venv", "bin", "python"));
+    const before = await snapshotTree(workspace, none);
+    await sandboxCopy();
+    await rm(path.join(staged, "venv", "bin", "python")); // what the kit's sync out does with an unsafe link
+    const result = await applySyncOut(before, staged, workspace, none, new Set(["venv/bin/python"]));
+    expect(result.deleted).toEqual([]);
+    expect((await lstat(path.join(workspace, "venv", "bin", "python"))).isSymbolicLink()).toBe(true);
+  });
+
   it("keeps a file changed locally during the run instead of clobbering it", async () => {
     const before = await snapshotTree(workspace, none);
     await sandboxCopy();

@@ -24,12 +24,19 @@ export interface SyncBackResult {
  * Writes go to a temporary name in the same directory and are renamed over the target; nothing is
  * written through a symlink.
  */
-export async function applySyncOut(before: TreeSnapshot, stagingDir: string, workspaceDir: string, excluded: PathFilter): Promise<SyncBackResult> {
+export async function applySyncOut(
+  before: TreeSnapshot,
+  stagingDir: string,
+  workspaceDir: string,
+  excluded: PathFilter,
+  /** Paths sync out left out on purpose (unsafe symlinks): absent from the staging copy, yet not deleted. */
+  notSynced: ReadonlySet<string> = new Set(),
+): Promise<SyncBackResult> {
   const after = await snapshotTree(stagingDir, excluded);
   const result: SyncBackResult = { created: [], updated: [], deleted: [], conflicts: [], skipped: [] };
 
   // Deletions first, deepest paths first, so directories are empty when we reach them.
-  const removed = [...before.keys()].filter((p) => !after.has(p)).sort((a, b) => b.length - a.length);
+  const removed = [...before.keys()].filter((p) => !after.has(p) && !notSynced.has(p)).sort((a, b) => b.length - a.length);
   for (const relative of removed) {
     const base = before.get(relative)!;
     const target = path.join(workspaceDir, relative);

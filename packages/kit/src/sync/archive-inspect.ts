@@ -8,45 +8,78 @@ import { REGULAR, TarFormatError, TarParser, type TarMember } from "./tar-parse.
 /** What the inspection learned, used to extract and to report counts. */
 export interface ArchivePlan {
   counts: TransferCounts;
-  /** Mode of the archive's root directory member ("./"), if it has one. */
+  /** Mode of the archive's root directory member ("./"), if it has one (without setuid/setgid). */
   rootMode: number | undefined;
   /** For a file mapping: the single regular member. */
   fileMember: { path: string; mode: number | undefined } | undefined;
-  /** Every kept member by normalized path (the last one when a path repeats), root excluded. */
+  /** Every member to land by normalized path (the last one when a path repeats), root excluded. */
   members: Map<string, PlannedMember>;
-  /** Byte ranges `[start, end)` of excluded members, to be dropped before extraction. */
-  excludedRanges: [number, number][];
+  /** Byte ranges `[start, end)` of members not to land (excluded ones, skipped links), in order. */
+  droppedRanges: [number, number][];
+  /** Symlinks left out because their target is unsafe on the host, by path. */
+  skippedLinks: SkippedLink[];
+  /** Headers whose mode carries setuid/setgid (or a file's sticky bit): the mode to write there. */
+  modeFixes: ModeFix[];
 }
 
 export interface PlannedMember {
   type: string;
   /** Symlink target, as archived. */
   linkpath: string;
+  /** Permission bits to land (setuid/setgid, and a file's sticky bit, already removed). */
   mode: number;
 }
 
+export interface SkippedLink {
+  /** Normalized member path. */
+  path: string;
+  reason: "absolute target" | "empty target" | "points outside the target" | "loops";
+}
+
+export interface ModeFix {
+  headerAt: number;
+  mode: number;
+}
+
+export interface InspectOptions {
+  /** Accept GNU tar's sparse members (only when the host's GNU tar extracts, so holes are kept). */
+  gnuSparse: boolean;
+}
+
 /**
- * Read every member header of an outbound archive (a spooled file) and refuse the whole archive
- * before anything is extracted if any member could write or point outside the target:
+ * The permission bits a sandbox mode may keep on the host: never setuid/setgid (they would mean
+ * something here, e.g. for a root worker), and the sticky bit on directories only.
+ */
+export function hostSafeMode(mode: number, directory: boolean): number {
+  return mode & (directory ? 0o1777 : 0o777);
+}
+
+/**
+ * Read every member header of an outbound archive (a spooled file) and plan its landing.
+ * A symlink whose target is absolute, empty, or (resolved from the link's directory through the
+ * archive's own symlinks) leaves the root or loops is *skipped*: an ordinary tree has those (a
+ * virtualenv's `bin/python -> /usr/bin/python3`), so the link is left out, named in the plan, and
+ * everything else lands. The whole archive is refused, before anything is extracted, if any member
+ * could write outside the target or is something an ordinary `tar -c` does not produce:
  * - a path that is absolute or contains `..`;
- * - a symlink whose target is absolute or, resolved from the link's directory through the archive's
- *   own symlinks, leaves the root;
  * - a hardlink whose target is unsafe or is not an earlier regular member;
  * - any member below a symlink member (written "through" a symlink swapped in after validation),
  *   or a path that is a symlink in one member and something else in another;
  * - devices, FIFOs and every other non file/dir/link type;
  * - any structural problem `TarParser` refuses (bad checksum, unknown format, pax extensions it
  *   does not accept, truncation, data after the end-of-archive marker...).
- * Members excluded by the mapping are skipped here; their byte ranges are returned so that they
- * are dropped from the archive before it is extracted.
+ * Members excluded by the mapping and skipped links are returned as byte ranges, dropped from the
+ * archive before it is extracted. Modes with setuid/setgid (or a file's sticky bit) are returned
+ * as header fixes, applied to the archive before extraction, so no extractor ever creates them.
  * The archive is read once, streaming, with a bounded buffer.
  */
 export async function inspectArchive(
   archiveFile: string,
   kind: "file" | "directory",
   matcher: ExcludeMatcher,
+  options: InspectOptions,
 ): Promise<ArchivePlan> {
-  const inspector = createArchiveInspector(kind, matcher);
+  const inspector = createArchiveInspector(kind, matcher, options);
   const input = fs.createReadStream(archiveFile, { highWaterMark: 256 * 1024 });
   try {
     for await (const chunk of input) inspector.write(chunk as Buffer);
@@ -63,11 +96,13 @@ export interface ArchiveInspector {
   finish(): ArchivePlan;
 }
 
-export function createArchiveInspector(kind: "file" | "directory", matcher: ExcludeMatcher): ArchiveInspector {
+export function createArchiveInspector(kind: "file" | "directory", matcher: ExcludeMatcher, options: InspectOptions): ArchiveInspector {
   const problems: string[] = [];
   const seen = new Map<string, PlannedMember>();
-  const excludedRanges: [number, number][] = [];
+  const droppedRanges: [number, number][] = [];
+  const modeFixes: ModeFix[] = [];
   const symlinks = new Map<string, string>();
+  const symlinkRanges = new Map<string, [number, number]>();
   const counts: TransferCounts = { files: 0, bytes: 0 };
   let rootMode: number | undefined;
   let firstRegular: { path: string; mode: number | undefined } | undefined;
@@ -84,13 +119,16 @@ export function createArchiveInspector(kind: "file" | "directory", matcher: Excl
     const memberPath = normalizeMemberPath(String(entry.path));
     if (memberPath === null) return refuse(`member ${shownPath} has an absolute or '..' path`);
     if (memberPath !== "" && matcher.excludes(memberPath)) {
-      excludedRanges.push([entry.start, entry.end]);
+      droppedRanges.push([entry.start, entry.end]);
       return;
     }
+    const directory = type === "Directory";
+    const mode = hostSafeMode(entry.mode, directory);
+    if (mode !== entry.mode && (directory || REGULAR.has(type))) modeFixes.push({ headerAt: entry.headerAt, mode });
 
     if (memberPath === "") {
-      if (type !== "Directory") return refuse(`member ${shownPath} (${type}) would replace the target root`);
-      rootMode = entry.mode;
+      if (!directory) return refuse(`member ${shownPath} (${type}) would replace the target root`);
+      rootMode = mode;
       return;
     }
     const previous = seen.get(memberPath);
@@ -101,13 +139,13 @@ export function createArchiveInspector(kind: "file" | "directory", matcher: Excl
     if (REGULAR.has(type)) {
       counts.files += 1;
       counts.bytes += entry.size;
-      firstRegular ??= { path: memberPath, mode: entry.mode };
-    } else if (type === "Directory") {
+      firstRegular ??= { path: memberPath, mode };
+    } else if (directory) {
       // fine: its children are checked on their own
     } else if (type === "SymbolicLink") {
-      const target = entry.linkpath;
-      if (target === "" || target.startsWith("/")) return refuse(`symlink ${shownPath} has an absolute or empty target`);
-      symlinks.set(memberPath, target);
+      // judged once every member is known: a later link may change where this one leads
+      symlinks.set(memberPath, entry.linkpath);
+      symlinkRanges.set(memberPath, [entry.start, entry.end]);
     } else if (type === "Link") {
       const target = normalizeMemberPath(entry.linkpath);
       if (target === null || target === "") return refuse(`hardlink ${shownPath} points outside the target`);
@@ -118,10 +156,10 @@ export function createArchiveInspector(kind: "file" | "directory", matcher: Excl
     } else {
       return refuse(`member ${shownPath} has unsupported type ${type}`);
     }
-    seen.set(memberPath, { type, linkpath: entry.linkpath, mode: entry.mode });
+    seen.set(memberPath, { type, linkpath: entry.linkpath, mode });
   };
 
-  const parser = new TarParser(onEntry);
+  const parser = new TarParser(onEntry, { gnuSparse: options.gnuSparse });
   let malformed: TarFormatError | undefined;
   const write = (chunk: Buffer): void => {
     if (malformed !== undefined) return;
@@ -149,17 +187,22 @@ export function createArchiveInspector(kind: "file" | "directory", matcher: Excl
   return { write, finish };
 
   function checkWholeArchive(): ArchivePlan {
-    // Checks that need every member: a symlink declared later still poisons earlier paths below it.
+    // Checks that need every member: a symlink declared later still poisons earlier paths below it,
+    // and a member below any symlink, safe or not, would be written "through" it (never ordinary).
     for (const memberPath of seen.keys()) {
       const through = ancestorsOf(memberPath).find((ancestor) => symlinks.has(ancestor));
       if (through !== undefined) refuse(`member ${JSON.stringify(memberPath)} lies below symlink member ${JSON.stringify(through)}`);
     }
+    const skippedLinks: SkippedLink[] = [];
     for (const [linkPath, target] of symlinks) {
-      const resolution = resolveSymlinkMember(linkPath, target, symlinks);
-      if (resolution !== "inside") {
-        refuse(`symlink ${JSON.stringify(linkPath)} ${resolution === "loop" ? "loops" : "points outside the target"}`);
-      }
+      const reason = unsafeLinkReason(linkPath, target, symlinks);
+      if (reason === undefined) continue;
+      skippedLinks.push({ path: linkPath, reason });
+      seen.delete(linkPath);
+      droppedRanges.push(symlinkRanges.get(linkPath) as [number, number]);
     }
+    skippedLinks.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+    droppedRanges.sort((a, b) => a[0] - b[0]);
 
     let fileMember: ArchivePlan["fileMember"];
     if (kind === "file") {
@@ -173,6 +216,16 @@ export function createArchiveInspector(kind: "file" | "directory", matcher: Excl
     if (problems.length > 0) {
       throw new SyncError("SYNC_ARCHIVE_UNSAFE", `refusing the outbound archive: ${problems.join("; ")}`);
     }
-    return { counts, rootMode, fileMember, members: seen, excludedRanges };
+    return { counts, rootMode, fileMember, members: seen, droppedRanges, skippedLinks, modeFixes };
   }
+}
+
+/** Why a symlink member must not be created on the host, or undefined when it stays inside. */
+function unsafeLinkReason(linkPath: string, target: string, symlinks: ReadonlyMap<string, string>): SkippedLink["reason"] | undefined {
+  if (target === "") return "empty target";
+  if (target.startsWith("/")) return "absolute target";
+  const resolution = resolveSymlinkMember(linkPath, target, symlinks);
+  if (resolution === "escapes") return "points outside the target";
+  if (resolution === "loop") return "loops";
+  return undefined;
 }

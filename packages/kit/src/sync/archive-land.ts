@@ -5,12 +5,12 @@ import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { extract as extractTar } from "tar";
 import type { ReadEntry } from "tar";
-import type { ArchivePlan } from "./archive-inspect.js";
+import { hostSafeMode, type ArchivePlan, type ModeFix } from "./archive-inspect.js";
 import { SyncError } from "./errors.js";
 import type { ExcludeMatcher } from "./exclude-glob.js";
 import { ancestorsOf, normalizeMemberPath } from "./member-path.js";
 import { spawnTar, systemTar, tarFailure } from "./system-tar.js";
-import { REGULAR } from "./tar-parse.js";
+import { REGULAR, TarFormatError, rewriteHeaderMode } from "./tar-parse.js";
 import { UPLOAD_STAGE_PREFIX } from "./upload-scripts.js";
 
 export interface LandHooks {
@@ -19,12 +19,14 @@ export interface LandHooks {
 }
 
 /**
- * Land an inspected archive on the host: drop excluded members from it, extract it into a fresh
- * 0700 staging directory next to the target (same filesystem, so the final step is a rename), check
- * that what was extracted is exactly what was inspected, fix modes there, then move it into place.
- * Nothing is readable by others before it is complete and carries its final mode, and the staging
- * directory is removed on every path. The archive lives in our own 0600 scratch, so it is the very
- * file that was inspected. Extraction uses the host's GNU tar when there is one, node-tar otherwise.
+ * Land an inspected archive on the host: clear setuid/setgid (and a file's sticky bit) in its
+ * headers, drop excluded members and skipped links from it, extract it into a fresh 0700 staging
+ * directory next to the target (same filesystem, so the final step is a rename), check that what
+ * was extracted is exactly what was inspected, then move it into place. Nothing is readable by
+ * others before it is complete and carries its final mode, and the staging directory is removed on
+ * every path. The archive lives in our own 0600 scratch, so it is the very file that was inspected.
+ * Extraction uses the host's GNU tar when there is one (sparse members land with their holes),
+ * node-tar otherwise.
  */
 export async function landArchive(
   archiveFile: string,
@@ -41,23 +43,24 @@ export async function landArchive(
   try {
     const tree = path.join(staging, "tree");
     await fs.mkdir(tree, { mode: 0o700 });
-    const archive = plan.excludedRanges.length === 0 ? archiveFile : await withoutRanges(archiveFile, plan.excludedRanges);
+    await rewriteModes(archiveFile, plan.modeFixes);
+    const archive = plan.droppedRanges.length === 0 ? archiveFile : await withoutRanges(archiveFile, plan.droppedRanges);
     const binary = await systemTar();
     if (binary === null) await extractInto(archive, tree, options.matcher);
     else await extractWithSystemTar(binary, archive, tree);
     await verifyExtractedTree(tree, plan);
-    if (binary !== null) await dropSpecialModeBits(tree, plan);
     if (kind === "file") {
       const member = plan.fileMember;
       if (member === undefined) throw new SyncError("SYNC_ARCHIVE_UNSAFE", "no file member to land");
       const staged = path.join(tree, member.path);
       const st = await fs.lstat(staged);
       if (!st.isFile()) throw new SyncError("SYNC_ARCHIVE_UNSAFE", "the file member did not extract as a regular file");
-      await fs.chmod(staged, options.mode ?? safeMode(member.mode, false) ?? 0o600);
+      // The mapping's mode wins over the archived one, but cannot add setuid/setgid/sticky either.
+      await fs.chmod(staged, safeMode(options.mode ?? member.mode, false) ?? 0o600);
       await options.hooks?.beforeRename?.(staged);
       await fs.rename(staged, target);
     } else {
-      const rootMode = options.mode ?? safeMode(plan.rootMode, true);
+      const rootMode = safeMode(options.mode ?? plan.rootMode, true);
       if (rootMode !== undefined) await fs.chmod(tree, rootMode);
       await options.hooks?.beforeRename?.(tree);
       // Directory mappings are destroy-then-replace (not atomic), as the contract says.
@@ -69,7 +72,33 @@ export async function landArchive(
   }
 }
 
-/** A copy of the archive without the given member ranges (excluded members), next to it. */
+/**
+ * Write each fix's mode into its member header (and the header's checksum) in place, so that no
+ * extractor ever creates a setuid/setgid file from this archive: not under its inspected name, and
+ * not under a hardlink to an inode whose name a later member re-declares. A header that is not the
+ * one inspected (wrong checksum) is a host failure, never extracted.
+ */
+async function rewriteModes(archiveFile: string, fixes: readonly ModeFix[]): Promise<void> {
+  if (fixes.length === 0) return;
+  const handle = await fs.open(archiveFile, "r+");
+  try {
+    const header = Buffer.alloc(512);
+    for (const { headerAt, mode } of fixes) {
+      const { bytesRead } = await handle.read(header, 0, 512, headerAt);
+      try {
+        if (bytesRead !== 512) throw new TarFormatError("short header");
+        rewriteHeaderMode(header, mode, headerAt);
+      } catch (error) {
+        throw new SyncError("SYNC_HOST_FAILED", `the spooled archive changed at byte ${headerAt}`, { cause: error });
+      }
+      await handle.write(header, 0, 512, headerAt);
+    }
+  } finally {
+    await handle.close();
+  }
+}
+
+/** A copy of the archive without the given member ranges (excluded members, skipped links), next to it. */
 async function withoutRanges(archiveFile: string, ranges: [number, number][]): Promise<string> {
   const kept = `${archiveFile}.kept`;
   let offset = 0;
@@ -180,21 +209,6 @@ async function readdirOpening(dir: string) {
   }
 }
 
-/**
- * GNU tar with `-p` applies the recorded modes; only setuid/setgid (and a file's sticky bit) must
- * go, on the few members that carry them, before anything leaves the 0700 staging directory.
- */
-async function dropSpecialModeBits(tree: string, plan: ArchivePlan): Promise<void> {
-  for (const [rel, member] of plan.members) {
-    const dir = member.type === "Directory";
-    if (!(dir || REGULAR.has(member.type)) || (member.mode & (dir ? 0o6000 : 0o7000)) === 0) continue;
-    const abs = path.join(tree, rel);
-    const st = await fs.lstat(abs).catch(() => undefined);
-    const mode = safeMode(member.mode, dir);
-    if (st !== undefined && !st.isSymbolicLink() && mode !== undefined) await fs.chmod(abs, mode);
-  }
-}
-
 async function assertReplaceableByFile(target: string): Promise<void> {
   const st = await fs.lstat(target).catch(() => undefined);
   if (st?.isDirectory()) {
@@ -242,11 +256,8 @@ function depth(rel: string): number {
   return rel.split("/").length;
 }
 
-/**
- * Modes from the sandbox, minus setuid/setgid: those bits would mean something on the host.
- * (The sticky bit is kept on directories.)
- */
+/** `hostSafeMode` for a mode that may be missing. */
 function safeMode(mode: number | undefined, dir: boolean): number | undefined {
   if (mode === undefined || !Number.isFinite(mode)) return undefined;
-  return mode & (dir ? 0o1777 : 0o777);
+  return hostSafeMode(mode, dir);
 }

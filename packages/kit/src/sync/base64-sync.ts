@@ -2,7 +2,7 @@ import fs from "node:fs";
 import fsp from "node:fs/promises";
 import path from "node:path";
 import { pipeline } from "node:stream/promises";
-import type { PluginEnvironmentSyncResult, PluginSyncFileMapping, PluginSyncOperation } from "@paperclipai/plugin-sdk";
+import type { PluginSyncFileMapping, PluginSyncOperation } from "@paperclipai/plugin-sdk";
 import type { ScriptRunner } from "../transport.js";
 import { BoundedTail } from "./bounded-tail.js";
 import {
@@ -14,11 +14,11 @@ import { SyncError } from "./errors.js";
 import { packHostDirectory, type TransferCounts } from "./host-pack.js";
 import { fileModeFor, statHostSource } from "./host-source.js";
 import type { ResolvedSyncOptions, SyncOptions } from "./options.js";
-import { runOperations } from "./operations.js";
+import { runOperations, type SyncResult } from "./operations.js";
 import { expectSuccess, runScript } from "./run-script.js";
 import { confineSandboxPath, type ConfinedSandboxPath } from "./sandbox-path.js";
 import { removeDownloadStageQuietly, removeUploadStageQuietly } from "./stage-cleanup.js";
-import { receiveMapping } from "./sync-out.js";
+import { receiveMapping, type ArchiveFormat } from "./sync-out.js";
 import {
   appendBase64ChunkFromStdin,
   beginStage,
@@ -49,7 +49,7 @@ export async function base64SyncIn(
   runner: ScriptRunner,
   operations: PluginSyncOperation[],
   opts: Base64SyncOptions,
-): Promise<PluginEnvironmentSyncResult> {
+): Promise<SyncResult> {
   const chunkBytes = chunkSizeOf(opts);
   return runOperations(runner, operations, opts, "in", (mapping, o) =>
     mapping.kind === "file" ? base64FileIn(runner, mapping, o, chunkBytes) : base64DirectoryIn(runner, mapping, o, chunkBytes),
@@ -65,10 +65,10 @@ export async function base64SyncOut(
   runner: ScriptRunner,
   operations: PluginSyncOperation[],
   opts: Base64SyncOptions,
-): Promise<PluginEnvironmentSyncResult> {
+): Promise<SyncResult> {
   const chunkBytes = chunkSizeOf(opts);
   return runOperations(runner, operations, opts, "out", (mapping, o) =>
-    receiveMapping(mapping, o, (source, archive) => fetchArchiveInChunks(runner, mapping, source, archive, o, chunkBytes)),
+    receiveMapping(mapping, o, (source, archive, _matcher, format) => fetchArchiveInChunks(runner, mapping, source, archive, format, o, chunkBytes)),
   );
 }
 
@@ -112,7 +112,7 @@ async function base64DirectoryIn(
   const scratch = await fsp.mkdtemp(path.join(o.hostScratchDir, "paperclip-sync-"));
   try {
     const archive = path.join(scratch, "archive.tar");
-    const pack = await packHostDirectory(source, { exclude: mapping.exclude, followSymlinks: mapping.followSymlinks });
+    const pack = await packHostDirectory(source, { exclude: mapping.exclude, followSymlinks: mapping.followSymlinks, sparse: o.sparseSyncIn });
     let packError: Error | undefined;
     try {
       await pipeline(pack.stream, fs.createWriteStream(archive, { flags: "wx", mode: 0o600 }));
@@ -195,6 +195,7 @@ async function fetchArchiveInChunks(
   mapping: PluginSyncFileMapping,
   source: ConfinedSandboxPath,
   archiveFile: string,
+  format: ArchiveFormat,
   o: ResolvedSyncOptions,
   chunkBytes: number,
 ): Promise<void> {
@@ -202,7 +203,12 @@ async function fetchArchiveInChunks(
   const report = new BoundedTail(64 * 1024);
   const packed = await runScript(
     runner,
-    packToStageScript(source, o.roots, { kind: mapping.kind, followSymlinks: mapping.followSymlinks === true, exclude: mapping.exclude }, stageName),
+    packToStageScript(
+      source,
+      o.roots,
+      { kind: mapping.kind, followSymlinks: mapping.followSymlinks === true, exclude: mapping.exclude, sparse: format.sparse },
+      stageName,
+    ),
     { stdout: report.push, outerSignal: o.signal, maxStderrBytes: o.maxStderrBytes },
   );
   expectSuccess(packed, `archiving ${source.path}`);

@@ -17,7 +17,16 @@ export interface PackSourceOptions {
   kind: "file" | "directory";
   followSymlinks: boolean;
   exclude: string[] | undefined;
+  /** The host can land GNU tar's sparse members: let a GNU tar in the sandbox pack holes as holes. */
+  sparse: boolean;
 }
+
+/**
+ * Filesystems whose allocated-block counts GNU tar's `--sparse` can trust. GNU tar archives a file
+ * that reports no allocated blocks as all hole (without reading it), which would turn data into
+ * zeros on a filesystem that reports none for files it does hold (some FUSE and network ones).
+ */
+const SPARSE_SAFE_FILESYSTEMS = ["ext2/ext3", "xfs", "btrfs", "tmpfs", "zfs", "overlayfs", "f2fs"];
 
 /**
  * Lines that leave the shell ready to archive the source and set `pc_member` to what to archive:
@@ -59,8 +68,26 @@ pc_member="./$pc_name"
   );
 }
 
+/**
+ * Lines that set `pc_sparse` to GNU tar's sparse flags when the host asked for them, the sandbox's
+ * tar is GNU tar and the source is on a filesystem listed above; empty otherwise (any other tar
+ * archives holes as zeros, as before). `--format=gnu` pins the one sparse form the host accepts.
+ */
+function sparseFlagLines(options: PackSourceOptions): string {
+  if (!options.sparse) return "";
+  return `pc_sparse=
+case "$(tar --version 2>/dev/null)" in
+  "tar (GNU tar) "*)
+    case "$(stat -f -c %T "$pc_member" 2>/dev/null)" in
+      ${SPARSE_SAFE_FILESYSTEMS.map(quote).join("|")}) pc_sparse="--format=gnu --sparse" ;;
+    esac ;;
+esac
+`;
+}
+
 function tarCreateCommand(options: PackSourceOptions): string {
   const flags = ["-c", "-f", "-"];
+  if (options.sparse) flags.push("$pc_sparse"); // unquoted: no flags, or two words
   if (options.kind === "directory") {
     if (options.followSymlinks) flags.push("-h");
     for (const pattern of sandboxSafeExcludes(options.exclude)) flags.push(quote(`--exclude=${pattern}`));
@@ -70,7 +97,7 @@ function tarCreateCommand(options: PackSourceOptions): string {
 
 /** Streaming: the archive goes to stdout. */
 export function packToStdoutScript(source: ConfinedSandboxPath, roots: readonly string[], options: PackSourceOptions): string {
-  return locateSource(source, roots, options.kind) + `${tarCreateCommand(options)} || exit 1\n`;
+  return locateSource(source, roots, options.kind) + sparseFlagLines(options) + `${tarCreateCommand(options)} || exit 1\n`;
 }
 
 /**
@@ -86,6 +113,7 @@ export function packToStageScript(
 ): string {
   return (
     locateSource(source, roots, options.kind) +
+    sparseFlagLines(options) +
     `pc_stage="\${TMPDIR:-/tmp}"/${quote(stageName)}
 mkdir -m 700 "$pc_stage" || exit 1
 ${tarCreateCommand(options)} > "$pc_stage/archive.tar" || { rm -rf "$pc_stage"; exit 1; }

@@ -19,7 +19,7 @@ import { foldedFailure, foldPostUploadCommands, type FoldedPostUpload } from "./
 import { expectSuccess, runScript, type ScriptOutcome } from "./run-script.js";
 import { confineSandboxPath, type ConfinedSandboxPath } from "./sandbox-path.js";
 import { ArchiveSpool } from "./spool.js";
-import { receiveMapping } from "./sync-out.js";
+import { receiveMapping, type ArchiveFormat } from "./sync-out.js";
 import { beginStage, extractTree, installFile, newStageName, replaceWithTree, reportedSize } from "./upload-scripts.js";
 
 export interface FileApiSyncOptions extends SyncOptions {
@@ -71,7 +71,7 @@ export function fileApiSyncOut(
   opts: SyncOptions,
 ): Promise<PluginEnvironmentSyncResult> {
   return runOperations(runner, operations, opts, "out", (mapping, o) =>
-    receiveMapping(mapping, o, (source, archive, matcher) => downloadArchive(runner, files, mapping, source, archive, matcher, o)),
+    receiveMapping(mapping, o, (source, archive, matcher, format) => downloadArchive(runner, files, mapping, source, archive, matcher, format, o)),
   );
 }
 
@@ -124,7 +124,7 @@ async function directoryIn(
   const hostScratch = await fsp.mkdtemp(path.join(o.hostScratchDir, "paperclip-sync-")); // 0700
   try {
     const archive = path.join(hostScratch, "archive.tar");
-    const pack = await packHostDirectory(source, { exclude: mapping.exclude, followSymlinks: mapping.followSymlinks });
+    const pack = await packHostDirectory(source, { exclude: mapping.exclude, followSymlinks: mapping.followSymlinks, sparse: o.sparseSyncIn });
     let packError: Error | undefined;
     try {
       await pipeline(pack.stream, fs.createWriteStream(archive, { flags: "wx", mode: 0o600 }));
@@ -163,6 +163,7 @@ async function downloadArchive(
   source: ConfinedSandboxPath,
   archiveFile: string,
   matcher: ExcludeMatcher,
+  format: ArchiveFormat,
   o: ResolvedSyncOptions,
 ): Promise<ArchivePlan> {
   const stageName = `${DOWNLOAD_STAGE_PREFIX}${randomBytes(8).toString("hex")}`;
@@ -173,7 +174,7 @@ async function downloadArchive(
   const packed = await runScript(
     runner,
     removeStages(earlier) +
-      packToStageScript(source, o.roots, { kind: mapping.kind, followSymlinks: mapping.followSymlinks === true, exclude: mapping.exclude }, stageName),
+      packToStageScript(source, o.roots, { kind: mapping.kind, followSymlinks: mapping.followSymlinks === true, exclude: mapping.exclude, sparse: format.sparse }, stageName),
     { stdout: report.push, outerSignal: o.signal, maxStderrBytes: o.maxStderrBytes },
   );
   for (const stage of earlier) pending.delete(stage);
@@ -185,7 +186,7 @@ async function downloadArchive(
     throw new SyncError("SYNC_TOO_LARGE", `the archive of ${source.path} is ${stage.size} bytes, over ${o.maxOutboundBytes}`);
   }
   const limit = new AbortController();
-  const inspector = createArchiveInspector(mapping.kind, matcher);
+  const inspector = createArchiveInspector(mapping.kind, matcher, { gnuSparse: format.sparse });
   const spool = new ArchiveSpool(archiveFile, o.maxOutboundBytes, () => limit.abort(), inspector);
   const signal = o.signal ? AbortSignal.any([o.signal, limit.signal]) : limit.signal;
   try {

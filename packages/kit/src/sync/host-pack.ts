@@ -10,7 +10,7 @@ import { REGULAR, TarParser } from "./tar-parse.js";
 export interface TransferCounts {
   /** Regular files carried (hardlinks, symlinks and directories are not counted). */
   files: number;
-  /** Content bytes of those files. */
+  /** Content bytes of those files as carried (a sparse file's data, without its holes). */
   bytes: number;
 }
 
@@ -33,6 +33,8 @@ export interface HostDirectoryPack {
 export interface PackOptions {
   exclude?: string[] | undefined;
   followSymlinks?: boolean | undefined;
+  /** GNU tar `--sparse`: holes are left out of the archive (node-tar, which cannot, ignores this). */
+  sparse?: boolean | undefined;
   /** Called once with the first packing error, while the stream may still be flowing. */
   onError?: (error: Error) => void;
 }
@@ -92,17 +94,22 @@ function packWithSystemTar(binary: string, source: string, options: PackOptions)
   const { counts, fail } = state;
   const matcher = compileExcludes(options.exclude);
   const follow = options.followSymlinks === true;
+  const sparse = options.sparse === true;
 
   const args = ["-c", "-f", "-", "--format=gnu", "--null", "--no-unquote", "--verbatim-files-from", "--no-recursion", "-T", "-"];
   if (follow) args.push("-h");
+  if (sparse) args.push("--sparse");
   const tar = spawnTar(binary, args, source);
   // Count what actually goes over the wire by reading the archive's own headers as they pass.
-  const parser = new TarParser((member) => {
-    if (REGULAR.has(member.type)) {
-      counts.files += 1;
-      counts.bytes += member.size;
-    }
-  });
+  const parser = new TarParser(
+    (member) => {
+      if (REGULAR.has(member.type)) {
+        counts.files += 1;
+        counts.bytes += member.size;
+      }
+    },
+    { gnuSparse: sparse },
+  );
   const stream = new Transform({
     highWaterMark: STREAM_HIGH_WATER_MARK,
     transform(chunk: Buffer, _encoding, callback) {

@@ -7,9 +7,11 @@ import { listTree, makeWorldWithTarget, type World } from "./__fixtures__/world.
 
 /**
  * syncOut must refuse, before extracting anything, any archive a compromised sandbox could craft to
- * write or point outside the host target. Each case: the sandbox "answers" with a hand-built
- * archive; the sync must fail with SYNC_ARCHIVE_UNSAFE, the sentinel directory next to the target
- * must stay empty, the previous target must be intact, and no scratch or staging may remain.
+ * write outside the host target. Each case: the sandbox "answers" with a hand-built archive; the
+ * sync must fail with SYNC_ARCHIVE_UNSAFE, the sentinel directory next to the target must stay
+ * empty, the previous target must be intact, and no scratch or staging may remain. Symlinks that
+ * point out are the exception: ordinary trees have them, so they are skipped (never created) and
+ * the rest lands.
  */
 let w: World;
 let target: string;
@@ -48,22 +50,38 @@ describe("hostile outbound archives are refused with nothing written outside", (
     await expectRefused([{ path: path.join(w.outside, "pwned"), type: "0", body: "x" }]);
   });
 
-  it("a symlink pointing out (absolute, relative, and through another link)", async () => {
-    await expectRefused([{ path: "link", type: "2", linkpath: w.outside }]);
-    await expectRefused([{ path: "sub/link", type: "2", linkpath: `../../${outsideRel}` }]);
-    await expectRefused([{ path: "link", type: "2", linkpath: ".." }]);
-    // lexically "s/.." is the root, but s -> "." so it really is the target's parent
-    await expectRefused([
-      { path: "s", type: "2", linkpath: "." },
-      { path: "l", type: "2", linkpath: "s/.." },
-    ]);
-    // each link alone looks inside; chained they climb out
-    await expectRefused([
-      { path: "a", type: "5" },
-      { path: "a/b", type: "5" },
-      { path: "a/b/up", type: "2", linkpath: "../.." },
-      { path: "l", type: "2", linkpath: "a/b/up/.." },
-    ]);
+  it("a symlink pointing out (absolute, relative, and through another link) is skipped, never created", async () => {
+    const cases: RawMember[][] = [
+      [{ path: "link", type: "2", linkpath: w.outside }],
+      [{ path: "sub/link", type: "2", linkpath: `../../${outsideRel}` }],
+      [{ path: "link", type: "2", linkpath: ".." }],
+      // lexically "s/.." is the root, but s -> "." so it really is the target's parent
+      [
+        { path: "s", type: "2", linkpath: "." },
+        { path: "link", type: "2", linkpath: "s/.." },
+      ],
+      // each link alone looks inside; chained they climb out
+      [
+        { path: "a", type: "5" },
+        { path: "a/b", type: "5" },
+        { path: "a/b/up", type: "2", linkpath: "../.." },
+        { path: "link", type: "2", linkpath: "a/b/up/.." },
+      ],
+    ];
+    for (const members of cases) {
+      const skipped = members.find((m) => m.path.endsWith("link"))?.path as string;
+      const result = await syncOut(
+        cannedArchiveRunner(rawTar([...members, { path: "kept", type: "0", body: "k" }])),
+        [{ operationId: "links", files: [{ sourcePath: path.join(w.root, "src"), targetPath: target, kind: "directory" }] }],
+        { roots: [w.root], hostScratchDir: w.scratch },
+      );
+      expect(result.operations[0]?.skippedLinks).toEqual([path.join(w.root, "src", skipped)]);
+      const landed = await listTree(target);
+      expect(landed).toContain("kept");
+      expect(landed).not.toContain(skipped);
+      expect(await listTree(w.outside)).toEqual([]);
+      expect(await listTree(w.scratch)).toEqual([]);
+    }
   });
 
   it("a hardlink pointing out, or at something that is not an earlier member", async () => {

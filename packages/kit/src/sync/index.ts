@@ -3,6 +3,7 @@ export { syncOut } from "./sync-out.js";
 export { syncFor, base64ChunkFor, type SyncStrategy, type SyncStrategyKind, type SyncForOptions } from "./sync-for.js";
 export { fileApiSyncIn, fileApiSyncOut, downloadStagesCleanupScript, DOWNLOAD_STAGE_PREFIX, type FileApiSyncOptions } from "./file-api-sync.js";
 export { assertStreamingTransport } from "./streaming-transport.js";
+export { MAX_LISTED_SKIPPED_LINKS, type SyncOperationResult, type SyncResult } from "./operations.js";
 export { base64SyncIn, base64SyncOut, DEFAULT_BASE64_CHUNK_BYTES, type Base64SyncOptions } from "./base64-sync.js";
 export { SyncError, isSyncError, type SyncErrorCode } from "./errors.js";
 export { DEFAULT_MAX_OUTBOUND_BYTES, DEFAULT_MAX_STDERR_BYTES, type SyncOptions } from "./options.js";

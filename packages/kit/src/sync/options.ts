@@ -11,6 +11,13 @@ export interface SyncOptions {
   maxStderrBytes?: number;
   /** Host directory for spooled outbound archives. Default `os.tmpdir()`. */
   hostScratchDir?: string;
+  /**
+   * Sync-in of directory mappings packs host files with GNU tar's `--sparse` (when the host has
+   * GNU tar), so holes stay holes on the way in. Only for sandboxes whose tar reads GNU sparse
+   * members (GNU tar, bsdtar); busybox tar refuses them ("unknown typeflag: 0x53"). Default false.
+   * (Sync-out needs no option: the sandbox script packs sparse only when its own tar is GNU tar.)
+   */
+  sparseSyncIn?: boolean;
   signal?: AbortSignal;
   log?: (msg: string) => void;
 }
@@ -24,6 +31,7 @@ export interface ResolvedSyncOptions {
   maxOutboundBytes: number;
   maxStderrBytes: number;
   hostScratchDir: string;
+  sparseSyncIn: boolean;
   signal: AbortSignal | undefined;
   log: (msg: string) => void;
 }
@@ -34,6 +42,7 @@ export function resolveSyncOptions(opts: SyncOptions): ResolvedSyncOptions {
     maxOutboundBytes: positiveOrDefault(opts.maxOutboundBytes, DEFAULT_MAX_OUTBOUND_BYTES, "maxOutboundBytes"),
     maxStderrBytes: positiveOrDefault(opts.maxStderrBytes, DEFAULT_MAX_STDERR_BYTES, "maxStderrBytes"),
     hostScratchDir: opts.hostScratchDir ?? os.tmpdir(),
+    sparseSyncIn: opts.sparseSyncIn === true,
     signal: opts.signal,
     log: opts.log ?? (() => {}),
   };

@@ -101,6 +101,7 @@ async function streamDirectoryIn(runner: ScriptRunner, mapping: PluginSyncFileMa
   const pack = await packHostDirectory(source, {
     exclude: mapping.exclude,
     followSymlinks: mapping.followSymlinks,
+    sparse: o.sparseSyncIn,
     onError: () => packFailed.abort(),
   });
   let committed = false;

@@ -85,12 +85,13 @@ describe("host scratch and staging", () => {
     await receiveMapping(
       { sourcePath: path.join(w.root, "secret"), targetPath: target, kind: "file", mode: 0o600 },
       o,
-      async (_source, archive) => {
+      async (_source, archive, _matcher, format) => {
         const spool = new ArchiveSpool(archive, o.maxOutboundBytes, () => {});
         const script = packToStdoutScript(confineSandboxPath(path.join(w.root, "secret"), o.roots, "s"), o.roots, {
           kind: "file",
           followSymlinks: false,
           exclude: undefined,
+          sparse: format.sparse,
         });
         expectSuccess(await runScript(w.runner, script, { stdout: spool, maxStderrBytes: 4096 }), "pack");
         await spool.finish();

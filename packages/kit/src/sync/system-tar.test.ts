@@ -148,8 +148,17 @@ describe("hostile archives using tar extensions", () => {
     await refused(Buffer.concat([file("pwned", "x", { prefix: "../../outside" }), END]));
   });
 
-  it("a pax linkpath that points out, behind an innocent header linkpath", async () => {
-    await refused(Buffer.concat([meta("x", pax({ linkpath: "../../outside" })), header({ name: "l", type: "2", linkpath: "ok" }), END]));
+  it("a pax linkpath that points out, behind an innocent header linkpath (the link is skipped, judged by the pax one)", async () => {
+    const archive = Buffer.concat([meta("x", pax({ linkpath: "../../outside" })), header({ name: "l", type: "2", linkpath: "ok" }), file("kept", "k"), END]);
+    const result = await syncOut(
+      cannedArchiveRunner(archive),
+      [{ operationId: "h", files: [{ sourcePath: path.join(w.root, "src"), targetPath: target, kind: "directory" }] }],
+      { roots: [w.root], hostScratchDir: w.scratch },
+    );
+    expect(result.operations[0]?.skippedLinks).toEqual([path.join(w.root, "src/l")]);
+    expect(await listTree(w.host)).toEqual(["target", "target/kept"]);
+    expect(await listTree(w.outside)).toEqual([]);
+    expect(await listTree(w.scratch)).toEqual([]);
   });
 });
 
@@ -182,6 +191,44 @@ describe("without GNU tar on the host (node-tar fallback)", () => {
     expect(await modeOf(path.join(back, "bin/run"))).toBe(0o755);
     expect(await fs.readlink(path.join(back, "link"))).toBe("bin/run");
     expect(await listTree(w.scratch)).toEqual([]);
+  });
+
+  it("lands a sparse sandbox file complete (its holes filled: node-tar cannot write them), never asking for sparse members", async () => {
+    const handle = await fs.open(path.join(w.root, "disk.img"), "wx");
+    await handle.write(Buffer.alloc(4096, 9), 0, 4096, 4 * 1024 * 1024);
+    await handle.truncate(8 * 1024 * 1024);
+    await handle.close();
+    const back = path.join(w.host, "disk.img");
+    await syncOut(w.runner, [{ operationId: "out", files: [{ sourcePath: path.join(w.root, "disk.img"), targetPath: back, kind: "file" }] }], {
+      roots: [w.root],
+      hostScratchDir: w.scratch,
+    });
+    expect(w.runner.scripts.some((script) => script.includes("--sparse"))).toBe(false);
+    const content = await fs.readFile(back);
+    expect(content.length).toBe(8 * 1024 * 1024);
+    expect(content.subarray(4 * 1024 * 1024, 4 * 1024 * 1024 + 4096).equals(Buffer.alloc(4096, 9))).toBe(true);
+  });
+
+  it("refuses a sparse member it could not land with its holes", async () => {
+    const sparse = header({ name: "s", type: "S", size: 0, magic: "gnu" });
+    await expect(
+      syncOut(cannedArchiveRunner(Buffer.concat([sparse, END])), [{ operationId: "out", files: [{ sourcePath: path.join(w.root, "src"), targetPath: path.join(w.host, "t"), kind: "directory" }] }], {
+        roots: [w.root],
+        hostScratchDir: w.scratch,
+      }),
+    ).rejects.toMatchObject({ code: "SYNC_ARCHIVE_UNSAFE" });
+    expect(await listTree(w.host)).toEqual([]);
+  });
+
+  it("lands a setuid file without its setuid bit", async () => {
+    await fs.mkdir(path.join(w.root, "ws"));
+    await fs.copyFile("/bin/sh", path.join(w.root, "ws/x"));
+    await fs.chmod(path.join(w.root, "ws/x"), 0o4755);
+    await syncOut(w.runner, [{ operationId: "out", files: [{ sourcePath: path.join(w.root, "ws"), targetPath: path.join(w.host, "ws"), kind: "directory" }] }], {
+      roots: [w.root],
+      hostScratchDir: w.scratch,
+    });
+    expect(await modeOf(path.join(w.host, "ws/x"))).toBe(0o755);
   });
 
   it("still refuses a dangling link with followSymlinks, leaving the target untouched", async () => {

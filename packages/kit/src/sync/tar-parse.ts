@@ -5,10 +5,19 @@
  * carries. It is deliberately narrower than any tar implementation, and where it accepts something
  * it reads it the way GNU tar does (prefix only with the POSIX magic, `L`/`K` long names, pax
  * `path`/`linkpath`/`size`), so the member list it reports is what GNU tar will extract. Refused:
- * bad checksums, unknown magic, malformed numbers or pax records, global pax headers, GNU sparse
- * and volume extensions, metadata headers without a member, duplicate metadata, links or
+ * bad checksums, unknown magic, malformed numbers or pax records, global pax headers, pax GNU sparse
+ * keys and volume extensions, metadata headers without a member, duplicate metadata, links or
  * directories carrying data, a lone zero block, non-zero bytes after the end-of-archive marker,
  * and a stream that ends anywhere but after that marker.
+ *
+ * Sparse files: only with `gnuSparse`, and only the one form GNU tar writes with `--format=gnu
+ * --sparse` (type `S`, the old GNU sparse map: four entries in the header, 21 in each extension
+ * block that follows while `isextended` is set). The map must be exactly what GNU tar produces:
+ * entries in ascending, non-overlapping order inside the real size, a zero-length entry only as
+ * the last one and only at the real size, the map ending at the real size, its data adding up to
+ * the header's size, `isextended` only after a full block (GNU tar stops reading the map at the
+ * first empty entry: an extension block after one would be read as a header there), unused
+ * entries and the rest of an extension block all zero, no pax header and no POSIX magic.
  */
 
 export interface TarMember {
@@ -16,12 +25,16 @@ export interface TarMember {
   type: string;
   path: string;
   linkpath: string;
-  /** Body bytes (after a pax `size`). */
+  /** Body bytes in the archive (after a pax `size`; a sparse file's data without its holes). */
   size: number;
+  /** The file's apparent size: `size`, except for a sparse file. */
+  realSize: number;
   /** Permission bits from the header (0o7777). */
   mode: number;
   /** Offset of the member's first block (its metadata headers included). */
   start: number;
+  /** Offset of the member's own header block (after its metadata headers). */
+  headerAt: number;
   /** Offset just past its padded body. */
   end: number;
 }
@@ -49,8 +62,13 @@ const TYPES: Readonly<Record<string, string>> = {
   "6": "FIFO",
 };
 /** The member types that carry a regular file's bytes. */
-export const REGULAR: ReadonlySet<string> = new Set(["File", "OldFile", "ContiguousFile"]);
+export const REGULAR: ReadonlySet<string> = new Set(["File", "OldFile", "ContiguousFile", "GNUSparseFile"]);
 const NO_DATA = new Set(["Link", "SymbolicLink", "Directory"]);
+
+export interface TarParserOptions {
+  /** Accept GNU tar's own sparse members (type `S`, old GNU sparse map) as regular files. */
+  gnuSparse?: boolean;
+}
 
 interface Pending {
   start?: number;
@@ -68,22 +86,47 @@ interface MetaBody {
   held: number;
 }
 
+/** A sparse member whose map continues in extension blocks, emitted once its map is complete. */
+interface SparseInProgress {
+  member: TarMember;
+  map: SparseMap;
+  extensionBlocks: number;
+}
+
+/** Running checks over one sparse map's entries. */
+interface SparseMap {
+  realSize: number;
+  /** End of the last entry. */
+  end: number;
+  data: number;
+  entries: number;
+  /** A zero-length entry was seen: nothing may follow it. */
+  closed: boolean;
+}
+
+const SPARSE_ENTRY = 24;
+const SPARSE_IN_HEADER = 4;
+const SPARSE_IN_EXTENSION = 21;
+
 const padded = (size: number): number => Math.ceil(size / BLOCK) * BLOCK;
 
 export class TarParser {
   readonly #onMember: (member: TarMember) => void;
+  readonly #gnuSparse: boolean;
   readonly #header = Buffer.alloc(BLOCK);
   #headerFill = 0;
   #offset = 0;
   #skip = 0;
   #meta: MetaBody | undefined;
   #pending: Pending = {};
+  #sparse: SparseInProgress | undefined;
   #zeroBlocks = 0;
   #ended = false;
   #failure: TarFormatError | undefined;
 
-  constructor(onMember: (member: TarMember) => void) {
+  constructor(onMember: (member: TarMember) => void, options: TarParserOptions = {}) {
     this.#onMember = onMember;
+    this.#gnuSparse = options.gnuSparse === true;
   }
 
   /** Throws a TarFormatError on the first structural problem (and on every call after it). */
@@ -153,6 +196,7 @@ export class TarParser {
 
   #onHeader(at: number): void {
     const h = this.#header;
+    if (this.#sparse !== undefined) return this.#onSparseExtension(this.#sparse, h, at);
     if (isZeroBlock(h)) {
       if (this.#pending.start !== undefined) throw new TarFormatError(`a metadata header at byte ${this.#pending.start} has no member`);
       this.#zeroBlocks += 1;
@@ -197,7 +241,9 @@ export class TarParser {
       if (paxLink !== undefined) linkpath = paxLink;
       if (paxSize !== undefined) bodySize = Number(paxSize);
     }
-    const type = TYPES[flag] ?? `Unsupported(${JSON.stringify(flag)})`;
+    const sparse = flag === "S" && this.#gnuSparse;
+    if (sparse && (!gnu || pax !== undefined)) throw new TarFormatError(`the sparse member at byte ${at} is not in GNU tar's form`);
+    const type = sparse ? "GNUSparseFile" : (TYPES[flag] ?? `Unsupported(${JSON.stringify(flag)})`);
     if (NO_DATA.has(type) && bodySize !== 0) throw new TarFormatError(`the ${type} member at byte ${at} carries data`);
     // GNU tar extracts a "regular" member whose name ends in "/" as a directory: refuse the ambiguity.
     if (REGULAR.has(type) && path.endsWith("/")) throw new TarFormatError(`the regular member at byte ${at} has a directory name`);
@@ -207,12 +253,50 @@ export class TarParser {
       path,
       linkpath,
       size: bodySize,
+      realSize: bodySize,
       mode,
       start: pending.start ?? at,
+      headerAt: at,
       end: at + BLOCK + padded(bodySize),
     };
-    this.#skip = padded(bodySize);
+    if (sparse) {
+      member.realSize = parseNumber(h, 483, 12, "sparse real size", at);
+      const map: SparseMap = { realSize: member.realSize, end: 0, data: 0, entries: 0, closed: false };
+      const full = readSparseEntries(h, 386, SPARSE_IN_HEADER, map, at);
+      if (extendedFlag(h[482], full, at)) {
+        this.#sparse = { member, map, extensionBlocks: 0 };
+        return;
+      }
+      this.#finishSparse(member, map, 0, at);
+      return;
+    }
+    this.#emit(member);
+  }
+
+  #emit(member: TarMember): void {
+    this.#skip = padded(member.size);
     this.#onMember(member);
+  }
+
+  #onSparseExtension(sparse: SparseInProgress, block: Buffer, at: number): void {
+    sparse.extensionBlocks += 1;
+    // GNU tar writes an extension block only for entries that did not fit before it.
+    if (block[12] === 0) throw new TarFormatError(`the sparse extension block at byte ${at} is empty`);
+    const full = readSparseEntries(block, 0, SPARSE_IN_EXTENSION, sparse.map, at);
+    for (let i = SPARSE_IN_EXTENSION * SPARSE_ENTRY + 1; i < BLOCK; i++) {
+      if (block[i] !== 0) throw new TarFormatError(`the sparse extension block at byte ${at} has stray bytes`);
+    }
+    if (extendedFlag(block[SPARSE_IN_EXTENSION * SPARSE_ENTRY], full, at)) return;
+    this.#sparse = undefined;
+    this.#finishSparse(sparse.member, sparse.map, sparse.extensionBlocks, sparse.member.headerAt);
+  }
+
+  #finishSparse(member: TarMember, map: SparseMap, extensionBlocks: number, at: number): void {
+    if (map.entries === 0) throw new TarFormatError(`the sparse member at byte ${at} has an empty map`);
+    if (map.end !== map.realSize) throw new TarFormatError(`the sparse map of the member at byte ${at} does not end at its real size`);
+    if (map.data !== member.size) throw new TarFormatError(`the sparse map of the member at byte ${at} does not add up to its size`);
+    member.end = member.headerAt + BLOCK * (1 + extensionBlocks) + padded(member.size);
+    this.#emit(member);
   }
 
   #finishMeta(meta: MetaBody): void {
@@ -232,16 +316,70 @@ export class TarParser {
   }
 }
 
+/**
+ * Read up to `count` sparse entries (12-byte offset, 12-byte length) from `block` at `offset` into
+ * `map`, checking each; returns true when every slot held an entry (only then may the map go on).
+ * GNU tar ends a map at the first entry whose length field starts with NUL; here such an entry and
+ * every slot after it must be all zero.
+ */
+function readSparseEntries(block: Buffer, offset: number, count: number, map: SparseMap, at: number): boolean {
+  for (let i = 0; i < count; i++) {
+    const e = offset + i * SPARSE_ENTRY;
+    if (block[e + 12] === 0) {
+      for (let j = e; j < offset + count * SPARSE_ENTRY; j++) {
+        if (block[j] !== 0) throw new TarFormatError(`malformed sparse map entry at byte ${at}`);
+      }
+      return false;
+    }
+    const start = parseNumber(block, e, 12, "sparse offset", at);
+    const length = parseNumber(block, e + 12, 12, "sparse length", at);
+    if (map.closed) throw new TarFormatError(`a sparse map entry after the map's end at byte ${at}`);
+    if (start < map.end || start + length > map.realSize || !Number.isSafeInteger(start + length)) {
+      throw new TarFormatError(`a sparse map entry out of order or out of range at byte ${at}`);
+    }
+    if (length === 0) {
+      if (start !== map.realSize) throw new TarFormatError(`an empty sparse map entry before the real size at byte ${at}`);
+      map.closed = true;
+    }
+    map.end = start + length;
+    map.data += length;
+    map.entries += 1;
+  }
+  return true;
+}
+
+/** The `isextended` byte: 0 or 1, and 1 only after a full set of entries. */
+function extendedFlag(byte: number | undefined, full: boolean, at: number): boolean {
+  if (byte !== 0 && byte !== 1) throw new TarFormatError(`malformed sparse extension flag at byte ${at}`);
+  if (byte === 1 && !full) throw new TarFormatError(`a sparse map extended after an empty entry at byte ${at}`);
+  return byte === 1;
+}
+
 function isZeroBlock(block: Buffer): boolean {
   for (let i = 0; i < BLOCK; i++) if (block[i] !== 0) return false;
   return true;
 }
 
 function checkChecksum(h: Buffer, at: number): void {
-  const stored = parseNumber(h, 148, 8, "checksum", at);
+  if (headerChecksum(h) !== parseNumber(h, 148, 8, "checksum", at)) throw new TarFormatError(`bad header checksum at byte ${at}`);
+}
+
+/** Every header byte summed, the checksum field counted as spaces. */
+function headerChecksum(h: Buffer): number {
   let sum = 8 * 0x20;
   for (let i = 0; i < BLOCK; i++) if (i < 148 || i >= 156) sum += h[i] as number;
-  if (sum !== stored) throw new TarFormatError(`bad header checksum at byte ${at}`);
+  return sum;
+}
+
+/**
+ * Replace a header block's mode field with `mode` (octal, as GNU tar writes it) and recompute its
+ * checksum, in place. The block must be a valid header (its checksum is checked first).
+ */
+export function rewriteHeaderMode(header: Buffer, mode: number, at: number): void {
+  if (header.length !== BLOCK) throw new TarFormatError(`the header at byte ${at} is not one block`);
+  checkChecksum(header, at);
+  header.write(`${(mode & 0o7777).toString(8).padStart(7, "0")}\0`, 100, 8, "latin1");
+  header.write(`${headerChecksum(header).toString(8).padStart(6, "0")}\0 `, 148, 8, "latin1");
 }
 
 /** Octal (leading spaces, then digits, then NUL or space) or positive base-256, as GNU tar reads them. */
