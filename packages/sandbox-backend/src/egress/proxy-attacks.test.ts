@@ -376,6 +376,26 @@ describe("attack: the TLS server name check is bypassed by how the ClientHello i
       banner.close();
     }
   });
+  it("passes a plain protocol through as soon as its first byte shows it is not TLS", async () => {
+    const echo = net.createServer((socket) => socket.on("data", (chunk: Buffer) => socket.write(chunk)));
+    await new Promise<void>((resolve) => echo.listen(0, "127.0.0.1", resolve));
+    try {
+      const { proxy } = await proxyWith({
+        grant: { allowFqdns: ["granted.test"], allowCidrs: [] },
+        resolver: createResolver(parseResolveOverrides("granted.test=127.0.0.1")),
+        helloTimeoutMs: 5_000,
+      });
+      const tunnel = await connect(proxy, `granted.test:${(echo.address() as net.AddressInfo).port}`);
+      const started = Date.now();
+      tunnel.socket!.write("Q");
+      const echoed = await new Promise<string>((resolve) => tunnel.socket!.once("data", (chunk: Buffer) => resolve(chunk.toString())));
+      expect(echoed).toBe("Q");
+      expect(Date.now() - started).toBeLessThan(2_000);
+      tunnel.socket!.destroy();
+    } finally {
+      echo.close();
+    }
+  });
 });
 
 /** A port on 127.0.0.1 nothing listens on (bound, read and released). */

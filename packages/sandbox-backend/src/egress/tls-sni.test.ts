@@ -113,6 +113,9 @@ describe("scanClientHello", () => {
   it("treats non-handshake first bytes as a plain protocol", () => {
     expect(scanClientHello(Buffer.from("SSH-2.0-OpenSSH\r\n"))).toEqual({ kind: "not-tls" });
     expect(scanClientHello(Buffer.from("GET / HTTP/1.1\r\n"))).toEqual({ kind: "not-tls" });
+    // One byte is enough to tell: a client that sends a single byte is not left waiting.
+    expect(scanClientHello(Buffer.from("x"))).toEqual({ kind: "not-tls" });
+    expect(scanClientHello(Buffer.from([0x16]))).toEqual({ kind: "need-more" });
   });
 
   it("flags Encrypted Client Hello (and draft ESNI), which hides the name the server acts on", () => {

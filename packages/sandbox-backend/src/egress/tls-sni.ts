@@ -52,11 +52,12 @@ export class ClientHelloReader {
     this.#pending.push(chunk);
     this.#pendingLength += chunk.length;
     for (;;) {
-      if (this.#pendingLength < 5) return this.#needMore();
-      const header = this.#peek(5);
-      if (header[0] !== HANDSHAKE_RECORD) {
+      // The content type alone says whether this is TLS: a plain protocol is told at its first byte.
+      if (this.#pendingLength > 0 && this.#pending[0]![0] !== HANDSHAKE_RECORD) {
         return this.#finish(this.#records === 0 ? { kind: "not-tls" } : malformed("a record of another type arrived before the ClientHello was complete"));
       }
+      if (this.#pendingLength < 5) return this.#needMore();
+      const header = this.#peek(5);
       if (header[1] !== 0x03) return this.#finish(malformed("not a TLS record version"));
       const length = header.readUInt16BE(3);
       if (length === 0) return this.#finish(malformed("an empty handshake record"));
