@@ -10,7 +10,11 @@
 //   direct tls      net.connect + TLS handshake (servername granted.test) until "secureConnect"
 //   proxy tls       CONNECT + TLS handshake through the tunnel (the proxy reads and checks the SNI) until "secureConnect"
 //
-//   node bench/egress-proxy.mjs [--iterations 200] [--warmup 20] [--out bench/results]
+// With --baseline-proxy FILE (the dist/egress/proxy.js of another build, e.g. the commit before a
+// change, copied somewhere under the repository so that it resolves the workspace packages), the
+// same two proxy kinds are measured through that build's proxy too, interleaved in the same run.
+//
+//   node bench/egress-proxy.mjs [--iterations 200] [--warmup 20] [--baseline-proxy FILE] [--out bench/results]
 import fs from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import http from "node:http";
@@ -28,6 +32,7 @@ const { values: args } = parseArgs({
   options: {
     iterations: { type: "string", default: "200" },
     warmup: { type: "string", default: "20" },
+    "baseline-proxy": { type: "string" },
     out: { type: "string", default: path.join(repoRoot, "bench/results") },
   },
 });
@@ -80,11 +85,24 @@ const proxy = await startEgressProxy({
   grant: { allowFqdns: ["granted.test"], allowCidrs: [] },
   resolver: createResolver(parseResolveOverrides("granted.test=127.0.0.1")),
 });
+const baseline = args["baseline-proxy"]
+  ? await (await import(path.resolve(args["baseline-proxy"]))).startEgressProxy({
+      socketPath: path.join(tmp, "baseline.sock"),
+      grant: { allowFqdns: ["granted.test"], allowCidrs: [] },
+      resolver: createResolver(parseResolveOverrides("granted.test=127.0.0.1")),
+    })
+  : null;
 const kinds = {
   "direct tcp": () => directTcp(server.port),
   "proxy connect": () => proxyConnect(proxy.socketPath, server.port),
   "direct tls": async () => handshake(await directTcp(server.port)),
   "proxy tls": async () => handshake(await proxyConnect(proxy.socketPath, server.port)),
+  ...(baseline
+    ? {
+        "baseline connect": () => proxyConnect(baseline.socketPath, server.port),
+        "baseline tls": async () => handshake(await proxyConnect(baseline.socketPath, server.port)),
+      }
+    : {}),
 };
 const samples = Object.fromEntries(Object.keys(kinds).map((kind) => [kind, []]));
 try {
@@ -98,17 +116,24 @@ try {
   }
 } finally {
   await proxy.close();
+  await baseline?.close();
   await server.close();
   fs.rmSync(tmp, { recursive: true, force: true });
 }
 
 const summary = Object.fromEntries(Object.entries(samples).map(([kind, values]) => [kind, summarize(values)]));
 console.log(`egress proxy CONNECT setup, ${iterations} iterations after ${warmup} warm-up (ms)`);
-console.log(["kind".padEnd(14), "median", "p95", "min", "max"].join("\t"));
-for (const [kind, s] of Object.entries(summary)) console.log([kind.padEnd(14), round(s.median), round(s.p95), round(s.min), round(s.max)].join("\t"));
+console.log(["kind".padEnd(16), "median", "p95", "min", "max"].join("\t"));
+for (const [kind, s] of Object.entries(summary)) console.log([kind.padEnd(16), round(s.median), round(s.p95), round(s.min), round(s.max)].join("\t"));
 const ratios = {
   "proxy connect / direct tcp": summary["proxy connect"].median / summary["direct tcp"].median,
   "proxy tls / direct tls": summary["proxy tls"].median / summary["direct tls"].median,
+  ...(baseline
+    ? {
+        "proxy connect / baseline connect": summary["proxy connect"].median / summary["baseline connect"].median,
+        "proxy tls / baseline tls": summary["proxy tls"].median / summary["baseline tls"].median,
+      }
+    : {}),
 };
 for (const [name, ratio] of Object.entries(ratios)) console.log(`${name}: ${round(ratio)}x`);
 await mkdir(args.out, { recursive: true });

@@ -176,6 +176,18 @@ async function splitHelloThrough(tunnel: net.Socket, servername: string, cuts: (
   }
 }
 
+/** Whether `socket` closes within `ms`. */
+function closesWithin(socket: net.Socket, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (socket.closed) return resolve(true);
+    const timer = setTimeout(() => resolve(false), ms);
+    socket.once("close", () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
 function openFds(): number {
   return fs.readdirSync("/proc/self/fd").length;
 }
@@ -504,13 +516,7 @@ describe("attack: one lease exhausts the worker's file descriptors through its e
     const { proxy } = await proxyWith({ grant: { allowFqdns: [], allowCidrs: [] }, requestHeadTimeoutMs: 200 } as Partial<EgressProxyOptions> & { grant: EgressGrant });
     const socket = net.connect(proxy.socketPath);
     socket.on("error", () => undefined);
-    const closed = await new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => resolve(false), 3_000);
-      socket.once("close", () => {
-        clearTimeout(timer);
-        resolve(true);
-      });
-    });
+    const closed = await closesWithin(socket, 3_000);
     socket.destroy();
     expect(closed).toBe(true);
   });
@@ -543,6 +549,20 @@ describe("attack: one lease exhausts the worker's file descriptors through its e
     }
     expect(tunnel.status).toBe(200);
     expect(await tlsExchange(tunnel.socket!, "granted.test")).toBe("secure-hello");
+  });
+
+  it("releases a tunnel the client closes before sending anything, though the far end waits for a ClientHello", async () => {
+    const { proxy } = await proxyWith({
+      grant: { allowFqdns: ["granted.test"], allowCidrs: [] },
+      resolver: createResolver(parseResolveOverrides("granted.test=127.0.0.1")),
+      maxConnections: 4,
+    } as Partial<EgressProxyOptions> & { grant: EgressGrant });
+    for (let i = 0; i < 20; i++) {
+      const tunnel = await connect(proxy, `granted.test:${tlsServer.port}`);
+      expect(tunnel.status, `tunnel ${i}`).toBe(200);
+      tunnel.socket!.end();
+      expect(await closesWithin(tunnel.socket!, 3_000), `tunnel ${i} closed`).toBe(true);
+    }
   });
 
   it("honours a configured cap", async () => {

@@ -424,6 +424,16 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
       if (!decided && held.length > 0) refuse(`TLS ClientHello incomplete after ${helloTimeoutMs} ms`);
     });
     client.on("data", onData);
+    client.once("end", () => {
+      if (decided) return;
+      // The client closed its side before its first bytes told anything: a ClientHello begun is
+      // refused; with nothing sent, the close is passed on (the tunnel ends when the far end does).
+      if (held.length > 0) refuse("the client closed the tunnel in the middle of its TLS ClientHello");
+      else {
+        settle();
+        upstream.end();
+      }
+    });
     client.once("close", () => {
       decided = true;
       clearTimeout(helloTimer);
