@@ -14,7 +14,7 @@ let h: Harness;
 let hostHttps: TestServer;
 let hostHttp: TestServer;
 /** A TLS server that records the server name of every handshake it completes. */
-let sni: { port: number; handshakes: (string | false)[]; close(): Promise<void> };
+let sni: { port: number; handshakes: (string | false | null)[]; close(): Promise<void> };
 /** Accepts connections and never answers (it reads, and closes when the client does): the far end of the flooded tunnels. */
 let silent: { port: number; close(): Promise<void> };
 
@@ -44,7 +44,7 @@ function listenTracked(server: net.Server): Promise<{ port: number; close(): Pro
 beforeAll(async () => {
   hostHttps = await startHttpsServer("127.0.0.1", "host-loopback-service");
   hostHttp = await startHttpServer("127.0.0.1", "host-loopback-plain");
-  const handshakes: (string | false)[] = [];
+  const handshakes: (string | false | null)[] = [];
   const sniServer = tls.createServer(selfSignedCert("granted.test"), (socket) => {
     handshakes.push(socket.servername);
     socket.end("secure-hello");

@@ -20,11 +20,11 @@ const started: EgressProxy[] = [];
 
 /** A TLS server (OpenSSL, through node) that records the server name each completed handshake asked for. */
 interface SniServer extends TestServer {
-  handshakes: (string | false)[];
+  handshakes: (string | false | null)[];
 }
 
 async function startSniServer(): Promise<SniServer> {
-  const handshakes: (string | false)[] = [];
+  const handshakes: (string | false | null)[] = [];
   const sockets = new Set<net.Socket>();
   const server = tls.createServer(selfSignedCert("granted.test"), (socket) => {
     handshakes.push(socket.servername);
@@ -305,7 +305,7 @@ describe("attack: a granted name resolving to an embedded or host-own address re
       grant: { allowFqdns: ["fake-own.test"], allowCidrs: ["198.51.100.0/24"] },
       resolver: stubResolver({ "fake-own.test": ["::ffff:c633:6407"] }),
       hostAddresses: () => ["198.51.100.7"],
-    } as Partial<EgressProxyOptions> & { grant: EgressGrant });
+    });
     expect((await connect(proxy, "fake-own.test:443")).status).toBe(403);
     expect((await connect(proxy, "198.51.100.7:443")).status).toBe(403);
     expect((await connect(proxy, "[::ffff:198.51.100.7]:443")).status).toBe(403);
@@ -513,7 +513,7 @@ describe("attack: one lease exhausts the worker's file descriptors through its e
   });
 
   it("ends a connection that sends no request head in time, freeing its place", async () => {
-    const { proxy } = await proxyWith({ grant: { allowFqdns: [], allowCidrs: [] }, requestHeadTimeoutMs: 200 } as Partial<EgressProxyOptions> & { grant: EgressGrant });
+    const { proxy } = await proxyWith({ grant: { allowFqdns: [], allowCidrs: [] }, requestHeadTimeoutMs: 200 });
     const socket = net.connect(proxy.socketPath);
     socket.on("error", () => undefined);
     const closed = await closesWithin(socket, 3_000);
@@ -556,7 +556,7 @@ describe("attack: one lease exhausts the worker's file descriptors through its e
       grant: { allowFqdns: ["granted.test"], allowCidrs: [] },
       resolver: createResolver(parseResolveOverrides("granted.test=127.0.0.1")),
       maxConnections: 4,
-    } as Partial<EgressProxyOptions> & { grant: EgressGrant });
+    });
     for (let i = 0; i < 20; i++) {
       const tunnel = await connect(proxy, `granted.test:${tlsServer.port}`);
       expect(tunnel.status, `tunnel ${i}`).toBe(200);
@@ -571,7 +571,7 @@ describe("attack: one lease exhausts the worker's file descriptors through its e
       resolver: createResolver(parseResolveOverrides("silent.test=127.0.0.1")),
       helloTimeoutMs: 20,
       maxConnections: 10,
-    } as Partial<EgressProxyOptions> & { grant: EgressGrant });
+    });
     const { child, report } = await flood(proxy.socketPath, "tunnels", 40);
     try {
       expect(report.open).toBe(10);
