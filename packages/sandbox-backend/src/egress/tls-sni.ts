@@ -25,6 +25,7 @@ const CLIENT_HELLO = 0x01;
 const EXTENSION_SERVER_NAME = 0x0000;
 const EXTENSION_ECH = 0xfe0d;
 const EXTENSION_ESNI_DRAFT = 0xffce;
+const NEED_MORE: ClientHelloScan = Object.freeze({ kind: "need-more" });
 const HOST_NAME = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\.?$/;
 
 /**
@@ -41,14 +42,9 @@ export class ClientHelloReader {
   #handshakeLength = 0;
   #messageLength = -1;
 
-  /** Bytes fed so far. */
-  get received(): number {
-    return this.#recordBytes + this.#pendingLength;
-  }
-
   push(chunk: Buffer): ClientHelloScan {
     if (this.#result) return this.#result;
-    if (chunk.length === 0) return { kind: "need-more" };
+    if (chunk.length === 0) return NEED_MORE;
     this.#pending.push(chunk);
     this.#pendingLength += chunk.length;
     for (;;) {
@@ -56,14 +52,14 @@ export class ClientHelloReader {
       if (this.#pendingLength > 0 && this.#pending[0]![0] !== HANDSHAKE_RECORD) {
         return this.#finish(this.#records === 0 ? { kind: "not-tls" } : malformed("a record of another type arrived before the ClientHello was complete"));
       }
-      if (this.#pendingLength < 5) return this.#needMore();
+      if (this.#pendingLength < 5) return NEED_MORE;
       const header = this.#peek(5);
       if (header[1] !== 0x03) return this.#finish(malformed("not a TLS record version"));
       const length = header.readUInt16BE(3);
       if (length === 0) return this.#finish(malformed("an empty handshake record"));
       if (length > 16 * 1024) return this.#finish(malformed("a record longer than 16 KiB"));
       if (this.#recordBytes + 5 + length > MAX_CLIENT_HELLO_RECORD_BYTES) return this.#finish(malformed("the ClientHello spans more than 64 KiB of records"));
-      if (this.#pendingLength < 5 + length) return this.#needMore();
+      if (this.#pendingLength < 5 + length) return NEED_MORE;
       const record = this.#take(5 + length);
       this.#records++;
       this.#recordBytes += record.length;
@@ -84,10 +80,6 @@ export class ClientHelloReader {
         }
       }
     }
-  }
-
-  #needMore(): ClientHelloScan {
-    return { kind: "need-more" };
   }
 
   #finish(result: ClientHelloScan): ClientHelloScan {
