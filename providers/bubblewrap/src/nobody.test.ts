@@ -25,7 +25,7 @@ describe.skipIf(!canSwitch)("as uid 65534 (nobody)", () => {
           "--reuid=65534", "--regid=65534", "--clear-groups", "--",
           process.execPath, "node_modules/vitest/vitest.mjs", "run",
           "--config", "providers/bubblewrap/vitest.nobody.config.mjs", "--configLoader", "native",
-          "providers/bubblewrap/src/conformance.test.ts", "providers/bubblewrap/src/lifecycle.test.ts", "providers/bubblewrap/src/hostile.test.ts",
+          "providers/bubblewrap/src/conformance.test.ts", "providers/bubblewrap/src/lifecycle.test.ts", "providers/bubblewrap/src/hostile.test.ts", "providers/bubblewrap/src/egress-attacks.test.ts",
         ],
         {
           cwd: copyRoot,

@@ -1,4 +1,4 @@
-import { BlockList, isIP } from "node:net";
+import { canonicalIp, cidrHas, parseCidr, parseIp } from "./address.js";
 import { normalizeFqdn } from "./grant.js";
 
 /** Exact names, or `*.example.com` for any name below example.com (not example.com itself). */
@@ -10,18 +10,13 @@ export function fqdnMatches(pattern: string, host: string): boolean {
   return name === rule;
 }
 
-/** IPv4 or IPv6 containment; malformed input or mixed families never match. */
+/**
+ * IPv4 or IPv6 containment, both sides in canonical form (an IPv4-mapped address or CIDR is the
+ * IPv4 one it spells); malformed input or mixed families never match. Containment only: whether a
+ * grant admits a host-local address is `cidrAdmits`.
+ */
 export function cidrContains(cidr: string, ip: string): boolean {
-  const [network, prefixText, ...rest] = cidr.trim().split("/");
-  const family = isIP(network ?? "");
-  const address = ip.trim();
-  if (rest.length > 0 || family === 0 || isIP(address) !== family) return false;
-  const maxPrefix = family === 4 ? 32 : 128;
-  if (prefixText !== undefined && !/^\d{1,3}$/.test(prefixText)) return false;
-  const prefix = prefixText === undefined ? maxPrefix : Number(prefixText);
-  if (prefix > maxPrefix) return false;
-  const type = family === 4 ? "ipv4" : "ipv6";
-  const list = new BlockList();
-  list.addSubnet(network!, prefix, type);
-  return list.check(address, type);
+  const range = parseCidr(cidr);
+  const address = parseIp(ip);
+  return range !== null && address !== null && cidrHas(range, canonicalIp(address));
 }
