@@ -15,6 +15,7 @@ import {
   syncOut,
   type ScriptRunner,
 } from "@paperclip-sandbox/kit";
+import { probeResult } from "@paperclip-sandbox/kit";
 import { fakeConfig } from "./config.js";
 import { LeaseActivity } from "./lease-activity.js";
 import { FakeLeaseStore, type FakeLeasePaths, type FakeLeaseRecord } from "./lease-store.js";
@@ -108,17 +109,18 @@ export function createFakePlugin(deps: FakePluginDeps = {}) {
     async onEnvironmentProbe(params) {
       const config = fakeConfig.parse(params.config);
       if (config.probeFailure) {
-        return {
-          ok: false,
-          summary: "fake-plugin probe failed (injected)",
-          diagnostics: [{ severity: "error", message: config.probeFailure, code: "FAKE_PROBE_FAILURE" }],
-        };
+        return probeResult("fake-plugin sandbox", [
+          { severity: "error", message: config.probeFailure, code: "FAKE_PROBE_FAILURE", brief: `probe failed (injected): ${config.probeFailure}` },
+        ]);
       }
-      return {
-        ok: true,
-        summary: "fake-plugin ready",
-        diagnostics: [{ severity: "warning", message: "No isolation: commands run on the worker's host as its user.", code: "FAKE_NO_ISOLATION" }],
-      };
+      return probeResult("fake-plugin sandbox", [
+        {
+          severity: "warning",
+          message: "No isolation: commands run on the worker's host as its user.",
+          code: "FAKE_NO_ISOLATION",
+          brief: "NO isolation: commands run on the worker's host as its user",
+        },
+      ]);
     },
 
     async onEnvironmentAcquireLease(params) {
