@@ -154,6 +154,14 @@ export function createUiSession({ baseUrl, outDir, profileDir, chromiumPath, che
       check(missing.length === 0, `main fields without their title on screen: ${missing.join(", ")}`);
       const early = advanced.filter(([, f]) => before.has(f.title)).map(([k]) => k);
       check(early.length === 0, `advanced fields shown before opening Advanced options: ${early.join(", ")}`);
+      const undescribed = [];
+      for (const [k, f] of main) {
+        if (typeof f.description === "string" && (await page.getByText(f.description, { exact: true }).count()) === 0) undescribed.push(k);
+      }
+      check(undescribed.length === 0, `main fields whose description is not shown as written: ${undescribed.join(", ")}`);
+      if (properties.reuseLease) {
+        check(/warm/.test(properties.reuseLease.description ?? ""), `the reuseLease description does not say the host also needs runnerLifecycleMode "warm"`);
+      }
       if (driverDescription) {
         check(!driverDescription.includes("`"), `the provider description has backticks, shown literally: ${driverDescription}`);
         await page.getByText(driverDescription, { exact: true }).waitFor({ state: "visible" });
