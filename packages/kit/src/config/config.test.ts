@@ -210,6 +210,7 @@ describe("configSchemaUiProblems", () => {
         ticks: fields.ui(z.string(), { title: "Ticks", group: "G", description: "needs `bwrap`" }).optional(),
         patterned: fields.ui(z.array(z.string().regex(/^a/)), { title: "Patterned", group: "G" }).default([]),
         short: fields.ui(z.array(z.string().min(1)), { title: "Short", group: "G" }).default([]),
+        again: fields.ui(z.string(), { title: "Ticks", group: "G" }).optional(),
       }),
     ).jsonSchema;
     expect(configSchemaUiProblems(schema)).toEqual([
@@ -218,6 +219,7 @@ describe("configSchemaUiProblems", () => {
       'ticks: description has Markdown, which the host shows literally: "needs `bwrap`"',
       'patterned: list items have "pattern" (the host\'s form would disable saving without showing why)',
       'short: list items have "minLength" (the host\'s form would disable saving without showing why)',
+      'again: same title as ticks ("Ticks")',
     ]);
   });
 });
@@ -243,5 +245,24 @@ describe("fields.secretRef with an environment fallback", () => {
     expect(resolveSecretRef("  ", "EXAMPLE_API_KEY", env)).toBe("from-env");
     expect(resolveSecretRef(undefined, "EXAMPLE_API_KEY", { EXAMPLE_API_KEY: " " })).toBeUndefined();
     expect(resolveSecretRef(undefined, "EXAMPLE_API_KEY", {})).toBeUndefined();
+  });
+});
+
+describe("lease reuse fields", () => {
+  const reuse = defineProviderConfig(z.object({ reuseLease: fields.reuseLease(), runnerLifecycleMode: fields.runnerLifecycleMode() }));
+  const properties = (reuse.jsonSchema as { properties: Record<string, Record<string, unknown>> }).properties;
+
+  it("reuseLease says what the host also needs; runnerLifecycleMode is the host's setting, under Advanced", () => {
+    expect(properties.reuseLease).toMatchObject({ type: "boolean", default: false, title: "Reuse lease", "x-paperclip-group": "Lease reuse" });
+    expect(properties.reuseLease!.description).toMatch(/Runner lifecycle .*"warm".*project with a workspace/);
+    expect(properties.runnerLifecycleMode).toMatchObject({ enum: ["inherit", "per_turn", "warm"], "x-paperclip-advanced": true });
+  });
+
+  it("passes runnerLifecycleMode through and names a bad one by its title", () => {
+    expect(reuse.validate({ runnerLifecycleMode: "warm" }).normalizedConfig).toEqual({ reuseLease: false, runnerLifecycleMode: "warm" });
+    expect(reuse.validate({ runnerLifecycleMode: "" }).normalizedConfig).toEqual({ reuseLease: false });
+    expect(reuse.validate({ runnerLifecycleMode: "hot" }).errors).toEqual([
+      'Runner lifecycle (Paperclip setting): must be one of "inherit", "per_turn", "warm"',
+    ]);
   });
 });

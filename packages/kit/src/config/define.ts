@@ -70,7 +70,7 @@ export function defineProviderConfig<S extends z.ZodObject>(
         ok: true,
         errors: [],
         warnings: opts.warnings?.(outcome.config) ?? [],
-        normalizedConfig: { ...hostOwnedEntries(raw as Record<string, unknown>), ...(outcome.config as Record<string, unknown>) },
+        normalizedConfig: { ...hostOwnedEntries(raw as Record<string, unknown>, knownKeys), ...(outcome.config as Record<string, unknown>) },
       };
     },
     parse(raw) {
@@ -81,8 +81,9 @@ export function defineProviderConfig<S extends z.ZodObject>(
   };
 }
 
-function hostOwnedEntries(raw: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(raw).filter(([key]) => HOST_OWNED_KEYS.includes(key)));
+/** Host-owned keys the provider's schema does not declare (declared ones come parsed, blank ones unset). */
+function hostOwnedEntries(raw: Record<string, unknown>, knownKeys: ReadonlySet<string>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(raw).filter(([key]) => HOST_OWNED_KEYS.includes(key) && !knownKeys.has(key)));
 }
 
 /** Rejects configs that set both keys (a value of `undefined` or `null` counts as unset). */

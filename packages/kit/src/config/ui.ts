@@ -49,15 +49,18 @@ const MARKDOWN = /`|\*\*|\]\(/;
 
 /**
  * What would look wrong in the host's form, one phrase per problem (empty when none): a field without a
- * title or a group, a description with Markdown (shown literally), a list item rule the form would
- * enforce silently. Run it over every provider's manifest schema in tests.
+ * title or a group, two fields with one title, a description with Markdown (shown literally), a list
+ * item rule the form would enforce silently. Run it over every provider's manifest schema in tests.
  */
 export function configSchemaUiProblems(jsonSchema: Record<string, unknown>): string[] {
   const problems: string[] = [];
   const properties = (jsonSchema.properties ?? {}) as Record<string, Record<string, unknown>>;
   if (Object.keys(properties).length === 0) problems.push("the schema has no fields");
+  const keyByTitle = new Map<string, string>();
   for (const [key, field] of Object.entries(properties)) {
     if (typeof field.title !== "string" || field.title.trim() === "") problems.push(`${key}: no title`);
+    else if (keyByTitle.has(field.title)) problems.push(`${key}: same title as ${keyByTitle.get(field.title)} ("${field.title}")`);
+    else keyByTitle.set(field.title, key);
     if (typeof field[GROUP_KEYWORD] !== "string" || (field[GROUP_KEYWORD] as string).trim() === "") problems.push(`${key}: no ${GROUP_KEYWORD}`);
     checkNode(key, field, problems);
   }
