@@ -12,10 +12,14 @@
 //      E2E_CALLS_DIR      where the call recorder writes <pluginKey>.ndjson ("" = no recorder)
 //      E2E_ONLY           optional comma list of driver keys to run
 //      E2E_PROVIDERS_MODULE  optional module exporting PROVIDERS (default ./providers.mjs)
+//      E2E_OUT_DIR        kept output of the run (browser screenshots under ui/); default $E2E_RUN_DIR/out
+//      E2E_UI             1 (default): the browser test of the host's environment form (ui.mjs); 0: skip it
+//      E2E_CHROMIUM       the browser (default /usr/bin/chromium, Debian's chromium package)
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { execFileSync } from "node:child_process";
+import { createUiSession } from "./ui.mjs";
 
 const env = process.env;
 const API = env.E2E_API ?? "http://127.0.0.1:3100/api";
@@ -33,6 +37,9 @@ const pluginRows = (env.E2E_PLUGINS ?? "").split("\n").filter(Boolean).map((l) =
   return { key, dir, repoDir };
 });
 const ctx = { runDir: RUN_DIR, dataDir: DATA_DIR };
+const OUT_DIR = env.E2E_OUT_DIR || path.join(RUN_DIR, "out");
+const UI_ON = env.E2E_UI !== "0";
+let ui = null; // the browser session (created in main when UI_ON)
 
 // ---------------------------------------------------------------- helpers
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -394,6 +401,19 @@ async function runProvider(p, plugin) {
     });
   }
 
+  if (ui && p.ui) {
+    const caps = await apiOk("GET", `/companies/${cid}/environments/capabilities`).catch(() => null);
+    const driver = caps?.sandboxProviders?.[p.driverKey];
+    p.ui = typeof p.ui === "function" ? p.ui(ctx) : p.ui;
+    await ui.scenario(p, {
+      step,
+      companyId: cid,
+      schema: driver?.configSchema,
+      driverDescription: driver?.description,
+      onEnvironment: (id) => current.environmentIds.push(id),
+    });
+  }
+
   const agentRes = await step("create claude_local agent (fake CLI)", async () => {
     const a = await apiOk("POST", `/companies/${cid}/agents`, {
       name: `FakeClaude-${p.driverKey}`,
@@ -635,6 +655,24 @@ for (const plugin of pluginRows) {
     return { detail: `drivers: ${(r.manifestJson?.environmentDrivers ?? []).map((d) => d.driverKey).join(",")}` };
   });
 }
+// The environment form is behind an experimental setting (off by default): on for the browser test, then restored.
+let environmentsSettingBefore;
+if (UI_ON) {
+  await step("ui: Environments setting on (experimental), browser ready", async () => {
+    environmentsSettingBefore = (await apiOk("GET", "/instance/settings/experimental"))?.enableEnvironments === true;
+    const after = await apiOk("PATCH", "/instance/settings/experimental", { enableEnvironments: true });
+    check(after?.enableEnvironments === true, `setting not applied: ${JSON.stringify(after)}`);
+    ui = createUiSession({
+      baseUrl: new URL(API).origin,
+      outDir: OUT_DIR,
+      profileDir: path.join(RUN_DIR, "chromium-profile"),
+      chromiumPath: env.E2E_CHROMIUM || "/usr/bin/chromium",
+      check,
+      apiOk,
+    });
+    return { detail: `screenshots in ${path.join(OUT_DIR, "ui")}` };
+  });
+}
 for (const p of PROVIDERS) {
   if (only.length && !only.includes(p.driverKey)) continue;
   const plugin = installed.get(p.driverKey);
@@ -644,6 +682,17 @@ for (const p of PROVIDERS) {
     continue;
   }
   await runProvider(p, plugin);
+}
+
+if (ui) {
+  current = { provider: "host", companyId: null, environmentIds: [], runIds: [], pluginKey: null };
+  await step("ui: browser closed, Environments setting restored", async () => {
+    const closed = await ui.close();
+    const restored = await apiOk("PATCH", "/instance/settings/experimental", { enableEnvironments: environmentsSettingBefore });
+    check(restored?.enableEnvironments === environmentsSettingBefore, "setting not restored");
+    const blocked = closed.blocked.length ? `; refused non-loopback requests to ${closed.blocked.join(", ")}` : "";
+    return { detail: `${closed.screenshots} screenshots in ${closed.dir}${blocked}` };
+  });
 }
 
 // ---------------------------------------------------------------- report

@@ -11,8 +11,25 @@
 //   leaseDir(ctx, lease)  host dir a lease lives in (checked gone after release), or null
 //   prepare(ctx)    optional: create what the config needs before the scenario (runs as root; the server is nobody)
 //   leftovers(ctx)  extra provider-specific leftovers to report after the runs (strings), e.g. state-dir entries
+//   ui(ctx)         the browser test of the host's Add environment form (ui.mjs): fields are named by their
+//                   titles; fill/choose (title -> value), cleared (titles typed in and cleared), badItems
+//                   ([{ list, value }]), goodItems (list -> value), probeFill, probe (RegExp the Test summary
+//                   must match), saved(config) -> problems with the saved config. Every provider gets one.
 import fs from "node:fs";
 import path from "node:path";
+
+/** Whether the server's user (nobody) could create cgroups here: if not, bubblewrap's probe must warn. */
+function cgroupsWritableByNobody() {
+  const parent = fs.existsSync("/sys/fs/cgroup/cgroup.controllers") ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory";
+  try {
+    const st = fs.statSync(parent);
+    return st.uid === 65534 || (st.mode & 0o002) !== 0;
+  } catch {
+    return false;
+  }
+}
+const expectEqual = (what, actual, expected) =>
+  JSON.stringify(actual) === JSON.stringify(expected) ? [] : [`${what} is ${JSON.stringify(actual)}, expected ${JSON.stringify(expected)}`];
 
 const listDirs = (dir) => {
   try {
@@ -27,7 +44,8 @@ export const PROVIDERS = [
     driverKey: "fake-plugin",
     dir: "providers/fake-plugin",
     config: () => ({}),
-    invalidConfig: { config: { timeoutMs: -5 }, error: /timeoutMs/i },
+    // (timeoutMs: -5 would be refused by the host's own envelope schema before the plugin sees it)
+    invalidConfig: { config: { acquireDelayMs: 700_000 }, error: /Acquire delay \(ms\): must be at most 600000/ },
     missingBackend: { config: { probeFailure: "e2e: fake backend is missing", acquireFailure: "e2e: fake backend is missing" }, diagnostic: /fake backend is missing/ },
     reuse: false,
     timingRuns: 0,
@@ -35,6 +53,11 @@ export const PROVIDERS = [
     // The provider keeps lease dirs under the worker's os.tmpdir() (the worker env has no TMPDIR).
     leaseDir: (_ctx, lease) => (lease.providerLeaseId ? path.join("/tmp/paperclip-fake-plugin-65534", lease.providerLeaseId) : null),
     leftovers: () => [],
+    ui: () => ({
+      cleared: ["Image (recorded only)", "Probe failure"],
+      probe: /^fake-plugin sandbox ready — NO isolation: commands run on the worker's host as its user$/,
+      saved: (config) => [...expectEqual("image", config.image, "fake:latest"), ...expectEqual("probeFailure", config.probeFailure, undefined)],
+    }),
   },
   {
     driverKey: "bubblewrap",
@@ -46,7 +69,7 @@ export const PROVIDERS = [
       fs.mkdirSync(path.join(ctx.runDir, "bwrap"), { recursive: true, mode: 0o700 });
       fs.chownSync(path.join(ctx.runDir, "bwrap"), 65534, 65534);
     },
-    invalidConfig: { config: { cpu: -1 }, error: /cpu/i },
+    invalidConfig: { config: { cpu: -1 }, error: /CPU limit \(cores\): must be greater than 0/ },
     missingBackend: { config: { rootfs: "/nonexistent/paperclip-e2e-rootfs" }, diagnostic: /rootfs|nonexistent/i },
     reuse: true,
     timingRuns: 5,
@@ -54,5 +77,29 @@ export const PROVIDERS = [
     duplex: { runs: 3 },
     leaseDir: (ctx, lease) => (lease.providerLeaseId ? path.join(ctx.runDir, "bwrap", "leases", lease.providerLeaseId) : null),
     leftovers: (ctx) => listDirs(path.join(ctx.runDir, "bwrap", "leases")).map((name) => `lease dir bwrap/leases/${name}`),
+    ui: (ctx) => ({
+      fill: { "State directory": path.join(ctx.runDir, "bwrap") },
+      choose: { "Runner lifecycle (Paperclip setting)": "warm" },
+      cleared: ["Root filesystem"],
+      badItems: [
+        { list: "Allowed host names", value: "not a host!" },
+        { list: "Allowed IP ranges", value: "10.0.0.0/99" },
+      ],
+      goodItems: { "Allowed host names": "api.github.com", "Allowed IP ranges": "10.0.0.0/8" },
+      probeFill: { "Memory limit (MiB)": 512, "Disk limit (MiB)": 1024 },
+      // The server runs as nobody: unless nobody may create cgroups, the memory limit is not enforced.
+      probe: cgroupsWritableByNobody()
+        ? /^bubblewrap sandbox ready — disk limit NOT enforced: diskMb 1024 MiB \(no filesystem quota\)$/
+        : /^bubblewrap sandbox ready — limits NOT enforced: memoryMb \(the worker cannot create cgroups\); disk limit NOT enforced: diskMb 1024 MiB \(no filesystem quota\)$/,
+      saved: (config) => [
+        ...expectEqual("rootfs", config.rootfs, undefined),
+        ...expectEqual("egressAllowFqdns", config.egressAllowFqdns, ["api.github.com"]),
+        ...expectEqual("egressAllowCidrs", config.egressAllowCidrs, ["10.0.0.0/8"]),
+        ...expectEqual("memoryMb", config.memoryMb, 512),
+        ...expectEqual("diskMb", config.diskMb, 1024),
+        ...expectEqual("runnerLifecycleMode", config.runnerLifecycleMode, "warm"),
+        ...expectEqual("stateDir", config.stateDir, path.join(ctx.runDir, "bwrap")),
+      ],
+    }),
   },
 ];

@@ -16,6 +16,8 @@
 #      E2E_KEEP_RUN_DIR     1: keep the scratch dir (server data, logs) for debugging; default removes it
 #      E2E_SCRATCH          parent of the scratch dir (default /var/tmp)
 #      E2E_HOLD_FILE        debugging: after the scenarios keep the server up until this file is removed
+#      E2E_OUT_DIR          kept output (browser screenshots in ui/), default <repo>/.e2e-out; ui/ is emptied first
+#      E2E_UI               1 (default): browser test of the host's environment form (needs Debian chromium); 0: skip
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -151,8 +153,10 @@ fi
 log "server healthy in $(ms_since "$t") ms (pid $SERVER_PID, as nobody, data $RUN_DIR/data)"
 
 # ---------------------------------------------------------------- 4. the scenarios
+OUT_DIR=${E2E_OUT_DIR:-$REPO/.e2e-out}
+rm -rf -- "$OUT_DIR/ui"; mkdir -p "$OUT_DIR"
 set +e
-E2E_API="http://127.0.0.1:$PORT/api" E2E_RUN_DIR="$RUN_DIR" E2E_PLUGINS="$PLUGINS" E2E_FAKE_COMMAND="$FAKE_DEST" \
+E2E_OUT_DIR="$OUT_DIR" E2E_API="http://127.0.0.1:$PORT/api" E2E_RUN_DIR="$RUN_DIR" E2E_PLUGINS="$PLUGINS" E2E_FAKE_COMMAND="$FAKE_DEST" \
   E2E_SERVER_PID="$SERVER_PID" E2E_SERVER_LOG="$RUN_DIR/server.log" E2E_CALLS_DIR="$RECORD_DIR" \
   "$NODE24" "$HERE/e2e.mjs"
 rc=$?

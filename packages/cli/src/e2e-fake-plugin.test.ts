@@ -39,9 +39,9 @@ describe.skipIf(!providerBuilt("fake-plugin"))("paperclip-sandbox against fake-p
     });
 
     it("validate prints the provider's errors and exits 1 for a bad config", async () => {
-      const r = await cli(["validate", ...P, "--set", "image="]);
+      const r = await cli(["validate", ...P, "--set", "acquireDelayMs=700000"]);
       expect(r.code).toBe(1);
-      expect(r.stdout).toMatch(/validate fake-plugin: FAIL\n\s+\[error\] .*image/);
+      expect(r.stdout).toMatch(/validate fake-plugin: FAIL\n\s+\[error\] Acquire delay \(ms\): must be at most 600000/);
     });
 
     it("probe prints diagnostics and exits 0", async () => {
@@ -67,7 +67,7 @@ describe.skipIf(!providerBuilt("fake-plugin"))("paperclip-sandbox against fake-p
   describe("bad input gives one clear line and a non-zero exit", () => {
     const cases: [string, string[], Record<string, string>, RegExp][] = [
       ["unknown provider", ["run", "--provider", "nosuch", "--", "true"], {}, /^paperclip-sandbox: unknown provider 'nosuch' \(known: bubblewrap, fake-plugin/],
-      ["invalid config", ["run", ...["--provider", "fake-plugin"], "--set", "image=", "--", "true"], {}, /^paperclip-sandbox: invalid config for fake-plugin: .*image/],
+      ["invalid config", ["run", ...["--provider", "fake-plugin"], "--set", "acquireDelayMs=700000", "--", "true"], {}, /^paperclip-sandbox: invalid config for fake-plugin: Acquire delay \(ms\)/],
       ["missing secret", ["run", "--provider", "fake-plugin", "--secret", "probeFailure=NOT_SET_ANYWHERE", "--", "true"], {}, /^paperclip-sandbox: secret 'probeFailure': environment variable NOT_SET_ANYWHERE is not set$/],
       ["missing secret file", ["probe", "--provider", "fake-plugin", "--secret-file", "probeFailure=/nonexistent/secret"], {}, /^paperclip-sandbox: secret 'probeFailure': cannot read \/nonexistent\/secret \(ENOENT\)$/],
       ["unknown config field", ["probe", "--provider", "fake-plugin", "--set", "nope=1"], {}, /^paperclip-sandbox: --set nope: unknown config field/],

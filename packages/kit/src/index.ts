@@ -1,6 +1,7 @@
 export { STREAM_TRANSPORT, capabilitiesOf } from "./transport.js";
 export type { ScriptRunner, ScriptIo, ScriptExit, TransportCapabilities, TerminationReason, FileTransport } from "./transport.js";
 export * from "./config/index.js";
+export * from "./probe/index.js";
 export * from "./exec/index.js";
 export * from "./sync/index.js";
 export * from "./lease/index.js";

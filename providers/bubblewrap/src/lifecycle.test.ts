@@ -154,8 +154,11 @@ describe("probe", () => {
     const result = await h.client.env.probe({ ...h.base({ ...h.config, memoryMb: 256, pids: 128, diskMb: 100 }) });
     const warnings = (result.diagnostics ?? []).filter((d) => d.severity === "warning");
     expect(warnings.some((d) => d.code === "DISK_LIMIT_NOT_ENFORCED")).toBe(true);
+    // The host shows the summary only: the warnings must be in it, in words.
+    expect(result.summary).toMatch(/^bubblewrap sandbox ready — .*disk limit NOT enforced: diskMb 100 MiB/);
     if (process.getuid?.() !== 0) {
       expect(warnings.find((d) => d.code === "LIMITS_NOT_ENFORCED")?.message).toMatch(/memoryMb, pids/);
+      expect(result.summary).toMatch(/limits NOT enforced: memoryMb, pids \(the worker cannot create cgroups\)/);
     }
   });
 });

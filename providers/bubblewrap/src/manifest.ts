@@ -13,7 +13,7 @@ export default defineSandboxProviderManifest({
   driver: {
     driverKey: BUBBLEWRAP_DRIVER_KEY,
     displayName: "Bubblewrap (local)",
-    description: "Runs each lease in a long-lived bubblewrap jail on the worker's machine. Needs `bwrap` and user namespaces.",
+    description: "Runs each lease in a long-lived bubblewrap jail on the worker's machine. Needs bubblewrap (bwrap) and unprivileged user namespaces.",
     configSchema: providerConfig.jsonSchema,
     // The host reuses a lease only when the environment's config also sets reuseLease: true.
     supportsReusableLeases: true,

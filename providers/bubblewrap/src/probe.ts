@@ -9,6 +9,7 @@ import os from "node:os";
 import path from "node:path";
 import { spawn } from "node:child_process";
 import type { PluginEnvironmentDiagnostic, PluginEnvironmentProbeResult } from "@paperclipai/plugin-sdk";
+import { probeResult, type ProbeFinding } from "@paperclip-sandbox/kit";
 import { buildJailArgv, checkSocketPathLength, defaultStateDir, ensureStateDir, generatedEtcFiles, probeCgroupAccess } from "@paperclip-sandbox/sandbox-backend";
 import type { BubblewrapConfig } from "./config.js";
 
@@ -52,9 +53,9 @@ function run(file: string, args: string[], timeoutMs = 15_000): Promise<{ code: 
 }
 
 export async function probeBubblewrap(config: BubblewrapConfig, deps: ProbeDeps): Promise<PluginEnvironmentProbeResult> {
-  const diagnostics: PluginEnvironmentDiagnostic[] = [];
+  const diagnostics: ProbeFinding[] = [];
   const error = (code: string, message: string) => diagnostics.push({ severity: "error", code, message });
-  const warning = (code: string, message: string) => diagnostics.push({ severity: "warning", code, message });
+  const warning = (code: string, message: string, brief: string) => diagnostics.push({ severity: "warning", code, message, brief });
   const info = (code: string, message: string) => diagnostics.push({ severity: "info", code, message });
 
   if (!deps.bwrapPath) {
@@ -97,21 +98,24 @@ export async function probeBubblewrap(config: BubblewrapConfig, deps: ProbeDeps)
 
   const unenforced = probeCgroupAccess({ cpu: config.cpu, memoryMb: config.memoryMb, pids: config.pids });
   if (unenforced.length > 0) {
+    const limits = unenforced.map((u) => u.limit).join(", ");
     warning(
       "LIMITS_NOT_ENFORCED",
-      `not enforced: ${unenforced.map((u) => u.limit).join(", ")} — ${unenforced[0]!.reason}. Run the worker where it may create cgroups (root, or a delegated cgroup v2 subtree).`,
+      `not enforced: ${limits} — ${unenforced[0]!.reason}. Run the worker where it may create cgroups (root, or a delegated cgroup v2 subtree).`,
+      `limits NOT enforced: ${limits} (the worker cannot create cgroups)`,
     );
   } else if (config.cpu !== undefined || config.memoryMb !== undefined || config.pids !== undefined) {
     info("LIMITS_OK", "cgroup limits can be enforced");
   }
-  if (config.diskMb !== undefined) warning("DISK_LIMIT_NOT_ENFORCED", "diskMb is not enforced (lease directories have no filesystem quota)");
+  if (config.diskMb !== undefined) {
+    warning(
+      "DISK_LIMIT_NOT_ENFORCED",
+      "diskMb is not enforced (lease directories have no filesystem quota)",
+      `disk limit NOT enforced: diskMb ${config.diskMb} MiB (no filesystem quota)`,
+    );
+  }
 
-  const ok = !diagnostics.some((d) => d.severity === "error");
-  return {
-    ok,
-    summary: ok ? "bubblewrap sandbox ready" : `bubblewrap sandbox not usable: ${diagnostics.find((d) => d.severity === "error")!.message}`,
-    diagnostics,
-  };
+  return probeResult("bubblewrap sandbox", diagnostics);
 }
 
 /** `sh`, `node` and `tar` inside a jail with the lease's tree; each missing tool is its own error. */

@@ -1,17 +1,35 @@
 import { z } from "zod";
-import { defineProviderConfig, fields } from "@paperclip-sandbox/kit";
+import { defineProviderConfig, fields, type FieldUi } from "@paperclip-sandbox/kit";
 
-const faultMessage = () => z.string().min(1).optional();
+const FAULTS = "Fault injection";
+
+const faultMessage = (ui: FieldUi) => fields.ui(z.string().min(1), { group: FAULTS, advanced: true, ...ui }).optional();
 
 export const fakeConfigSchema = z.object({
-  image: z.string().min(1).default("fake:latest").describe("Recorded only; the fake provider runs no image."),
-  timeoutMs: fields.timeoutMs({ default: 300_000 }).describe("Default timeout for one execute, in milliseconds."),
-  reuseLease: z.boolean().default(false).describe("Keep the lease directory across runs so the host can resume it."),
-  acquireDelayMs: fields.positiveInt({ min: 0, max: 600_000 }).optional().describe("Fault injection: delay every acquire."),
-  probeFailure: faultMessage().describe("Fault injection: probe fails with this message."),
-  acquireFailure: faultMessage().describe("Fault injection: acquire fails with this message."),
-  acquireFailureAfterCreate: faultMessage().describe("Fault injection: acquire fails with this message after the lease directory exists (it must be removed)."),
-  executeFailure: faultMessage().describe("Fault injection: execute fails with this message."),
+  image: fields.ui(z.string().min(1), {
+    title: "Image (recorded only)",
+    description: "Recorded in the lease and its reuse fingerprint; the fake provider runs no image. Empty: fake:latest.",
+    group: "Sandbox",
+  }).default("fake:latest"),
+  reuseLease: fields.reuseLease(),
+  runnerLifecycleMode: fields.runnerLifecycleMode(),
+  timeoutMs: fields.timeoutMs({
+    default: 300_000,
+    title: "Command timeout",
+    description: "Time limit of one command when Paperclip sets none.",
+    group: "Tuning",
+    advanced: true,
+  }),
+  acquireDelayMs: fields
+    .positiveInt({ min: 0, max: 600_000, title: "Acquire delay", unit: "ms", description: "Wait this long in every acquire.", group: FAULTS, advanced: true })
+    .optional(),
+  probeFailure: faultMessage({ title: "Probe failure", description: "When set, Test fails with this message." }),
+  acquireFailure: faultMessage({ title: "Acquire failure", description: "When set, every acquire fails with this message." }),
+  acquireFailureAfterCreate: faultMessage({
+    title: "Acquire failure after create",
+    description: "When set, every acquire fails with this message after its lease directory exists (which must then be removed).",
+  }),
+  executeFailure: faultMessage({ title: "Execute failure", description: "When set, every command fails with this message." }),
 });
 
 export type FakeConfig = z.output<typeof fakeConfigSchema>;

@@ -67,7 +67,16 @@ describe("validate and probe", () => {
     });
     const bad = await hooks.onEnvironmentValidateConfig({ driverKey: "fake-plugin", config: { timeoutMs: 0, colour: "red" } });
     expect(bad.ok).toBe(false);
-    expect(bad.errors).toEqual(expect.arrayContaining(["timeoutMs: must be at least 1", "colour: unknown field (not accepted by this provider)"]));
+    // One message, each field named by its title: the host shows errors[0] only.
+    expect(bad.errors).toEqual(["2 problems: colour: unknown field (not accepted by this provider); Command timeout (ms): must be at least 1"]);
+  });
+
+  it('takes "" in an optional text field (the host form\'s cleared input) as unset', async () => {
+    const { hooks } = await startPlugin();
+    const result = await hooks.onEnvironmentValidateConfig({ driverKey: "fake-plugin", config: { image: "", probeFailure: "" } });
+    expect(result).toMatchObject({ ok: true, warnings: [] });
+    expect(result.normalizedConfig).toMatchObject({ image: "fake:latest" });
+    expect(result.normalizedConfig).not.toHaveProperty("probeFailure");
   });
 
   it("warns when fault injection is on", async () => {
@@ -78,9 +87,14 @@ describe("validate and probe", () => {
 
   it("probes ok, or fails with an error diagnostic when probeFailure is set", async () => {
     const { hooks } = await startPlugin();
-    expect((await hooks.onEnvironmentProbe({ ...scope, config: {} })).ok).toBe(true);
+    const ready = await hooks.onEnvironmentProbe({ ...scope, config: {} });
+    expect(ready.ok).toBe(true);
+    // The host shows only the summary, so the warning is in it; the diagnostic keeps its code.
+    expect(ready.summary).toBe("fake-plugin sandbox ready — NO isolation: commands run on the worker's host as its user");
+    expect(ready.diagnostics).toEqual([expect.objectContaining({ severity: "warning", code: "FAKE_NO_ISOLATION" })]);
     const failed = await hooks.onEnvironmentProbe({ ...scope, config: { probeFailure: "simulated outage" } });
     expect(failed.ok).toBe(false);
+    expect(failed.summary).toBe("fake-plugin sandbox not usable — probe failed (injected): simulated outage");
     expect(failed.diagnostics).toEqual([expect.objectContaining({ severity: "error", message: "simulated outage" })]);
   });
 });

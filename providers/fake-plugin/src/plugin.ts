@@ -1,7 +1,7 @@
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { createLocalScriptRunner, defineSandboxProvider, endMarkedProcesses, type SandboxHandle, type ScriptRunner } from "@paperclip-sandbox/kit";
+import { createLocalScriptRunner, defineSandboxProvider, endMarkedProcesses, probeResult, type SandboxHandle, type ScriptRunner } from "@paperclip-sandbox/kit";
 import { fakeConfig, type FakeConfig } from "./config.js";
 import { FAKE_DRIVER_KEY, FAKE_SHAPE } from "./manifest.js";
 import { FakeLeaseStore, type FakeLeasePaths, type FakeLeaseRecord } from "./lease-store.js";
@@ -90,17 +90,18 @@ export function createFakePlugin(deps: FakePluginDeps = {}) {
 
     async probe(config) {
       if (config.probeFailure) {
-        return {
-          ok: false,
-          summary: "fake-plugin probe failed (injected)",
-          diagnostics: [{ severity: "error", message: config.probeFailure, code: "FAKE_PROBE_FAILURE" }],
-        };
+        return probeResult("fake-plugin sandbox", [
+          { severity: "error", message: config.probeFailure, code: "FAKE_PROBE_FAILURE", brief: `probe failed (injected): ${config.probeFailure}` },
+        ]);
       }
-      return {
-        ok: true,
-        summary: "fake-plugin ready",
-        diagnostics: [{ severity: "warning", message: "No isolation: commands run on the worker's host as its user.", code: "FAKE_NO_ISOLATION" }],
-      };
+      return probeResult("fake-plugin sandbox", [
+        {
+          severity: "warning",
+          message: "No isolation: commands run on the worker's host as its user.",
+          code: "FAKE_NO_ISOLATION",
+          brief: "NO isolation: commands run on the worker's host as its user",
+        },
+      ]);
     },
   }).plugin;
 }

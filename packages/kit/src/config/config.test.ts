@@ -1,12 +1,20 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { ConfigError, defineProviderConfig, fields, mutuallyExclusive, secretFieldPaths } from "./index.js";
+import {
+  ConfigError,
+  configSchemaUiProblems,
+  defineProviderConfig,
+  fields,
+  mutuallyExclusive,
+  resolveSecretRef,
+  secretFieldPaths,
+} from "./index.js";
 
 const config = defineProviderConfig(
   mutuallyExclusive(
     z.object({
-      apiKey: fields.secretRef().optional(),
-      token: fields.secretRef().optional(),
+      apiKey: fields.secretRef({ title: "API key" }).optional(),
+      token: fields.secretRef({ title: "Token" }).optional(),
       apiUrl: fields.url().default("https://api.example.com"),
       timeoutMs: fields.timeoutMs({ default: 300_000 }),
       workdir: fields.absolutePosixPath().optional(),
@@ -28,16 +36,16 @@ describe("defineProviderConfig", () => {
     });
   });
 
-  it("names the field and the rule in each error", () => {
+  it("names the field and the rule; several errors travel as one message (the host shows errors[0] only)", () => {
+    expect(config.validate({ cpus: 0 }).errors).toEqual(["cpus: must be at least 1"]);
     const result = config.validate({ timeoutMs: 86_400_001, cpus: 0 });
     expect(result.ok).toBe(false);
-    expect(result.errors).toEqual(["timeoutMs: must be at most 86400000", "cpus: must be at least 1"]);
+    expect(result.errors).toEqual(["2 problems: timeoutMs: must be at most 86400000; cpus: must be at least 1"]);
   });
 
   it("reports type errors and missing nested fields", () => {
     expect(config.validate({ timeoutMs: "soon", auth: {} }).errors).toEqual([
-      "timeoutMs: must be a number",
-      "auth.password: is required",
+      "2 problems: timeoutMs: must be a number; auth / password: is required",
     ]);
   });
 
@@ -65,7 +73,7 @@ describe("defineProviderConfig", () => {
   });
 
   it("enforces mutually exclusive fields", () => {
-    expect(config.validate({ apiKey: "a", token: "b" }).errors).toEqual(["apiKey and token cannot both be set"]);
+    expect(config.validate({ apiKey: "a", token: "b" }).errors).toEqual(["API key and Token cannot both be set"]);
     expect(config.validate({ apiKey: "a" }).ok).toBe(true);
   });
 
@@ -129,5 +137,132 @@ describe("fields", () => {
 
   it("secretRef refuses the empty string", () => {
     expect(check(fields.secretRef(), "")).toEqual({ ok: false, errors: ["v: must not be empty"] });
+  });
+});
+
+describe("the host's form: titles, groups, blanks", () => {
+  const titled = defineProviderConfig(
+    z.object({
+      memoryMb: fields.positiveInt({ min: 16, title: "Memory limit", unit: "MiB", group: "Resources", examples: [512, 1024] }).optional(),
+      image: fields.ui(z.string().min(1), { title: "Image", group: "Sandbox" }).default("base:latest"),
+      rootfs: fields.absolutePosixPath({ title: "Root filesystem", group: "Paths", advanced: true, examples: ["/srv/rootfs"] }).optional(),
+      name: fields.ui(z.string(), { title: "Name", group: "Sandbox" }),
+      hosts: fields.stringList({
+        item: (value) => (/^[a-z.]+$/.test(value) ? undefined : "must be a host name"),
+        itemExamples: ["api.example.com"],
+        title: "Allowed hosts",
+        group: "Network",
+      }),
+      limits: z.object({ note: fields.ui(z.string(), { title: "Note", group: "Sandbox" }).optional() }).optional(),
+      timeoutMs: fields.timeoutMs({ default: 1000, title: "Command timeout", group: "Tuning", advanced: true }),
+    }),
+  );
+  const properties = (titled.jsonSchema as { properties: Record<string, Record<string, unknown>> }).properties;
+
+  it("emits title (with the unit), description, group, advanced and examples as JSON Schema keywords", () => {
+    expect(properties.memoryMb).toMatchObject({ title: "Memory limit (MiB)", "x-paperclip-group": "Resources", examples: [512, 1024] });
+    expect(properties.memoryMb).not.toHaveProperty("x-paperclip-advanced");
+    expect(properties.timeoutMs).toMatchObject({ title: "Command timeout (ms)", "x-paperclip-advanced": true, default: 1000 });
+    expect(properties.rootfs).toMatchObject({ type: "string", title: "Root filesystem", "x-paperclip-advanced": true, examples: ["/srv/rootfs"] });
+    expect(properties.hosts).toMatchObject({ type: "array", default: [], title: "Allowed hosts", items: { type: "string", examples: ["api.example.com"] } });
+    expect(configSchemaUiProblems(titled.jsonSchema).filter((p) => !p.startsWith("limits"))).toEqual([]);
+  });
+
+  it("list items carry no rule the host's form would enforce silently; the server checks them", () => {
+    expect(Object.keys(properties.hosts!.items as object).sort()).toEqual(["examples", "type"]);
+    expect(titled.validate({ name: "n", hosts: ["ok.example", "not a host!"] }).errors).toEqual(["Allowed hosts, item 2: must be a host name"]);
+    expect(titled.validate({ name: "n", hosts: [" ok.example "] }).normalizedConfig?.hosts).toEqual(["ok.example"]);
+  });
+
+  it('"" (or blanks) in an optional field means unset, and its default applies', () => {
+    const result = titled.validate({ name: "n", memoryMb: undefined, rootfs: "", image: "", limits: { note: " " } });
+    expect(result).toMatchObject({ ok: true, errors: [] });
+    expect(result.normalizedConfig).toEqual({ name: "n", image: "base:latest", hosts: [], limits: {}, timeoutMs: 1000 });
+    expect(titled.parse({ name: "n", rootfs: "" })).not.toHaveProperty("rootfs");
+  });
+
+  it('"" in a required field is still checked by its own rule', () => {
+    const required = defineProviderConfig(z.object({ token: fields.secretRef({ title: "Token", group: "Auth" }) }));
+    expect(required.validate({ token: "" }).errors).toEqual(["Token: must not be empty"]);
+    expect(titled.validate({ name: "" }).ok).toBe(true); // a required plain string accepts ""
+  });
+
+  it("drops empty list items and still names the item the operator sees", () => {
+    const result = titled.validate({ name: "n", hosts: ["", null, "ok.example", " "] });
+    expect(result.normalizedConfig?.hosts).toEqual(["ok.example"]);
+    expect(titled.validate({ name: "n", hosts: [null, "", "BAD!"] }).errors).toEqual(["Allowed hosts, item 3: must be a host name"]);
+  });
+
+  it("names every field by its title in errors, all in one message", () => {
+    expect(titled.validate({ memoryMb: 8, rootfs: "relative", hosts: ["x y"] }).errors).toEqual([
+      "4 problems: Memory limit (MiB): must be at least 16; Root filesystem: must be an absolute POSIX path (starting with /); Name: is required; Allowed hosts, item 1: must be a host name",
+    ]);
+    // parse (runtime hooks) keeps them apart in ConfigError.errors
+    expect(() => titled.parse({ memoryMb: 8 })).toThrow(/Memory limit \(MiB\): must be at least 16/);
+  });
+});
+
+describe("configSchemaUiProblems", () => {
+  it("reports missing titles and groups, Markdown in descriptions and silent item rules", () => {
+    const schema = defineProviderConfig(
+      z.object({
+        bare: z.number().optional(),
+        ticks: fields.ui(z.string(), { title: "Ticks", group: "G", description: "needs `bwrap`" }).optional(),
+        patterned: fields.ui(z.array(z.string().regex(/^a/)), { title: "Patterned", group: "G" }).default([]),
+        short: fields.ui(z.array(z.string().min(1)), { title: "Short", group: "G" }).default([]),
+        again: fields.ui(z.string(), { title: "Ticks", group: "G" }).optional(),
+      }),
+    ).jsonSchema;
+    expect(configSchemaUiProblems(schema)).toEqual([
+      "bare: no title",
+      "bare: no x-paperclip-group",
+      'ticks: description has Markdown, which the host shows literally: "needs `bwrap`"',
+      'patterned: list items have "pattern" (the host\'s form would disable saving without showing why)',
+      'short: list items have "minLength" (the host\'s form would disable saving without showing why)',
+      'again: same title as ticks ("Ticks")',
+    ]);
+  });
+});
+
+describe("fields.secretRef with an environment fallback", () => {
+  const withFallback = defineProviderConfig(
+    z.object({ apiKey: fields.secretRef({ envFallback: "EXAMPLE_API_KEY", title: "API key", group: "Account", description: "The account's key." }) }),
+  );
+
+  it("is an optional secret-ref field whose description names the variable", () => {
+    const field = (withFallback.jsonSchema as { properties: Record<string, Record<string, unknown>>; required?: string[] }).properties.apiKey!;
+    expect(field).toMatchObject({ format: "secret-ref", title: "API key" });
+    expect(field.description).toMatch(/^The account's key\. Leave empty to use the EXAMPLE_API_KEY environment variable of the plugin worker/);
+    expect(withFallback.jsonSchema.required ?? []).toEqual([]);
+    expect(withFallback.validate({}).ok).toBe(true);
+    expect(withFallback.validate({ apiKey: "" }).normalizedConfig).toEqual({});
+  });
+
+  it("resolveSecretRef prefers the config value, then the worker's variable, else undefined", () => {
+    const env = { EXAMPLE_API_KEY: "from-env" };
+    expect(resolveSecretRef("from-config", "EXAMPLE_API_KEY", env)).toBe("from-config");
+    expect(resolveSecretRef(undefined, "EXAMPLE_API_KEY", env)).toBe("from-env");
+    expect(resolveSecretRef("  ", "EXAMPLE_API_KEY", env)).toBe("from-env");
+    expect(resolveSecretRef(undefined, "EXAMPLE_API_KEY", { EXAMPLE_API_KEY: " " })).toBeUndefined();
+    expect(resolveSecretRef(undefined, "EXAMPLE_API_KEY", {})).toBeUndefined();
+  });
+});
+
+describe("lease reuse fields", () => {
+  const reuse = defineProviderConfig(z.object({ reuseLease: fields.reuseLease(), runnerLifecycleMode: fields.runnerLifecycleMode() }));
+  const properties = (reuse.jsonSchema as { properties: Record<string, Record<string, unknown>> }).properties;
+
+  it("reuseLease says what the host also needs; runnerLifecycleMode is the host's setting, under Advanced", () => {
+    expect(properties.reuseLease).toMatchObject({ type: "boolean", default: false, title: "Reuse lease", "x-paperclip-group": "Lease reuse" });
+    expect(properties.reuseLease!.description).toMatch(/Runner lifecycle .*"warm".*project with a workspace/);
+    expect(properties.runnerLifecycleMode).toMatchObject({ enum: ["inherit", "per_turn", "warm"], "x-paperclip-advanced": true });
+  });
+
+  it("passes runnerLifecycleMode through and names a bad one by its title", () => {
+    expect(reuse.validate({ runnerLifecycleMode: "warm" }).normalizedConfig).toEqual({ reuseLease: false, runnerLifecycleMode: "warm" });
+    expect(reuse.validate({ runnerLifecycleMode: "" }).normalizedConfig).toEqual({ reuseLease: false });
+    expect(reuse.validate({ runnerLifecycleMode: "hot" }).errors).toEqual([
+      'Runner lifecycle (Paperclip setting): must be one of "inherit", "per_turn", "warm"',
+    ]);
   });
 });

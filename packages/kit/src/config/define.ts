@@ -1,6 +1,7 @@
 import { z } from "zod";
 import type { PluginEnvironmentValidationResult } from "@paperclipai/plugin-sdk";
-import { ConfigError, describeIssue, formatIssue } from "./errors.js";
+import { ConfigError, describeIssue, formatIssue, joinErrors } from "./errors.js";
+import { fieldTitle, labelForPath, originalPath, unsetBlanks, type ItemPositions } from "./schema-walk.js";
 
 /** Keys the host may leave in a provider config; they are dropped rather than rejected. */
 export const HOST_ENVELOPE_KEYS: readonly string[] = ["provider", "driver"];
@@ -50,8 +51,10 @@ export function defineProviderConfig<S extends z.ZodObject>(
       }
     }
 
-    const result = schema.safeParse(input, { error: (issue) => describeIssue(issue) });
-    const errors = [...unknownKeyErrors, ...(result.success ? [] : result.error.issues.map((i) => formatIssue(i.path, i.message)))];
+    const positions: ItemPositions = new Map();
+    const result = schema.safeParse(unsetBlanks(input, schema.shape, positions), { error: (issue) => describeIssue(issue) });
+    const label = (path: readonly PropertyKey[]) => labelForPath(schema, originalPath(path, positions), z.globalRegistry);
+    const errors = [...unknownKeyErrors, ...(result.success ? [] : result.error.issues.map((i) => formatIssue(label(i.path), i.message)))];
     if (errors.length > 0 || !result.success) return { ok: false, errors };
     return { ok: true, config: result.data };
   }
@@ -61,12 +64,13 @@ export function defineProviderConfig<S extends z.ZodObject>(
     jsonSchema,
     validate(raw) {
       const outcome = check(raw, true);
-      if (!outcome.ok) return { ok: false, errors: outcome.errors, warnings: [] };
+      // The host shows only errors[0] (as the 422 message), so several errors travel as one.
+      if (!outcome.ok) return { ok: false, errors: [joinErrors(outcome.errors)], warnings: [] };
       return {
         ok: true,
         errors: [],
         warnings: opts.warnings?.(outcome.config) ?? [],
-        normalizedConfig: { ...hostOwnedEntries(raw as Record<string, unknown>), ...(outcome.config as Record<string, unknown>) },
+        normalizedConfig: { ...hostOwnedEntries(raw as Record<string, unknown>, knownKeys), ...(outcome.config as Record<string, unknown>) },
       };
     },
     parse(raw) {
@@ -77,8 +81,9 @@ export function defineProviderConfig<S extends z.ZodObject>(
   };
 }
 
-function hostOwnedEntries(raw: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(raw).filter(([key]) => HOST_OWNED_KEYS.includes(key)));
+/** Host-owned keys the provider's schema does not declare (declared ones come parsed, blank ones unset). */
+function hostOwnedEntries(raw: Record<string, unknown>, knownKeys: ReadonlySet<string>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(raw).filter(([key]) => HOST_OWNED_KEYS.includes(key) && !knownKeys.has(key)));
 }
 
 /** Rejects configs that set both keys (a value of `undefined` or `null` counts as unset). */
@@ -87,10 +92,11 @@ export function mutuallyExclusive<S extends z.ZodObject>(
   keys: readonly [keyof z.output<S> & string, keyof z.output<S> & string],
 ): S {
   const [first, second] = keys;
+  const name = (key: string) => fieldTitle(schema.shape[key], z.globalRegistry) ?? key;
   return schema.superRefine((value, ctx) => {
     const record = value as Record<string, unknown>;
     if (record[first] != null && record[second] != null) {
-      ctx.addIssue({ code: "custom", message: `${first} and ${second} cannot both be set` });
+      ctx.addIssue({ code: "custom", message: `${name(first)} and ${name(second)} cannot both be set` });
     }
   }) as S;
 }

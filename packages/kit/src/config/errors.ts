@@ -47,6 +47,14 @@ function article(expected: string): string {
   return /^[aeiou]/.test(expected) ? `an ${expected}` : `a ${expected}`;
 }
 
-export function formatIssue(path: readonly PropertyKey[], message: string): string {
-  return path.length === 0 ? message : `${path.map(String).join(".")}: ${message}`;
+/** "<field>: <rule>"; `field` is a label (a title, or a path of keys), empty for a config-wide rule. */
+export function formatIssue(field: string | readonly PropertyKey[], message: string): string {
+  const label = typeof field === "string" ? field : field.map(String).join(".");
+  return label === "" ? message : `${label}: ${message}`;
+}
+
+/** Every error in one line: the host shows only the first error string it gets. */
+export function joinErrors(errors: readonly string[]): string {
+  if (errors.length === 0) return "invalid config";
+  return errors.length === 1 ? errors[0]! : `${errors.length} problems: ${errors.join("; ")}`;
 }

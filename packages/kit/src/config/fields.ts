@@ -1,9 +1,10 @@
 import { posix } from "node:path";
 import { z } from "zod";
+import { type FieldUi, withUi } from "./ui.js";
 
 export const DEFAULT_MAX_TIMEOUT_MS = 86_400_000;
 
-interface BoundedIntOptions {
+interface BoundedIntOptions extends FieldUi {
   min?: number;
   max?: number;
 }
@@ -12,24 +13,26 @@ function boundedInt(min: number, max: number): z.ZodNumber {
   return z.number().int({ error: "must be an integer" }).min(min).max(max);
 }
 
+/** Milliseconds; the title gets the unit "ms". */
 function timeoutMs(opts: BoundedIntOptions & { default: number }): z.ZodDefault<z.ZodNumber>;
 function timeoutMs(opts?: BoundedIntOptions): z.ZodNumber;
 function timeoutMs(opts: BoundedIntOptions & { default?: number } = {}): z.ZodNumber | z.ZodDefault<z.ZodNumber> {
-  const schema = boundedInt(opts.min ?? 1, opts.max ?? DEFAULT_MAX_TIMEOUT_MS).describe("Milliseconds");
+  const schema = withUi(boundedInt(opts.min ?? 1, opts.max ?? DEFAULT_MAX_TIMEOUT_MS), { unit: "ms", ...opts });
   return opts.default === undefined ? schema : schema.default(opts.default);
 }
 
+/** A whole number within bounds; say the unit (`unit: "MiB"`) when it has one. */
 function positiveInt(opts: BoundedIntOptions & { default: number }): z.ZodDefault<z.ZodNumber>;
 function positiveInt(opts?: BoundedIntOptions): z.ZodNumber;
 function positiveInt(opts: BoundedIntOptions & { default?: number } = {}): z.ZodNumber | z.ZodDefault<z.ZodNumber> {
-  const schema = boundedInt(opts.min ?? 1, opts.max ?? Number.MAX_SAFE_INTEGER);
+  const schema = withUi(boundedInt(opts.min ?? 1, opts.max ?? Number.MAX_SAFE_INTEGER), opts);
   return opts.default === undefined ? schema : schema.default(opts.default);
 }
 
 /** An absolute POSIX path inside a sandbox, normalized (no `//`, no `.` segments, no trailing slash). */
-function absolutePosixPath() {
-  return z
-    .string()
+function absolutePosixPath(ui: FieldUi = {}) {
+  // The keywords go on the string itself: the JSON Schema of a transform's input drops examples.
+  return withUi(z.string(), ui)
     .superRefine((value, ctx) => {
       const problem = posixPathProblem(value);
       if (problem) ctx.addIssue({ code: "custom", message: problem });
@@ -50,12 +53,15 @@ function normalizePosixPath(value: string): string {
 }
 
 /** https URLs only; plain http is accepted for loopback hosts (local development) unless disabled. */
-function url(opts: { allowLoopbackHttp?: boolean } = {}) {
+function url(opts: FieldUi & { allowLoopbackHttp?: boolean } = {}) {
   const allowLoopbackHttp = opts.allowLoopbackHttp ?? true;
-  return z.string().superRefine((value, ctx) => {
-    const problem = urlProblem(value, allowLoopbackHttp);
-    if (problem) ctx.addIssue({ code: "custom", message: problem });
-  });
+  return withUi(
+    z.string().superRefine((value, ctx) => {
+      const problem = urlProblem(value, allowLoopbackHttp);
+      if (problem) ctx.addIssue({ code: "custom", message: problem });
+    }),
+    opts,
+  );
 }
 
 function urlProblem(value: string, allowLoopbackHttp: boolean): string | undefined {
@@ -81,9 +87,114 @@ function isLoopbackHost(hostname: string): boolean {
 
 export const SECRET_REF_FORMAT = "secret-ref";
 
-/** A secret value; the host stores it as a company secret because the JSON Schema says `format: "secret-ref"`. */
-function secretRef() {
-  return z.string().min(1, { error: "must not be empty" }).meta({ format: SECRET_REF_FORMAT });
+interface SecretRefOptions extends FieldUi {
+  /** The worker environment variable used when the field is unset or blank (see `resolveSecretRef`). */
+  envFallback?: string;
 }
 
-export const fields = { timeoutMs, positiveInt, absolutePosixPath, url, secretRef };
+/**
+ * A secret value; the host stores it as a company secret because the JSON Schema says `format: "secret-ref"`.
+ * With `envFallback` the field is optional and its description says which variable stands in for it.
+ */
+function secretRef(opts: SecretRefOptions & { envFallback: string }): z.ZodOptional<z.ZodString>;
+function secretRef(opts?: SecretRefOptions): z.ZodString;
+function secretRef(opts: SecretRefOptions = {}): z.ZodString | z.ZodOptional<z.ZodString> {
+  const fallback = opts.envFallback
+    ? `Leave empty to use the ${opts.envFallback} environment variable of the plugin worker (the host forwards such credential variables only to the provider packages it trusts).`
+    : undefined;
+  const description = [opts.description, fallback].filter(Boolean).join(" ") || undefined;
+  const schema = withUi(z.string().min(1, { error: "must not be empty" }).meta({ format: SECRET_REF_FORMAT }), { ...opts, description });
+  return opts.envFallback ? schema.optional() : schema;
+}
+
+/**
+ * The secret a provider uses: the config value (the host has already resolved a secret reference to
+ * its value), or, when that is unset or blank, the `envFallback` variable of the worker's environment.
+ * Undefined when neither is set.
+ */
+export function resolveSecretRef(value: string | undefined, envFallback: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  if (value !== undefined && value.trim() !== "") return value;
+  const fromEnv = env[envFallback];
+  return fromEnv !== undefined && fromEnv.trim() !== "" ? fromEnv : undefined;
+}
+
+interface StringListOptions extends FieldUi {
+  /** The rule for one item: a problem phrase ("must be a host name"), or undefined when the item is fine. */
+  item?: (value: string) => string | undefined;
+  /** Example items (`items.examples`); say them in the description too, the host's form shows none for text. */
+  itemExamples?: readonly string[];
+}
+
+/**
+ * A list of strings, empty by default, each item trimmed and checked by `item`. The item rule runs on the
+ * server only, never as an item `pattern`: the host's form checks item patterns but shows no item errors,
+ * so a bad item would disable its buttons silently. The server's error names the list and the item.
+ */
+function stringList(opts: StringListOptions = {}) {
+  const check = opts.item;
+  const item = z
+    .string()
+    .trim()
+    .superRefine((value, ctx) => {
+      const problem = check?.(value);
+      if (problem) ctx.addIssue({ code: "custom", message: problem });
+    });
+  return withUi(z.array(opts.itemExamples ? item.meta({ examples: [...opts.itemExamples] }) : item), opts).default([]);
+}
+
+/** A yes/no switch with its default. */
+function boolean(opts: FieldUi & { default: boolean }) {
+  return withUi(z.boolean(), opts).default(opts.default);
+}
+
+/** One of fixed values; the host shows a select (with "None" when the field is optional). */
+function oneOf<const T extends readonly [string, ...string[]]>(values: T, ui: FieldUi = {}) {
+  return withUi(z.enum(values), ui);
+}
+
+export const RUNNER_LIFECYCLE_MODES = ["inherit", "per_turn", "warm"] as const;
+
+/**
+ * The host's own `runnerLifecycleMode` setting (the host reads it from the environment config; the
+ * provider only passes it through). Declared so the host's form shows it next to reuseLease: the host
+ * reuses a lease only with "warm".
+ */
+function runnerLifecycleMode(ui: FieldUi = {}) {
+  return withUi(z.enum(RUNNER_LIFECYCLE_MODES), {
+    title: "Runner lifecycle (Paperclip setting)",
+    description:
+      'Paperclip\'s own run setting, passed through by the provider. "warm" keeps an issue bound to its execution workspace between runs, which lease reuse needs; "per_turn" starts fresh each run; empty or "inherit" uses Paperclip\'s default.',
+    group: "Lease reuse",
+    advanced: true,
+    ...ui,
+  }).optional();
+}
+
+/**
+ * `reuseLease`: the provider keeps a released lease to resume it. Its description says what the host
+ * (2026.916.1) also needs, since the flag alone changes nothing there.
+ */
+function reuseLease(ui: FieldUi = {}) {
+  return boolean({
+    default: false,
+    title: "Reuse lease",
+    description:
+      'Keep a released sandbox and resume it for the next run of the same issue. Paperclip reuses it only when Runner lifecycle (under Advanced options) is "warm" and the issue belongs to a project with a workspace; otherwise every run gets a fresh sandbox.',
+    group: "Lease reuse",
+    ...ui,
+  });
+}
+
+export const fields = {
+  ui: withUi,
+  timeoutMs,
+  positiveInt,
+  absolutePosixPath,
+  url,
+  secretRef,
+  stringList,
+  boolean,
+  oneOf,
+  runnerLifecycleMode,
+  reuseLease,
+};

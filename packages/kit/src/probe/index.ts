@@ -1,0 +1,2 @@
+export { summarizeProbe, probeResult } from "./summary.js";
+export type { ProbeFinding } from "./summary.js";
