@@ -19,7 +19,8 @@ export interface LengthFramedStdinOptions {
  */
 export function withLengthFramedStdin(inner: ScriptRunner, opts: LengthFramedStdinOptions = {}): ScriptRunner {
   return {
-    capabilities: Object.freeze({ ...inner.capabilities, stdinEof: true }),
+    // EOF, but only for stdin known in full before the call: no live byte pipe (so no duplex channels).
+    capabilities: Object.freeze({ ...inner.capabilities, stdin: "buffered" as const, stdinEof: true }),
     async run(script, io) {
       const input = io.stdin;
       const framed = (length: number) => `head -c ${length} | /bin/sh -c ${shellQuote(script)}`;

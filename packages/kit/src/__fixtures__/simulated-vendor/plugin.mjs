@@ -108,7 +108,7 @@ const transports = {
     },
   },
   "no-eof": {
-    capabilities: STREAM_TRANSPORT,
+    capabilities: { ...STREAM_TRANSPORT, stdin: "buffered" },
     make({ local }) {
       const noEof = {
         capabilities: { ...STREAM_TRANSPORT, stdinEof: false },
