@@ -1,0 +1,263 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import type { PluginContext } from "@paperclipai/plugin-sdk";
+import { defineProviderConfig } from "../config/define.js";
+import { fields } from "../config/fields.js";
+import { createLocalScriptRunner } from "../exec/local/local-runner.js";
+import { STREAM_TRANSPORT } from "../transport.js";
+import { defineSandboxProvider } from "./define.js";
+import type { SandboxHandle, SandboxProviderDefinition } from "./types.js";
+
+// An in-memory "vendor" whose sandboxes are directories under one temp dir (our own test scripts run there).
+const root = fs.mkdtempSync(path.join(os.tmpdir(), "kit-lifecycle-"));
+afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
+
+const schema = z.object({
+  timeoutMs: fields.timeoutMs({ default: 30_000 }),
+  reuseLease: z.boolean().default(false),
+  apiKey: fields.secretRef().optional(),
+  size: z.string().default("small"),
+});
+const config = defineProviderConfig(schema);
+
+interface Box extends SandboxHandle {
+  dir: string;
+}
+
+interface VendorOptions {
+  /** The vendor ignores the requested expiry (it cannot bound its sandboxes). */
+  ignoreExpiry?: boolean;
+  /** create makes the sandbox, reports it, then fails (a later setup step). */
+  failAfterCreate?: boolean;
+  /** create makes the sandbox but its response is lost (nothing reported). */
+  loseCreateResponse?: boolean;
+  /** create waits for this before answering. */
+  createGate?: Promise<void>;
+  /** The first runner call rejects with "sandbox is stopped". */
+  stoppedOnFirstRun?: boolean;
+}
+
+function vendor(options: VendorOptions = {}, overrides: Partial<SandboxProviderDefinition<typeof schema, Box>> = {}) {
+  const boxes = new Map<string, { labels: Record<string, string>; state: "running" | "stopped"; expiresAt: Date | null }>();
+  const calls: string[] = [];
+  let next = 0;
+  let stoppedOnFirstRun = options.stoppedOnFirstRun === true;
+  const handle = (id: string): Box => {
+    const box = boxes.get(id)!;
+    return { providerLeaseId: id, dir: path.join(root, id), labels: box.labels, state: box.state, expiresAt: box.expiresAt };
+  };
+  const definition: SandboxProviderDefinition<typeof schema, Box> = {
+    driverKey: "memory",
+    config,
+    transport: STREAM_TRANSPORT,
+    workspaceDir: (box) => box.dir,
+    shape: (c) => ({ size: c.size }),
+    defaultTtlMs: () => 3_600_000,
+    notRunning: (error) => (error as Error).message === "sandbox is stopped",
+    async create(input) {
+      calls.push("create");
+      await options.createGate;
+      const id = `box-${++next}-${Math.random().toString(36).slice(2, 8)}`;
+      fs.mkdirSync(path.join(root, id), { recursive: true });
+      boxes.set(id, { labels: { ...input.labels } as Record<string, string>, state: "running", expiresAt: options.ignoreExpiry ? null : input.expiresAt });
+      if (options.loseCreateResponse) throw new Error("connection reset before the response");
+      input.created(id);
+      if (options.failAfterCreate) throw new Error("setup step 2 failed");
+      return handle(id);
+    },
+    async get(ref) {
+      calls.push("get");
+      return boxes.has(ref.providerLeaseId) ? handle(ref.providerLeaseId) : null;
+    },
+    async destroy(ref) {
+      calls.push("destroy");
+      boxes.delete(ref.providerLeaseId);
+      fs.rmSync(path.join(root, ref.providerLeaseId), { recursive: true, force: true });
+    },
+    async stop(box) {
+      calls.push("stop");
+      boxes.get(box.providerLeaseId)!.state = "stopped";
+    },
+    async start(box) {
+      calls.push("start");
+      boxes.get(box.providerLeaseId)!.state = "running";
+      return handle(box.providerLeaseId);
+    },
+    async list(_config, labels) {
+      calls.push("list");
+      return [...boxes.entries()]
+        .filter(([, box]) => Object.entries(labels).every(([key, value]) => box.labels[key] === value))
+        .map(([id, box]) => ({ providerLeaseId: id, labels: box.labels }));
+    },
+    runner: (box) => {
+      const local = createLocalScriptRunner({ cwd: box.dir, env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } });
+      return {
+        capabilities: STREAM_TRANSPORT,
+        run: (script, io) => {
+          if (stoppedOnFirstRun) {
+            stoppedOnFirstRun = false;
+            return Promise.reject(new Error("sandbox is stopped"));
+          }
+          return local.run(script, io);
+        },
+      };
+    },
+    ...overrides,
+  };
+  const { plugin, sandboxCapabilities } = defineSandboxProvider(definition);
+  const hooks = plugin.definition as unknown as Record<string, (params: Record<string, unknown>) => Promise<any>>;
+  const warnings: string[] = [];
+  const ctx = { logger: { warn: (m: string) => warnings.push(m), info: () => undefined }, execution: { log: () => undefined } } as unknown as PluginContext;
+  return { boxes, calls, hooks, warnings, sandboxCapabilities, setup: () => plugin.definition.setup(ctx) };
+}
+
+const scope = { driverKey: "memory", companyId: "Company-1", environmentId: "env-1" };
+const acquireParams = (cfg: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) => ({
+  ...scope,
+  config: cfg,
+  runId: "run-1",
+  agentId: "agent-1",
+  executionWorkspaceId: "ws-1",
+  ...extra,
+});
+
+describe("defineSandboxProvider", () => {
+  it("labels the sandbox with provider, company, environment and run, and returns remoteCwd and an expiry", async () => {
+    const v = vendor();
+    await v.setup();
+    const lease = await v.hooks.onEnvironmentAcquireLease!(acquireParams());
+    const box = v.boxes.get(lease.providerLeaseId!)!;
+    expect(box.labels).toEqual({ "paperclip-provider": "memory", "paperclip-company": "company-1", "paperclip-environment": "env-1", "paperclip-run": "run-1" });
+    expect(lease.metadata).toMatchObject({ remoteCwd: path.join(root, lease.providerLeaseId!), reusable: false });
+    expect(Date.parse(lease.expiresAt!)).toBeGreaterThan(Date.now());
+    expect(v.sandboxCapabilities).toEqual({ reusableLeases: true, nativeSyncIn: true, nativeSyncOut: true, concurrentSyncOperations: true, duplexCommandStream: true });
+  });
+
+  it("never returns an expiry later than requestedExpiresAt; without a bound at the vendor it returns none", async () => {
+    const v = vendor();
+    await v.setup();
+    const requested = new Date(Date.now() + 60_000).toISOString();
+    expect((await v.hooks.onEnvironmentAcquireLease!(acquireParams({}, { requestedExpiresAt: requested }))).expiresAt).toBe(requested);
+    const unbounded = vendor({ ignoreExpiry: true });
+    await unbounded.setup();
+    const lease = await unbounded.hooks.onEnvironmentAcquireLease!(acquireParams({}, { requestedExpiresAt: requested }));
+    expect(lease.expiresAt).toBeNull();
+    expect(unbounded.warnings.join("\n")).toMatch(/could not be bounded/);
+  });
+  it("destroys a sandbox whose acquire failed after create, and reports the original error", async () => {
+    const v = vendor({ failAfterCreate: true });
+    await v.setup();
+    await expect(v.hooks.onEnvironmentAcquireLease!(acquireParams())).rejects.toThrow("setup step 2 failed");
+    expect(v.boxes.size).toBe(0);
+    expect(v.calls).toEqual(["create", "destroy"]);
+  });
+  it("finds and destroys by the run's labels a sandbox whose create response was lost", async () => {
+    const v = vendor({ loseCreateResponse: true });
+    await v.setup();
+    await expect(v.hooks.onEnvironmentAcquireLease!({ ...acquireParams(), runId: "run-lost" })).rejects.toThrow(/connection reset/);
+    expect(v.calls).toEqual(["create", "list", "destroy"]);
+    expect(v.boxes.size).toBe(0);
+  });
+  it("answers within the acquire budget and destroys the sandbox that arrives late", async () => {
+    let open!: () => void;
+    const v = vendor({ createGate: new Promise<void>((resolve) => (open = resolve)) }, { acquireBudgetMs: () => 200 });
+    await v.setup();
+    const started = Date.now();
+    await expect(v.hooks.onEnvironmentAcquireLease!(acquireParams())).rejects.toMatchObject({ code: "ACQUIRE_BUDGET_EXCEEDED" });
+    expect(Date.now() - started).toBeLessThan(2_000);
+    open();
+    await waitFor(() => v.calls.includes("destroy"));
+    expect(v.boxes.size).toBe(0);
+  });
+  it("keeps a reusable lease at release (stop), resumes it (start) after checking the sentinel, and destroys it on a shape change", async () => {
+    const v = vendor();
+    await v.setup();
+    const lease = await v.hooks.onEnvironmentAcquireLease!(acquireParams({ reuseLease: true }));
+    expect(lease.metadata?.reusable).toBe(true);
+    const ref = { ...scope, config: { reuseLease: true }, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata };
+    expect(await v.hooks.onEnvironmentReleaseLease!(ref)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "stopped" });
+    expect(v.boxes.get(lease.providerLeaseId!)?.state).toBe("stopped");
+    const resumed = await v.hooks.onEnvironmentResumeLease!(ref);
+    expect(resumed.providerLeaseId).toBe(lease.providerLeaseId);
+    expect(v.calls).toContain("start");
+    await v.hooks.onEnvironmentReleaseLease!(ref);
+    const changed = await v.hooks.onEnvironmentResumeLease!({ ...ref, config: { reuseLease: true, size: "large" } });
+    expect(changed).toEqual({ providerLeaseId: null, metadata: { expired: true, identityMismatch: true } });
+    expect(v.boxes.has(lease.providerLeaseId!)).toBe(false);
+  });
+
+  it("a run without an execution workspace stays ephemeral even with reuseLease", async () => {
+    const v = vendor();
+    await v.setup();
+    const lease = await v.hooks.onEnvironmentAcquireLease!(acquireParams({ reuseLease: true }, { executionWorkspaceId: null }));
+    expect(lease.metadata?.reusable).toBe(false);
+    const receipt = await v.hooks.onEnvironmentReleaseLease!({ ...scope, config: { reuseLease: true }, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata });
+    expect(receipt).toEqual({ providerLeaseId: lease.providerLeaseId, state: "destroyed" });
+  });
+
+  it("refuses to resume a sandbox labelled for another company, without touching it", async () => {
+    const v = vendor();
+    await v.setup();
+    const lease = await v.hooks.onEnvironmentAcquireLease!(acquireParams({ reuseLease: true }));
+    const foreign = await v.hooks.onEnvironmentResumeLease!({ ...scope, companyId: "company-2", config: { reuseLease: true }, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata });
+    expect(foreign).toEqual({ providerLeaseId: null, metadata: { expired: true, identityMismatch: true } });
+    expect(v.boxes.has(lease.providerLeaseId!)).toBe(true);
+  });
+
+  it("release with resourceDisposition stop_and_retain keeps the sandbox; a failing stop is an error, never a delete", async () => {
+    const v = vendor({}, { stop: async () => Promise.reject(new Error("stop refused by the vendor")) });
+    await v.setup();
+    const lease = await v.hooks.onEnvironmentAcquireLease!(acquireParams());
+    const params = { ...scope, config: {}, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata, resourceDisposition: "stop_and_retain" };
+    await expect(v.hooks.onEnvironmentReleaseLease!(params)).rejects.toThrow(/stop refused/);
+    expect(v.boxes.has(lease.providerLeaseId!)).toBe(true);
+  });
+
+  it("a plain release drains in-flight work for a bounded time, then ends it", async () => {
+    const v = vendor({}, { releaseDrainMs: 300 });
+    await v.setup();
+    const lease = await v.hooks.onEnvironmentAcquireLease!(acquireParams());
+    const running = v.hooks.onEnvironmentExecute!({ ...scope, config: {}, lease, command: "sleep", args: ["30"] });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const started = Date.now();
+    const receipt = await v.hooks.onEnvironmentReleaseLease!({ ...scope, config: {}, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata });
+    expect(receipt).toEqual({ providerLeaseId: lease.providerLeaseId, state: "destroyed" });
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(await running).toMatchObject({ exitCode: null });
+  });
+
+  it("keeps secrets of the config out of every error it throws", async () => {
+    const v = vendor(
+      {},
+      {
+        async create() {
+          throw new Error("401 from https://api.example.com?key=sk-live-123456789 (key sk-live-123456789 rejected)");
+        },
+      },
+    );
+    await v.setup();
+    const error = (await v.hooks.onEnvironmentAcquireLease!(acquireParams({ apiKey: "sk-live-123456789" })).catch((e: unknown) => e)) as Error;
+    expect(error.message).toMatch(/401/);
+    expect(error.message).not.toContain("sk-live-123456789");
+  });
+
+  it("starts a sandbox found stopped on execute and runs the command once more", async () => {
+    const v = vendor({ stoppedOnFirstRun: true });
+    await v.setup();
+    const lease = await v.hooks.onEnvironmentAcquireLease!(acquireParams());
+    const result = await v.hooks.onEnvironmentExecute!({ ...scope, config: {}, lease, command: "echo", args: ["again"] });
+    expect(result).toMatchObject({ exitCode: 0, stdout: "again\n" });
+    expect(v.calls).toContain("start");
+  });
+});
+
+async function waitFor(check: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
