@@ -31,6 +31,9 @@ for tool in setpriv setsid curl bwrap; do
 done
 SERVER_UID=65534; SERVER_GID=65534   # nobody:nogroup
 PORT=3100; PG_PORT=54329             # the onboarded defaults
+# One run at a time on a machine: the ports, the fake agent's path and the cache are shared.
+exec 9>"${PAPERCLIP_E2E_LOCK:-/var/lock/paperclip-sandbox-e2e.lock}"
+if ! flock -n 9; then log "another e2e run holds the lock; waiting"; flock 9; fi
 
 # ---------------------------------------------------------------- 1. install
 t=$(date +%s%N)
