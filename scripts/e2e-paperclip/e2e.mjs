@@ -681,7 +681,20 @@ for (const p of PROVIDERS) {
     failures.push({ provider: p.driverKey, step: "plugin installed", message: "not installed" });
     continue;
   }
-  await runProvider(p, plugin);
+  // A hosted provider runs against its vendor emulator, started here (as root, on loopback) and
+  // stopped once its scenarios are done; its config reads the emulator's URL and credential.
+  let emulator;
+  try {
+    if (p.emulator) {
+      emulator = await p.emulator.start(ctx);
+      ctx.emulator = emulator;
+      console.log(`[e2e] ${p.driverKey}: emulator at ${emulator.url}`);
+    }
+    await runProvider(p, plugin);
+  } finally {
+    ctx.emulator = undefined;
+    await emulator?.close();
+  }
 }
 
 if (ui) {

@@ -11,6 +11,9 @@
 //   leaseDir(ctx, lease)  host dir a lease lives in (checked gone after release), or null
 //   prepare(ctx)    optional: create what the config needs before the scenario (runs as root; the server is nobody)
 //   leftovers(ctx)  extra provider-specific leftovers to report after the runs (strings), e.g. state-dir entries
+//   emulator        hosted providers: { start(ctx) -> handle } (emulator-kit's startEmulator shape: url,
+//                   credentials, close()); started before the provider's scenarios, stopped after, and
+//                   available to config(ctx)/prepare(ctx)/leftovers(ctx) as ctx.emulator
 //   ui(ctx)         the browser test of the host's Add environment form (ui.mjs): fields are named by their
 //                   titles; fill/choose (title -> value), cleared (titles typed in and cleared), badItems
 //                   ([{ list, value }]), goodItems (list -> value), probeFill, probe (RegExp the Test summary
