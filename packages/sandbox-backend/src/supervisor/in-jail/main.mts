@@ -12,6 +12,7 @@
  *   pid from any connection, optionally detached from the connection that started them
  *   (exec-runs.mts, exec-conversations.mts, output-readers.mts);
  * - performs file ops as the sandbox user, confined to caller-given roots (file-*.mts);
+ *   exec runs and file ops are loaded on first use (extended-ops.mts);
  * - exposes the host-side egress proxy on the jail's loopback (egress-forwarder.mts).
  * Expiry is not enforced here: the jail's host-side keeper (outside the jail, unreachable from it)
  * ends the whole jail at the deadline, which can move while the jail runs.
@@ -31,17 +32,12 @@
  */
 import net from "node:net";
 import { FRAME_CONTROL, createFrameDecoder, parseControl, writeControl } from "./frames.mjs";
-import { ONE_SHOT, OpError, intField, replyError, replyOnce, stringField, type Conversation } from "./conversation.mjs";
+import { ONE_SHOT, OpError, replyError, replyOnce, type Conversation } from "./conversation.mjs";
 import { readConfig } from "./config.mjs";
 import { createRunnerCommands } from "./runner-commands.mjs";
-import { createExecTable, describeRun, type ExecRun } from "./exec-runs.mjs";
-import { bindRun } from "./exec-conversations.mjs";
-import { readOutput, subscribe } from "./output-readers.mjs";
-import { Confinement } from "./confinement.mjs";
-import { FILE_OPS } from "./file-ops.mjs";
-import { receiveFile, sendFile } from "./file-transfer.mjs";
 import { startEgressForwarder } from "./egress-forwarder.mjs";
 import { graceFrom } from "./process-group.mjs";
+import type { ExtendedOps } from "./extended-ops.mjs";
 
 /** Frames that arrive while an op is still being set up, kept until its conversation exists. */
 const MAX_PENDING_BYTES = 1024 * 1024;
@@ -52,14 +48,12 @@ function log(message: string): void {
 
 const config = readConfig(process.argv[2]);
 const runner = createRunnerCommands(config);
-const execs = createExecTable(config);
-
-function runOf(message: Record<string, unknown>): ExecRun {
-  const pid = intField(message, "pid", 1, 2 ** 31 - 1);
-  const run = execs.byPid(pid);
-  if (!run) throw new OpError("ESRCH", `no command with pid ${pid}`);
-  return run;
-}
+// Exec runs and file ops load on first use: the cold path (the first runner command of a fresh
+// jail) only pays for the modules it needs.
+let extended: Promise<ExtendedOps> | null = null;
+let loaded: ExtendedOps | null = null;
+const extendedOps = (): Promise<ExtendedOps> =>
+  (extended ??= import("./extended-ops.mjs").then((module) => (loaded = module.createExtendedOps(config))));
 
 /** Answers a one-shot op whose work is asynchronous. */
 function answer(sock: net.Socket, work: Promise<Record<string, unknown>>): Conversation {
@@ -67,24 +61,11 @@ function answer(sock: net.Socket, work: Promise<Record<string, unknown>>): Conve
   return ONE_SHOT;
 }
 
-function fileOp(sock: net.Socket, message: Record<string, unknown>): Conversation {
-  const action = stringField(message, "action", 16);
-  const confinement = Confinement.from(message.roots);
-  if (action === "write") return receiveFile(sock, message, confinement);
-  if (action === "read") {
-    confinement.then((ready) => sendFile(sock, message, ready)).catch((error: unknown) => replyError(sock, error));
-    return ONE_SHOT;
-  }
-  const op = FILE_OPS[action];
-  if (!op) throw new OpError("EINVAL", `unknown file action ${action}`);
-  return answer(sock, confinement.then(async (ready) => ({ op: "fs-done", result: await op(message, ready) })));
-}
-
 /** Decides what a connection is for from its first control message. */
 function dispatch(sock: net.Socket, message: Record<string, unknown> & { op: string }): Conversation | Promise<Conversation> {
   switch (message.op) {
     case "ping":
-      replyOnce(sock, { op: "pong", pid: process.pid, running: runner.size + execs.runningCount });
+      replyOnce(sock, { op: "pong", pid: process.pid, running: runner.size + (loaded?.runningCount ?? 0) });
       return ONE_SHOT;
     case "start":
       return runner.start(sock, message);
@@ -92,40 +73,15 @@ function dispatch(sock: net.Socket, message: Record<string, unknown> & { op: str
       return answer(sock, runner.kill(String(message.id), graceFrom(message.graceMs)).then((found) => ({ op: "killed", ids: found ? [message.id] : [] })));
     case "kill-all": {
       const graceMs = graceFrom(message.graceMs);
-      return answer(sock, Promise.all([runner.killAll(graceMs), execs.killAll(graceMs)]).then(([a, b]) => ({ op: "killed", ids: [...a, ...b] })));
+      return answer(sock, Promise.all([runner.killAll(graceMs), loaded?.killAll(graceMs) ?? []]).then(([a, b]) => ({ op: "killed", ids: [...a, ...b] })));
     }
-    case "exec":
-      return execs.start(message).then((run) => {
-        writeControl(sock, { op: "started", id: run.id, pid: run.pid });
-        return bindRun(sock, run, { owner: true });
-      });
-    case "attach": {
-      const run = runOf(message);
-      writeControl(sock, { op: "attached", process: describeRun(run) });
-      return bindRun(sock, run, { owner: false });
-    }
-    case "read":
-      readOutput(sock, runOf(message), message);
-      return ONE_SHOT;
-    case "subscribe":
-      return subscribe(sock, runOf(message), message);
-    case "signal":
-      execs.signal(intField(message, "pid", 1, 2 ** 31 - 1), message.signal, message.group === true);
-      replyOnce(sock, { op: "signalled" });
-      return ONE_SHOT;
-    case "processes":
-      replyOnce(sock, { op: "processes", processes: execs.list() });
-      return ONE_SHOT;
-    case "reap":
-      execs.reap(intField(message, "pid", 1, 2 ** 31 - 1));
-      replyOnce(sock, { op: "reaped" });
-      return ONE_SHOT;
-    case "fs":
-      return fileOp(sock, message);
     default:
-      throw new OpError("ENOSYS", `unknown op ${message.op.slice(0, 64)}`);
+      if (!EXTENDED_OPS.has(message.op)) throw new OpError("ENOSYS", `unknown op ${message.op.slice(0, 64)}`);
+      return extendedOps().then((ops) => ops.dispatch(sock, message));
   }
 }
+
+const EXTENDED_OPS = new Set(["exec", "attach", "read", "subscribe", "signal", "processes", "reap", "fs"]);
 
 function serve(sock: net.Socket): void {
   let conversation: Conversation | null = null;
