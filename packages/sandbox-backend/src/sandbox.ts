@@ -125,7 +125,7 @@ export class LocalSandbox implements Sandbox {
     return this.record.jail !== null && !this.expired && jailAlive(this.record.jail);
   }
 
-  setLabels(labels: Record<string, string>): Promise<void> {
+  async setLabels(labels: Record<string, string>): Promise<void> {
     const checked = checkLabels(labels);
     return this.serialized(async () => {
       this.requireUsable();
@@ -134,7 +134,7 @@ export class LocalSandbox implements Sandbox {
     });
   }
 
-  setMetadata(metadata: Record<string, unknown>): Promise<void> {
+  async setMetadata(metadata: Record<string, unknown>): Promise<void> {
     const checked = checkMetadata(metadata);
     return this.serialized(async () => {
       this.requireUsable();
@@ -156,12 +156,12 @@ export class LocalSandbox implements Sandbox {
     return handle ? this.track(handle) : null;
   }
 
-  processes(): Promise<ProcessInfo[]> {
+  async processes(): Promise<ProcessInfo[]> {
     this.requireRunning();
     return listProcesses(this.channel);
   }
 
-  reap(pid: number): Promise<void> {
+  async reap(pid: number): Promise<void> {
     this.requireRunning();
     return reapProcess(this.channel, pid);
   }
@@ -222,7 +222,7 @@ export class LocalSandbox implements Sandbox {
     });
   }
 
-  extendTtl(untilMs: number): Promise<void> {
+  async extendTtl(untilMs: number): Promise<void> {
     const until = checkExpiry(untilMs, "extendTtl untilMs");
     return this.serialized(async () => {
       this.requireUsable();

@@ -71,28 +71,42 @@ export function parseControl(payload: Buffer): Record<string, unknown> & { op: s
  * and a payload is copied only when it spans chunks, so bulk output is not re-copied per socket read.
  */
 export function createFrameDecoder(onFrame: (type: number, payload: Buffer) => void): (chunk: Buffer) => void {
-  const chunks: Buffer[] = [];
+  // Queue of received chunks from `head` on (an index, not shift(): a payload assembled from many
+  // small reads must stay linear).
+  let chunks: Buffer[] = [];
+  let head = 0;
   let buffered = 0;
+  const dropConsumed = () => {
+    if (head === chunks.length) {
+      chunks = [];
+      head = 0;
+    } else if (head > 1024) {
+      chunks = chunks.slice(head);
+      head = 0;
+    }
+  };
   const take = (length: number): Buffer => {
-    const first = chunks[0]!;
+    const first = chunks[head]!;
     if (first.length >= length) {
       const out = first.subarray(0, length);
-      if (first.length === length) chunks.shift();
-      else chunks[0] = first.subarray(length);
+      if (first.length === length) head += 1;
+      else chunks[head] = first.subarray(length);
       buffered -= length;
+      dropConsumed();
       return out;
     }
     const out = Buffer.allocUnsafe(length);
     let filled = 0;
     while (filled < length) {
-      const head = chunks[0]!;
-      const part = Math.min(head.length, length - filled);
-      head.copy(out, filled, 0, part);
+      const chunk = chunks[head]!;
+      const part = Math.min(chunk.length, length - filled);
+      chunk.copy(out, filled, 0, part);
       filled += part;
-      if (part === head.length) chunks.shift();
-      else chunks[0] = head.subarray(part);
+      if (part === chunk.length) head += 1;
+      else chunks[head] = chunk.subarray(part);
     }
     buffered -= length;
+    dropConsumed();
     return out;
   };
   // The header of the frame being assembled, parsed once (not on every chunk that arrives).
