@@ -52,6 +52,8 @@ export class Connection {
     this.sock = net.connect(channel.socketPath);
     this.unwatch = channel.watchJail?.((error) => this.fail(error)) ?? (() => undefined);
     const decode = createFrameDecoder((type, payload) => {
+      // Failed (e.g. a reply over its bound): the rest of what arrived with it is not delivered.
+      if (this.failure) return;
       if (type === FRAME_CONTROL) handlers.onControl(parseControl(payload));
       else handlers.onData?.(type, payload);
     });
