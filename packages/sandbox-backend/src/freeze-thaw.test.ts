@@ -57,6 +57,17 @@ describe("freeze and thaw", () => {
     expect(record.freezer?.version).toBe(1);
   });
 
+  it.skipIf(!canUseCgroups)("freezes a jail whose shell forks without pause (a vfork parent must not hold the freezer in FREEZING)", async () => {
+    const sandbox = await world.create({ id: "freeze-forking" });
+    const forker = await sandbox.exec({ script: "while :; do /bin/true; done", detached: true });
+    for (let i = 0; i < 300; i += 1) {
+      await sandbox.freeze();
+      await sandbox.thaw();
+    }
+    expect((await sandbox.processes()).find((entry) => entry.pid === forker.pid)).toMatchObject({ running: true });
+    await forker.signal("SIGKILL", { group: true });
+  });
+
   it("with signals (no cgroup access), keep a running counter's process and memory: it resumes where it stopped", async () => {
     const backend = world.newBackend({ freezer: "signal" });
     const sandbox = await backend.create({ id: "freeze-signal", ttlMs: 120_000 });

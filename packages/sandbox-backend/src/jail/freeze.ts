@@ -43,16 +43,26 @@ async function cgroupThawed(freezer: FreezerCgroup): Promise<boolean> {
   return /^frozen 0$/m.test(await fsp.readFile(path.join(freezer.dir, "cgroup.events"), "utf8"));
 }
 
+/** How often a freeze still under way is asked for again (see below). */
+const REFREEZE_MS = 10;
+
 export async function freezeCgroup(freezer: FreezerCgroup, timeoutMs = 5_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  await fsp.writeFile(controlFile(freezer), freezer.version === 1 ? "FROZEN" : "1");
-  // v1 reports FREEZING until every task has stopped (a task in uninterruptible sleep can hold it up).
+  const request = () => fsp.writeFile(controlFile(freezer), freezer.version === 1 ? "FROZEN" : "1");
+  await request();
+  let lastRequest = Date.now();
+  // v1 reports FREEZING until every task has stopped. A parent waiting in vfork for a child that
+  // froze before its exec can keep it there for good; asking again freezes it (runc does the same).
   while (!(await cgroupFrozen(freezer))) {
     if (Date.now() > deadline) {
       await thawCgroup(freezer).catch(() => undefined);
       throw new Error(`the jail did not freeze within ${timeoutMs} ms`);
     }
     await sleep(POLL_MS);
+    if (Date.now() - lastRequest >= REFREEZE_MS) {
+      await request();
+      lastRequest = Date.now();
+    }
   }
 }
 
