@@ -5,7 +5,7 @@
  */
 import fsp from "node:fs/promises";
 import type { ScriptRunner } from "@paperclip-sandbox/kit";
-import { SandboxError, SandboxGoneError, SandboxStateError } from "./errors.js";
+import { SandboxError, SandboxGoneError, SandboxInputError, SandboxStateError } from "./errors.js";
 import { startEgressProxy, type EgressDenial, type EgressProxy } from "./egress/proxy.js";
 import type { Resolver } from "./egress/resolver.js";
 import { buildJailArgv, SANDBOX_PATHS } from "./jail/argv.js";
@@ -18,6 +18,7 @@ import { checkExecOptions, checkExpiry, checkLabels, checkMetadata } from "./opt
 import { cgroupNameOf, type SandboxLayout } from "./store/layout.js";
 import { writeRecord, type SandboxRecord } from "./store/record.js";
 import { removeTree } from "./store/state-dir.js";
+import { readFileNoFollow } from "./store/no-follow-read.js";
 import { SupervisorClient } from "./supervisor/client.js";
 import type { SupervisorChannel } from "./supervisor/connection.js";
 import { attachExec, listProcesses, reapProcess, startExec } from "./supervisor/exec-client.js";
@@ -141,6 +142,19 @@ export class LocalSandbox implements Sandbox {
       this.record.metadata = checked;
       await this.persist();
     });
+  }
+
+  async readStoredFile(jailPath: string, options: { maxBytes?: number } = {}): Promise<Buffer | null> {
+    if (this.destroyed) throw new SandboxGoneError(`sandbox ${this.id} has been destroyed`);
+    const binds: Array<[string, string]> = [
+      [`${SANDBOX_PATHS.cache}/`, this.layout.cache],
+      [`${SANDBOX_PATHS.home}/`, this.layout.home],
+      [`${SANDBOX_PATHS.workspace}/`, this.layout.workspace],
+      [`${SANDBOX_PATHS.tmp}/`, this.layout.tmp],
+    ];
+    const bind = typeof jailPath === "string" ? binds.find(([prefix]) => jailPath.startsWith(prefix)) : undefined;
+    if (!bind) throw new SandboxInputError(`readStoredFile needs a path under /workspace, /home/sandbox or /tmp (got ${String(jailPath).slice(0, 200)})`);
+    return readFileNoFollow(bind[1], jailPath.slice(bind[0].length), options.maxBytes ?? 64 * 1024);
   }
 
   async exec(options: ExecOptions): Promise<ExecHandle> {

@@ -1,4 +1,6 @@
 // Cold stop/start: every process ends (confirmed), the disk stays, start runs a fresh jail on it.
+import fs from "node:fs";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sandboxLeftovers } from "./test-support/leftovers.js";
 import { startWorld, type World } from "./__fixtures__/world.js";
@@ -37,6 +39,24 @@ describe("stop and start", () => {
     // A fresh supervisor: it knows nothing of the commands of the jail before.
     expect(await sandbox.processes()).toHaveLength(1);
     expect((await world.backend.list()).find((entry) => entry.id === "stop-start")).toMatchObject({ state: "running", alive: true });
+  });
+
+  it("readStoredFile reads a stopped sandbox's disk from the host, never through a link sandboxed code planted", async () => {
+    const sandbox = await world.create({ id: "stored" });
+    // A host file the sandbox must never be made to leak: its links name host paths (they mean
+    // nothing inside the jail, but would be followed by a careless host-side read).
+    const hostDir = path.join(world.stateDir, "host-only");
+    fs.mkdirSync(hostDir);
+    fs.writeFileSync(path.join(hostDir, "key"), "host secret\n");
+    await run(sandbox, `mkdir -p /workspace/.state && echo sentinel > /workspace/.state/file && ln -s ${hostDir} /workspace/dirlink && ln -s ${hostDir}/key /workspace/filelink && ln -s ${hostDir} /workspace/.state/inner`);
+    await sandbox.stop();
+    expect((await sandbox.readStoredFile("/workspace/.state/file"))?.toString()).toBe("sentinel\n");
+    expect(await sandbox.readStoredFile("/workspace/dirlink/key")).toBeNull();
+    expect(await sandbox.readStoredFile("/workspace/filelink")).toBeNull();
+    expect(await sandbox.readStoredFile("/workspace/.state/inner/key")).toBeNull();
+    expect(await sandbox.readStoredFile("/workspace/.state/file", { maxBytes: 3 })).toBeNull();
+    expect(await sandbox.readStoredFile("/workspace/missing")).toBeNull();
+    await expect(sandbox.readStoredFile("/etc/passwd")).rejects.toThrow(/under \/workspace, \/home\/sandbox or \/tmp/);
   });
 
   it("start after the jail died on its own tidies what it left and runs again", async () => {

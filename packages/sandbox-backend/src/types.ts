@@ -126,6 +126,12 @@ export interface Sandbox {
   /** Recent egress proxy refusals (at most 100), oldest first. */
   readonly denials: readonly EgressDenial[];
   readonly files: SandboxFiles;
+  /**
+   * A small file of the sandbox's disk read from the host, in any state (also stopped): `path` is
+   * an in-jail path under /workspace, /home/sandbox or /tmp. No component is followed if it is a
+   * link; null when missing, behind a link, not a regular file, or over `maxBytes` (default 64 KiB).
+   */
+  readStoredFile(path: string, options?: { maxBytes?: number }): Promise<Buffer | null>;
   /** Replace the labels / metadata (persisted). */
   setLabels(labels: Record<string, string>): Promise<void>;
   setMetadata(metadata: Record<string, unknown>): Promise<void>;

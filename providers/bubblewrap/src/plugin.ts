@@ -151,11 +151,10 @@ export function createBubblewrapPlugin(deps: BubblewrapPluginDeps = {}) {
     await sandbox.files.write(SENTINEL_FILE, buildSentinel({ fingerprint, providerLeaseId: sandbox.id }), { mode: 0o600, createParents: false, ...WORKSPACE_ONLY });
   };
 
-  const readSentinel = (sandbox: Sandbox): Promise<string | null> =>
-    sandbox.files.read(SENTINEL_FILE, { maxBytes: 4096, ...WORKSPACE_ONLY }).then(
-      (bytes) => bytes.toString("utf8"),
-      () => null,
-    );
+  // Read from the disk without following any link (also while the lease is stopped, so a resume
+  // need not wait for a jail to answer before it knows it may restart it).
+  const readSentinel = async (sandbox: Sandbox): Promise<string | null> =>
+    (await sandbox.readStoredFile(SENTINEL_FILE, { maxBytes: 4096 }))?.toString("utf8") ?? null;
 
   // The host's duplex bridge channels, each a command in the lease's jail through its supervisor.
   // Opens carry no config (so no state dir): the lease must be one this worker holds, which it does
@@ -284,14 +283,9 @@ export function createBubblewrapPlugin(deps: BubblewrapPluginDeps = {}) {
       const sameShape =
         (expected === undefined || expected === lease.fingerprint) && lease.shapeFingerprint === shapeFingerprint(params.companyId, params.environmentId, config);
       if (!sameShape) return mismatch;
-      // Stopped (reuse), or its jail ended on its own: a fresh jail on the same disk. The sentinel is
-      // read inside the jail, so the jail must run first.
-      const restarted = sandbox.state !== "running";
-      if (restarted) await sandbox.start();
-      if (lease.reuse && !sentinelMatches(await readSentinel(sandbox), lease.fingerprint ?? "")) {
-        if (restarted) await sandbox.stop();
-        return mismatch;
-      }
+      if (lease.reuse && !sentinelMatches(await readSentinel(sandbox), lease.fingerprint ?? "")) return mismatch;
+      // Stopped (reuse), or its jail ended on its own: a fresh jail on the same disk.
+      if (sandbox.state !== "running") await sandbox.start();
       hold(sandbox);
       return leaseResult(sandbox);
     },
