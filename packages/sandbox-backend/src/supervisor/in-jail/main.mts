@@ -12,7 +12,7 @@
  *   pid from any connection, optionally detached from the connection that started them
  *   (exec-runs.mts, exec-conversations.mts, output-readers.mts);
  * - performs file ops as the sandbox user, confined to caller-given roots (file-*.mts);
- *   exec runs and file ops are loaded on first use (extended-ops.mts);
+ *   exec runs (exec-ops.mts) and file ops (file-requests.mts) are loaded on first use;
  * - exposes the host-side egress proxy on the jail's loopback (egress-forwarder.mts).
  * Expiry is not enforced here: the jail's host-side keeper (outside the jail, unreachable from it)
  * ends the whole jail at the deadline, which can move while the jail runs.
@@ -37,7 +37,7 @@ import { readConfig } from "./config.mjs";
 import { createRunnerCommands } from "./runner-commands.mjs";
 import { startEgressForwarder } from "./egress-forwarder.mjs";
 import { graceFrom } from "./process-group.mjs";
-import type { ExtendedOps } from "./extended-ops.mjs";
+import type { ExecOps } from "./exec-ops.mjs";
 
 /** Frames that arrive while an op is still being set up, kept until its conversation exists. */
 const MAX_PENDING_BYTES = 1024 * 1024;
@@ -49,11 +49,13 @@ function log(message: string): void {
 const config = readConfig(process.argv[2]);
 const runner = createRunnerCommands(config);
 // Exec runs and file ops load on first use: the cold path (the first runner command of a fresh
-// jail) only pays for the modules it needs.
-let extended: Promise<ExtendedOps> | null = null;
-let loaded: ExtendedOps | null = null;
-const extendedOps = (): Promise<ExtendedOps> =>
-  (extended ??= import("./extended-ops.mjs").then((module) => (loaded = module.createExtendedOps(config))));
+// jail) only pays for the modules it needs, and an exec does not wait for the file modules.
+let execOps: Promise<ExecOps> | null = null;
+let loadedExecOps: ExecOps | null = null;
+const loadExecOps = (): Promise<ExecOps> =>
+  (execOps ??= import("./exec-ops.mjs").then((module) => (loadedExecOps = module.createExecOps(config))));
+let fileRequests: Promise<typeof import("./file-requests.mjs")> | null = null;
+const loadFileRequests = () => (fileRequests ??= import("./file-requests.mjs"));
 
 /** Answers a one-shot op whose work is asynchronous. */
 function answer(sock: net.Socket, work: Promise<Record<string, unknown>>): Conversation {
@@ -65,7 +67,7 @@ function answer(sock: net.Socket, work: Promise<Record<string, unknown>>): Conve
 function dispatch(sock: net.Socket, message: Record<string, unknown> & { op: string }): Conversation | Promise<Conversation> {
   switch (message.op) {
     case "ping":
-      replyOnce(sock, { op: "pong", pid: process.pid, running: runner.size + (loaded?.runningCount ?? 0) });
+      replyOnce(sock, { op: "pong", pid: process.pid, running: runner.size + (loadedExecOps?.runningCount ?? 0) });
       return ONE_SHOT;
     case "start":
       return runner.start(sock, message);
@@ -73,15 +75,17 @@ function dispatch(sock: net.Socket, message: Record<string, unknown> & { op: str
       return answer(sock, runner.kill(String(message.id), graceFrom(message.graceMs)).then((found) => ({ op: "killed", ids: found ? [message.id] : [] })));
     case "kill-all": {
       const graceMs = graceFrom(message.graceMs);
-      return answer(sock, Promise.all([runner.killAll(graceMs), loaded?.killAll(graceMs) ?? []]).then(([a, b]) => ({ op: "killed", ids: [...a, ...b] })));
+      return answer(sock, Promise.all([runner.killAll(graceMs), loadedExecOps?.killAll(graceMs) ?? []]).then(([a, b]) => ({ op: "killed", ids: [...a, ...b] })));
     }
+    case "fs":
+      return loadFileRequests().then((module) => module.handleFileRequest(sock, message));
     default:
-      if (!EXTENDED_OPS.has(message.op)) throw new OpError("ENOSYS", `unknown op ${message.op.slice(0, 64)}`);
-      return extendedOps().then((ops) => ops.dispatch(sock, message));
+      if (!EXEC_OPS.has(message.op)) throw new OpError("ENOSYS", `unknown op ${message.op.slice(0, 64)}`);
+      return loadExecOps().then((ops) => ops.dispatch(sock, message));
   }
 }
 
-const EXTENDED_OPS = new Set(["exec", "attach", "read", "subscribe", "signal", "processes", "reap", "fs"]);
+const EXEC_OPS = new Set(["exec", "attach", "read", "subscribe", "signal", "processes", "reap"]);
 
 function serve(sock: net.Socket): void {
   let conversation: Conversation | null = null;

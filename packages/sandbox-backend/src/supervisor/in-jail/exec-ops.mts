@@ -1,25 +1,22 @@
 /**
- * The supervisor's ops beyond the runner: exec runs, their output, and file ops. Loaded on first
- * use (see main.mts), so a fresh jail's first runner command does not wait for these modules.
+ * The supervisor's exec ops: exec runs and their output. Loaded on first use (see main.mts), so a
+ * fresh jail's first runner command does not wait for these modules.
  */
 import type net from "node:net";
-import { ONE_SHOT, OpError, intField, replyError, replyOnce, stringField, type Conversation } from "./conversation.mjs";
+import { ONE_SHOT, OpError, intField, replyOnce, type Conversation } from "./conversation.mjs";
 import { writeControl } from "./frames.mjs";
 import { createExecTable, describeRun, type ExecRun } from "./exec-runs.mjs";
 import { bindRun } from "./exec-conversations.mjs";
 import { readOutput, subscribe } from "./output-readers.mjs";
-import { Confinement } from "./confinement.mjs";
-import { FILE_OPS } from "./file-ops.mjs";
-import { receiveFile, sendFile } from "./file-transfer.mjs";
 import type { SupervisorConfig } from "./config.mjs";
 
-export interface ExtendedOps {
+export interface ExecOps {
   dispatch(sock: net.Socket, message: Record<string, unknown> & { op: string }): Conversation | Promise<Conversation>;
   killAll(graceMs: number): Promise<string[]>;
   readonly runningCount: number;
 }
 
-export function createExtendedOps(config: SupervisorConfig): ExtendedOps {
+export function createExecOps(config: SupervisorConfig): ExecOps {
   const execs = createExecTable(config);
 
   const runOf = (message: Record<string, unknown>): ExecRun => {
@@ -27,25 +24,6 @@ export function createExtendedOps(config: SupervisorConfig): ExtendedOps {
     const run = execs.byPid(pid);
     if (!run) throw new OpError("ESRCH", `no command with pid ${pid}`);
     return run;
-  };
-
-  const fileOp = (sock: net.Socket, message: Record<string, unknown>): Conversation => {
-    const action = stringField(message, "action", 16);
-    const confinement = Confinement.from(message.roots);
-    if (action === "write") return receiveFile(sock, message, confinement);
-    if (action === "read") {
-      confinement.then((ready) => sendFile(sock, message, ready)).catch((error: unknown) => replyError(sock, error));
-      return ONE_SHOT;
-    }
-    const op = FILE_OPS[action];
-    if (!op) {
-      confinement.catch(() => undefined);
-      throw new OpError("EINVAL", `unknown file action ${action}`);
-    }
-    confinement
-      .then(async (ready) => ({ op: "fs-done", result: await op(message, ready) }))
-      .then((reply) => replyOnce(sock, reply), (error: unknown) => replyError(sock, error));
-    return ONE_SHOT;
   };
 
   return {
@@ -77,8 +55,6 @@ export function createExtendedOps(config: SupervisorConfig): ExtendedOps {
           execs.reap(intField(message, "pid", 1, 2 ** 31 - 1));
           replyOnce(sock, { op: "reaped" });
           return ONE_SHOT;
-        case "fs":
-          return fileOp(sock, message);
         default:
           throw new OpError("ENOSYS", `unknown op ${message.op.slice(0, 64)}`);
       }
