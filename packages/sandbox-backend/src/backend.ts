@@ -175,6 +175,12 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
       return summaries;
     },
 
+    async summary(id: string): Promise<SandboxSummary | null> {
+      checkSandboxId(id);
+      if (!fs.existsSync(sandboxLayout(stateDir, id).dir)) return null;
+      return summarize(id, Date.now());
+    },
+
     async destroy(id: string): Promise<void> {
       checkSandboxId(id);
       // A sandbox this worker does not hold needs no adoption (proxy) just to be destroyed.

@@ -89,6 +89,8 @@ export interface SandboxBackend {
   /** The sandbox, adopting it when another (e.g. crashed) worker started it; null when gone or expired. */
   get(id: string): Promise<Sandbox | null>;
   list(filter?: ListFilter): Promise<SandboxSummary[]>;
+  /** One sandbox's summary from its directory, without adopting it; null when there is no directory. */
+  summary(id: string): Promise<SandboxSummary | null>;
   /**
    * Ends the sandbox for good: resolves only once no process of it is left (pid namespace scan and
    * cgroups) and its cgroups and directories are gone. Idempotent.

@@ -185,9 +185,12 @@ export function createBubblewrapPlugin(deps: BubblewrapPluginDeps = {}) {
       if (params.cancelActiveWork === true || mode === "destroy") lease.abort.abort();
       else await Promise.allSettled([...lease.work]);
     }
-    // Null when already destroyed (the host retries clean-up) or expired: nothing of it is kept.
-    const sandbox = await backend.get(leaseId);
-    if (sandbox && mode === "release" && leaseMetadataOf(sandbox.metadata).reuse) {
+    // Kept (stopped) only when reusable and not expired; otherwise, and when already destroyed (the
+    // host retries clean-up), destroyed. Deciding needs no adoption (proxy) of the lease.
+    const summary = await backend.summary(leaseId);
+    const keep = mode === "release" && summary !== null && summary.state !== "incomplete" && !summary.expired && leaseMetadataOf(summary.metadata).reuse;
+    const sandbox = keep ? (lease?.sandbox.state === "running" ? lease.sandbox : await backend.get(leaseId)) : null;
+    if (sandbox) {
       await sandbox.stop();
       return { providerLeaseId: leaseId, state: "stopped" };
     }
