@@ -62,7 +62,7 @@ describe("file ops", () => {
 
     await expect(sandbox.files.remove("/workspace/dir")).rejects.toMatchObject({ code: "ENOTEMPTY" });
     await sandbox.files.remove("/workspace/dir", { recursive: true });
-    await expect(sandbox.files.stat("/workspace/dir")).rejects.toMatchObject({ code: "ENOENT", path: "/workspace/dir" });
+    await expect(sandbox.files.stat("/workspace/dir")).rejects.toMatchObject({ code: "ENOENT", path: "/workspace/dir", message: "/workspace/dir: no such file or directory" });
     await expect(sandbox.files.read("/etc/passwd-nope")).rejects.toMatchObject({ name: "SandboxFileError", code: "ENOENT" });
     await expect(sandbox.files.write("/usr/x", "no")).rejects.toMatchObject({ code: expect.stringMatching(/EROFS|EACCES/) });
     await expect(sandbox.files.read("relative/path")).rejects.toThrow(/must be absolute/);

@@ -15,7 +15,6 @@
  * every process of the pid namespace), then thaws the freezer cgroup so frozen tasks can die.
  * A keeper that is itself killed takes the jail with it (bwrap's parent-death signal).
  */
-import fs from "node:fs";
 import fsp from "node:fs/promises";
 import { processAlive } from "../store/proc.js";
 
@@ -75,12 +74,6 @@ export async function writeDeadline(file: string, epochMs: number): Promise<void
   const temp = `${file}.${process.pid}.${Math.random().toString(36).slice(2, 8)}.tmp`;
   await fsp.writeFile(temp, `${Math.floor(epochMs)}\n`, { mode: 0o600 });
   await fsp.rename(temp, file);
-}
-
-export function writeDeadlineSync(file: string, epochMs: number): void {
-  const temp = `${file}.${process.pid}.tmp`;
-  fs.writeFileSync(temp, `${Math.floor(epochMs)}\n`, { mode: 0o600 });
-  fs.renameSync(temp, file);
 }
 
 /** Wakes the keeper to re-read its deadline; false when it is gone (then so is the jail). */

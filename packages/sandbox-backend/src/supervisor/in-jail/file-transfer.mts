@@ -71,7 +71,12 @@ export async function sendFile(sock: net.Socket, message: Record<string, unknown
 }
 
 /** Receives a file's bytes from the connection and puts them in place on `stdin-end`. */
-export function receiveFile(sock: net.Socket, message: Record<string, unknown>, confinementReady: Promise<Confinement>): Conversation {
+export function receiveFile(
+  sock: net.Socket,
+  message: Record<string, unknown>,
+  confinementReady: Promise<Confinement>,
+  describeError: (error: unknown) => unknown = (error) => error,
+): Conversation {
   const queue: Buffer[] = [];
   let queued = 0;
   let ended = false;
@@ -131,7 +136,7 @@ export function receiveFile(sock: net.Socket, message: Record<string, unknown>, 
       failed = true;
       queue.length = 0;
       sock.resume();
-      if (!sock.destroyed) replyError(sock, error);
+      if (!sock.destroyed) replyError(sock, describeError(error));
     } finally {
       if (temp) await fsp.unlink(temp).catch(() => undefined);
       await parent?.close();
