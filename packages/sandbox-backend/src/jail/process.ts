@@ -23,7 +23,7 @@ import { processAlive, processStartTime } from "../store/proc.js";
 import { cgroupMembers } from "./cgroups.js";
 import { KEEPER_NAME, KEEPER_SCRIPT, writeDeadline } from "./keeper.js";
 
-const LISTEN_FD = 3;
+// fd 3 is the supervisor's listening socket (the stdio slot after stderr).
 const INFO_FD = 4;
 const CONFIG_FD = 5;
 const JAIL_ENV_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";

@@ -48,7 +48,7 @@ export class Connection {
   private failure: Error | null = null;
   private readonly unwatch: () => void;
 
-  constructor(channel: SupervisorChannel, private readonly handlers: ConnectionHandlers) {
+  constructor(channel: SupervisorChannel, handlers: ConnectionHandlers) {
     this.sock = net.connect(channel.socketPath);
     this.unwatch = channel.watchJail?.((error) => this.fail(error)) ?? (() => undefined);
     const decode = createFrameDecoder((type, payload) => {
