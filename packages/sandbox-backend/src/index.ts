@@ -1,24 +1,45 @@
-export { LeaseRuntime, LeaseGoneError, type LiveLease, type RuntimeDeps, type JailSettings } from "./runtime.js";
+// The sandbox backend: local bubblewrap jails for the bubblewrap provider and the vendor emulators.
+export { createSandboxBackend } from "./backend.js";
+export type {
+  BackendOptions,
+  CreateSandboxOptions,
+  EgressSpec,
+  ExecExit,
+  ExecHandle,
+  ExecOptions,
+  FileInfo,
+  FileScope,
+  ListFilter,
+  OutputListener,
+  OutputRead,
+  OutputStreamName,
+  OutputSubscription,
+  ProcessInfo,
+  Sandbox,
+  SandboxBackend,
+  SandboxFiles,
+  SandboxLimits,
+  SandboxPaths,
+  SandboxState,
+  SandboxSummary,
+} from "./types.js";
+export {
+  SandboxError,
+  SandboxExecError,
+  SandboxExistsError,
+  SandboxFileError,
+  SandboxGoneError,
+  SandboxInputError,
+  SandboxStateError,
+} from "./errors.js";
+export { checkSandboxId, isSandboxId, newSandboxId, SANDBOX_ID_MAX, SANDBOX_ID_RULE } from "./ids.js";
+export { MAX_TTL_MS } from "./options.js";
+export { checkSocketPathLength } from "./store/layout.js";
+export { ensureStateDir } from "./store/state-dir.js";
 export { buildJailArgv, generatedEtcFiles, SANDBOX_PATHS, SANDBOX_UID, SANDBOX_GID, SANDBOX_USER, type JailLayout } from "./jail/argv.js";
+export { JAIL_FDS } from "./jail/process.js";
 export { probeCgroupAccess, type Limits, type LimitName } from "./jail/cgroups.js";
 export { SupervisorClient, SupervisorTransportError } from "./supervisor/client.js";
 export { defaultSupervisorScript } from "./supervisor/script-path.js";
 export { startEgressProxy, type EgressDenial, type EgressProxy } from "./egress/proxy.js";
 export { createResolver, parseResolveOverrides, RESOLVE_ENV, type Resolver } from "./egress/resolver.js";
-export {
-  checkSocketPathLength,
-  createLeaseDirs,
-  defaultStateDir,
-  ensureStateDir,
-  findOrphans,
-  isLeaseId,
-  leasePaths,
-  listLeases,
-  newLeaseId,
-  removeTree,
-  writeLeaseRecord,
-  type LeasePaths,
-  type LeaseRecord,
-  type LeaseSummary,
-} from "./store/lease-store.js";
-export { reapLease } from "./reap.js";

@@ -39,7 +39,7 @@ afterAll(async () => {
 describe("filesystem isolation", () => {
   it("only /workspace, the home, its cache and /tmp are writable", async () => {
     const lease = await h.acquire();
-    const targets = ["/x", "/usr/x", "/usr/bin/x", "/etc/x", "/etc/passwd", "/opt/paperclip/supervisor.mjs", "/opt/x", "/run/x", "/home/x", "/sys/x"];
+    const targets = ["/x", "/usr/x", "/usr/bin/x", "/etc/x", "/etc/passwd", "/opt/paperclip/supervisor.mjs", "/opt/paperclip/in-jail/main.mjs", "/opt/x", "/run/x", "/home/x", "/sys/x"];
     const script = targets.map((t) => `if (echo pwned > ${t}) 2>/dev/null; then echo "WROTE ${t}"; fi`).join("\n") +
       "\nfor d in /workspace /home/sandbox /home/sandbox/.cache /tmp; do echo ok > $d/probe && echo \"writable $d\"; done";
     const result = await h.sh(lease, script);

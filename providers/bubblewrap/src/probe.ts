@@ -10,7 +10,8 @@ import path from "node:path";
 import { spawn } from "node:child_process";
 import type { PluginEnvironmentDiagnostic, PluginEnvironmentProbeResult } from "@paperclipai/plugin-sdk";
 import { probeResult, type ProbeFinding } from "@paperclip-sandbox/kit";
-import { buildJailArgv, checkSocketPathLength, defaultStateDir, ensureStateDir, generatedEtcFiles, probeCgroupAccess } from "@paperclip-sandbox/sandbox-backend";
+import { buildJailArgv, checkSocketPathLength, ensureStateDir, generatedEtcFiles, probeCgroupAccess } from "@paperclip-sandbox/sandbox-backend";
+import { defaultStateDir } from "./leases.js";
 import type { BubblewrapConfig } from "./config.js";
 
 export interface ProbeDeps {
@@ -136,8 +137,7 @@ async function probeTools(config: BubblewrapConfig, deps: ProbeDeps, bwrapPath: 
         nodeBinary: deps.nodeBinary,
         rootfs: config.rootfs,
       },
-      "{}",
-      1,
+      { infoFd: 1, configFd: 0 },
     );
     // Replace the supervisor command with a one-shot check; --info-fd 1 would mix into stdout, so drop it.
     const separator = jail.argv.indexOf("--");

@@ -7,7 +7,7 @@ const layout = {
   cacheDir: "/state/leases/x/cache",
   tmpDir: "/state/leases/x/tmp",
   etcDir: "/state/leases/x/etc",
-  supervisorScript: "/plugin/dist/supervisor/supervisor.js",
+  supervisorScript: "/plugin/dist/supervisor/supervisor.mjs",
   nodeBinary: "/usr/bin/node",
 };
 
@@ -22,19 +22,19 @@ function binds(argv: string[]): Array<[string, string, string]> {
 }
 
 describe("buildJailArgv", () => {
-  const { argv } = buildJailArgv(layout, '{"k":1}', 4);
+  const { argv } = buildJailArgv(layout, { infoFd: 4, configFd: 5 });
 
   it("isolates every namespace, maps the sandbox user to 1000 and drops all capabilities", () => {
     for (const flag of ["--unshare-all", "--unshare-user", "--disable-userns", "--new-session"]) expect(argv).toContain(flag);
     expect(argv).not.toContain("--share-net");
-    // Tied to its host-side `timeout` parent (the lease expiry), never to the worker.
+    // Tied to its host-side keeper (the sandbox's expiry), never to the worker.
     expect(argv).toContain("--die-with-parent");
     expect(argv.slice(argv.indexOf("--uid"), argv.indexOf("--uid") + 2)).toEqual(["--uid", "1000"]);
     expect(argv.slice(argv.indexOf("--cap-drop"), argv.indexOf("--cap-drop") + 2)).toEqual(["--cap-drop", "ALL"]);
     expect(argv.slice(argv.indexOf("--info-fd"), argv.indexOf("--info-fd") + 2)).toEqual(["--info-fd", "4"]);
   });
 
-  it("binds only the lease's directories writable, and nothing of /root, /home or the host /tmp", () => {
+  it("binds only the sandbox's directories writable, and nothing of /root, /home or the host /tmp", () => {
     const writable = binds(argv).filter(([flag]) => flag === "--bind");
     expect(writable).toEqual([
       ["--bind", layout.workspaceDir, "/workspace"],
@@ -45,17 +45,18 @@ describe("buildJailArgv", () => {
     const sources = binds(argv).map(([, source]) => source);
     for (const forbidden of ["/root", "/home", "/tmp", "/", "/etc", "/plugin/dist"]) expect(sources).not.toContain(forbidden);
     expect(binds(argv)).toContainEqual(["--ro-bind", layout.supervisorScript, "/opt/paperclip/supervisor.mjs"]);
+    expect(binds(argv)).toContainEqual(["--ro-bind", "/plugin/dist/supervisor/in-jail", "/opt/paperclip/in-jail"]);
     expect(argv).toContain("--remount-ro");
   });
 
-  it("runs the supervisor with node from the bound tree and its config as the last argument", () => {
+  it("runs the supervisor with node from the bound tree, naming only the fd of its config (argv is world-readable)", () => {
     const tail = argv.slice(argv.indexOf("--") + 1);
-    expect(tail).toEqual(["/usr/bin/node", "/opt/paperclip/supervisor.mjs", '{"k":1}']);
+    expect(tail).toEqual(["/usr/bin/node", "/opt/paperclip/supervisor.mjs", "5"]);
   });
 
   it("binds the egress socket directory read-only only when given", () => {
     expect(binds(argv).some(([, , dest]) => dest === "/run/paperclip-egress")).toBe(false);
-    const withEgress = buildJailArgv({ ...layout, egressDir: "/state/leases/x/egress" }, "{}", 4).argv;
+    const withEgress = buildJailArgv({ ...layout, egressDir: "/state/leases/x/egress" }, { infoFd: 4, configFd: 5 }).argv;
     expect(binds(withEgress)).toContainEqual(["--ro-bind", "/state/leases/x/egress", "/run/paperclip-egress"]);
   });
 

@@ -1,5 +1,5 @@
 /**
- * The bubblewrap argv for a lease's long-lived jail. Pure: it only reads the host tree's shape
+ * The bubblewrap argv for a sandbox's long-lived jail. Pure: it only reads the host tree's shape
  * (which top-level entries are symlinks) so the result can be unit-tested and reviewed as a list.
  */
 import fs from "node:fs";
@@ -12,6 +12,8 @@ export const SANDBOX_PATHS = {
   cache: "/home/sandbox/.cache",
   tmp: "/tmp",
   supervisor: "/opt/paperclip/supervisor.mjs",
+  /** The supervisor's modules (its entry imports ./in-jail/main.mjs). */
+  supervisorModules: "/opt/paperclip/in-jail",
   /** Where a node binary outside the host's /usr is bound; added to PATH. */
   nodeDir: "/opt/paperclip/bin",
   egressDir: "/run/paperclip-egress",
@@ -24,7 +26,7 @@ export const SANDBOX_HOSTNAME = "sandbox";
 
 /** Host top-level entries tools need; symlinks (merged /usr) are recreated, directories ro-bound. */
 const HOST_TREE = ["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"];
-/** Selected /etc entries, read-only; passwd/group/hosts are generated per lease instead. */
+/** Selected /etc entries, read-only; passwd/group/hosts are generated per sandbox instead. */
 const HOST_ETC = [
   "ssl",
   "ca-certificates",
@@ -43,16 +45,16 @@ const HOST_ETC = [
 const ROOTFS_EXCLUDED = new Set(["proc", "dev", "sys", "tmp", "home", "root", "run", "workspace", "opt"]);
 
 export interface JailLayout {
-  /** Host directories of the lease. */
+  /** Host directories of the sandbox. */
   workspaceDir: string;
   homeDir: string;
   cacheDir: string;
   tmpDir: string;
   /** Host directory holding the generated passwd, group and hosts files. */
   etcDir: string;
-  /** Host directory holding the egress proxy socket, bound read-only when the lease has a grant. */
+  /** Host directory holding the egress proxy socket, bound read-only when the sandbox has a grant. */
   egressDir?: string;
-  /** Host path of the compiled supervisor script. */
+  /** Host path of the compiled supervisor entry; its sibling `in-jail/` directory is bound too. */
   supervisorScript: string;
   /** Host path of the node binary to run inside (its real file). */
   nodeBinary: string;
@@ -70,11 +72,15 @@ export interface JailCommand {
 
 const DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-/**
- * The bwrap arguments (without the leading `bwrap`) that start `node supervisor.mjs <configJson>`.
- * `infoFd` is the fd bwrap reports the namespace init's pid on.
- */
-export function buildJailArgv(layout: JailLayout, supervisorConfigJson: string, infoFd: number): JailCommand {
+export interface JailFds {
+  /** The fd bwrap reports the namespace init's pid on. */
+  infoFd: number;
+  /** The inherited fd the supervisor reads its JSON config from (never argv: it is world-readable). */
+  configFd: number;
+}
+
+/** The bwrap arguments (without the leading `bwrap`) that start `node supervisor.mjs <configFd>`. */
+export function buildJailArgv(layout: JailLayout, fds: JailFds): JailCommand {
   const args: string[] = [
     "--unshare-all", // user, ipc, pid, net, uts, cgroup: only the jail's own loopback
     "--unshare-user",
@@ -90,11 +96,11 @@ export function buildJailArgv(layout: JailLayout, supervisorConfigJson: string, 
     "--cap-drop",
     "ALL",
     "--new-session", // no TIOCSTI into a controlling terminal
-    // The parent is NOT the worker but a detached `timeout` that ends the jail at the lease's expiry
-    // (see process.ts): the jail survives worker restarts yet never outlives its lease.
+    // The parent is NOT the worker but the jail's detached host-side keeper, which ends the jail at
+    // the sandbox's expiry (see keeper.ts): the jail survives worker restarts yet never outlives it.
     "--die-with-parent",
     "--info-fd",
-    String(infoFd),
+    String(fds.infoFd),
   ];
 
   const treeRoot = layout.rootfs ?? "/";
@@ -130,6 +136,7 @@ export function buildJailArgv(layout: JailLayout, supervisorConfigJson: string, 
   args.push("--bind", layout.cacheDir, SANDBOX_PATHS.cache);
   args.push("--bind", layout.tmpDir, SANDBOX_PATHS.tmp);
   args.push("--ro-bind", layout.supervisorScript, SANDBOX_PATHS.supervisor);
+  args.push("--ro-bind", path.join(path.dirname(layout.supervisorScript), "in-jail"), SANDBOX_PATHS.supervisorModules);
 
   let nodePath = findNodeInTree(treeRoot);
   let searchPath = DEFAULT_PATH;
@@ -144,7 +151,7 @@ export function buildJailArgv(layout: JailLayout, supervisorConfigJson: string, 
   // Everything not bound writable above (the jail's root, /etc, /opt, /run) becomes read-only.
   args.push("--remount-ro", "/");
   args.push("--chdir", SANDBOX_PATHS.workspace);
-  args.push("--", nodePath, SANDBOX_PATHS.supervisor, supervisorConfigJson);
+  args.push("--", nodePath, SANDBOX_PATHS.supervisor, String(fds.configFd));
   return { argv: args, nodePath, path: searchPath };
 }
 

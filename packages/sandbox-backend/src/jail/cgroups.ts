@@ -1,8 +1,10 @@
 /**
- * Per-lease resource limits with cgroups: v1 (memory, pids and cpu hierarchies, each nested under
- * this process's own cgroup in that hierarchy) or v2 (one directory under this process's cgroup).
- * bubblewrap has no limits of its own. When the worker may not create cgroups, limits are reported
- * as not enforced instead of failing the lease (the probe turns that into a warning).
+ * Per-sandbox cgroups: resource limits, v1 (memory, pids and cpu hierarchies, each nested under
+ * this process's own cgroup in that hierarchy) or v2 (one directory under this process's cgroup),
+ * and a freezer (v1 `freezer` hierarchy, or v2 `cgroup.freeze`) for warm freeze/thaw. bubblewrap
+ * has no limits of its own. When the worker may not create cgroups, limits are reported as not
+ * enforced instead of failing the sandbox (the probe turns that into a warning), and freeze falls
+ * back to signals (freeze.ts).
  */
 import fs from "node:fs";
 import fsp from "node:fs/promises";
@@ -16,13 +18,20 @@ export interface Limits {
 
 export type LimitName = keyof Limits;
 
-export interface LeaseCgroups {
-  /** Directories created (innermost first is not required: they are siblings per hierarchy). */
+/** A cgroup that can freeze every task in it. */
+export interface FreezerCgroup {
+  version: 1 | 2;
+  dir: string;
+}
+
+export interface SandboxCgroups {
+  /** Directories created (siblings per hierarchy), the freezer's included. */
   dirs: string[];
   /** cgroup.procs files the jail's first process must join. */
   procsFiles: string[];
   /** Configured limits that could not be enforced, with the reason. */
   unenforced: Array<{ limit: LimitName; reason: string }>;
+  freezer: FreezerCgroup | null;
 }
 
 const CGROUP_ROOT = "/sys/fs/cgroup";
@@ -52,8 +61,15 @@ function isV2Only(): boolean {
   return fs.existsSync(path.join(CGROUP_ROOT, "cgroup.controllers"));
 }
 
-function cgroupName(leaseId: string): string {
-  return `paperclip-bwrap-${leaseId}`;
+function v1Dir(controller: string, own: Map<string, string>, name: string): string {
+  return path.join(CGROUP_ROOT, controller, own.get(controller) ?? "/", name);
+}
+
+/** Every directory a sandbox's cgroups named `name` would have under this worker's own cgroups. */
+export function cgroupDirsNamed(name: string): string[] {
+  const own = ownCgroups();
+  if (isV2Only()) return [path.join(CGROUP_ROOT, own.get("") ?? "/", name)];
+  return [...Object.values(V1_CONTROLLER), "freezer"].map((controller) => v1Dir(controller, own, name));
 }
 
 /** Which configured limits this worker could enforce, without creating anything. */
@@ -74,14 +90,17 @@ export function probeCgroupAccess(limits: Limits): Array<{ limit: LimitName; rea
   return unenforced;
 }
 
-/** Creates the lease's cgroups and writes the limits; never throws for a permission problem. */
-export async function createLeaseCgroups(leaseId: string, limits: Limits): Promise<LeaseCgroups> {
-  const result: LeaseCgroups = { dirs: [], procsFiles: [], unenforced: [] };
-  const wanted = (Object.keys(V1_CONTROLLER) as LimitName[]).filter((name) => limits[name] !== undefined);
-  if (wanted.length === 0) return result;
+/**
+ * Creates the sandbox's cgroups named `name`, writes the limits, and (with `freezer`) a freezer
+ * cgroup; never throws for a permission problem.
+ */
+export async function createSandboxCgroups(name: string, limits: Limits, options: { freezer: boolean }): Promise<SandboxCgroups> {
+  const result: SandboxCgroups = { dirs: [], procsFiles: [], unenforced: [], freezer: null };
+  const wanted = (Object.keys(V1_CONTROLLER) as LimitName[]).filter((limit) => limits[limit] !== undefined);
+  if (wanted.length === 0 && !options.freezer) return result;
   const own = ownCgroups();
   if (isV2Only()) {
-    const dir = path.join(CGROUP_ROOT, own.get("") ?? "/", cgroupName(leaseId));
+    const dir = path.join(CGROUP_ROOT, own.get("") ?? "/", name);
     try {
       await fsp.mkdir(dir);
       result.dirs.push(dir);
@@ -89,6 +108,7 @@ export async function createLeaseCgroups(leaseId: string, limits: Limits): Promi
         result.unenforced.push({ limit, reason: error.message });
       });
       result.procsFiles.push(path.join(dir, "cgroup.procs"));
+      if (options.freezer && fs.existsSync(path.join(dir, "cgroup.freeze"))) result.freezer = { version: 2, dir };
     } catch (error) {
       for (const limit of wanted) result.unenforced.push({ limit, reason: `cgroup v2: ${(error as Error).message}` });
     }
@@ -96,7 +116,7 @@ export async function createLeaseCgroups(leaseId: string, limits: Limits): Promi
   }
   for (const limit of wanted) {
     const controller = V1_CONTROLLER[limit];
-    const dir = path.join(CGROUP_ROOT, controller, own.get(controller) ?? "/", cgroupName(leaseId));
+    const dir = v1Dir(controller, own, name);
     try {
       await fsp.mkdir(dir);
     } catch (error) {
@@ -113,6 +133,20 @@ export async function createLeaseCgroups(leaseId: string, limits: Limits): Promi
       result.unenforced.push({ limit, reason: `cgroup v1 ${controller}: ${(error as Error).message}` });
     }
   }
+  if (options.freezer) {
+    const dir = v1Dir("freezer", own, name);
+    const made = await fsp.mkdir(dir).then(
+      () => true,
+      (error: NodeJS.ErrnoException) => error.code === "EEXIST",
+    );
+    if (made) {
+      result.dirs.push(dir);
+      if (fs.existsSync(path.join(dir, "freezer.state"))) {
+        result.procsFiles.push(path.join(dir, "cgroup.procs"));
+        result.freezer = { version: 1, dir };
+      }
+    }
+  }
   return result;
 }
 
@@ -120,7 +154,7 @@ async function writeV1Limit(dir: string, limit: LimitName, value: number): Promi
   if (limit === "memoryMb") {
     const bytes = String(Math.floor(value * 1024 * 1024));
     await fsp.writeFile(path.join(dir, "memory.limit_in_bytes"), bytes);
-    // Without the memsw limit the lease could spill into swap past its memory limit.
+    // Without the memsw limit the sandbox could spill into swap past its memory limit.
     await fsp.writeFile(path.join(dir, "memory.memsw.limit_in_bytes"), bytes).catch(() => undefined);
   } else if (limit === "pids") {
     await fsp.writeFile(path.join(dir, "pids.max"), String(value));
@@ -141,7 +175,7 @@ async function writeV2Limit(dir: string, limit: LimitName, value: number): Promi
   }
 }
 
-/** Pids still in any of the lease's cgroups (empty once the jail is gone). */
+/** Pids still in any of the sandbox's cgroups (empty once the jail is gone). */
 export async function cgroupMembers(dirs: string[]): Promise<number[]> {
   const pids = new Set<number>();
   for (const dir of dirs) {

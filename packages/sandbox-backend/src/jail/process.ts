@@ -1,53 +1,71 @@
 /**
- * Starting and ending a lease's jail process.
+ * Starting and ending a sandbox's jail process.
  *
  * Start: the worker creates the supervisor's listening socket itself and hands it to the jail as
  * fd 3, so (a) the socket never has to be visible inside the jail, and (b) the first command can be
  * sent at once: the connection waits in the kernel's backlog until the supervisor accepts it, with no
- * polling or sleeping on the cold path. bwrap runs detached (own session, output to the lease's log
- * file) so the jail outlives a worker restart. Its parent is `timeout --signal=KILL <ttl>` and bwrap
- * runs with --die-with-parent: at the lease's expiry the jail ends even if no worker is left and even
- * if sandboxed code has stopped the supervisor (which ends the jail at expiry itself, too). Nothing
- * inside the jail can see or signal that host-side parent.
+ * polling or sleeping on the cold path. The supervisor's config goes over a pipe (fd 5), never argv.
+ * The jail's parent is its keeper (keeper.ts), spawned detached (own session, output to the
+ * sandbox's log file) so the jail outlives a worker restart but never its deadline.
  *
  * End: SIGKILL to the pid namespace's init ends every process of the jail (setsid/nohup children
  * included, they cannot leave the namespace); the receipt is only given after /proc shows no process
- * left in that namespace and the lease's cgroups are empty.
+ * left in that namespace and the sandbox's cgroups are empty, and the keeper has gone too.
  */
 import fs from "node:fs";
 import fsp from "node:fs/promises";
 import net from "node:net";
+import path from "node:path";
 import { spawn, type ChildProcess } from "node:child_process";
-import type { JailRecord } from "../store/lease-store.js";
-import { processAlive, processStartTime } from "../store/lease-store.js";
-import { cgroupMembers } from "./cgroups.js";
+import type { Writable } from "node:stream";
 import { isZombieOrGone } from "@paperclip-sandbox/kit";
+import { processAlive, processStartTime } from "../store/proc.js";
+import { cgroupMembers } from "./cgroups.js";
+import { KEEPER_NAME, KEEPER_SCRIPT, writeDeadline } from "./keeper.js";
 
+// fd 3 is the supervisor's listening socket (the stdio slot after stderr).
 const INFO_FD = 4;
-const LISTEN_FD = 3;
-const TIMEOUT_PATH = "timeout"; // coreutils, found on JAIL_ENV_PATH
+const CONFIG_FD = 5;
 const JAIL_ENV_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+export const JAIL_FDS = { infoFd: INFO_FD, configFd: CONFIG_FD } as const;
+
+export interface JailRecord {
+  /** Host pid of the jail's keeper (bwrap's parent). */
+  keeperPid: number;
+  keeperStartTime: string | null;
+  /** Host pid of the pid namespace's init: killing it ends every process in the jail. */
+  initPid: number;
+  /** /proc/<initPid>/stat start time, to never signal a recycled pid. */
+  initStartTime: string;
+  /** Pid namespace inode, to confirm no process of the jail is left. */
+  pidNamespace: number;
+  startedAt: string;
+}
 
 export interface LaunchOptions {
   bwrapPath: string;
-  /** bwrap arguments built with `buildJailArgv(..., infoFd = JAIL_INFO_FD)`. */
+  /** bwrap arguments built with `buildJailArgv(layout, JAIL_FDS)`. */
   bwrapArgs: string[];
   socketPath: string;
   logPath: string;
   /** cgroup.procs files the jail joins before bwrap starts (so every jail process is inside). */
   cgroupProcs: string[];
-  /** Epoch ms at which the jail is killed from outside. */
+  /** The keeper's deadline file (outside every directory bound into the jail). */
+  deadlineFile: string;
+  /** Epoch ms at which the keeper ends the jail. */
   expiresAt: number;
+  /** What the keeper writes where at the deadline, so a frozen jail can die (cgroup freezer). */
+  thaw?: { file: string; value: string };
+  /** The supervisor's JSON config, written to its config pipe. */
+  supervisorConfig: string;
 }
 
-export const JAIL_INFO_FD = INFO_FD;
-
 export interface LaunchedJail {
-  /** `record.outerPid` is the host-side `timeout` process, parent of bwrap. */
   record: JailRecord;
-  /** Present while this worker is the jail's parent. */
+  /** Present while this worker is the keeper's parent. */
   child: ChildProcess;
-  /** Resolves when the outer bwrap exits. */
+  /** Resolves when the keeper exits (it exits right after the jail). */
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
@@ -58,8 +76,9 @@ export class JailStartError extends Error {
 /** Creates a listening Unix socket at `socketPath` and returns its server (still open). */
 async function listenAt(socketPath: string): Promise<net.Server> {
   // Bind at a temporary name and rename into place: closing our copy later makes libuv unlink the
-  // name it bound, which must not be the final path the supervisor keeps serving.
-  const temp = `${socketPath}.${process.pid}.tmp`;
+  // name it bound, which must not be the final path the supervisor keeps serving. (Short, like the
+  // final name: both must fit in sockaddr_un.)
+  const temp = path.join(path.dirname(socketPath), `.l${process.pid}`);
   await fsp.rm(temp, { force: true });
   await fsp.rm(socketPath, { force: true });
   const server = net.createServer();
@@ -79,35 +98,35 @@ function serverFd(server: net.Server): number {
 }
 
 export async function launchJail(options: LaunchOptions): Promise<LaunchedJail> {
+  await writeDeadline(options.deadlineFile, options.expiresAt);
   const server = await listenAt(options.socketPath);
   const logFd = fs.openSync(options.logPath, "a", 0o600);
   let child: ChildProcess;
   try {
     const listenFd = serverFd(server);
-    const ttlSeconds = Math.max(0.001, (options.expiresAt - Date.now()) / 1000).toFixed(3);
-    const jailArgv = ["--signal=KILL", `${ttlSeconds}s`, options.bwrapPath, ...options.bwrapArgs];
-    const [command, args] =
-      options.cgroupProcs.length === 0
-        ? [TIMEOUT_PATH, jailArgv]
-        : [
-            "/bin/sh",
-            [
-              "-c",
-              // Join every cgroup first, then become bwrap: nothing of the jail runs outside them.
-              'while [ "$1" != -- ]; do echo $$ > "$1" || exit 121; shift; done; shift; exec "$@"',
-              "sh",
-              ...options.cgroupProcs,
-              "--",
-              TIMEOUT_PATH,
-              ...jailArgv,
-            ],
-          ];
-    child = spawn(command, args, {
-      detached: true,
-      stdio: ["ignore", logFd, logFd, listenFd, "pipe"],
-      // Never the worker's environment: it can hold the host's API keys.
-      env: { PATH: JAIL_ENV_PATH, LANG: "C.UTF-8" },
-    });
+    const firstNapMs = Math.max(0, Math.ceil(options.expiresAt - Date.now()));
+    child = spawn(
+      "/bin/sh",
+      [
+        "-c",
+        KEEPER_SCRIPT,
+        KEEPER_NAME,
+        options.deadlineFile,
+        String(firstNapMs),
+        options.thaw?.file ?? "",
+        options.thaw?.value ?? "",
+        ...options.cgroupProcs,
+        "--",
+        options.bwrapPath,
+        ...options.bwrapArgs,
+      ],
+      {
+        detached: true,
+        stdio: ["ignore", logFd, logFd, listenFd, "pipe", "pipe"],
+        // Never the worker's environment: it can hold the host's API keys.
+        env: { PATH: JAIL_ENV_PATH, LANG: "C.UTF-8" },
+      },
+    );
   } finally {
     fs.closeSync(logFd);
     // The jail holds its own copy of the listening socket now.
@@ -118,6 +137,11 @@ export async function launchJail(options: LaunchOptions): Promise<LaunchedJail> 
     child.once("error", () => resolve({ code: null, signal: null }));
   });
   child.unref();
+  const config = (child.stdio as unknown as Array<Writable | null | undefined>)[CONFIG_FD];
+  if (config) {
+    config.on("error", () => undefined);
+    config.end(options.supervisorConfig, () => config.destroy());
+  }
 
   const info = await readInfo(child, exited);
   if (!info) {
@@ -133,7 +157,8 @@ export async function launchJail(options: LaunchOptions): Promise<LaunchedJail> 
     child,
     exited,
     record: {
-      outerPid: child.pid!,
+      keeperPid: child.pid!,
+      keeperStartTime: processStartTime(child.pid!),
       initPid: info.childPid,
       initStartTime,
       pidNamespace: info.pidNamespace,
@@ -191,15 +216,19 @@ export function jailAlive(record: JailRecord): boolean {
   return processAlive(record.initPid, record.initStartTime);
 }
 
+export interface StopOptions {
+  /** The keeper's exit, when this worker spawned it: the quickest sign that the jail is gone. */
+  exited?: Promise<unknown>;
+  timeoutMs?: number;
+  /** Lets frozen tasks run into their pending SIGKILL (cgroup freezer); called after the first kill. */
+  thaw?: () => Promise<void>;
+}
+
 /**
- * Ends every process of the jail and resolves once none is left (namespace scan + cgroups).
- * Throws if processes are still there after `timeoutMs` (then no receipt may be given).
+ * Ends every process of the jail and resolves once none is left (namespace scan + cgroups) and its
+ * keeper has exited. Throws if processes are still there after `timeoutMs` (then no receipt may be given).
  */
-export async function stopJail(
-  record: JailRecord,
-  cgroupDirs: string[],
-  options: { exited?: Promise<unknown>; timeoutMs?: number } = {},
-): Promise<void> {
+export async function stopJail(record: JailRecord, cgroupDirs: string[], options: StopOptions = {}): Promise<void> {
   const deadline = Date.now() + (options.timeoutMs ?? 10_000);
   if (jailAlive(record)) {
     try {
@@ -208,6 +237,9 @@ export async function stopJail(
       // Already gone.
     }
   }
+  // Frozen tasks keep a pending SIGKILL until they are thawed; the kill came first, so no sandboxed
+  // code runs in between.
+  if (options.thaw) await options.thaw().catch(() => undefined);
   // Our own child: its exit is the quickest signal that the init (and so the namespace) has ended.
   if (options.exited) await Promise.race([options.exited, new Promise((resolve) => setTimeout(resolve, 2_000))]);
   for (;;) {
@@ -227,21 +259,22 @@ export async function stopJail(
     }
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
-  // The outer bwrap and its `timeout` parent exit by themselves once the init is gone; end them too
-  // if they linger.
-  if (processAlive(record.outerPid, null) && !isZombieOrGone(record.outerPid) && isJailParent(record.outerPid)) {
-    try {
-      process.kill(record.outerPid, "SIGKILL");
-    } catch {
-      // Exited meanwhile.
-    }
-  }
+  await endKeeper(record, deadline);
 }
 
-function isJailParent(pid: number): boolean {
-  try {
-    return ["timeout", "bwrap"].includes(fs.readFileSync(`/proc/${pid}/comm`, "utf8").trim());
-  } catch {
-    return false;
+/** The keeper exits by itself once bwrap has; end it if it lingers (only ever our verified keeper). */
+async function endKeeper(record: JailRecord, deadline: number): Promise<void> {
+  const alive = () => processAlive(record.keeperPid, record.keeperStartTime) && !isZombieOrGone(record.keeperPid);
+  const graceEnd = Math.min(deadline, Date.now() + 1_000);
+  while (alive() && Date.now() < graceEnd) await new Promise((resolve) => setTimeout(resolve, 5));
+  for (const signal of ["SIGTERM", "SIGKILL"] as const) {
+    if (!alive()) return;
+    try {
+      process.kill(record.keeperPid, signal);
+    } catch {
+      return;
+    }
+    const end = Date.now() + 500;
+    while (alive() && Date.now() < end) await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }

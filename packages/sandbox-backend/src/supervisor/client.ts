@@ -1,7 +1,8 @@
 /**
- * Host side of the supervisor channel: the kit's `ScriptRunner` over the lease's Unix socket, so the
- * kit's exec and sync run unchanged against the jail. One connection per command; a kill goes over a
- * second connection so it is never stuck behind stdin backpressure on the first.
+ * Host side of the supervisor channel for the kit: its `ScriptRunner` over the sandbox's Unix
+ * socket, so the kit's exec and sync run unchanged against the jail. One connection per command; a
+ * kill goes over a second connection so it is never stuck behind stdin backpressure on the first.
+ * (Exec handles and file ops are in exec-client.ts and files-client.ts.)
  */
 import net from "node:net";
 import { randomUUID } from "node:crypto";
@@ -15,30 +16,20 @@ import {
   createFrameDecoder,
   encodeControl,
   encodeFrame,
+  parseControl,
 } from "./protocol.js";
+import { request, SupervisorTransportError, type SupervisorChannel } from "./connection.js";
+
+export { SupervisorTransportError } from "./connection.js";
 
 const STDIN_CHUNK_BYTES = 256 * 1024;
 
 export interface SupervisorPing {
   pid: number;
-  expiresAt: number;
   running: number;
 }
 
-export interface SupervisorClientOptions {
-  socketPath: string;
-  /**
-   * Subscribes to "the jail is gone" (e.g. bwrap exited during start-up); returns an unsubscribe.
-   * A connection made before the supervisor accepts waits in the socket backlog; this ends that wait.
-   * (A listener set rather than a shared promise: racing every command against one long-lived
-   * promise would pile up reactions on it for the lease's whole life.)
-   */
-  watchJail?: (onGone: (error: Error) => void) => () => void;
-}
-
-export class SupervisorTransportError extends Error {
-  override name = "SupervisorTransportError";
-}
+export type SupervisorClientOptions = SupervisorChannel;
 
 type Sink = ScriptIo["stdout"];
 
@@ -60,17 +51,17 @@ export class SupervisorClient implements ScriptRunner {
   }
 
   async ping(timeoutMs = 5_000): Promise<SupervisorPing> {
-    const reply = await this.request({ op: "ping" }, timeoutMs);
-    return { pid: Number(reply.pid), expiresAt: Number(reply.expiresAt), running: Number(reply.running) };
+    const reply = await request(this.options, { op: "ping" }, timeoutMs);
+    return { pid: Number(reply.pid), running: Number(reply.running) };
   }
 
   /** Ends every running command's process group (an operator's Stop); background processes stay. */
   async killAll(graceMs = 250): Promise<void> {
-    await this.request({ op: "kill-all", graceMs }, graceMs + 10_000);
+    await request(this.options, { op: "kill-all", graceMs }, graceMs + 10_000);
   }
 
   private async kill(id: string, graceMs: number): Promise<void> {
-    await this.request({ op: "kill", id, graceMs }, graceMs + 10_000);
+    await request(this.options, { op: "kill", id, graceMs }, graceMs + 10_000);
   }
 
   private connect(): net.Socket {
@@ -93,36 +84,6 @@ export class SupervisorClient implements ScriptRunner {
         },
       );
     });
-  }
-
-  /** One control request, one control reply. */
-  private request(message: Record<string, unknown>, timeoutMs: number): Promise<Record<string, unknown>> {
-    const work = new Promise<Record<string, unknown>>((resolve, reject) => {
-      const sock = this.connect();
-      const timer = setTimeout(() => {
-        sock.destroy();
-        reject(new SupervisorTransportError(`supervisor did not answer ${String(message.op)} within ${timeoutMs} ms`));
-      }, timeoutMs);
-      let answered = false;
-      const decode = createFrameDecoder((type, payload) => {
-        if (type !== FRAME_CONTROL || answered) return;
-        answered = true;
-        clearTimeout(timer);
-        resolve(JSON.parse(payload.toString("utf8")) as Record<string, unknown>);
-        sock.end();
-      });
-      sock.on("data", (chunk: Buffer) => decode(chunk));
-      sock.on("error", (error) => {
-        clearTimeout(timer);
-        if (!answered) reject(new SupervisorTransportError(`supervisor unreachable: ${error.message}`));
-      });
-      sock.on("close", () => {
-        clearTimeout(timer);
-        if (!answered) reject(new SupervisorTransportError("supervisor closed the connection without answering"));
-      });
-      sock.write(encodeControl(message));
-    });
-    return this.withJailGuard(work);
   }
 
   private runCommand(command: { script?: string; argv?: string[] }, io: ScriptIo): Promise<ScriptExit> {
@@ -150,7 +111,7 @@ export class SupervisorClient implements ScriptRunner {
         if (type === FRAME_STDOUT) deliver(io.stdout, payload, sock);
         else if (type === FRAME_STDERR) deliver(io.stderr, payload, sock);
         else if (type === FRAME_CONTROL) {
-          const message = JSON.parse(payload.toString("utf8")) as Record<string, unknown>;
+          const message = parseControl(payload);
           if (message.op === "started") {
             if (typeof message.pid === "number") pid = message.pid;
           } else if (message.op === "exit") {

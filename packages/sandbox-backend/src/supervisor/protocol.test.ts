@@ -28,9 +28,11 @@ describe("frame decoder", () => {
     }
   });
 
-  it("rejects an unknown frame type and an oversized control frame", () => {
+  it("rejects an unknown frame type and oversized control and data frames", () => {
     const decode = createFrameDecoder(() => undefined);
     expect(() => decode(Buffer.from([9, 0, 0, 0, 0]))).toThrow(/bad frame type/);
+    const hugeData = Buffer.from([FRAME_STDOUT, 0xff, 0xff, 0xff, 0xff]);
+    expect(() => createFrameDecoder(() => undefined)(hugeData)).toThrow(/data frame too large/);
     const huge = Buffer.from([FRAME_CONTROL, 0xff, 0xff, 0xff, 0xff]);
     expect(() => createFrameDecoder(() => undefined)(huge)).toThrow(/too large/);
   });

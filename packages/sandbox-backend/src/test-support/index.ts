@@ -1,4 +1,4 @@
 // Test helpers for suites built on the backend (not used at run time): loopback stand-ins for the
 // internet, and a scan for what a test run left on this machine.
 export { selfSignedCert, startHttpServer, startHttpsServer, type TestServer } from "./servers.js";
-export { bubblewrapLeftovers } from "./leftovers.js";
+export { bubblewrapLeftovers, sandboxLeftovers } from "./leftovers.js";

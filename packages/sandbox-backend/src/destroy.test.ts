@@ -1,0 +1,64 @@
+// destroy resolves only once nothing of the sandbox is left: no process, no cgroup, no directory.
+import fs from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sandboxLeftovers } from "./test-support/leftovers.js";
+import { BUILT_SUPERVISOR, hostProcessesMatching, startWorld, type World } from "./__fixtures__/world.js";
+
+const isRoot = process.getuid?.() === 0;
+
+let world: World;
+beforeAll(() => {
+  world = startWorld();
+});
+afterAll(async () => {
+  await world?.close();
+});
+
+describe("destroy", () => {
+  it("leaves no process, cgroup or directory behind, checked right after it resolves; a second destroy is a no-op", async () => {
+    const sandbox = await world.create({ id: "doomed", limits: isRoot ? { pids: 64, memoryMb: 256 } : {} });
+    const tree = await sandbox.exec({
+      script: "setsid sleep 4001 >/dev/null 2>&1 </dev/null & nohup sleep 4002 >/dev/null 2>&1 & (trap '' TERM HUP; exec sleep 4003) & echo started",
+      detached: true,
+    });
+    await tree.exited;
+    expect(hostProcessesMatching("sleep 400")).toHaveLength(3);
+    const before = await sandboxLeftovers(world.stateDir, ["doomed"]);
+    // The keeper and bwrap (its argv names the sandbox directory); the jail's own processes do not.
+    expect(before.filter((line) => line.startsWith("process")).length).toBeGreaterThanOrEqual(2);
+    // memory, pids and the freezer.
+    if (isRoot) expect(before.filter((line) => line.startsWith("cgroup")).length).toBe(3);
+
+    await world.backend.destroy("doomed");
+    expect(hostProcessesMatching("sleep 400")).toEqual([]);
+    expect(await sandboxLeftovers(world.stateDir, ["doomed"])).toEqual([]);
+    expect(sandbox.state).toBe("destroyed");
+    expect(await world.backend.get("doomed")).toBeNull();
+    await world.backend.destroy("doomed");
+    await world.newBackend().destroy("never-existed");
+  });
+
+  it("a create that fails half-way leaves nothing behind (no proxy socket, cgroup or directory)", async () => {
+    await expect(
+      world.create({ id: "half-way", rootfs: "/nonexistent/paperclip-rootfs", egress: { allowFqdns: ["example.com"], allowCidrs: [] }, limits: isRoot ? { pids: 64 } : {} }),
+    ).rejects.toThrow();
+    expect(await sandboxLeftovers(world.stateDir, ["half-way"])).toEqual([]);
+    // A jail whose tree is broken after its namespaces exist (here: no supervisor) ends on its own;
+    // the next command says so, and destroy still leaves nothing.
+    const broken = world.newBackend({ supervisorScript: "/nonexistent/supervisor.mjs" });
+    const doomed = await broken.create({ id: "no-supervisor", ttlMs: 60_000 }).catch((error: Error) => error);
+    if (!(doomed instanceof Error)) {
+      await expect(doomed.runner.run("true", {})).rejects.toThrow(/has ended|unreachable|connection/);
+      await broken.destroy("no-supervisor");
+    }
+    expect(await sandboxLeftovers(world.stateDir, ["no-supervisor"])).toEqual([]);
+    expect(fs.existsSync(BUILT_SUPERVISOR)).toBe(true);
+  });
+
+  it("destroys a directory a crashed create left without a record", async () => {
+    fs.mkdirSync(`${world.stateDir}/leases/orphan-dir/workspace`, { recursive: true });
+    expect((await world.backend.list()).find((entry) => entry.id === "orphan-dir")).toMatchObject({ state: "incomplete", alive: false });
+    await world.backend.destroy("orphan-dir");
+    expect(await sandboxLeftovers(world.stateDir, ["orphan-dir"])).toEqual([]);
+  });
+});

@@ -1,0 +1,435 @@
+/**
+ * One sandbox as this worker holds it: its record, its jail's lifecycle (launch, cold stop/start,
+ * warm freeze/thaw, a movable expiry, destroy with confirmation) and its handles (egress proxy,
+ * supervisor channel). Lifecycle operations of one sandbox run one at a time.
+ */
+import fsp from "node:fs/promises";
+import type { ScriptRunner } from "@paperclip-sandbox/kit";
+import { SandboxError, SandboxGoneError, SandboxInputError, SandboxStateError } from "./errors.js";
+import { startEgressProxy, type EgressDenial, type EgressProxy } from "./egress/proxy.js";
+import type { Resolver } from "./egress/resolver.js";
+import { buildJailArgv, SANDBOX_PATHS } from "./jail/argv.js";
+import { cgroupDirsNamed, createSandboxCgroups, removeCgroups, type LimitName } from "./jail/cgroups.js";
+import { freezeBySignals, freezeCgroup, thawBySignals, thawCgroup, thawWrite } from "./jail/freeze.js";
+import { wakeKeeper, writeDeadline } from "./jail/keeper.js";
+import { JAIL_FDS, jailAlive, launchJail, stopJail, type LaunchedJail } from "./jail/process.js";
+import { EGRESS_PROXY_PORT, grantIsEmpty, sandboxBaseEnv } from "./jail/sandbox-env.js";
+import { checkExecOptions, checkExpiry, checkLabels, checkMetadata } from "./options.js";
+import { cgroupNameOf, type SandboxLayout } from "./store/layout.js";
+import { writeRecord, type SandboxRecord } from "./store/record.js";
+import { removeTree } from "./store/state-dir.js";
+import { readFileNoFollow } from "./store/no-follow-read.js";
+import { SupervisorClient } from "./supervisor/client.js";
+import type { SupervisorChannel } from "./supervisor/connection.js";
+import { attachExec, listProcesses, reapProcess, startExec } from "./supervisor/exec-client.js";
+import { createFilesClient } from "./supervisor/files-client.js";
+import type {
+  EgressSpec,
+  ExecHandle,
+  ExecOptions,
+  ProcessInfo,
+  Sandbox,
+  SandboxFiles,
+  SandboxLimits,
+  SandboxPaths,
+  SandboxState,
+} from "./types.js";
+
+/** What every sandbox of one backend shares. */
+export interface SandboxContext {
+  bwrapPath: string;
+  supervisorScript: string;
+  nodeBinary: string;
+  resolver: Resolver & { pinned?(host: string): boolean };
+  freezer: "auto" | "signal";
+  owner: SandboxRecord["owner"];
+}
+
+const MAX_DENIALS = 100;
+
+export class LocalSandbox implements Sandbox {
+  readonly id: string;
+  readonly paths: SandboxPaths;
+  readonly files: SandboxFiles;
+  readonly runner: ScriptRunner;
+  unenforcedLimits: Array<{ limit: LimitName; reason: string }> = [];
+  private readonly channel: SupervisorChannel;
+  private proxy: EgressProxy | null = null;
+  private launched: LaunchedJail | null = null;
+  private readonly goneListeners = new Set<(error: Error) => void>();
+  private readonly openHandles = new Set<ExecHandle>();
+  private readonly denialLog: EgressDenial[] = [];
+  private destroyed = false;
+  /** Set when this worker has let go of the sandbox (backend.close): the jail runs on without it. */
+  private released = false;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly context: SandboxContext,
+    private readonly layout: SandboxLayout,
+    private record: SandboxRecord,
+  ) {
+    this.id = record.id;
+    this.paths = { dir: layout.dir, workspace: layout.workspace, home: layout.home, cache: layout.cache, tmp: layout.tmp, log: layout.log };
+    this.channel = {
+      socketPath: layout.socket,
+      // A command sent before the supervisor accepts waits in the backlog: stop waiting if the jail dies.
+      watchJail: (onGone) => {
+        this.goneListeners.add(onGone);
+        return () => this.goneListeners.delete(onGone);
+      },
+    };
+    this.runner = new SupervisorClient(this.channel);
+    this.files = createFilesClient(this.channel, () => this.requireRunning());
+  }
+
+  get state(): SandboxState | "destroyed" {
+    if (this.destroyed) return "destroyed";
+    if (this.record.state !== "stopped" && !this.jailRunning()) return "stopped";
+    return this.record.state;
+  }
+
+  get createdAt(): number {
+    return Date.parse(this.record.createdAt);
+  }
+
+  get expiresAt(): number {
+    return Date.parse(this.record.expiresAt);
+  }
+
+  get expired(): boolean {
+    return this.expiresAt <= Date.now();
+  }
+
+  get labels(): Readonly<Record<string, string>> {
+    return this.record.labels;
+  }
+
+  get metadata(): Readonly<Record<string, unknown>> {
+    return this.record.metadata;
+  }
+
+  get egress(): Readonly<EgressSpec> {
+    return this.record.spec.egress;
+  }
+
+  get limits(): Readonly<SandboxLimits> {
+    return this.record.spec.limits;
+  }
+
+  get denials(): readonly EgressDenial[] {
+    return this.denialLog;
+  }
+
+  /** Its jail is alive (running or frozen) and its expiry not reached. */
+  jailRunning(): boolean {
+    return this.record.jail !== null && !this.expired && jailAlive(this.record.jail);
+  }
+
+  async setLabels(labels: Record<string, string>): Promise<void> {
+    const checked = checkLabels(labels);
+    return this.serialized(async () => {
+      this.requireUsable();
+      this.record.labels = checked;
+      await this.persist();
+    });
+  }
+
+  async setMetadata(metadata: Record<string, unknown>): Promise<void> {
+    const checked = checkMetadata(metadata);
+    return this.serialized(async () => {
+      this.requireUsable();
+      this.record.metadata = checked;
+      await this.persist();
+    });
+  }
+
+  async readStoredFile(jailPath: string, options: { maxBytes?: number } = {}): Promise<Buffer | null> {
+    if (this.destroyed) throw new SandboxGoneError(`sandbox ${this.id} has been destroyed`);
+    const binds: Array<[string, string]> = [
+      [`${SANDBOX_PATHS.cache}/`, this.layout.cache],
+      [`${SANDBOX_PATHS.home}/`, this.layout.home],
+      [`${SANDBOX_PATHS.workspace}/`, this.layout.workspace],
+      [`${SANDBOX_PATHS.tmp}/`, this.layout.tmp],
+    ];
+    const bind = typeof jailPath === "string" ? binds.find(([prefix]) => jailPath.startsWith(prefix)) : undefined;
+    if (!bind) throw new SandboxInputError(`readStoredFile needs a path under /workspace, /home/sandbox or /tmp (got ${String(jailPath).slice(0, 200)})`);
+    return readFileNoFollow(bind[1], jailPath.slice(bind[0].length), options.maxBytes ?? 64 * 1024);
+  }
+
+  async exec(options: ExecOptions): Promise<ExecHandle> {
+    checkExecOptions(options);
+    this.requireRunning();
+    return this.track(await startExec(this.channel, options));
+  }
+
+  async attach(pid: number): Promise<ExecHandle | null> {
+    if (!Number.isInteger(pid) || pid <= 0) throw new SandboxStateError(`pid must be a positive integer`);
+    this.requireRunning();
+    const handle = await attachExec(this.channel, pid);
+    return handle ? this.track(handle) : null;
+  }
+
+  async processes(): Promise<ProcessInfo[]> {
+    this.requireRunning();
+    return listProcesses(this.channel);
+  }
+
+  async reap(pid: number): Promise<void> {
+    this.requireRunning();
+    return reapProcess(this.channel, pid);
+  }
+
+  stop(): Promise<void> {
+    return this.serialized(async () => {
+      this.requireUsable();
+      const hadJail = this.record.jail !== null || this.record.cgroups.length > 0;
+      if (hadJail) await this.endJail();
+      if (hadJail || this.record.state !== "stopped") {
+        this.record.state = "stopped";
+        await this.persist();
+      }
+    });
+  }
+
+  start(): Promise<void> {
+    return this.serialized(async () => {
+      this.requireUsable();
+      if (this.expired) throw new SandboxGoneError(`sandbox ${this.id} has expired`);
+      if (this.jailRunning()) {
+        if (this.record.state === "frozen") throw new SandboxStateError(`sandbox ${this.id} is frozen: thaw it instead`);
+        return;
+      }
+      // A jail that ended on its own (crash, killed) may have left cgroups behind.
+      if (this.record.jail || this.record.cgroups.length > 0) await this.endJail();
+      await this.launch();
+    });
+  }
+
+  freeze(): Promise<void> {
+    return this.serialized(async () => {
+      const jail = this.requireAliveJail();
+      if (this.record.state === "frozen") return;
+      const freezer = this.context.freezer === "auto" ? this.record.freezer : null;
+      if (freezer) {
+        await freezeCgroup(freezer);
+        this.record.frozen = { method: "cgroup", preStopped: [], at: new Date().toISOString() };
+      } else {
+        const preStopped = await freezeBySignals(jail.pidNamespace);
+        this.record.frozen = { method: "signal", preStopped, at: new Date().toISOString() };
+      }
+      this.record.state = "frozen";
+      await this.persist();
+    });
+  }
+
+  thaw(): Promise<void> {
+    return this.serialized(async () => {
+      const jail = this.requireAliveJail();
+      if (this.record.state !== "frozen") return;
+      const frozen = this.record.frozen;
+      if (frozen?.method === "cgroup" && this.record.freezer) await thawCgroup(this.record.freezer);
+      else await thawBySignals(jail.pidNamespace, frozen?.preStopped ?? []);
+      this.record.state = "running";
+      this.record.frozen = null;
+      await this.persist();
+    });
+  }
+
+  async extendTtl(untilMs: number): Promise<void> {
+    const until = checkExpiry(untilMs, "extendTtl untilMs");
+    return this.serialized(async () => {
+      this.requireUsable();
+      if (this.expired) throw new SandboxGoneError(`sandbox ${this.id} has expired`);
+      const jail = this.record.jail;
+      await writeDeadline(this.layout.deadline, until);
+      if (jail && jailAlive(jail)) {
+        wakeKeeper(jail.keeperPid, jail.keeperStartTime);
+        // The keeper may have reached the old deadline just before it learned the new one.
+        if (!jailAlive(jail)) throw new SandboxGoneError(`sandbox ${this.id} expired before its new deadline took effect`);
+      }
+      this.record.expiresAt = new Date(until).toISOString();
+      await this.persist();
+    });
+  }
+
+  /** Starts the jail of a sandbox whose directories and record exist (create, start). */
+  launch(): Promise<void> {
+    return this.launchJail();
+  }
+
+  /** Re-serves what the previous worker's handles served (the egress proxy) for a live jail it adopts. */
+  async adopt(): Promise<void> {
+    await this.serialized(async () => {
+      if (!this.jailRunning()) return;
+      if (!grantIsEmpty(this.record.spec.egress)) this.proxy = await this.startProxy();
+      this.record.owner = this.context.owner;
+      await this.persist();
+    });
+  }
+
+  /** Ends everything of the sandbox for good (confirmed), then removes its cgroups and directories. */
+  destroy(): Promise<void> {
+    return this.serialized(async () => {
+      if (this.destroyed) return;
+      this.closeHandles();
+      await this.endJail();
+      const left = await removeCgroups(cgroupDirsNamed(cgroupNameOf(this.id)));
+      if (left.length > 0) throw new SandboxError("EBUSY", `cgroups of sandbox ${this.id} could not be removed: ${left.join(", ")}`);
+      await removeTree(this.layout.socketDir);
+      await removeTree(this.layout.dir);
+      this.destroyed = true;
+    });
+  }
+
+  /** Lets go of the sandbox in this worker (proxy, open exec handles); the jail keeps running. */
+  async release(): Promise<void> {
+    this.released = true;
+    this.closeHandles();
+    const proxy = this.proxy;
+    this.proxy = null;
+    await proxy?.close();
+  }
+
+  private closeHandles(): void {
+    for (const handle of this.openHandles) handle.close();
+    this.openHandles.clear();
+  }
+
+  private track(handle: ExecHandle): ExecHandle {
+    this.openHandles.add(handle);
+    handle.exited.then(
+      () => this.openHandles.delete(handle),
+      () => this.openHandles.delete(handle),
+    );
+    return handle;
+  }
+
+  private requireUsable(): void {
+    if (this.destroyed) throw new SandboxGoneError(`sandbox ${this.id} has been destroyed`);
+    if (this.released) throw new SandboxStateError(`sandbox ${this.id} was let go by this worker (backend closed): get it again`);
+  }
+
+  private requireAliveJail(): NonNullable<SandboxRecord["jail"]> {
+    this.requireUsable();
+    if (this.expired) throw new SandboxGoneError(`sandbox ${this.id} has expired`);
+    if (!this.jailRunning()) throw new SandboxStateError(`sandbox ${this.id} is stopped`);
+    return this.record.jail!;
+  }
+
+  private requireRunning(): void {
+    this.requireAliveJail();
+    if (this.record.state === "frozen") throw new SandboxStateError(`sandbox ${this.id} is frozen: thaw it first`);
+  }
+
+  private serialized<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(work, work);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private persist(): Promise<void> {
+    return writeRecord(this.layout, this.record);
+  }
+
+  private startProxy(): Promise<EgressProxy> {
+    return startEgressProxy({
+      socketPath: this.layout.egressSocket,
+      grant: this.record.spec.egress,
+      resolver: this.context.resolver,
+      onDenied: (denial) => {
+        this.denialLog.push(denial);
+        if (this.denialLog.length > MAX_DENIALS) this.denialLog.shift();
+      },
+    });
+  }
+
+  private async launchJail(): Promise<void> {
+    const record = this.record;
+    const spec = record.spec;
+    const cgroups = await createSandboxCgroups(cgroupNameOf(this.id), spec.limits, { freezer: this.context.freezer === "auto" });
+    record.cgroups = cgroups.dirs;
+    record.freezer = cgroups.freezer;
+    this.unenforcedLimits = cgroups.unenforced;
+    // Everything started from here on (proxy, jail) is ended again if the start fails at any step.
+    try {
+      if (!grantIsEmpty(spec.egress)) this.proxy = await this.startProxy();
+      const jail = buildJailArgv(
+        {
+          workspaceDir: this.layout.workspace,
+          homeDir: this.layout.home,
+          cacheDir: this.layout.cache,
+          tmpDir: this.layout.tmp,
+          etcDir: this.layout.etc,
+          egressDir: this.proxy ? this.layout.egress : undefined,
+          supervisorScript: this.context.supervisorScript,
+          nodeBinary: this.context.nodeBinary,
+          rootfs: spec.rootfs ?? undefined,
+        },
+        JAIL_FDS,
+      );
+      const supervisorConfig = {
+        baseEnv: { ...sandboxBaseEnv(spec.egress, jail.path), ...spec.env },
+        defaultCwd: SANDBOX_PATHS.workspace,
+        egress: this.proxy ? { port: EGRESS_PROXY_PORT, socketPath: `${SANDBOX_PATHS.egressDir}/proxy.sock` } : undefined,
+      };
+      const launched = await launchJail({
+        bwrapPath: this.context.bwrapPath,
+        bwrapArgs: jail.argv,
+        socketPath: this.layout.socket,
+        logPath: this.layout.log,
+        cgroupProcs: cgroups.procsFiles,
+        deadlineFile: this.layout.deadline,
+        expiresAt: this.expiresAt,
+        thaw: cgroups.freezer ? thawWrite(cgroups.freezer) : undefined,
+        supervisorConfig: JSON.stringify(supervisorConfig),
+      });
+      this.launched = launched;
+      void launched.exited.then(() => {
+        if (this.launched !== launched) return;
+        const error = new SandboxGoneError(`the jail of sandbox ${this.id} has ended (see jail.log in its directory)`);
+        for (const listener of [...this.goneListeners]) listener(error);
+      });
+      record.jail = launched.record;
+      record.state = "running";
+      record.frozen = null;
+      record.owner = this.context.owner;
+      await this.persist();
+    } catch (error) {
+      const launched = this.launched;
+      this.launched = null;
+      if (launched) await stopJail(launched.record, cgroups.dirs, { exited: launched.exited }).catch(() => undefined);
+      const proxy = this.proxy;
+      this.proxy = null;
+      await proxy?.close();
+      record.cgroups = await removeCgroups(cgroups.dirs);
+      record.freezer = null;
+      record.jail = null;
+      record.state = "stopped";
+      throw error;
+    }
+  }
+
+  /** Ends the jail (confirmed), the proxy and the cgroups; the caller sets the state and persists. */
+  private async endJail(): Promise<void> {
+    const record = this.record;
+    const freezer = record.freezer;
+    if (record.jail) {
+      await stopJail(record.jail, record.cgroups, {
+        exited: this.launched?.exited,
+        thaw: freezer ? () => thawCgroup(freezer, 1_000) : undefined,
+      });
+    }
+    this.launched = null;
+    const proxy = this.proxy;
+    this.proxy = null;
+    await proxy?.close();
+    const left = await removeCgroups(record.cgroups);
+    record.cgroups = left;
+    record.jail = null;
+    record.frozen = null;
+    if (left.length === 0) record.freezer = null;
+    await fsp.rm(this.layout.socket, { force: true });
+    if (left.length > 0) throw new SandboxError("EBUSY", `cgroups of sandbox ${this.id} could not be removed: ${left.join(", ")}`);
+  }
+}

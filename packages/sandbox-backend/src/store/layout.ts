@@ -1,0 +1,84 @@
+/**
+ * Where a sandbox lives on the host. The sandbox directory carries the id (readable for operators
+ * and the leak clean-up); the sockets live under a short hashed name, so their paths fit in
+ * sockaddr_un (107 bytes) whatever the id's length.
+ *
+ * <stateDir>/leases/<id>/
+ *   sandbox.json    SandboxRecord (written atomically)
+ *   jail.log        keeper, bwrap and supervisor stderr
+ *   deadline        the keeper's deadline (epoch ms; never bound into the jail)
+ *   workspace/ home/ cache/ tmp/   the sandbox's writable directories
+ *   etc/            generated passwd, group, hosts (bound read-only)
+ * <stateDir>/run/<shortName(id)>/
+ *   sup.sock        supervisor control socket (held open by the supervisor inside the jail)
+ *   egress/         egress proxy socket directory (bound read-only; only with a grant)
+ */
+import path from "node:path";
+import { shortName } from "../ids.js";
+
+/** sockaddr_un.sun_path is 108 bytes including the NUL. */
+export const MAX_SOCKET_PATH = 107;
+
+export interface SandboxLayout {
+  dir: string;
+  record: string;
+  log: string;
+  deadline: string;
+  workspace: string;
+  home: string;
+  cache: string;
+  tmp: string;
+  etc: string;
+  socketDir: string;
+  socket: string;
+  egress: string;
+  egressSocket: string;
+}
+
+export function sandboxesDir(stateDir: string): string {
+  return path.join(stateDir, "leases");
+}
+
+export function socketsDir(stateDir: string): string {
+  return path.join(stateDir, "run");
+}
+
+/** Paths of sandbox `id` (which must already be validated). */
+export function sandboxLayout(stateDir: string, id: string): SandboxLayout {
+  const dir = path.join(sandboxesDir(stateDir), id);
+  const socketDir = path.join(socketsDir(stateDir), shortName(id));
+  return {
+    dir,
+    record: path.join(dir, "sandbox.json"),
+    log: path.join(dir, "jail.log"),
+    deadline: path.join(dir, "deadline"),
+    workspace: path.join(dir, "workspace"),
+    home: path.join(dir, "home"),
+    cache: path.join(dir, "cache"),
+    tmp: path.join(dir, "tmp"),
+    etc: path.join(dir, "etc"),
+    socketDir,
+    socket: path.join(socketDir, "sup.sock"),
+    egress: path.join(socketDir, "egress"),
+    egressSocket: path.join(socketDir, "egress", "proxy.sock"),
+  };
+}
+
+/** Null when every socket path this state dir produces fits in sockaddr_un; else why not. */
+export function checkSocketPathLength(stateDir: string): string | null {
+  const sample = sandboxLayout(stateDir, "x");
+  // The supervisor socket is bound at a temporary name first (process.ts): `.l<pid>`, pid up to 7 digits.
+  const longest = Math.max(
+    Buffer.byteLength(sample.socket),
+    Buffer.byteLength(sample.egressSocket),
+    Buffer.byteLength(path.join(sample.socketDir, ".l4194304")),
+  );
+  return longest > MAX_SOCKET_PATH
+    ? `stateDir is too long: sandbox sockets would be ${longest} bytes, over the ${MAX_SOCKET_PATH}-byte Unix socket limit`
+    : null;
+}
+
+/** The cgroup name of sandbox `id` (cgroup names are length-limited too). */
+export function cgroupNameOf(id: string): string {
+  return `paperclip-sbx-${shortName(id)}`;
+}

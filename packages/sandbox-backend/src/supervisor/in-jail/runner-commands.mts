@@ -1,0 +1,158 @@
+/**
+ * Runner commands (`start`): the kit's ScriptRunner contract, unchanged. One command per
+ * connection, in its own process group, output streamed straight to the connection with
+ * backpressure (bulk tar streams), and the command ended when its connection is lost before it
+ * exits (nobody could receive its output or result). Background processes survive the command.
+ */
+import type net from "node:net";
+import { spawn, type ChildProcess } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { FRAME_CONTROL, FRAME_STDERR, FRAME_STDIN, FRAME_STDOUT, parseControl, writeControl, writeFrame } from "./frames.mjs";
+import { graceFrom, killGroup, preferForOom, sleep } from "./process-group.mjs";
+import type { Conversation } from "./conversation.mjs";
+import type { SupervisorConfig } from "./config.mjs";
+
+interface RunnerCommand {
+  id: string;
+  child: ChildProcess;
+  pgid: number;
+  done: boolean;
+  killing: Promise<void> | null;
+  timedOut: boolean;
+  aborted: boolean;
+}
+
+export interface RunnerCommands {
+  /** Starts the command of a `start` message; the connection then carries its stdin. */
+  start(sock: net.Socket, message: Record<string, unknown>): Conversation;
+  /** Ends one command's group (a `kill` sent on another connection); false when unknown. */
+  kill(id: string, graceMs: number): Promise<boolean>;
+  /** Ends every running command's group; returns their ids. */
+  killAll(graceMs: number): Promise<string[]>;
+  readonly size: number;
+}
+
+export function createRunnerCommands(config: SupervisorConfig): RunnerCommands {
+  const running = new Map<string, RunnerCommand>();
+
+  const start = (sock: net.Socket, message: Record<string, unknown>): Conversation => {
+    const id = String(message.id ?? "");
+    const env = { ...config.baseEnv, ...((message.env as Record<string, string> | undefined) ?? {}) };
+    const cwd = typeof message.cwd === "string" ? message.cwd : config.defaultCwd;
+    const argv = Array.isArray(message.argv) ? (message.argv as string[]) : ["/bin/sh", "-c", String(message.script ?? "")];
+    const [file, ...args] = argv as [string, ...string[]];
+    // detached: a new session and process group per command, so the group can be ended as a unit.
+    const child = spawn(file, args, { cwd, env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
+    const run: RunnerCommand = { id, child, pgid: child.pid ?? -1, done: false, killing: null, timedOut: false, aborted: false };
+    let stdinEnded = false;
+
+    const writeStdin = (chunk: Buffer) => {
+      const stdin = run.child.stdin;
+      if (!stdin || stdin.destroyed) return;
+      // Backpressure: stop reading the socket until the command has taken the bytes.
+      if (!stdin.write(chunk)) {
+        sock.pause();
+        stdin.once("drain", () => sock.resume());
+      }
+    };
+    const conversation: Conversation = {
+      onFrame(type, payload) {
+        if (type === FRAME_STDIN) writeStdin(payload);
+        else if (type === FRAME_CONTROL && parseControl(payload).op === "stdin-end" && !stdinEnded) {
+          stdinEnded = true;
+          run.child.stdin?.end();
+        }
+      },
+      onClose() {
+        // Output no longer has anywhere to go: keep draining it so writers never block or get SIGPIPE.
+        run.child.stdout?.resume();
+        run.child.stderr?.resume();
+        // The worker that asked for this command is gone (crash, restart, abort) before its exit: nobody
+        // can receive its output or result, so end it rather than leave an unobserved command (e.g. a
+        // second agent) running. Background processes of a command that already exited are left alone.
+        if (!run.done && run.child.exitCode === null && run.child.signalCode === null) void killGroup(run, 250);
+      },
+    };
+
+    if (child.pid === undefined) {
+      run.done = true;
+      child.once("error", (error) => {
+        writeControl(sock, { op: "error", message: `spawn failed: ${error.message}` });
+        writeControl(sock, { op: "exit", id, code: 127, signal: null, timedOut: false, aborted: false });
+        sock.end();
+      });
+      return conversation;
+    }
+    running.set(id, run);
+    preferForOom(child.pid, writeFileSync);
+    child.stdin.on("error", () => undefined); // EPIPE when the command does not read its stdin
+    writeControl(sock, { op: "started", id, pid: child.pid });
+
+    let timer: NodeJS.Timeout | null = null;
+    const timeoutMs = typeof message.timeoutMs === "number" ? message.timeoutMs : 0;
+    if (timeoutMs > 0) {
+      timer = setTimeout(() => {
+        run.timedOut = true;
+        void killGroup(run, graceFrom(message.killGraceMs));
+      }, timeoutMs);
+    }
+
+    const pipeOut = (stream: NodeJS.ReadableStream, type: number) => {
+      stream.on("data", (chunk: Buffer) => {
+        if (sock.destroyed) return; // keep draining so background writers never hit SIGPIPE
+        if (!writeFrame(sock, type, chunk)) {
+          child.stdout!.pause();
+          child.stderr!.pause();
+          sock.once("drain", () => {
+            child.stdout!.resume();
+            child.stderr!.resume();
+          });
+        }
+      });
+    };
+    pipeOut(child.stdout, FRAME_STDOUT);
+    pipeOut(child.stderr, FRAME_STDERR);
+
+    const ended = (stream: NodeJS.ReadableStream) =>
+      new Promise<void>((resolve) => {
+        stream.once("end", resolve);
+        stream.once("close", resolve);
+      });
+    const streamsEnded = Promise.all([ended(child.stdout), ended(child.stderr)]);
+
+    child.once("exit", (code, signal) => {
+      if (timer) clearTimeout(timer);
+      void (async () => {
+        // A background process started with `&` may keep the pipes open: give the output a moment to
+        // finish, then report the exit without waiting for that process (it keeps running).
+        await Promise.race([streamsEnded, sleep(100)]);
+        if (run.killing) await run.killing;
+        run.done = true;
+        running.delete(id);
+        writeControl(sock, { op: "exit", id, code, signal, timedOut: run.timedOut, aborted: run.aborted });
+        sock.end();
+      })();
+    });
+    return conversation;
+  };
+
+  return {
+    start,
+    async kill(id, graceMs) {
+      const target = running.get(id);
+      if (!target) return false;
+      target.aborted = true;
+      await killGroup(target, graceMs);
+      return true;
+    },
+    async killAll(graceMs) {
+      const targets = [...running.values()];
+      for (const target of targets) target.aborted = true;
+      await Promise.all(targets.map((target) => killGroup(target, graceMs)));
+      return targets.map((target) => target.id);
+    },
+    get size() {
+      return running.size;
+    },
+  };
+}
