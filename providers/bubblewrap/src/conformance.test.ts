@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll } from "vitest";
 import { describeConformance } from "@paperclip-sandbox/conformance";
 import { bubblewrapLeftovers } from "@paperclip-sandbox/sandbox-backend/test-support";
+import { listLeases } from "./leases.js";
 
 const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), "bwrap-conf-"));
 const config = { stateDir, timeoutMs: 60_000 };
@@ -28,6 +29,8 @@ describeConformance({
   ],
   reuseConfig: { ...config, reuseLease: true },
   leftovers: (context) => bubblewrapLeftovers(stateDir, context.leaseIds),
+  // The same listing `leases gc --provider bubblewrap` uses.
+  labelsOf: async (leaseId) => (await listLeases(config, { env: {} })).find((lease) => lease.providerLeaseId === leaseId)?.labels,
 });
 
 afterAll(() => {

@@ -6,7 +6,8 @@
 import os from "node:os";
 import path from "node:path";
 import { createSandboxBackend, newSandboxId, type SandboxSummary } from "@paperclip-sandbox/sandbox-backend";
-import type { EgressGrant } from "@paperclip-sandbox/kit";
+import { defineLeaseLister, type EgressGrant } from "@paperclip-sandbox/kit";
+import { providerConfig } from "./config.js";
 
 export const LEASE_ID_PREFIX = "bwrap-";
 const LEASE_ID_PATTERN = /^bwrap-[a-z0-9]{16}$/;
@@ -94,8 +95,8 @@ function leaseSummary(stateDir: string, sandbox: SandboxSummary, now: number): L
   };
 }
 
-/** Every lease directory in a state dir, with liveness; used by the CLI's `leases ls` / `gc`. */
-export async function listLeases(stateDir: string = defaultStateDir(), now = Date.now()): Promise<LeaseSummary[]> {
+/** Every lease directory in a state dir, with liveness. */
+export async function listLeaseDirectories(stateDir: string = defaultStateDir(), now = Date.now()): Promise<LeaseSummary[]> {
   const backend = createSandboxBackend({ stateDir });
   try {
     return (await backend.list()).filter((sandbox) => isLeaseId(sandbox.id)).map((sandbox) => leaseSummary(stateDir, sandbox, now));
@@ -109,7 +110,7 @@ export async function listLeases(stateDir: string = defaultStateDir(), now = Dat
  * its record is unreadable, i.e. an acquire died half-way).
  */
 export async function findOrphans(stateDir: string = defaultStateDir(), now = Date.now()): Promise<LeaseSummary[]> {
-  return (await listLeases(stateDir, now)).filter((lease) => !lease.ownerAlive && lease.expired);
+  return (await listLeaseDirectories(stateDir, now)).filter((lease) => !lease.ownerAlive && lease.expired);
 }
 
 /** Ends a lease's jail (confirmed), removes its cgroups and deletes its directory; safe for a half-gone lease. */
@@ -122,3 +123,27 @@ export async function reapLease(leaseId: string, stateDir: string = defaultState
     await backend.close();
   }
 }
+
+/**
+ * The kit's lister contract (`paperclip-sandbox leases gc --provider bubblewrap`): every lease in the
+ * config's state directory, as the worker would see it (its default state dir follows the worker's
+ * environment). A half-created lease has no labels yet; it is in our state directory, so it is ours.
+ */
+export const listLeases = defineLeaseLister(async (config, ctx) => {
+  const parsed = providerConfig.parse(config);
+  const backend = createSandboxBackend({ stateDir: parsed.stateDir ?? defaultStateDir(ctx.env) });
+  try {
+    return (await backend.list())
+      .filter((sandbox) => isLeaseId(sandbox.id))
+      .map((sandbox) => ({
+        providerLeaseId: sandbox.id,
+        labels: Object.keys(sandbox.labels).length > 0 ? { ...sandbox.labels } : { "paperclip-provider": "bubblewrap" },
+        ...(sandbox.createdAt ? { createdAt: new Date(sandbox.createdAt).toISOString() } : {}),
+        expiresAt: sandbox.expiresAt ? new Date(sandbox.expiresAt).toISOString() : null,
+        state: sandbox.state,
+        ownerAlive: sandbox.ownerAlive,
+      }));
+  } finally {
+    await backend.close();
+  }
+});

@@ -3,7 +3,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { findOrphans, listLeases, reapLease } from "./index.js";
+import { findOrphans, listLeaseDirectories, listLeases, reapLease } from "./index.js";
 import { probeBubblewrap } from "./probe.js";
 import { providerConfig } from "./config.js";
 import { eventually, hostProcessesMatching, startHarness, type Harness } from "./test-support/harness.js";
@@ -80,7 +80,9 @@ describe("bubblewrap lease lifecycle", () => {
 
   it("reusable lease: release stops it and keeps its disk, resume restarts it under the same id", async () => {
     const reuseConfig = { ...h.config, reuseLease: true };
-    const lease = await h.client.env.acquireLease({ ...h.base(reuseConfig), runId: "run-reuse", agentId: "agent-test" });
+    // As the host sends it: a kept lease belongs to one agent and one execution workspace.
+    const reuseParams = { runId: "run-reuse", agentId: "agent-test", executionWorkspaceId: "ws-test" };
+    const lease = await h.client.env.acquireLease({ ...h.base(reuseConfig), ...reuseParams });
     const tag = marker();
     await h.client.env.execute({ ...h.base(reuseConfig), lease, command: "sh", args: ["-c", `echo kept > kept.txt; nohup sleep ${tag} >/dev/null 2>&1 &`] });
     expect(await eventually(() => hostProcessesMatching(`sleep ${tag}`), (pids) => pids.length === 1)).toHaveLength(1);
@@ -94,16 +96,20 @@ describe("bubblewrap lease lifecycle", () => {
     const read = await h.client.env.execute({ ...h.base(reuseConfig), lease: resumed, command: "cat", args: ["kept.txt"] });
     expect(read.stdout).toBe("kept\n");
 
-    // A different sandbox shape (here: a pids limit) must not reuse this lease.
-    await h.client.env.releaseLease({ ...h.base(reuseConfig), providerLeaseId: lease.providerLeaseId });
+    // A different sandbox shape (here: a pids limit) must not reuse this lease: it is destroyed.
+    await h.client.env.releaseLease({ ...h.base(reuseConfig), providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata });
     const other = await h.client.env.resumeLease({ ...h.base({ ...reuseConfig, pids: 100 }), providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
     expect(other).toEqual({ providerLeaseId: null, metadata: { expired: true, identityMismatch: true } });
+    expect(fs.existsSync(path.join(h.stateDir, "leases", lease.providerLeaseId!))).toBe(false);
+
     // A tampered sentinel in the workspace breaks identity too.
-    fs.writeFileSync(path.join(h.stateDir, "leases", lease.providerLeaseId!, "workspace", ".paperclip-runtime/reusable-sandbox-lease.json"), "{}");
-    const tampered = await h.client.env.resumeLease({ ...h.base(reuseConfig), providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
-    expect(tampered.providerLeaseId).toBeNull();
-    const destroyed = await h.client.env.destroyLease({ ...h.base(reuseConfig), providerLeaseId: lease.providerLeaseId });
-    expect(destroyed).toEqual({ providerLeaseId: lease.providerLeaseId, state: "destroyed" });
+    const second = await h.client.env.acquireLease({ ...h.base(reuseConfig), ...reuseParams });
+    await h.client.env.releaseLease({ ...h.base(reuseConfig), providerLeaseId: second.providerLeaseId, leaseMetadata: second.metadata });
+    fs.writeFileSync(path.join(h.stateDir, "leases", second.providerLeaseId!, "workspace", ".paperclip-runtime/reusable-sandbox-lease.json"), "{}");
+    const tampered = await h.client.env.resumeLease({ ...h.base(reuseConfig), providerLeaseId: second.providerLeaseId!, leaseMetadata: second.metadata });
+    expect(tampered).toEqual({ providerLeaseId: null, metadata: { expired: true, identityMismatch: true } });
+    const destroyed = await h.client.env.destroyLease({ ...h.base(reuseConfig), providerLeaseId: second.providerLeaseId });
+    expect(destroyed).toEqual({ providerLeaseId: second.providerLeaseId, state: "destroyed" });
   });
 
   it("enforces requestedExpiresAt itself: the jail ends at expiry, and the orphan is found and reaped", async () => {
@@ -121,12 +127,12 @@ describe("bubblewrap lease lifecycle", () => {
     const orphans = await findOrphans(h.stateDir);
     expect(orphans.map((o) => o.leaseId)).toContain(lease.providerLeaseId);
     await reapLease(lease.providerLeaseId!, h.stateDir);
-    expect((await listLeases(h.stateDir)).map((l) => l.leaseId)).not.toContain(lease.providerLeaseId);
+    expect((await listLeaseDirectories(h.stateDir)).map((l) => l.leaseId)).not.toContain(lease.providerLeaseId);
   });
 
   it("lists a live lease with its owner and does not count it as an orphan", async () => {
     const lease = await h.acquire();
-    const listed = (await listLeases(h.stateDir)).find((l) => l.leaseId === lease.providerLeaseId);
+    const listed = (await listLeaseDirectories(h.stateDir)).find((l) => l.leaseId === lease.providerLeaseId);
     expect(listed).toMatchObject({ ownerAlive: true, jailAlive: true, expired: false });
     expect((await findOrphans(h.stateDir)).map((o) => o.leaseId)).not.toContain(lease.providerLeaseId);
     await h.release(lease);

@@ -1,8 +1,10 @@
-import { defineSandboxProviderManifest } from "@paperclip-sandbox/kit";
+import { defineSandboxProviderManifest, STREAM_TRANSPORT, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
 import { providerConfig } from "./config.js";
 
 export const BUBBLEWRAP_DRIVER_KEY = "bubblewrap";
 export const BUBBLEWRAP_PLUGIN_ID = "paperclip-sandbox.bubblewrap";
+/** The in-jail supervisor meets the whole transport contract and enforces deadlines; stopped jails keep their disk. */
+export const BUBBLEWRAP_SHAPE: DeclaredProviderShape = { transport: { ...STREAM_TRANSPORT, remoteTimeout: true }, canStop: true };
 
 export default defineSandboxProviderManifest({
   id: BUBBLEWRAP_PLUGIN_ID,
@@ -15,8 +17,6 @@ export default defineSandboxProviderManifest({
     displayName: "Bubblewrap (local)",
     description: "Runs each lease in a long-lived bubblewrap jail on the worker's machine. Needs bubblewrap (bwrap) and unprivileged user namespaces.",
     configSchema: providerConfig.jsonSchema,
-    // The host reuses a lease only when the environment's config also sets reuseLease: true.
-    supportsReusableLeases: true,
-    sandboxCapabilities: { reusableLeases: true, nativeSyncIn: true, nativeSyncOut: true, concurrentSyncOperations: true, duplexCommandStream: true },
   },
+  shape: BUBBLEWRAP_SHAPE,
 });

@@ -21,6 +21,7 @@ import { deriveSandboxCapabilities, supportsDuplex, type DerivedSandboxCapabilit
 import { LeaseGoneError, redactedError, redactorFor, secretValuesOf } from "./errors.js";
 import { LeaseRegistry, type LeaseEntry } from "./lease-registry.js";
 import { defaultProbe } from "./probe.js";
+import { buildSentinel, sentinelMatches as holdsFingerprint } from "../lease/sentinel.js";
 import { sentinelHolds, writeSentinelVia } from "./sentinel-io.js";
 import type { LeaseRef, SandboxHandle, SandboxProviderDefinition } from "./types.js";
 
@@ -231,7 +232,10 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
         const ref = refOf(params, handle.providerLeaseId, config, {});
         const entry = entryFor(handle, ref);
         try {
-          if (plan.reusable) await writeSentinelVia(runnerOf(entry), def.workspaceDir(handle, config), plan.fingerprint, handle.providerLeaseId);
+          if (plan.reusable) {
+            if (def.sentinel) await def.sentinel.write(handle, buildSentinel({ fingerprint: plan.fingerprint, providerLeaseId: handle.providerLeaseId }), config);
+            else await writeSentinelVia(runnerOf(entry), def.workspaceDir(handle, config), plan.fingerprint, handle.providerLeaseId);
+          }
         } catch (error) {
           await destroyConfirmed(def, ref, handle, plan);
           throw error;
@@ -254,22 +258,30 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
         // Someone else's resource under a recycled id: not ours to touch.
         if (!ownedBy(handle, params)) return mismatch;
         const shapeFingerprint = shapeFingerprintOf(params.companyId, params.environmentId, def.shape(config));
+        const fingerprint = typeof metadata.fingerprint === "string" ? metadata.fingerprint : undefined;
+        const reusable = metadata.reusable === true;
         const sameShape = metadata.shapeFingerprint === undefined || metadata.shapeFingerprint === shapeFingerprint;
+        // A provider that can read the sentinel while the sandbox is stopped checks before starting it.
+        const sentinelMatches = async (sandbox: H) => {
+          if (!reusable) return true;
+          if (fingerprint === undefined) return false;
+          if (def.sentinel) return holdsFingerprint(await def.sentinel.read(sandbox, config), fingerprint);
+          return sentinelHolds(runnerOf(entryFor(sandbox, ref)), def.workspaceDir(sandbox, config), fingerprint);
+        };
         let current = handle;
-        if (sameShape && current.state !== undefined && current.state !== "running") {
+        let matches = sameShape && (def.sentinel ? await sentinelMatches(current) : true);
+        if (matches && current.state !== undefined && current.state !== "running") {
           if (!def.start) return gone;
           current = await def.start(current, ref);
         }
-        const entry = entryFor(current, ref);
-        const fingerprint = typeof metadata.fingerprint === "string" ? metadata.fingerprint : undefined;
-        const reusable = metadata.reusable === true;
-        const sentinelOk = sameShape && (!reusable || (fingerprint !== undefined && (await sentinelHolds(runnerOf(entry), def.workspaceDir(current, config), fingerprint))));
-        if (!sameShape || !sentinelOk) {
+        if (matches && !def.sentinel) matches = await sentinelMatches(current);
+        if (!matches) {
           // Ours, but no longer the sandbox this lease was: destroy it, the host provisions a fresh one.
           registry.forget(params.providerLeaseId);
           await def.destroy(ref, current).catch((error: unknown) => log(`destroying a mismatched sandbox failed: ${(error as Error).message}`));
           return mismatch;
         }
+        const entry = entryFor(current, ref);
         registry.set(entry);
         const lease = leaseResult(current, config, { fingerprint: fingerprint ?? "", shapeFingerprint, reusable, grant: metadata.egress as AcquirePlan["grant"] }, null);
         entry.metadata = lease.metadata ?? {};

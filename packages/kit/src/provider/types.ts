@@ -109,6 +109,15 @@ export interface SandboxProviderDefinition<S extends z.ZodObject, H extends Sand
   notRunning?(error: unknown): boolean;
 
   runner(handle: H, config: z.output<S>): ScriptRunner;
+  /**
+   * Reads and writes the reuse sentinel (`REUSE_SENTINEL_PATH` under the workspace) without the
+   * runner, for a provider that can reach a stopped sandbox's disk safely (never following a link
+   * the sandbox planted). Default: through the runner, inside the sandbox, after starting it.
+   */
+  sentinel?: {
+    read(handle: H, config: z.output<S>): Promise<string | null>;
+    write(handle: H, text: string, config: z.output<S>): Promise<void>;
+  };
   files?(handle: H, config: z.output<S>): FileTransport;
   /** Resources of this provider carrying all these labels (vendor-side listing). */
   list?(config: z.output<S>, labels: Record<string, string>): Promise<ListedResource[]>;
