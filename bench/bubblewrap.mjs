@@ -63,7 +63,8 @@ const live = new Set();
 const results = {};
 
 async function acquire(cfg = config) {
-  const lease = await client.env.acquireLease({ ...base(cfg), runId: `bench-${live.size}`, agentId: "bench" });
+  // As the host sends it: a kept lease belongs to one agent and one execution workspace.
+  const lease = await client.env.acquireLease({ ...base(cfg), runId: `bench-${live.size}`, agentId: "bench", executionWorkspaceId: "bench-ws" });
   live.add(lease.providerLeaseId);
   return lease;
 }

@@ -28,8 +28,8 @@ describe("base64 fallback", () => {
     expect(await sha256(target)).toBe(await sha256(source));
     expect(await modeOf(target)).toBe(0o600);
     expect(w.runner.maxStdinBytes).toBeLessThanOrEqual(4 * MiB + 16);
-    // begin + 3 chunks + finish
-    expect(w.runner.scripts.length).toBe(5);
+    // 3 chunks: the first also makes the stage, the last also installs
+    expect(w.runner.scripts.length).toBe(3);
 
     w.runner.scripts.length = 0;
     const back = path.join(w.host, "big.back");
@@ -40,10 +40,29 @@ describe("base64 fallback", () => {
     expect(out.operations[0]?.bytesTransferred).toBe(size);
     expect(await sha256(back)).toBe(await sha256(source));
     expect(await modeOf(back)).toBe(0o600);
-    // pack + ceil(archive / 3 MiB) reads + stage removal
-    expect(w.runner.scripts.length).toBe(1 + 3 + 1);
+    // pack + ceil(archive / 3 MiB) reads (the last removes the stage)
+    expect(w.runner.scripts.length).toBe(1 + 3);
     expect(await listTree(w.sandboxTmp)).toEqual([]);
     expect(await listTree(w.scratch)).toEqual([]);
+  });
+
+  it("moves a small file with its post-upload command in ONE call, and a small tree back in ONE call", async () => {
+    const source = path.join(w.host, "small.txt");
+    await fs.writeFile(source, "small\n");
+    const target = path.join(w.root, "small.txt");
+    await base64SyncIn(
+      w.runner,
+      [{ operationId: "in", files: [{ sourcePath: source, targetPath: target, kind: "file" }], postUploadCommands: [{ command: `cp '${target}' '${target}.copy'` }] }],
+      { roots: [w.root] },
+    );
+    expect(w.runner.scripts.length).toBe(1);
+    expect(await fs.readFile(`${target}.copy`, "utf8")).toBe("small\n");
+    w.runner.scripts.length = 0;
+    const back = path.join(w.host, "back");
+    await base64SyncOut(w.runner, [{ operationId: "out", files: [{ sourcePath: w.root, targetPath: back, kind: "directory" }] }], { roots: [w.root], hostScratchDir: w.scratch });
+    expect(w.runner.scripts.length).toBe(1);
+    expect(await fs.readFile(path.join(back, "small.txt.copy"), "utf8")).toBe("small\n");
+    expect(await listTree(w.sandboxTmp)).toEqual([]);
   });
 
   it("round-trips a directory in many small chunks, with modes, symlinks and excludes", async () => {

@@ -5,16 +5,13 @@ import { pipeline } from "node:stream/promises";
 import type { PluginSyncFileMapping, PluginSyncOperation } from "@paperclipai/plugin-sdk";
 import type { ScriptRunner } from "../transport.js";
 import { BoundedTail } from "./bounded-tail.js";
-import {
-  packToStageScript,
-  parseStageReport,
-  readStageChunkScript,
-} from "./download-scripts.js";
+import { packToStageScript, parseStageReport, readStageChunkScript, removeStageScript } from "./download-scripts.js";
 import { SyncError } from "./errors.js";
 import { packHostDirectory, type TransferCounts } from "./host-pack.js";
 import { fileModeFor, statHostSource } from "./host-source.js";
 import type { ResolvedSyncOptions, SyncOptions } from "./options.js";
-import { runOperations, type SyncResult } from "./operations.js";
+import { runOperations, type SyncResult, type TransferContext } from "./operations.js";
+import { expectFoldedSuccess, foldedFor, type FoldedPostUpload } from "./post-upload.js";
 import { expectSuccess, runScript } from "./run-script.js";
 import { confineSandboxPath, type ConfinedSandboxPath } from "./sandbox-path.js";
 import { removeDownloadStageQuietly, removeUploadStageQuietly } from "./stage-cleanup.js";
@@ -42,8 +39,9 @@ export interface Base64SyncOptions extends SyncOptions {
 
 /**
  * Host → sandbox for providers without a byte channel: every runner call carries at most one chunk
- * (base64 text on stdin), appended to a 0700 stage next to the target; a last call checks the size,
- * sets the mode and renames (file) or extracts and replaces (directory). Memory holds one chunk.
+ * (base64 text on stdin). The first call also makes the 0700 stage next to the target and the last
+ * also finishes (size check, mode and rename, or extract and replace) and runs the operation's
+ * post-upload commands, so a payload of one chunk costs ONE call. Memory holds one chunk.
  */
 export async function base64SyncIn(
   runner: ScriptRunner,
@@ -51,15 +49,21 @@ export async function base64SyncIn(
   opts: Base64SyncOptions,
 ): Promise<SyncResult> {
   const chunkBytes = chunkSizeOf(opts);
-  return runOperations(runner, operations, opts, "in", (mapping, o) =>
-    mapping.kind === "file" ? base64FileIn(runner, mapping, o, chunkBytes) : base64DirectoryIn(runner, mapping, o, chunkBytes),
+  return runOperations(
+    runner,
+    operations,
+    opts,
+    "in",
+    (mapping, o, context) => (mapping.kind === "file" ? base64FileIn(runner, mapping, o, chunkBytes, context) : base64DirectoryIn(runner, mapping, o, chunkBytes, context)),
+    { foldsPostUpload: true },
   );
 }
 
 /**
  * Sandbox → host for providers without a byte channel: the sandbox writes the tar archive to a
- * stage in its temp directory, the host reads it back with one `dd | base64` call per chunk, then
- * inspects and lands it exactly like `syncOut`.
+ * stage in its temp directory (and, when it fits in one chunk, prints it base64 at once and removes
+ * the stage: one call); otherwise the host reads it back with one `dd | base64` call per chunk, the
+ * last one removing the stage. It is then inspected and landed exactly like `syncOut`.
  */
 export async function base64SyncOut(
   runner: ScriptRunner,
@@ -83,19 +87,16 @@ async function base64FileIn(
   mapping: PluginSyncFileMapping,
   o: ResolvedSyncOptions,
   chunkBytes: number,
+  context: TransferContext,
 ): Promise<TransferCounts> {
   const { source, stat } = await statHostSource(mapping);
   const target = confineSandboxPath(mapping.targetPath, o.roots, "targetPath");
-  const stage = newStageName();
-  const sent = await uploadInChunks(runner, target, stage, "file", source, o, chunkBytes, async () => {
-    const stdout = new BoundedTail(64 * 1024);
-    const finish = await runScript(runner, reenterStage(target, o.roots, stage) + removeStageOnExit + installFile(fileModeFor(mapping, stat), stat.size), {
-      stdout: stdout.push,
-      outerSignal: o.signal,
-      maxStderrBytes: o.maxStderrBytes,
-    });
-    expectSuccess(finish, `upload to ${target.path}`);
-    return reportedSize(stdout.text());
+  const folded = foldedFor(context, o);
+  const sent = await uploadInChunks(runner, target, "file", source, stat.size, o, chunkBytes, {
+    script: installFile(fileModeFor(mapping, stat), stat.size) + folded.script,
+    folded,
+    what: `upload to ${target.path}`,
+    expectSize: stat.size,
   });
   return { files: 1, bytes: sent };
 }
@@ -105,6 +106,7 @@ async function base64DirectoryIn(
   mapping: PluginSyncFileMapping,
   o: ResolvedSyncOptions,
   chunkBytes: number,
+  context: TransferContext,
 ): Promise<TransferCounts> {
   const { source } = await statHostSource(mapping);
   const target = confineSandboxPath(mapping.targetPath, o.roots, "targetPath");
@@ -124,14 +126,13 @@ async function base64DirectoryIn(
     if (packError !== undefined) {
       throw new SyncError("SYNC_SOURCE_INVALID", `packing ${source} failed`, { cause: packError });
     }
-    const stage = newStageName();
-    await uploadInChunks(runner, target, stage, "directory", archive, o, chunkBytes, async () => {
-      const finish = await runScript(runner, reenterStage(target, o.roots, stage) + removeStageOnExit + extractTree("payload") + replaceWithTree(mapping.mode), {
-        outerSignal: o.signal,
-        maxStderrBytes: o.maxStderrBytes,
-      });
-      expectSuccess(finish, `extraction into ${target.path}`);
-      return undefined;
+    const { size } = await fsp.stat(archive);
+    const folded = foldedFor(context, o);
+    await uploadInChunks(runner, target, "directory", archive, size, o, chunkBytes, {
+      // The archive's size is checked before tar reads it: a stream cut at a member boundary must not land.
+      script: payloadSizeCheck(size) + extractTree("payload") + replaceWithTree(mapping.mode) + folded.script,
+      folded,
+      what: `extraction into ${target.path}`,
     });
     return { ...pack.counts };
   } finally {
@@ -139,56 +140,84 @@ async function base64DirectoryIn(
   }
 }
 
+interface FinishStep {
+  /** Runs after the last chunk, in the same script (the stage is `$pc_stage`). */
+  script: string;
+  folded: FoldedPostUpload;
+  what: string;
+  /** For a file: the size the sandbox must report after installing it. */
+  expectSize?: number;
+}
+
 /**
- * Create the stage, append `file` to `stage/payload` one base64 chunk per call, then run `finish`
- * (which removes the stage itself). On any failure before `finish`, the stage is removed.
- * Returns the bytes sent; when `finish` reports a size, it must match.
+ * Sends `file` in chunks of base64: the first call makes the stage, the last finishes. On a failure
+ * before the finish, the stage is removed. Returns the bytes sent.
  */
 async function uploadInChunks(
   runner: ScriptRunner,
   target: ConfinedSandboxPath,
-  stage: string,
   kind: "file" | "directory",
   file: string,
+  size: number,
   o: ResolvedSyncOptions,
   chunkBytes: number,
-  finish: () => Promise<number | undefined>,
+  finish: FinishStep,
 ): Promise<number> {
-  const begin = await runScript(runner, beginStage(target, o.roots, stage, kind) + createEmptyPayload, {
-    outerSignal: o.signal,
-    maxStderrBytes: o.maxStderrBytes,
-  });
-  expectSuccess(begin, `upload to ${target.path}`);
+  const stage = newStageName();
+  const calls = Math.max(1, Math.ceil(size / chunkBytes));
   let sent = 0;
-  let finishing = false;
+  let staged = false;
+  let finished = false;
   const handle = await fsp.open(file, "r");
   try {
-    const buffer = Buffer.alloc(chunkBytes);
-    for (;;) {
-      const { bytesRead } = await handle.read(buffer, 0, chunkBytes, sent);
-      if (bytesRead === 0) break;
-      const chunk = await runScript(runner, reenterStage(target, o.roots, stage) + appendBase64ChunkFromStdin, {
+    const buffer = Buffer.alloc(Math.min(chunkBytes, Math.max(size, 1)));
+    for (let index = 0; index < calls; index += 1) {
+      const first = index === 0;
+      const last = index === calls - 1;
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, sent);
+      const prefix = first
+        ? beginStage(target, o.roots, stage, kind, { removeOnExit: last }) + createEmptyPayload
+        : reenterStage(target, o.roots, stage) + (last ? removeStageOnExit : "");
+      const stdout = new BoundedTail(64 * 1024);
+      const outcome = await runScript(runner, prefix + appendBase64ChunkFromStdin + (last ? finish.script : ""), {
         stdin: buffer.subarray(0, bytesRead).toString("base64"),
+        stdout: stdout.push,
         outerSignal: o.signal,
         maxStderrBytes: o.maxStderrBytes,
+        ...(last ? { env: finish.folded.env, timeoutMs: finish.folded.timeoutMs } : {}),
       });
-      expectSuccess(chunk, `upload chunk at byte ${sent} to ${target.path}`);
-      sent += bytesRead;
-    }
-    await handle.close();
-    finishing = true;
-    const landed = await finish();
-    if (landed !== undefined && landed !== sent) {
-      throw new SyncError("SYNC_REMOTE_FAILED", `upload to ${target.path}: sent ${sent} bytes, the sandbox reported ${landed}`);
+      staged = true;
+      if (last) {
+        expectFoldedSuccess(outcome, finish.folded, finish.what);
+        finished = true;
+        sent += bytesRead;
+        if (finish.expectSize !== undefined) {
+          const landed = reportedSize(stdout.text());
+          if (landed !== finish.expectSize) throw new SyncError("SYNC_REMOTE_FAILED", `${finish.what}: sent ${finish.expectSize} bytes, the sandbox reported ${landed ?? "nothing"}`);
+        }
+      } else {
+        expectSuccess(outcome, `upload chunk at byte ${sent} to ${target.path}`);
+        sent += bytesRead;
+      }
     }
     return sent;
   } catch (error) {
-    if (!finishing) await removeUploadStageQuietly(runner, target, o, stage);
+    if (staged && !finished && !o.signal?.aborted) await removeUploadStageQuietly(runner, target, o, stage);
     throw error;
   } finally {
     await handle.close().catch(() => {});
   }
 }
+
+/** Refuses a payload whose size is not what was sent (checked before anything reads it). */
+function payloadSizeCheck(size: number): string {
+  return `pc_size=$(wc -c < "$pc_stage/payload") || exit 1
+[ "$pc_size" -eq ${size} ] || { echo "received $pc_size of ${size} bytes" >&2; exit 1; }
+`;
+}
+
+/** Marks the archive printed inline by the pack step when it fits in one chunk. */
+const INLINE_MARKER = "PAPERCLIP_SYNC_INLINE";
 
 async function fetchArchiveInChunks(
   runner: ScriptRunner,
@@ -200,7 +229,10 @@ async function fetchArchiveInChunks(
   chunkBytes: number,
 ): Promise<void> {
   const stageName = newStageName();
-  const report = new BoundedTail(64 * 1024);
+  const base64Cap = Math.ceil(chunkBytes / 3) * 4 * 1.1 + 64 * 1024;
+  const limit = new AbortController();
+  const parts: Buffer[] = [];
+  let held = 0;
   const packed = await runScript(
     runner,
     packToStageScript(
@@ -208,21 +240,49 @@ async function fetchArchiveInChunks(
       o.roots,
       { kind: mapping.kind, followSymlinks: mapping.followSymlinks === true, exclude: mapping.exclude, sparse: format.sparse },
       stageName,
-    ),
-    { stdout: report.push, outerSignal: o.signal, maxStderrBytes: o.maxStderrBytes },
+    ) +
+      // A small archive comes back right away and its stage goes: one call in all.
+      `if [ "$pc_size" -le ${chunkBytes} ]; then printf '${INLINE_MARKER}\n'; base64 < "$pc_stage/archive.tar"; rm -rf "$pc_stage"; fi
+`,
+    {
+      stdout: (part: Buffer) => {
+        held += part.length;
+        if (held > base64Cap) limit.abort();
+        else parts.push(part);
+      },
+      outerSignal: o.signal,
+      limitSignal: limit.signal,
+      maxStderrBytes: o.maxStderrBytes,
+    },
   );
+  if (packed.abortCause === "limit") throw new SyncError("SYNC_REMOTE_FAILED", `archiving ${source.path}: more output than one chunk`);
   expectSuccess(packed, `archiving ${source.path}`);
-  const stage = parseStageReport(report.text(), stageName);
+  const text = Buffer.concat(parts).toString("latin1");
+  const stage = parseStageReport(text, stageName);
   if (stage === undefined) throw new SyncError("SYNC_REMOTE_FAILED", `archiving ${source.path}: the sandbox did not report its stage`);
-  try {
-    if (stage.size > o.maxOutboundBytes) {
-      throw new SyncError("SYNC_TOO_LARGE", `the archive of ${source.path} is ${stage.size} bytes, over ${o.maxOutboundBytes}`);
+  const inlineAt = text.indexOf(`${INLINE_MARKER}\n`);
+  if (stage.size > o.maxOutboundBytes) {
+    if (inlineAt < 0) await removeDownloadStageQuietly(runner, stage.stagePath);
+    throw new SyncError("SYNC_TOO_LARGE", `the archive of ${source.path} is ${stage.size} bytes, over ${o.maxOutboundBytes}`);
+  }
+  if (inlineAt >= 0) {
+    const decoded = Buffer.from(text.slice(inlineAt + INLINE_MARKER.length + 1), "base64");
+    if (decoded.length !== stage.size) {
+      throw new SyncError("SYNC_REMOTE_FAILED", `reading the archive of ${source.path}: got ${decoded.length} bytes, expected ${stage.size}`);
     }
+    await fsp.writeFile(archiveFile, decoded, { flag: "wx", mode: 0o600 });
+    return;
+  }
+  let removed = false;
+  try {
     const out = await fsp.open(archiveFile, "wx", 0o600);
     try {
+      const chunks = Math.ceil(stage.size / chunkBytes);
       for (let index = 0, received = 0; received < stage.size; index++) {
         const expected = Math.min(chunkBytes, stage.size - received);
-        const decoded = await readChunk(runner, stage.stagePath, chunkBytes, index, o);
+        const last = index === chunks - 1;
+        const decoded = await readChunk(runner, stage.stagePath, chunkBytes, index, o, last);
+        if (last) removed = true;
         if (decoded.length !== expected) {
           throw new SyncError("SYNC_REMOTE_FAILED", `reading the archive of ${source.path}: chunk ${index} has ${decoded.length} bytes, expected ${expected}`);
         }
@@ -233,17 +293,17 @@ async function fetchArchiveInChunks(
       await out.close();
     }
   } finally {
-    await removeDownloadStageQuietly(runner, stage.stagePath);
+    if (!removed) await removeDownloadStageQuietly(runner, stage.stagePath);
   }
 }
 
-/** One chunk: stdout is capped a little above the base64 size of a chunk, so memory stays bounded. */
-async function readChunk(runner: ScriptRunner, stagePath: string, chunkBytes: number, index: number, o: ResolvedSyncOptions): Promise<Buffer> {
+/** One chunk (the last one also removes the stage): stdout is capped a little above the base64 size of a chunk. */
+async function readChunk(runner: ScriptRunner, stagePath: string, chunkBytes: number, index: number, o: ResolvedSyncOptions, last: boolean): Promise<Buffer> {
   const cap = Math.ceil(chunkBytes / 3) * 4 * 1.1 + 1024;
   const limit = new AbortController();
   const parts: Buffer[] = [];
   let held = 0;
-  const outcome = await runScript(runner, readStageChunkScript(stagePath, chunkBytes, index), {
+  const outcome = await runScript(runner, readStageChunkScript(stagePath, chunkBytes, index) + (last ? removeStageScript(stagePath) : ""), {
     stdout: (part: Buffer) => {
       held += part.length;
       if (held > cap) limit.abort();

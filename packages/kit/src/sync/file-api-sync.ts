@@ -15,8 +15,8 @@ import { packHostDirectory, type TransferCounts } from "./host-pack.js";
 import { fileModeFor, statHostSource } from "./host-source.js";
 import type { ResolvedSyncOptions, SyncOptions } from "./options.js";
 import { runOperations, type TransferContext } from "./operations.js";
-import { foldedFailure, foldPostUploadCommands, type FoldedPostUpload } from "./post-upload.js";
-import { expectSuccess, runScript, type ScriptOutcome } from "./run-script.js";
+import { expectFoldedSuccess, foldedFor } from "./post-upload.js";
+import { expectSuccess, runScript } from "./run-script.js";
 import { confineSandboxPath, type ConfinedSandboxPath } from "./sandbox-path.js";
 import { ArchiveSpool } from "./spool.js";
 import { receiveMapping, type ArchiveFormat } from "./sync-out.js";
@@ -95,14 +95,14 @@ async function fileIn(
   const target = confineSandboxPath(mapping.targetPath, o.roots, "targetPath");
   const scratch = scratchPath(scratchDir);
   await upload(files, scratch, fs.createReadStream(source), stat.size, o, target);
-  const folded = fold(context.postUpload, o);
+  const folded = foldedFor(context, o);
   const stdout = new BoundedTail(64 * 1024);
   const outcome = await runScript(
     runner,
     takeUpload(scratch) + beginStage(target, o.roots, newStageName(), "file", { removeOnExit: true }) + armScratchRemoval + adoptUpload(stat.size) + installFile(fileModeFor(mapping, stat), stat.size) + folded.script,
     { stdout: stdout.push, env: folded.env, timeoutMs: folded.timeoutMs, outerSignal: o.signal, maxStderrBytes: o.maxStderrBytes },
   );
-  judge(outcome, folded, `upload to ${target.path}`);
+  expectFoldedSuccess(outcome, folded, `upload to ${target.path}`);
   const landed = reportedSize(stdout.text());
   if (landed !== stat.size) {
     throw new SyncError("SYNC_REMOTE_FAILED", `upload to ${target.path}: sent ${stat.size} bytes, the sandbox reported ${landed ?? "nothing"}`);
@@ -137,7 +137,7 @@ async function directoryIn(
     const { size } = await fsp.stat(archive);
     const scratch = scratchPath(scratchDir);
     await upload(files, scratch, fs.createReadStream(archive), size, o, target);
-    const folded = fold(context.postUpload, o);
+    const folded = foldedFor(context, o);
     const outcome = await runScript(
       runner,
       takeUpload(scratch) +
@@ -149,7 +149,7 @@ async function directoryIn(
         folded.script,
       { env: folded.env, timeoutMs: folded.timeoutMs, outerSignal: o.signal, maxStderrBytes: o.maxStderrBytes },
     );
-    judge(outcome, folded, `extraction into ${target.path}`);
+    expectFoldedSuccess(outcome, folded, `extraction into ${target.path}`);
     return { ...pack.counts };
   } finally {
     await fsp.rm(hostScratch, { recursive: true, force: true });
@@ -204,22 +204,6 @@ async function downloadArchive(
     throw new SyncError("SYNC_REMOTE_FAILED", `downloading the archive of ${source.path}: got ${size} of ${stage.size} bytes`);
   }
   return inspector.finish();
-}
-
-function fold(commands: readonly PluginPostUploadCommand[] | undefined, o: ResolvedSyncOptions): FoldedPostUpload {
-  return commands && commands.length > 0 ? foldPostUploadCommands(commands, o) : { script: "", env: {}, timeoutMs: undefined, labels: [] };
-}
-
-/** A failed folded post-upload command is reported as that command's failure; everything else as usual. */
-function judge(outcome: ScriptOutcome, folded: FoldedPostUpload, what: string): void {
-  if (outcome.exit.exitCode !== 0 || outcome.abortCause !== undefined) {
-    const failed = foldedFailure(outcome.stderrTail, folded);
-    if (failed && outcome.abortCause !== "aborted") {
-      const ended = failed.status === 124 ? "timed out" : `exited with code ${failed.status}`;
-      throw new SyncError("SYNC_COMMAND_FAILED", `${failed.label} ${ended}`, { exitCode: failed.status });
-    }
-  }
-  expectSuccess(outcome, what);
 }
 
 async function upload(files: FileTransport, scratch: string, stream: fs.ReadStream, size: number, o: ResolvedSyncOptions, target: ConfinedSandboxPath): Promise<void> {

@@ -1,10 +1,11 @@
 import type { PluginPostUploadCommand } from "@paperclipai/plugin-sdk";
 import type { ScriptRunner } from "../transport.js";
 import { shellQuote as quote } from "../exec/quote.js";
-import { SyncError } from "./errors.js";
+import { describeStderrTail, SyncError } from "./errors.js";
+import { refusalIn, withoutRefusalLines } from "./remote-script.js";
 import type { ResolvedSyncOptions } from "./options.js";
 import { enterPathLines, scriptPrologue } from "./remote-script.js";
-import { expectSuccess, runScript } from "./run-script.js";
+import { expectSuccess, runScript, type ScriptOutcome } from "./run-script.js";
 import { confineSandboxPath } from "./sandbox-path.js";
 
 /** The environment variable that carries the opaque command into the sandbox shell. */
@@ -119,4 +120,26 @@ export function foldedFailure(stderrTail: string, folded: FoldedPostUpload): { l
   if (!match) return undefined;
   const label = folded.labels[Number(match[1]) - 1];
   return label === undefined ? undefined : { label, status: Number(match[2]) };
+}
+
+/** The folded commands of a transfer's last mapping, or nothing. */
+export function foldedFor(context: { postUpload?: readonly PluginPostUploadCommand[] }, o: ResolvedSyncOptions): FoldedPostUpload {
+  return context.postUpload && context.postUpload.length > 0 ? foldPostUploadCommands(context.postUpload, o) : { script: "", env: {}, timeoutMs: undefined, labels: [] };
+}
+
+/** Like `expectSuccess`, but a failed folded command is reported as that command (SYNC_COMMAND_FAILED). */
+export function expectFoldedSuccess(outcome: ScriptOutcome, folded: FoldedPostUpload, what: string): void {
+  if ((outcome.exit.exitCode !== 0 || outcome.abortCause !== undefined) && outcome.abortCause !== "aborted") {
+    const failed = foldedFailure(outcome.stderrTail, folded);
+    if (failed) {
+      const stderrTail = outcome.stderrTail.split("\n").filter((line) => !line.startsWith(POST_UPLOAD_FAILED_MARKER)).join("\n");
+      const stepOutcome = { ...outcome, stderrTail, exit: { ...outcome.exit, exitCode: failed.status } };
+      // A refused cwd keeps its own code; any other failure is the command's.
+      if (refusalIn(stderrTail) !== undefined) expectSuccess(stepOutcome, failed.label);
+      const ended = failed.status === 124 ? "timed out" : `exited with code ${failed.status}`;
+      const shown = withoutRefusalLines(stderrTail);
+      throw new SyncError("SYNC_COMMAND_FAILED", `${failed.label} ${ended}${describeStderrTail(shown)}`, { exitCode: failed.status, stderrTail: shown });
+    }
+  }
+  expectSuccess(outcome, what);
 }

@@ -7,7 +7,8 @@ import { SyncError } from "./errors.js";
 import { packHostDirectory, type TransferCounts } from "./host-pack.js";
 import { fileModeFor, statHostSource } from "./host-source.js";
 import type { ResolvedSyncOptions, SyncOptions } from "./options.js";
-import { runOperations } from "./operations.js";
+import { runOperations, type TransferContext } from "./operations.js";
+import { expectFoldedSuccess, foldedFor } from "./post-upload.js";
 import { expectSuccess, runScript } from "./run-script.js";
 import { assertStreamingTransport } from "./streaming-transport.js";
 import { confineSandboxPath } from "./sandbox-path.js";
@@ -36,19 +37,27 @@ export async function syncIn(
   opts: SyncOptions,
 ): Promise<PluginEnvironmentSyncResult> {
   assertStreamingTransport(runner);
-  return runOperations(runner, operations, opts, "in", (mapping, o) =>
-    mapping.kind === "file" ? streamFileIn(runner, mapping, o) : streamDirectoryIn(runner, mapping, o),
+  return runOperations(
+    runner,
+    operations,
+    opts,
+    "in",
+    (mapping, o, context) => (mapping.kind === "file" ? streamFileIn(runner, mapping, o, context) : streamDirectoryIn(runner, mapping, o, context)),
+    { foldsPostUpload: true },
   );
 }
 
-async function streamFileIn(runner: ScriptRunner, mapping: PluginSyncFileMapping, o: ResolvedSyncOptions): Promise<TransferCounts> {
+async function streamFileIn(runner: ScriptRunner, mapping: PluginSyncFileMapping, o: ResolvedSyncOptions, context: TransferContext): Promise<TransferCounts> {
   const { source, stat } = await statHostSource(mapping);
   const target = confineSandboxPath(mapping.targetPath, o.roots, "targetPath");
   const stage = newStageName();
+  // The operation's post-upload commands run at the end of the same script (one call in all).
+  const folded = foldedFor(context, o);
   const script =
     beginStage(target, o.roots, stage, "file", { removeOnExit: true }) +
     receivePayloadFromStdin +
-    installFile(fileModeFor(mapping, stat), stat.size);
+    installFile(fileModeFor(mapping, stat), stat.size) +
+    folded.script;
 
   let sent = 0;
   let readError: Error | undefined;
@@ -69,13 +78,15 @@ async function streamFileIn(runner: ScriptRunner, mapping: PluginSyncFileMapping
     const outcome = await runScript(runner, script, {
       stdin: counter,
       stdout: stdout.push,
+      env: folded.env,
+      timeoutMs: folded.timeoutMs,
       outerSignal: o.signal,
       maxStderrBytes: o.maxStderrBytes,
     });
     if (readError !== undefined) {
       throw new SyncError("SYNC_HOST_FAILED", `reading ${source} failed`, { cause: readError });
     }
-    expectSuccess(outcome, `upload to ${target.path}`);
+    expectFoldedSuccess(outcome, folded, `upload to ${target.path}`);
     const landed = reportedSize(stdout.text());
     if (landed !== sent) {
       throw new SyncError("SYNC_REMOTE_FAILED", `upload to ${target.path}: sent ${sent} bytes, the sandbox reported ${landed ?? "nothing"}`);
@@ -91,7 +102,7 @@ async function streamFileIn(runner: ScriptRunner, mapping: PluginSyncFileMapping
   }
 }
 
-async function streamDirectoryIn(runner: ScriptRunner, mapping: PluginSyncFileMapping, o: ResolvedSyncOptions): Promise<TransferCounts> {
+async function streamDirectoryIn(runner: ScriptRunner, mapping: PluginSyncFileMapping, o: ResolvedSyncOptions, context: TransferContext): Promise<TransferCounts> {
   const { source } = await statHostSource(mapping);
   const target = confineSandboxPath(mapping.targetPath, o.roots, "targetPath");
   const stage = newStageName();
@@ -122,12 +133,15 @@ async function streamDirectoryIn(runner: ScriptRunner, mapping: PluginSyncFileMa
       throw new SyncError("SYNC_SOURCE_INVALID", `packing ${source} failed (${errnoOf(packError)})`, { cause: packError });
     }
     expectSuccess(extracted, `extraction into ${target.path}`);
-    // 2. The whole archive was sent and unpacked: replace the target.
-    const replaced = await runScript(runner, reenterStage(target, o.roots, stage) + removeStageOnExit + replaceWithTree(mapping.mode), {
+    // 2. The whole archive was sent and unpacked: replace the target (and run the post-upload commands).
+    const folded = foldedFor(context, o);
+    const replaced = await runScript(runner, reenterStage(target, o.roots, stage) + removeStageOnExit + replaceWithTree(mapping.mode) + folded.script, {
+      env: folded.env,
+      timeoutMs: folded.timeoutMs,
       outerSignal: o.signal,
       maxStderrBytes: o.maxStderrBytes,
     });
-    expectSuccess(replaced, `replacing ${target.path}`);
+    expectFoldedSuccess(replaced, folded, `replacing ${target.path}`);
     committed = true;
     return { ...pack.counts };
   } finally {
