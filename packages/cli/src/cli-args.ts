@@ -38,6 +38,7 @@ export const COMMAND_OPTIONS = {
     "sync-samples": { type: "string" },
     "sync-size-mb": { type: "string" },
   },
+  emulate: { port: { type: "string" }, host: { type: "string" }, list: { type: "boolean" }, json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
   "leases ls": { db: { type: "string" }, json: { type: "boolean" }, all: { type: "boolean" }, help: { type: "boolean", short: "h" } },
   "leases gc": {
     db: { type: "string" },
@@ -83,7 +84,7 @@ export function parseCommandLine(argv: string[]): ParsedCommand {
   } else if (first in COMMAND_OPTIONS) {
     command = first as CommandName;
   } else {
-    throw new UsageError(`unknown command '${first}' (expected: run, probe, validate, bench, leases ls, leases gc)`);
+    throw new UsageError(`unknown command '${first}' (expected: run, probe, validate, bench, leases ls, leases gc, emulate)`);
   }
   const dashDash = args.indexOf("--");
   const flags = dashDash === -1 ? args : args.slice(0, dashDash);

@@ -2,6 +2,7 @@
 import { parseCommandLine } from "./cli-args.js";
 import { benchCommand } from "./commands/bench.js";
 import { probeCommand, validateCommand } from "./commands/diagnostics.js";
+import { emulateCommand } from "./commands/emulate.js";
 import { leasesGcCommand, leasesLsCommand } from "./commands/leases.js";
 import { runCommand } from "./commands/run.js";
 import { CliFailure, UsageError, describeError } from "./errors.js";
@@ -42,6 +43,8 @@ async function main(argv: string[]): Promise<number> {
     case "leases gc":
       noPositionals();
       return leasesGcCommand(values);
+    case "emulate":
+      return emulateCommand(parsed.positionals, values);
   }
 }
 

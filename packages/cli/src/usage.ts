@@ -12,6 +12,9 @@ Usage:
                              [--config FILE] [--set key=value] [--secret field=ENV_VAR] [--secret-file field=PATH] [--json]
                              (a provider that exports listLeases is asked for its leases by label at the vendor,
                              with each config the database saw and the one given here)
+  paperclip-sandbox emulate VENDOR [--port N] [--host ADDR] [--json]
+                             a vendor API emulator on loopback (sandboxes are bubblewrap jails), printing
+                             its URL and credential until Ctrl-C; --list shows the installed emulators
 
 Provider flags:
   -p, --provider NAME|PATH     driverKey of one of our providers (bubblewrap, fake-plugin) or a path
@@ -32,4 +35,5 @@ Exit codes:
   probe, validate   0 pass, 1 fail, 64 bad input
   bench      0 PASS, 1 FAIL, 2 UNVERIFIED, 64 bad input
   leases     0 done, 1 something could not be cleaned up, 64 bad input
+  emulate    0 stopped by Ctrl-C, 64 bad input
 `;
