@@ -229,10 +229,7 @@ async function fetchArchiveInChunks(
   chunkBytes: number,
 ): Promise<void> {
   const stageName = newStageName();
-  const base64Cap = Math.ceil(chunkBytes / 3) * 4 * 1.1 + 64 * 1024;
-  const limit = new AbortController();
-  const parts: Buffer[] = [];
-  let held = 0;
+  const capture = cappedCapture(Math.ceil(chunkBytes / 3) * 4 * 1.1 + 64 * 1024);
   const packed = await runScript(
     runner,
     packToStageScript(
@@ -244,20 +241,11 @@ async function fetchArchiveInChunks(
       // A small archive comes back right away and its stage goes: one call in all.
       `if [ "$pc_size" -le ${chunkBytes} ]; then printf '${INLINE_MARKER}\n'; base64 < "$pc_stage/archive.tar"; rm -rf "$pc_stage"; fi
 `,
-    {
-      stdout: (part: Buffer) => {
-        held += part.length;
-        if (held > base64Cap) limit.abort();
-        else parts.push(part);
-      },
-      outerSignal: o.signal,
-      limitSignal: limit.signal,
-      maxStderrBytes: o.maxStderrBytes,
-    },
+    { stdout: capture.sink, outerSignal: o.signal, limitSignal: capture.limit, maxStderrBytes: o.maxStderrBytes },
   );
   if (packed.abortCause === "limit") throw new SyncError("SYNC_REMOTE_FAILED", `archiving ${source.path}: more output than one chunk`);
   expectSuccess(packed, `archiving ${source.path}`);
-  const text = Buffer.concat(parts).toString("latin1");
+  const text = capture.text();
   const stage = parseStageReport(text, stageName);
   if (stage === undefined) throw new SyncError("SYNC_REMOTE_FAILED", `archiving ${source.path}: the sandbox did not report its stage`);
   const inlineAt = text.indexOf(`${INLINE_MARKER}\n`);
@@ -299,21 +287,30 @@ async function fetchArchiveInChunks(
 
 /** One chunk (the last one also removes the stage): stdout is capped a little above the base64 size of a chunk. */
 async function readChunk(runner: ScriptRunner, stagePath: string, chunkBytes: number, index: number, o: ResolvedSyncOptions, last: boolean): Promise<Buffer> {
-  const cap = Math.ceil(chunkBytes / 3) * 4 * 1.1 + 1024;
-  const limit = new AbortController();
-  const parts: Buffer[] = [];
-  let held = 0;
+  const capture = cappedCapture(Math.ceil(chunkBytes / 3) * 4 * 1.1 + 1024);
   const outcome = await runScript(runner, readStageChunkScript(stagePath, chunkBytes, index) + (last ? removeStageScript(stagePath) : ""), {
-    stdout: (part: Buffer) => {
-      held += part.length;
-      if (held > cap) limit.abort();
-      else parts.push(part);
-    },
+    stdout: capture.sink,
     outerSignal: o.signal,
-    limitSignal: limit.signal,
+    limitSignal: capture.limit,
     maxStderrBytes: o.maxStderrBytes,
   });
   if (outcome.abortCause === "limit") throw new SyncError("SYNC_REMOTE_FAILED", `chunk ${index} of the staged archive is larger than expected`);
   expectSuccess(outcome, `reading chunk ${index} of the staged archive`);
-  return Buffer.from(Buffer.concat(parts).toString("latin1"), "base64");
+  return Buffer.from(capture.text(), "base64");
+}
+
+/** Collects stdout up to `cap` bytes; past it, `limit` aborts the script (memory stays bounded). */
+function cappedCapture(cap: number): { sink: (part: Buffer) => void; limit: AbortSignal; text: () => string } {
+  const limit = new AbortController();
+  const parts: Buffer[] = [];
+  let held = 0;
+  return {
+    sink: (part) => {
+      held += part.length;
+      if (held > cap) limit.abort();
+      else parts.push(part);
+    },
+    limit: limit.signal,
+    text: () => Buffer.concat(parts).toString("latin1"),
+  };
 }
