@@ -95,6 +95,9 @@ export function createBubblewrapProvider(deps: BubblewrapPluginDeps = {}) {
       if (!bwrapPath) throw new Error("bubblewrap (bwrap) is not installed: apt-get install bubblewrap");
       const socketProblem = checkSocketPathLength(stateDirOf(config));
       if (socketProblem) throw new Error(socketProblem);
+      if (config.rootfs && !fs.statSync(config.rootfs, { throwIfNoEntry: false })?.isDirectory()) {
+        throw new Error(`rootfs ${config.rootfs} is not a directory (set "Root filesystem" to a directory holding the sandbox's tree)`);
+      }
       const id = newLeaseId();
       created(id);
       const sandbox = await backendFor(config).create({

@@ -85,7 +85,7 @@ export async function* parseMultipart(source: AsyncIterable<Buffer | string>, bo
       if (data.length === 0 || !current) return;
       partBytes += data.length;
       if (partBytes > maxPartBytes) throw new MultipartError(413, `multipart part exceeds the ${maxPartBytes}-byte limit`);
-      if (!current.write(data) && !current.destroyed) await Promise.race([once(current, "drain"), once(current, "close")]);
+      if (!current.write(data) && !current.destroyed) await drainOrClose(current);
     };
 
     const step = async (): Promise<boolean> => {
@@ -239,4 +239,15 @@ export async function readMultipart(source: AsyncIterable<Buffer | string>, boun
     parts.push({ name: part.name, filename: part.filename, contentType: part.contentType, headers: { ...part.headers }, data: await part.bytes() });
   }
   return parts;
+}
+
+/** Waits for `drain` or `close`, removing the listener that did not fire (backpressure repeats per chunk). */
+async function drainOrClose(stream: PassThrough): Promise<void> {
+  const stop = new AbortController();
+  const quietly = (event: string) => once(stream, event, { signal: stop.signal }).then(() => undefined, () => undefined);
+  try {
+    await Promise.race([quietly("drain"), quietly("close")]);
+  } finally {
+    stop.abort();
+  }
 }
