@@ -76,7 +76,7 @@ export class Cluster {
       if (type.kind === "Pod") admitPod(ns, body);
     }
     const { status, ...rest } = body;
-    const initial: KubeObject = { ...rest, apiVersion: apiVersionOf(type), kind: type.kind };
+    const initial: KubeObject = secretData({ ...rest, apiVersion: apiVersionOf(type), kind: type.kind });
     if (type.kind === "Namespace") initial.status = { phase: "Active" };
     else if (type.kind === "Pod") initial.status = { phase: "Pending", qosClass: "BestEffort" };
     else if (status !== undefined && !type.subresources?.includes("status")) initial.status = status;
@@ -89,7 +89,7 @@ export class Cluster {
     const current = this.store.mustGet(type, namespace, name);
     const merged: KubeObject = subresource === "status" ? { ...current, status: body.status } : { ...body, status: current.status };
     validateObject({ kind: type.kind, group: type.group, version, nameRule: type.nameRule }, { ...merged, metadata: { ...merged.metadata, name } });
-    return this.store.update(type, namespace, name, () => ({ ...merged, apiVersion: apiVersionOf(type), kind: type.kind }), body.metadata?.resourceVersion);
+    return this.store.update(type, namespace, name, () => secretData({ ...merged, apiVersion: apiVersionOf(type), kind: type.kind }), body.metadata?.resourceVersion);
   }
 
   /** DELETE: pods terminate first, namespaces empty first, owners per the propagation policy. */
@@ -402,6 +402,15 @@ export class Cluster {
     await Promise.allSettled([...this.#pending]);
     await this.kubelet.close();
   }
+}
+
+/** A Secret's stringData is write-only: the API server folds it into data (base64). */
+function secretData(obj: KubeObject): KubeObject {
+  if (obj.kind !== "Secret" || !obj.stringData) return obj;
+  const { stringData, ...rest } = obj;
+  const data: Record<string, string> = { ...(rest.data ?? {}) };
+  for (const [k, v] of Object.entries(stringData as Record<string, string>)) data[k] = Buffer.from(String(v), "utf8").toString("base64");
+  return { ...rest, data };
 }
 
 export function isoNow(ms: number): string {
