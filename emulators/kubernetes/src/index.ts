@@ -8,6 +8,8 @@ import { createRouter, type EmulatorDefinition } from "@paperclip-sandbox/emulat
 import { createSandboxBackend } from "@paperclip-sandbox/sandbox-backend";
 import { registerApiRoutes } from "./api-server.js";
 import { Cluster } from "./cluster.js";
+export type { Propagation } from "./cluster.js";
+export type { ObjectStore, StoreEvent } from "./store.js";
 import { EXEC_PROTOCOLS, registerExecRoute } from "./exec.js";
 import { resourceTypes } from "./resources.js";
 import { statusBody } from "./status.js";
@@ -26,6 +28,8 @@ export interface KubernetesEmulatorOptions {
   /** The main process of a container that names no command (default `sleep infinity`). */
   defaultCommand?: string[];
   port?: number;
+  /** Hands the emulated cluster to the caller (tests and the e2e read its store and leftovers directly). */
+  expose?: (cluster: Cluster) => void;
 }
 
 export { Cluster } from "./cluster.js";
@@ -70,6 +74,7 @@ export const emulator: EmulatorDefinition<KubernetesEmulatorOptions> = {
       defaultCommand: options.defaultCommand ?? ["sleep", "infinity"],
     });
     kit.onClose(() => cluster.close());
+    options.expose?.(cluster);
     const router = createRouter({ errorEnvelope: statusBody, bodyLimit: 3 * 1024 * 1024 });
     let address = "127.0.0.1:0";
     registerApiRoutes(router, { cluster, token, address: () => address });

@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import { z } from "zod";
 import { defineProviderConfig, fields } from "@paperclip-sandbox/kit";
 import { ADAPTER_TYPES, ADAPTERS, imageAllowed, withRegistry } from "./adapters.js";
@@ -11,7 +12,12 @@ const TUNING = "Tuning";
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const dnsLabel = (max: number) => (value: string) => (value.length > max ? `must be at most ${max} characters` : DNS_LABEL.test(value) ? undefined : "must be lower-case letters, digits and dashes, starting and ending with a letter or digit");
-const cidrItem = (value: string) => (/^[0-9a-fA-F:.]+\/\d{1,3}$/.test(value) ? undefined : "must be a CIDR such as 10.0.0.0/8");
+const cidrItem = (value: string) => {
+  const [address, prefix, extra] = value.split("/");
+  const family = isIP(address ?? "");
+  const ok = extra === undefined && family !== 0 && prefix !== undefined && /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
+  return ok ? undefined : "must be a CIDR such as 10.0.0.0/8";
+};
 const fqdnItem = (value: string) => (/^(?=.{1,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]{2,63}\.?$/i.test(value) ? undefined : "must be a host name such as api.github.com");
 const quantity = /^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$/;
 const quantityField = (title: string, def: string, description: string) =>
