@@ -66,15 +66,16 @@ export class Cluster {
 
   /** Create through admission and validation, as any API client (controllers included) does. */
   create(type: ResourceType, namespace: string | undefined, body: KubeObject, version = type.versions[0]!): KubeObject {
-    validateObject({ kind: type.kind, group: type.group, version, nameRule: type.nameRule }, body);
+    // As the API server orders it: namespace lifecycle admission, then validation, then Pod Security.
+    const ns = type.namespaced ? this.store.get(this.type("", "namespaces"), undefined, namespace!) : undefined;
     if (type.namespaced) {
-      const ns = this.store.get(this.type("", "namespaces"), undefined, namespace!);
       if (!ns) throw notFound("namespaces", namespace!);
       if (ns.metadata?.deletionTimestamp) {
         throw apiError(403, "Forbidden", `${type.resource} "${body.metadata?.name ?? ""}" is forbidden: unable to create new content in namespace ${namespace} because it is being terminated`, { name: body.metadata?.name, kind: type.resource });
       }
-      if (type.kind === "Pod") admitPod(ns, body);
     }
+    validateObject({ kind: type.kind, group: type.group, version, nameRule: type.nameRule }, body);
+    if (type.kind === "Pod") admitPod(ns, body);
     const { status, ...rest } = body;
     const initial: KubeObject = secretData({ ...rest, apiVersion: apiVersionOf(type), kind: type.kind });
     if (type.kind === "Namespace") initial.status = { phase: "Active" };

@@ -334,6 +334,10 @@ export function validateObject(target: ValidationTarget, obj: KubeObject): void 
   const causes: StatusCause[] = [];
   if (schema) causes.push(...schemaCauses(target.kind, target.version, schema, { ...obj, apiVersion, kind: target.kind }));
   causes.push(...metadataCauses(obj, target.nameRule));
-  causes.push(...(SEMANTIC[target.kind]?.(obj, target.version) ?? []));
+  // The schema and the field checks may both name a field: report it once, as the server does.
+  const seen = new Set(causes.map((c) => `${c.field}|${c.reason}`));
+  for (const cause of SEMANTIC[target.kind]?.(obj, target.version) ?? []) {
+    if (!seen.has(`${cause.field}|${cause.reason}`)) causes.push(cause);
+  }
   if (causes.length > 0) throw invalid(target.kind, target.group, obj.metadata?.name ?? obj.metadata?.generateName ?? "", causes);
 }

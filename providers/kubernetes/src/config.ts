@@ -97,11 +97,22 @@ export const kubernetesConfig = defineProviderConfig(kubernetesConfigSchema, {
   },
 });
 
+export const credentialSources = (config: KubernetesConfig) => [config.inCluster === true, Boolean(config.kubeconfig), Boolean(config.kubeconfigSecretRef)].filter(Boolean).length;
+
+/**
+ * With none set, a worker running in a pod (the host forwards KUBERNETES_SERVICE_HOST) uses its
+ * service account; elsewhere that is a clear error at probe and acquire.
+ */
+export function missingCredentials(config: KubernetesConfig, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  if (credentialSources(config) > 0 || env.KUBERNETES_SERVICE_HOST) return undefined;
+  return "Credentials: none set: set Kubeconfig, Kubeconfig secret or In-cluster credentials (the worker is not running in a cluster)";
+}
+
 /** Rules across fields (exactly one credential source; the job backend's limits; the allow-list). */
 export function crossFieldProblems(config: KubernetesConfig): string[] {
   const problems: string[] = [];
-  const sources = [config.inCluster === true, Boolean(config.kubeconfig), Boolean(config.kubeconfigSecretRef)].filter(Boolean).length;
-  if (sources !== 1) problems.push(`Credentials: set exactly one of In-cluster credentials, Kubeconfig or Kubeconfig secret (${sources} set)`);
+  const sources = credentialSources(config);
+  if (sources > 1) problems.push(`Credentials: set exactly one of In-cluster credentials, Kubeconfig or Kubeconfig secret (${sources} set)`);
   if (config.backend === "job" && config.reuseLease) problems.push("Reuse lease: the job backend cannot keep a lease (its pod runs once); use the sandbox-cr backend");
   if (config.image && !imageAllowed(config.image, config.imageAllowList) && !defaultImages(config).includes(config.image)) {
     problems.push(`Image override: ${config.image} is not in the image allow-list`);

@@ -27,8 +27,7 @@ describeConformance({
   config,
   invalidConfigs: [
     { config: { timeoutMs: -5, kubeconfig: "x" }, error: /Command timeout \(ms\): must be at least 1/ },
-    { config: {}, error: /Credentials: set exactly one of In-cluster credentials, Kubeconfig or Kubeconfig secret \(0 set\)/ },
-    { config: { inCluster: true, kubeconfig: "x" }, error: /\(2 set\)/ },
+    { config: { inCluster: true, kubeconfig: "x" }, error: /Credentials: set exactly one of In-cluster credentials, Kubeconfig or Kubeconfig secret \(2 set\)/ },
     { config: { kubeconfig: "x", backend: "pods" }, error: /^Backend: / },
     { config: { kubeconfig: "x", egressAllowCidrs: ["10.0.0.0"] }, error: /Allowed IP ranges.*must be a CIDR/ },
     { config: { kubeconfig: "x", image: "docker.io/evil:latest" }, error: /Image override: docker\.io\/evil:latest is not in the image allow-list/ },

@@ -39,12 +39,12 @@ export interface KubeClients {
 export function createClientPool() {
   const pool = new Map<string, KubeClients>();
   return (config: KubernetesConfig): KubeClients => {
-    const source = config.inCluster ? "in-cluster" : (config.kubeconfig ?? config.kubeconfigSecretRef ?? "");
+    const source = config.inCluster ? "" : (config.kubeconfig ?? config.kubeconfigSecretRef ?? "");
     const key = createHash("sha256").update(source).digest("hex");
     let clients = pool.get(key);
     if (!clients) {
       const kc = new KubeConfig();
-      if (config.inCluster) kc.loadFromCluster();
+      if (config.inCluster || source === "") kc.loadFromCluster();
       else {
         try {
           kc.loadFromString(source);

@@ -10,7 +10,7 @@ import {
 } from "@paperclip-sandbox/kit";
 import { VersionApi } from "@kubernetes/client-node";
 import { adapterFor, withRegistry } from "./adapters.js";
-import { crossFieldProblems, kubernetesConfig, type kubernetesConfigSchema, type KubernetesConfig } from "./config.js";
+import { crossFieldProblems, kubernetesConfig, missingCredentials, type kubernetesConfigSchema, type KubernetesConfig } from "./config.js";
 import { egressPolicyName, runCiliumPolicy, runNetworkPolicy, WORKLOAD_LABEL, type OwnerRef } from "./egress.js";
 import { call, createClientPool, isStatus, type KubeClients } from "./kube.js";
 import { DEFAULT_ENTRYPOINT, jobManifest, MANAGED_BY, POD_PATHS, podSpec, sandboxManifest } from "./manifests.js";
@@ -91,7 +91,7 @@ export function createKubernetesProvider(_deps: KubernetesPluginDeps = {}) {
     annotateStderr: (handle) => (stderr) => appendBlockedNetworkNote(stderr, handle.grant),
 
     async create({ config, params, labels, expiresAt, grant, signal, created }) {
-      const problems = crossFieldProblems(config);
+      const problems = [...crossFieldProblems(config), ...[missingCredentials(config)].filter((p): p is string => p !== undefined)];
       if (problems.length) throw new Error(problems.join("; "));
       const clients = clientsFor(config);
       const namespace = tenantNamespace(config, params.companyId);
@@ -207,7 +207,7 @@ export function createKubernetesProvider(_deps: KubernetesPluginDeps = {}) {
     list: (config, labels) => listWorkloads(clientsFor(config), config, labels),
 
     async probe(config, params) {
-      const problems = crossFieldProblems(config);
+      const problems = [...crossFieldProblems(config), ...[missingCredentials(config)].filter((p): p is string => p !== undefined)];
       let clients: KubeClients | undefined;
       const namespace = tenantNamespace(config, params.companyId);
       const { ok, diagnostics } = await runProbeChecks(

@@ -61,6 +61,11 @@ export interface ChannelExecRunnerOptions {
   spoolDir?: string;
   /** Without v5, a stdin stream silent this long before its end is a live stream, which cannot be framed (default 5 s). */
   liveStreamIdleMs?: number;
+  /**
+   * The command travels in the URL's query: past this many bytes (default 8 KiB, under common proxy
+   * and server URL limits) the script is sent as the first bytes of stdin and `eval`ed from there.
+   */
+  maxCommandBytes?: number;
 }
 
 /** Thrown (as a rejection) when the exec stream failed: the command's outcome is unknown. */
@@ -103,20 +108,33 @@ export function createChannelExecRunner(options: ChannelExecRunnerOptions): Scri
     async run(script, io) {
       if (io.env && Object.keys(io.env).length > 0) throw new TypeError("channel exec has no environment field: wrap the runner with withInlineEnv");
       if (io.signal?.aborted) return { exitCode: null, signal: null, aborted: true, reason: "aborted" };
+      const maxCommand = options.maxCommandBytes ?? 8 * 1024;
+      const scriptBytes = Buffer.from(script, "utf8");
+      // A long script rides ahead of stdin: `head -c N` takes exactly its bytes, the rest is the command's.
+      const viaStdin = scriptBytes.length > maxCommand;
+      const lead = viaStdin ? `pc_s=$(head -c ${scriptBytes.length}) || exit 126; ` : "";
+      const runScript = viaStdin ? `eval "$pc_s"` : `/bin/sh -c ${shellQuote(script)}`;
+      const direct = (command: string) => ["/bin/sh", "-c", command];
       const input = io.stdin;
-      if (input === undefined || input === null) return runOnce(options, memory, ["/bin/sh", "-c", script], undefined, io);
-      if (memory.protocol === CHANNEL_PROTOCOL_V5) return runOnce(options, memory, ["/bin/sh", "-c", script], input, io);
+      if (input === undefined || input === null) {
+        if (!viaStdin) return runOnce(options, memory, ["/bin/sh", "-c", script], undefined, io);
+        return runOnce(options, memory, direct(`${lead}${runScript} </dev/null`), [scriptBytes], io);
+      }
+      const prefix = viaStdin ? [scriptBytes] : [];
+      if (memory.protocol === CHANNEL_PROTOCOL_V5) {
+        return runOnce(options, memory, viaStdin ? direct(`${lead}${runScript}`) : ["/bin/sh", "-c", script], [...prefix, input], io);
+      }
       // No half-close known to be available: frame stdin so the script sees EOF after N bytes.
-      const framed = (length: number) => ["/bin/sh", "-c", `head -c ${length} | /bin/sh -c ${shellQuote(script)}`];
+      const framed = (length: number) => direct(`${lead}head -c ${length} | ${viaStdin ? `/bin/sh -c "$pc_s"` : runScript}`);
       if (typeof input === "string" || Buffer.isBuffer(input)) {
         const bytes = typeof input === "string" ? Buffer.from(input, "utf8") : input;
-        return runOnce(options, memory, framed(bytes.length), bytes, io);
+        return runOnce(options, memory, framed(bytes.length), [...prefix, bytes], io);
       }
       const dir = await fsp.mkdtemp(path.join(options.spoolDir ?? os.tmpdir(), "paperclip-exec-stdin-"));
       try {
         const file = path.join(dir, "stdin");
         const size = await spool(input as Readable, file, options.liveStreamIdleMs ?? 5_000, memory.protocol ?? "unknown", io.signal);
-        return await runOnce(options, memory, framed(size), fs.createReadStream(file), io);
+        return await runOnce(options, memory, framed(size), [...prefix, fs.createReadStream(file)], io);
       } finally {
         await fsp.rm(dir, { recursive: true, force: true });
       }
@@ -234,7 +252,7 @@ function runOnce(
   options: ChannelExecRunnerOptions,
   memory: ChannelProtocolMemory,
   command: string[],
-  stdin: Readable | Buffer | string | undefined,
+  stdin: Array<Readable | Buffer | string> | undefined,
   io: ScriptIo,
 ): Promise<ScriptExit> {
   return new Promise<ScriptExit>((resolve, reject) => {
@@ -332,7 +350,7 @@ function runOnce(
   });
 }
 
-async function pumpStdin(socket: ChannelSocket, stdin: Readable | Buffer | string): Promise<void> {
+async function pumpStdin(socket: ChannelSocket, parts: Array<Readable | Buffer | string>): Promise<void> {
   const send = (chunk: Buffer) =>
     new Promise<void>((resolve, reject) => {
       const frame = Buffer.allocUnsafe(chunk.length + 1);
@@ -348,7 +366,9 @@ async function pumpStdin(socket: ChannelSocket, stdin: Readable | Buffer | strin
       else pending.catch(() => undefined);
     }
   };
-  if (typeof stdin === "string" || Buffer.isBuffer(stdin)) await sendAll(typeof stdin === "string" ? Buffer.from(stdin, "utf8") : stdin);
-  else for await (const chunk of stdin) await sendAll(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string));
+  for (const stdin of parts) {
+    if (typeof stdin === "string" || Buffer.isBuffer(stdin)) await sendAll(typeof stdin === "string" ? Buffer.from(stdin, "utf8") : stdin);
+    else for await (const chunk of stdin) await sendAll(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string));
+  }
   if (socket.protocol === CHANNEL_PROTOCOL_V5) await new Promise<void>((resolve) => socket.send(Buffer.from([CHANNEL_CLOSE, CHANNEL_STDIN]), () => resolve()));
 }
