@@ -97,8 +97,13 @@ async function runExec(ws: WebSocket, protocol: string, request: ExecRequest, cl
   ws.on("close", closeStdin);
   const script = `exec ${request.command.map(quote).join(" ")}`;
   let exitCode: number;
+  const stdout = channelSink(ws, 1, request.stdout);
+  const stderr = channelSink(ws, 2, request.stderr);
+  // Every output frame goes out before the status frame (the client takes the status as the end).
+  const flushed = (sink: Writable) => new Promise<void>((resolve) => (sink.writableFinished ? resolve() : (sink.once("finish", resolve), sink.once("error", () => resolve()), sink.end())));
   try {
-    const exit = await sandbox.runner.run(script, { stdin, stdout: channelSink(ws, 1, request.stdout), stderr: channelSink(ws, 2, request.stderr) });
+    const exit = await sandbox.runner.run(script, { stdin, stdout, stderr });
+    await Promise.all([flushed(stdout), flushed(stderr)]);
     exitCode = exit.exitCode ?? 128 + (SIGNALS[exit.signal ?? ""] ?? 9);
   } catch (error) {
     const status = { metadata: {}, status: "Failure", message: `error executing command in container: ${(error as Error).message}`, reason: "InternalError", details: { causes: [{ message: (error as Error).message }] }, code: 500 };

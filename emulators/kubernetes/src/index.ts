@@ -38,14 +38,18 @@ export { WRITABLE_MOUNT_PATHS } from "./kubelet.js";
 export { EMULATED_VERSION } from "./api-server.js";
 export { EXEC_PROTOCOLS } from "./exec.js";
 
-/** A kubeconfig (JSON is YAML) for the emulator: what the provider and kubectl read. */
-export function kubeconfigFor(url: string, token: string): string {
+/**
+ * A kubeconfig (JSON is YAML) for the emulator: what the provider and kubectl read. Over https with
+ * the emulator's CA inline (kubectl sends no bearer token over plain http); over http it declares
+ * TLS verification off, which client-node requires for an http server.
+ */
+export function kubeconfigFor(url: string, token: string, caPem?: string): string {
+  const cluster = caPem ? { server: url, "certificate-authority-data": Buffer.from(caPem).toString("base64") } : { server: url, "insecure-skip-tls-verify": true };
   return JSON.stringify(
     {
       apiVersion: "v1",
       kind: "Config",
-      // Plain HTTP on loopback: client-node refuses http:// unless TLS verification is declared off.
-      clusters: [{ name: "paperclip-emulator", cluster: { server: url, "insecure-skip-tls-verify": true } }],
+      clusters: [{ name: "paperclip-emulator", cluster }],
       users: [{ name: "paperclip-admin", user: { token } }],
       contexts: [{ name: "paperclip-emulator", context: { cluster: "paperclip-emulator", user: "paperclip-admin" } }],
       "current-context": "paperclip-emulator",
@@ -79,17 +83,19 @@ export const emulator: EmulatorDefinition<KubernetesEmulatorOptions> = {
     let address = "127.0.0.1:0";
     registerApiRoutes(router, { cluster, token, address: () => address });
     registerExecRoute(router, { cluster, token, protocols: options.execProtocols ?? [...EXEC_PROTOCOLS] });
-    const http = await kit.http(router, { port: options.port });
+    // One port: https (what the kubeconfig names) and plain http.
+    const http = await kit.http(router, { port: options.port, tls: true });
     address = new URL(http.url).host;
-    const url = http.url.replace(/\/$/, "");
-    const kubeconfig = kubeconfigFor(url, token);
+    const url = http.secureUrl!.replace(/\/$/, "");
+    const kubeconfig = kubeconfigFor(url, token, http.certificate!.certPem);
     const dir = await mkdtemp(join(tmpdir(), "k8s-emu-kubeconfig-"));
     kit.onClose(() => rm(dir, { recursive: true, force: true }));
     const kubeconfigPath = join(dir, "kubeconfig");
     await writeFile(kubeconfigPath, kubeconfig, { mode: 0o600 });
     return {
       url,
-      credentials: { token, kubeconfig, kubeconfigPath },
+      endpoints: { http: http.url.replace(/\/$/, "") },
+      credentials: { token, kubeconfig, kubeconfigPath, kubeconfigHttp: kubeconfigFor(http.url.replace(/\/$/, ""), token) },
       env: { KUBECONFIG: kubeconfigPath },
       leftovers: async () => cluster.leftovers(),
     };

@@ -227,7 +227,7 @@ function networkPolicyCauses(obj: KubeObject): StatusCause[] {
     (rules ?? []).forEach((rule, i) =>
       (rule?.ports ?? []).forEach((p: any, j: number) => {
         if (p.protocol !== undefined && !["TCP", "UDP", "SCTP"].includes(p.protocol)) {
-          causes.push({ reason: "FieldValueNotSupported", field: `spec.${dir}[${i}].ports[${j}].protocol`, message: `Unsupported value: ${JSON.stringify(p.protocol)}: supported values: "TCP", "UDP", "SCTP"` });
+          causes.push({ reason: "FieldValueNotSupported", field: `spec.${dir}[${i}].ports[${j}].protocol`, message: `Unsupported value: ${JSON.stringify(p.protocol)}: supported values: "SCTP", "TCP", "UDP"` });
         }
         if (typeof p.port === "number" && (p.port < 1 || p.port > 65535)) {
           causes.push({ reason: "FieldValueInvalid", field: `spec.${dir}[${i}].ports[${j}].port`, message: `Invalid value: ${p.port}: must be between 1 and 65535, inclusive` });

@@ -164,7 +164,7 @@ describe("admission and validation by the test server", () => {
     const badPort = await t.net.createNamespacedNetworkPolicy({ namespace: "schema-check", body: { metadata: { name: "x" }, spec: { podSelector: {}, egress: [{ ports: [{ port: 70000, protocol: "ICMP" }], to: [{ ipBlock: { cidr: "10.0.0.0/99" } }] }] } } as never }).catch((e) => e);
     expect(badPort.code).toBe(422);
     expect(JSON.parse(badPort.body).message).toBe(
-      'NetworkPolicy.networking.k8s.io "x" is invalid: [spec.egress[0].ports[0].protocol: Unsupported value: "ICMP": supported values: "TCP", "UDP", "SCTP", spec.egress[0].ports[0].port: Invalid value: 70000: must be between 1 and 65535, inclusive, spec.egress[0].to[0].ipBlock.cidr: Invalid value: "10.0.0.0/99": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)]',
+      'NetworkPolicy.networking.k8s.io "x" is invalid: [spec.egress[0].ports[0].protocol: Unsupported value: "ICMP": supported values: "SCTP", "TCP", "UDP", spec.egress[0].ports[0].port: Invalid value: 70000: must be between 1 and 65535, inclusive, spec.egress[0].to[0].ipBlock.cidr: Invalid value: "10.0.0.0/99": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)]',
     );
     const wrongType = await t.core.createNamespacedSecret({ namespace: "schema-check", body: { metadata: { name: "s", labels: { a: 1 as unknown as string } } } }).catch((e) => e);
     expect(wrongType.code).toBe(400);
