@@ -148,6 +148,8 @@ function watch(ctx: HttpContext, cluster: Cluster, type: ResourceType, apiVersio
     throw new HttpError(410, `too old resource version: ${start} (${cluster.store.resourceVersion})`, { code: "Expired" });
   }
   res.writeHead(200, { "content-type": "application/json", "cache-control": "no-cache, private" });
+  // A watch with nothing to report yet still answers at once (clients wait for the headers).
+  res.flushHeaders();
   const send = (eventType: string, object: KubeObject) => {
     if (!res.writableEnded) res.write(`${JSON.stringify({ type: eventType, object: { ...object, apiVersion, kind: type.kind } })}\n`);
   };

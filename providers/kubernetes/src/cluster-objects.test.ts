@@ -92,7 +92,7 @@ describe("tenant and per-run objects (standard egress)", () => {
     expect(tenantCalls).toEqual([]);
     // FQDNs with CIDRs: only the CIDRs, no port restriction.
     const cidrPolicy = await t.net.readNamespacedNetworkPolicy({ namespace: b.namespace, name: `${b.name}-egress` });
-    expect(JSON.parse(JSON.stringify(cidrPolicy.spec.egress))).toEqual([{ to: [{ ipBlock: { cidr: "203.0.113.0/24" } }] }]);
+    expect(JSON.parse(JSON.stringify(cidrPolicy.spec?.egress))).toEqual([{ to: [{ ipBlock: { cidr: "203.0.113.0/24" } }] }]);
     await b.release();
   });
 

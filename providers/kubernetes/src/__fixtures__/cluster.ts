@@ -61,7 +61,7 @@ export function split(lease: PluginEnvironmentLease) {
 }
 
 /** The object without the server-set fields, for exact comparisons. */
-export function plain<T extends { metadata?: Record<string, unknown> }>(obj: T): T {
+export function plain<T extends object>(obj: T): T {
   const json = JSON.parse(JSON.stringify(obj));
   for (const key of ["uid", "resourceVersion", "generation", "creationTimestamp", "managedFields"]) delete json.metadata?.[key];
   return json;
