@@ -106,3 +106,47 @@ export const PROVIDERS = [
     }),
   },
 ];
+
+// Kubernetes, against the in-repo Kubernetes API test server (pods are jails of the host's /usr, so
+// the fake claude CLI installed there is on the pod's PATH). Leftovers are read from its store.
+let kubernetesCluster;
+PROVIDERS.push({
+  driverKey: "kubernetes",
+  dir: "providers/kubernetes",
+  emulator: {
+    start: async () => {
+      const { runEmulator } = await import("../../packages/emulator-kit/dist/index.js");
+      const { emulator } = await import("../../emulators/kubernetes/dist/index.js");
+      return runEmulator(emulator, { options: { expose: (cluster) => (kubernetesCluster = cluster) } });
+    },
+  },
+  config: (ctx) => ({ kubeconfig: ctx.emulator.credentials.kubeconfig, readyTimeoutSec: 60 }),
+  invalidConfig: { config: { cpuLimit: "lots" }, error: /CPU limit: must be a Kubernetes quantity/ },
+  missingBackend: {
+    config: { kubeconfig: JSON.stringify({ apiVersion: "v1", kind: "Config", clusters: [{ name: "c", cluster: { server: "http://127.0.0.1:9", "insecure-skip-tls-verify": true } }], users: [{ name: "u", user: { token: "e2e" } }], contexts: [{ name: "x", context: { cluster: "c", user: "u" } }], "current-context": "x" }) },
+    diagnostic: /kubernetes (getCode|getAPIVersions|createNamespace) failed: no response/,
+  },
+  reuse: true,
+  timingRuns: 3,
+  duplex: { runs: 1 },
+  leaseDir: () => null,
+  // Tenant baseline objects stay (they are the company's, made once); run objects must be gone.
+  leftovers: () => (kubernetesCluster?.leftovers() ?? []).filter((entry) => !/^(serviceaccounts|roles|rolebindings|resourcequotas|limitranges|networkpolicies|ciliumnetworkpolicies)\/[^/]+\/paperclip-/.test(entry)),
+  ui: () => ({
+    cleared: ["Company slug"],
+    badItems: [
+      { list: "Allowed host names", value: "not a host!" },
+      { list: "Allowed IP ranges", value: "10.0.0.0/99" },
+    ],
+    goodItems: { "Allowed host names": "api.github.com", "Allowed IP ranges": "10.0.0.0/8" },
+    // The form's secret fields need a picker the browser test does not drive: no credentials, so the
+    // probe's summary says what is missing (the saved-probe and task runs use the kubeconfig).
+    probe: /^Kubernetes: Configuration: Credentials: none set: set Kubeconfig, Kubeconfig secret or In-cluster credentials \(the worker is not running in a cluster\)$/,
+    saved: (config) => [
+      ...expectEqual("companySlug", config.companySlug, undefined),
+      ...expectEqual("egressAllowFqdns", config.egressAllowFqdns, ["api.github.com"]),
+      ...expectEqual("egressAllowCidrs", config.egressAllowCidrs, ["10.0.0.0/8"]),
+      ...expectEqual("backend", config.backend, "sandbox-cr"),
+    ],
+  }),
+});

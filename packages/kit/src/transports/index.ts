@@ -7,3 +7,20 @@ export { withRemoteGroupKill, type RemoteGroupKillOptions } from "./remote-group
 export { withInlineEnv, envPrologue } from "./inline-env.js";
 export { withLengthFramedStdin, type LengthFramedStdinOptions } from "./length-framed-stdin.js";
 export { collectStdin, TransportLimitError } from "./collect.js";
+export {
+  createChannelExecRunner,
+  exitCodeFromStatus,
+  ChannelExecError,
+  CHANNEL_EXEC_CAPABILITIES,
+  CHANNEL_PROTOCOL_V4,
+  CHANNEL_PROTOCOL_V5,
+  CHANNEL_STDIN,
+  CHANNEL_STDOUT,
+  CHANNEL_STDERR,
+  CHANNEL_STATUS,
+  CHANNEL_CLOSE,
+  type ChannelSocket,
+  type ChannelConnectRequest,
+  type ChannelProtocolMemory,
+  type ChannelExecRunnerOptions,
+} from "./channel-exec-runner.js";

@@ -1,0 +1,164 @@
+// The @kubernetes/client-node glue: one KubeConfig and typed API clients per credential, every call
+// made through the kit's retry with errors as ProviderApiError (the Status message kept, the
+// credentials never), and pod exec over client-node's WebSocket handler.
+import { createHash } from "node:crypto";
+import { PassThrough } from "node:stream";
+import querystring from "node:querystring";
+import {
+  ApiException,
+  ApisApi,
+  BatchV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  NetworkingV1Api,
+  RbacAuthorizationV1Api,
+} from "@kubernetes/client-node";
+// Not re-exported from the package root; the raw socket is needed for back-pressured stdin and v5 close.
+import { WebSocketHandler } from "@kubernetes/client-node/dist/web-socket-handler.js";
+import { ProviderApiError, withRetry, type ChannelConnectRequest, type ChannelProtocolMemory, type ChannelSocket } from "@paperclip-sandbox/kit";
+import type { KubernetesConfig } from "./config.js";
+
+export interface KubeClients {
+  kc: KubeConfig;
+  /** host of the API server, for messages. */
+  server: string;
+  core: CoreV1Api;
+  batch: BatchV1Api;
+  rbac: RbacAuthorizationV1Api;
+  net: NetworkingV1Api;
+  custom: CustomObjectsApi;
+  apis: ApisApi;
+  /** The exec protocol this server negotiated last. */
+  execProtocol: ChannelProtocolMemory;
+  /** Per-worker caches keyed by this server: agent-sandbox version, tenants already ensured. */
+  cache: Map<string, Promise<unknown>>;
+}
+
+/** Clients per credential, kept for the worker's life (a factory's own map: no module state). */
+export function createClientPool() {
+  const pool = new Map<string, KubeClients>();
+  return (config: KubernetesConfig): KubeClients => {
+    const source = config.inCluster ? "" : (config.kubeconfig ?? config.kubeconfigSecretRef ?? "");
+    const key = createHash("sha256").update(source).digest("hex");
+    let clients = pool.get(key);
+    if (!clients) {
+      const kc = new KubeConfig();
+      if (config.inCluster || source === "") kc.loadFromCluster();
+      else {
+        try {
+          kc.loadFromString(source);
+        } catch (error) {
+          throw new Error(`Kubeconfig: not a readable kubeconfig (${(error as Error).message.split("\n")[0]})`);
+        }
+      }
+      const cluster = kc.getCurrentCluster();
+      if (!cluster) throw new Error("Kubeconfig: its current context names no cluster");
+      clients = {
+        kc,
+        server: cluster.server,
+        core: kc.makeApiClient(CoreV1Api),
+        batch: kc.makeApiClient(BatchV1Api),
+        rbac: kc.makeApiClient(RbacAuthorizationV1Api),
+        net: kc.makeApiClient(NetworkingV1Api),
+        custom: kc.makeApiClient(CustomObjectsApi),
+        apis: kc.makeApiClient(ApisApi),
+        execProtocol: {},
+        cache: new Map(),
+      };
+      pool.set(key, clients);
+    }
+    return clients;
+  };
+}
+
+interface StatusBody {
+  message?: string;
+  reason?: string;
+  details?: { causes?: Array<{ field?: string; message?: string }>; retryAfterSeconds?: number };
+}
+
+/** A client-node failure as the kit's typed error: the Status message and reason, nothing else. */
+export function toApiError(error: unknown, operation: string): unknown {
+  if (error instanceof ProviderApiError) return error;
+  if (error instanceof ApiException) {
+    const status = error.code;
+    let body: StatusBody = {};
+    try {
+      body = typeof error.body === "string" ? JSON.parse(error.body) : ((error.body as StatusBody) ?? {});
+    } catch {
+      body = { message: String(error.body).slice(0, 300) };
+    }
+    const retryAfter = Number((error.headers as Record<string, string> | undefined)?.["retry-after"]);
+    return new ProviderApiError({
+      vendor: "kubernetes",
+      operation,
+      status,
+      code: body.reason ?? `http_${status}`,
+      detail: body.message ?? `HTTP ${status}`,
+      retryable: status === 429 || (status >= 500 && status !== 501),
+      gone: status === 404 || status === 410,
+      // The API server answers 429 before doing anything.
+      mayHaveTakenEffect: status !== 429,
+      ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retryAfterMs: retryAfter * 1000 } : {}),
+    });
+  }
+  const code = (error as NodeJS.ErrnoException)?.code ?? (error as { cause?: NodeJS.ErrnoException })?.cause?.code;
+  if (code === "ECONNREFUSED" || code === "ECONNRESET" || code === "ETIMEDOUT" || code === "UND_ERR_SOCKET" || (error as Error)?.message === "fetch failed") {
+    return new ProviderApiError({
+      vendor: "kubernetes",
+      operation,
+      status: 0,
+      code: code === "ECONNREFUSED" ? "connect_failed" : "network",
+      detail: `${(error as Error).message}${code ? ` (${code})` : ""}`,
+      retryable: true,
+      gone: false,
+      mayHaveTakenEffect: code !== "ECONNREFUSED",
+    });
+  }
+  return error;
+}
+
+/** One API call with retries (idempotent calls on any transient failure, others only when unprocessed). */
+export function call<T>(operation: string, idempotent: boolean, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+  return withRetry(
+    async () => {
+      try {
+        return await fn();
+      } catch (error) {
+        throw toApiError(error, operation);
+      }
+    },
+    { idempotent, attempts: 5, totalMs: 60_000, baseDelayMs: 100, maxDelayMs: 2_000, ...(signal ? { signal } : {}) },
+  );
+}
+
+export const isStatus = (error: unknown, status: number) => error instanceof ProviderApiError && error.status === status;
+
+/** Opens `pods/exec` as a channel WebSocket; a refused handshake (nothing ran) is tried again. */
+export function execConnector(clients: KubeClients, namespace: string, pod: string, container: string) {
+  // client-node's handler ends its `streams` on a server close frame: give it streams of its own.
+  const handler = new WebSocketHandler(clients.kc, undefined, { stdin: new PassThrough(), stdout: new PassThrough(), stderr: new PassThrough() });
+  return async (request: ChannelConnectRequest): Promise<ChannelSocket> => {
+    const query = querystring.stringify({ command: request.command, container, stdin: request.stdin, stdout: true, stderr: true, tty: false });
+    const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(pod)}/exec?${query}`;
+    let last: unknown;
+    for (let attempt = 0; attempt < 4; attempt++) {
+      if (attempt > 0) await new Promise((r) => setTimeout(r, 150 * 2 ** attempt));
+      try {
+        const socket = await handler.connect(path, null, (channel: number, payload: Buffer) => {
+          request.onFrame(channel, payload);
+          return true;
+        });
+        return socket as unknown as ChannelSocket;
+      } catch (error) {
+        last = error;
+        const message = (error as { message?: string })?.message ?? String(error);
+        // "Unexpected server response: 5xx/429" means the handshake was refused: the command never started.
+        if (!/Unexpected server response: (429|5\d\d)/.test(message) && !/ECONNREFUSED|ECONNRESET/.test(message)) break;
+      }
+    }
+    const message = (last as { message?: string })?.message ?? String(last);
+    throw new ProviderApiError({ vendor: "kubernetes", operation: "execPod", status: Number(message.match(/response: (\d{3})/)?.[1] ?? 0), code: "exec_refused", detail: `pod exec into ${namespace}/${pod} failed: ${message}`, retryable: false, gone: /: 404/.test(message), mayHaveTakenEffect: false });
+  };
+}

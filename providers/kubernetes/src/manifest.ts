@@ -1,0 +1,24 @@
+import { CHANNEL_EXEC_CAPABILITIES, defineSandboxProviderManifest, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
+import { kubernetesConfig } from "./config.js";
+
+export const KUBERNETES_DRIVER_KEY = "kubernetes";
+export const KUBERNETES_PLUGIN_ID = "paperclip-sandbox.kubernetes";
+/**
+ * Pod exec over the v5 channel protocol: streamed binary-safe stdin with half-close, live separate
+ * output; the group kill comes from withRemoteGroupKill. Reusable leases keep the pod.
+ */
+export const KUBERNETES_SHAPE: DeclaredProviderShape = { transport: { ...CHANNEL_EXEC_CAPABILITIES, signals: "group" }, canStop: true };
+
+export default defineSandboxProviderManifest({
+  id: KUBERNETES_PLUGIN_ID,
+  version: "0.1.0",
+  displayName: "Kubernetes",
+  description: "Runs each agent run as a hardened pod in a per-company namespace of your own Kubernetes cluster (agent-sandbox Sandbox or batch/v1 Job).",
+  driver: {
+    driverKey: KUBERNETES_DRIVER_KEY,
+    displayName: "Kubernetes",
+    description: "A pod per run in the tenant namespace paperclip-<company>: Pod Security restricted, deny-all network baseline, task-scoped egress, file sync over pod exec.",
+    configSchema: kubernetesConfig.jsonSchema,
+  },
+  shape: KUBERNETES_SHAPE,
+});

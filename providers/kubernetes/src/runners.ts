@@ -1,0 +1,96 @@
+import {
+  ChannelExecError,
+  createChannelExecRunner,
+  withInlineEnv,
+  withRemoteGroupKill,
+  type ScriptRunner,
+} from "@paperclip-sandbox/kit";
+import { call, execConnector, type KubeClients } from "./kube.js";
+import { CONTAINER } from "./manifests.js";
+import type { WorkloadRef } from "./names.js";
+import { jobPodName } from "./workload.js";
+
+/** Every script of a lease ends by this deadline at the latest (the sync timeout, the runs' ceiling). */
+export function withDeadline(inner: ScriptRunner, deadlineMs: number): ScriptRunner {
+  return {
+    capabilities: inner.capabilities,
+    async run(script, io) {
+      const controller = new AbortController();
+      const timer = setTimeout(() => controller.abort(), deadlineMs);
+      const onAbort = () => controller.abort();
+      io.signal?.addEventListener("abort", onAbort, { once: true });
+      if (io.signal?.aborted) controller.abort();
+      try {
+        return await inner.run(script, { ...io, signal: controller.signal });
+      } finally {
+        clearTimeout(timer);
+        io.signal?.removeEventListener("abort", onAbort);
+      }
+    },
+  };
+}
+
+/**
+ * Pod exec: the kit's channel runner over client-node's WebSocket (v5 half-close where served,
+ * length-framed stdin otherwise), env inlined (exec has no env field), abort by a second exec that
+ * ends the script's process group, and the activity deadline as a ceiling.
+ */
+export function podRunner(clients: KubeClients, namespace: string, pod: string, deadlineMs: number): ScriptRunner {
+  const channel = createChannelExecRunner({ connect: execConnector(clients, namespace, pod, CONTAINER), memory: clients.execProtocol });
+  return withDeadline(withRemoteGroupKill(withInlineEnv(channel)), deadlineMs);
+}
+
+export class JobBackendError extends Error {
+  readonly code = "KUBERNETES_JOB_BACKEND_NO_EXEC";
+  constructor(message: string) {
+    super(message);
+    this.name = "JobBackendError";
+  }
+}
+
+/**
+ * The job backend's "runner": a Job runs its entrypoint once and takes no commands, so every
+ * command (and so every sync, native or base64) fails with this, naming the Job's state and the end
+ * of its log, instead of hanging or pretending.
+ */
+export function jobRunner(clients: KubeClients, ref: WorkloadRef, capabilities: ScriptRunner["capabilities"]): ScriptRunner {
+  return {
+    capabilities,
+    async run() {
+      let state = "unknown";
+      let tail = "";
+      try {
+        const job = await call("readJob", true, () => clients.batch.readNamespacedJob({ namespace: ref.namespace, name: ref.name }));
+        const done = (job.status?.conditions ?? []).find((c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True");
+        state = done ? `${done.type}${done.reason ? ` (${done.reason})` : ""}` : (job.status?.active ?? 0) > 0 ? "running" : "pending";
+        const pod = await jobPodName(clients, ref);
+        if (pod) {
+          const log = await call("readPodLog", true, () => clients.core.readNamespacedPodLog({ namespace: ref.namespace, name: pod, tailLines: 5 })).catch(() => "");
+          tail = String(log).trim();
+        }
+      } catch {
+        /* the message below still says what the backend cannot do */
+      }
+      throw new JobBackendError(
+        `the kubernetes job backend runs no commands: Job ${ref.namespace}/${ref.name} runs its image's entrypoint once (state: ${state}), with no exec and no file sync; use backend sandbox-cr for command execution${tail ? `. Its log ends: ${tail.slice(-500)}` : ""}`,
+      );
+    },
+  };
+}
+
+/** Checked once at acquire: what native sync and every command need in the image. */
+export async function checkImageTools(runner: ScriptRunner, image: string): Promise<void> {
+  const script = "command -v tar >/dev/null 2>&1 || echo tar; { command -v realpath >/dev/null 2>&1 || readlink -f / >/dev/null 2>&1; } || echo 'realpath or readlink -f'";
+  let out = "";
+  try {
+    const exit = await runner.run(script, { stdout: (chunk) => (out += chunk.toString("utf8")) });
+    if (exit.exitCode !== 0) out += ` (check exited ${exit.exitCode})`;
+  } catch (error) {
+    if (error instanceof ChannelExecError && error.code === "CHANNEL_EXEC_FAILED") {
+      throw new Error(`image ${image} cannot run /bin/sh (${error.message}): commands and native sync need sh, tar and realpath or readlink -f`);
+    }
+    throw error;
+  }
+  const missing = out.trim().split("\n").filter(Boolean);
+  if (missing.length > 0) throw new Error(`image ${image} lacks ${missing.join(", ")}: native sync needs sh, tar and realpath or readlink -f in the image`);
+}
