@@ -54,7 +54,10 @@ export async function runScript(runner: ScriptRunner, script: string, opts: RunS
   } catch (error) {
     if (error instanceof SyncError) throw error;
     if (opts.outerSignal?.aborted) throw new SyncError("SYNC_ABORTED", "sync aborted", { cause: error });
-    throw new SyncError("SYNC_TRANSPORT_FAILED", "the sandbox runner failed", { cause: error });
+    // The transport's own words say why (a job that cannot exec, a lost connection); providers'
+    // errors carry no secrets (the lifecycle layer also strips the config's from what the host sees).
+    const reason = error instanceof Error && error.message ? `: ${error.message.split("\n")[0]!.slice(0, 500)}` : "";
+    throw new SyncError("SYNC_TRANSPORT_FAILED", `the sandbox runner failed${reason}`, { cause: error });
   } finally {
     if (timer !== undefined) clearTimeout(timer);
   }
