@@ -12,3 +12,5 @@ export * from "./duplex/index.js";
 export * from "./transports/index.js";
 export * from "./provider/index.js";
 export * from "./vendor/index.js";
+// Exit-marker parsing for providers whose exec API streams output but reports no exit (daytona sessions).
+export { ExitMarkerScanner } from "./transports/exit-marker.js";
