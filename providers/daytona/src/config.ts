@@ -84,6 +84,9 @@ export function apiKeyOf(config: DaytonaConfig, env: NodeJS.ProcessEnv = process
   return resolveSecretRef(config.apiKey, API_KEY_ENV, env);
 }
 
-export const daytonaConfig = defineProviderConfig(daytonaConfigSchema, {
-  warnings: (config) => (apiKeyOf(config) ? [] : [`no API key: set API key, or ${API_KEY_ENV} in the plugin worker's environment`]),
-});
+export const daytonaConfig = defineProviderConfig(daytonaConfigSchema);
+
+/** Non-fatal remarks: the key may still come from the worker's environment at run time. */
+export function configWarnings(config: DaytonaConfig, env: NodeJS.ProcessEnv = process.env): string[] {
+  return apiKeyOf(config, env) ? [] : [`no API key: set API key, or ${API_KEY_ENV} in the plugin worker's environment`];
+}

@@ -32,6 +32,10 @@ export function daytonaApiError(error: unknown, operation: string, redact: Redac
     return new ProviderApiError({ ...base, status: 0, code: "daytona_error", retryable: false, gone: false, mayHaveTakenEffect: true });
   }
   const status = error.statusCode;
+  if (status < 300) {
+    // The answer started (2xx) and was then cut: whatever was asked may have happened.
+    return new ProviderApiError({ ...base, status: 0, code: "connection_reset", retryable: true, gone: false, mayHaveTakenEffect: true });
+  }
   const header = (name: string) => headerOf(error.headers, name);
   const state = header(STATE_HEADER);
   const fromDaemon = error.source === "DAYTONA_DAEMON";

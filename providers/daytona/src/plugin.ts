@@ -1,7 +1,7 @@
 import type { PluginContext } from "@paperclipai/plugin-sdk";
 import { assertOwnedBy, defineSandboxProvider, isProviderApiError, opaqueLeaseIdCodec } from "@paperclip-sandbox/kit";
 import { createClientCache, type DaytonaClient } from "./client.js";
-import { creationProblems, daytonaConfig, type DaytonaConfig } from "./config.js";
+import { configWarnings, creationProblems, daytonaConfig, type DaytonaConfig } from "./config.js";
 import { daytonaFiles, daytonaRunner } from "./exec.js";
 import { DAYTONA_DRIVER_KEY, DAYTONA_SHAPE } from "./manifest.js";
 import { createParams, createSandbox, deleteSandbox, findByLabels, getSandbox, handleOf, listedResource, startSandbox, stateOf, stopSandbox, type DaytonaHandle } from "./sandboxes.js";
@@ -40,7 +40,7 @@ export function createDaytonaPlugin(deps: DaytonaPluginDeps = {}) {
     // execution workspace and adapter type into the fingerprint itself).
     shape: (config) => ({ image: config.image, snapshot: config.snapshot, target: config.target, cpu: config.cpu, memory: config.memory, disk: config.disk, gpu: config.gpu }),
     defaultTimeoutMs: (config) => config.timeoutMs,
-    validate: (config) => ({ errors: creationProblems(config) }),
+    validate: (config) => ({ errors: creationProblems(config), warnings: configWarnings(config, deps.env) }),
     setup: (context) => void (ctx = context),
 
     async create({ config, labels, expiresAt, signal, created }) {
