@@ -9,6 +9,8 @@ export interface CallOptions extends TranslateOptions {
   idempotent: boolean;
   /** Attempts in all (default 2); 1 for a call whose body cannot be sent twice. */
   attempts?: number;
+  /** The call's requests are GET/PUT/DELETE, whose connection resets the SDK already retries. */
+  safeMethod?: boolean;
   signal?: AbortSignal;
 }
 
@@ -18,8 +20,9 @@ export interface DaytonaClient {
   readonly redact: Redactor;
   /**
    * Runs one SDK call; a transient failure (429, 5xx, a lost connection) is tried once more, only
-   * when repeating it is safe. The SDK itself retries only connect-phase failures, so one call costs
-   * at most two attempts. Failures come out as `ProviderApiError`s without the key.
+   * when repeating it is safe. The SDK retries no HTTP status itself (only connection failures,
+   * which are then not retried again here), so a call costs at most two attempts. Failures come out
+   * as `ProviderApiError`s without the key.
    */
   call<T>(operation: string, run: () => Promise<T>, options: CallOptions): Promise<T>;
   /** The SDK's error translated and redacted (for calls made outside `call`). */
@@ -52,7 +55,11 @@ export function createDaytonaClient(config: DaytonaConfig, deps: ClientDeps = {}
           try {
             return await run();
           } catch (raw) {
-            throw error(raw, operation, options);
+            const failure = error(raw, operation, options);
+            // The SDK's own retries (connect-phase failures of any request, resets of safe methods)
+            // already ran: another round here would multiply the attempts.
+            const sdkRetried = failure.code === "connect_failed" || (failure.code === "connection_reset" && options.safeMethod === true);
+            throw sdkRetried ? failure.with({ retryable: false }) : failure;
           }
         },
         { idempotent: options.idempotent, attempts: options.attempts ?? ATTEMPTS, totalMs: 60_000, ...(options.signal ? { signal: options.signal } : {}), onRetry: (event) => deps.onRetry?.(operation, event) },

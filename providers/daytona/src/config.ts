@@ -9,7 +9,7 @@ export const SNAPSHOT_AND_IMAGE = "Snapshot and Image are both set, which is amb
 
 const CONNECTION = "Connection";
 const SANDBOX = "Sandbox";
-const RESOURCES = "Resources (image only)";
+const RESOURCES = "Resources";
 const LIFECYCLE = "Quota-safe lifecycle";
 const TUNING = "Tuning";
 

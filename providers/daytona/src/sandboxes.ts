@@ -109,7 +109,7 @@ export async function findByLabels(client: DaytonaClient, labels: Record<string,
       for await (const sandbox of client.sdk.list({ labels, limit: 100 })) found.push(sandbox);
       return found;
     },
-    { idempotent: true },
+    { idempotent: true, safeMethod: true },
   );
 }
 
@@ -126,7 +126,7 @@ export function listedResource(sandbox: Sandbox): ListedResource {
 /** The sandbox, or null when Daytona no longer has it. */
 export async function getSandbox(client: DaytonaClient, id: string): Promise<Sandbox | null> {
   try {
-    return await client.call("getSandbox", () => client.sdk.get(id), { idempotent: true });
+    return await client.call("getSandbox", () => client.sdk.get(id), { idempotent: true, safeMethod: true });
   } catch (error) {
     if ((error as { gone?: boolean }).gone) return null;
     throw error;
@@ -136,7 +136,7 @@ export async function getSandbox(client: DaytonaClient, id: string): Promise<San
 /** Deletes and waits until Daytona reports it destroyed (a sandbox already gone is success). */
 export async function deleteSandbox(client: DaytonaClient, sandbox: Sandbox): Promise<void> {
   try {
-    await client.call("deleteSandbox", () => sandbox.delete(STATE_TIMEOUT_SEC, true), { idempotent: true });
+    await client.call("deleteSandbox", () => sandbox.delete(STATE_TIMEOUT_SEC, true), { idempotent: true, safeMethod: true });
   } catch (error) {
     if (!(error as { gone?: boolean }).gone) throw error;
   }
@@ -148,7 +148,7 @@ export async function stopSandbox(client: DaytonaClient, sandbox: Sandbox): Prom
     await client.call("stopSandbox", () => sandbox.stop(STATE_TIMEOUT_SEC), { idempotent: true });
   } catch (error) {
     // "not in a stoppable state": it may have stopped (or auto-stopped) already.
-    await client.call("getSandbox", () => sandbox.refreshData(), { idempotent: true });
+    await client.call("getSandbox", () => sandbox.refreshData(), { idempotent: true, safeMethod: true });
     if (sandbox.state !== "stopped" && sandbox.state !== "archived") throw error;
   }
 }
@@ -159,7 +159,7 @@ const SETTLING = new Set(["stopping", "archiving", "pausing", "resizing", "snaps
 
 /** Brings a sandbox to `started`: waits out a transition, starts a stopped one, restores an archived one. */
 export async function startSandbox(client: DaytonaClient, sandbox: Sandbox): Promise<void> {
-  const refresh = () => client.call("getSandbox", () => sandbox.refreshData(), { idempotent: true });
+  const refresh = () => client.call("getSandbox", () => sandbox.refreshData(), { idempotent: true, safeMethod: true });
   const deadline = Date.now() + STATE_TIMEOUT_SEC * 1000;
   await refresh();
   for (;;) {

@@ -141,9 +141,9 @@ export function daytonaSessionApi(client: DaytonaClient, handle: DaytonaHandle):
       (await client.call("executeSessionCommand", () => process().executeSessionCommand(sessionId, { command, runAsync: true }), { idempotent: false, notProcessed: NOT_RUN_STATUSES })).cmdId,
     follow: (sessionId, commandId, onStdout, onStderr) =>
       client.call("followSessionCommandLogs", () => process().getSessionCommandLogs(sessionId, commandId, onStdout, onStderr), { idempotent: false, attempts: 1 }),
-    exitCode: async (sessionId, commandId) => (await client.call("getSessionCommand", () => process().getSessionCommand(sessionId, commandId), { idempotent: true })).exitCode,
+    exitCode: async (sessionId, commandId) => (await client.call("getSessionCommand", () => process().getSessionCommand(sessionId, commandId), { idempotent: true, safeMethod: true })).exitCode,
     logs: async (sessionId, commandId) => {
-      const logs = await client.call("getSessionCommandLogs", () => process().getSessionCommandLogs(sessionId, commandId), { idempotent: true });
+      const logs = await client.call("getSessionCommandLogs", () => process().getSessionCommandLogs(sessionId, commandId), { idempotent: true, safeMethod: true });
       return { stdout: logs?.stdout ?? "", stderr: logs?.stderr ?? "" };
     },
   };
