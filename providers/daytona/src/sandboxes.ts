@@ -1,7 +1,6 @@
-import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { CreateSandboxFromImageParams, CreateSandboxFromSnapshotParams, Sandbox } from "@daytonaio/sdk";
-import { retryDelay, type ListedResource, type SandboxHandle } from "@paperclip-sandbox/kit";
+import { createIdempotently, type ListedResource, type SandboxHandle } from "@paperclip-sandbox/kit";
 import type { DaytonaClient } from "./client.js";
 import type { DaytonaConfig } from "./config.js";
 
@@ -9,99 +8,52 @@ import type { DaytonaConfig } from "./config.js";
 export const CREATE_LABEL = "paperclip-create";
 /** Seconds the SDK may wait for a sandbox to reach a state (create, start, stop, delete). */
 const STATE_TIMEOUT_SEC = 120;
+type CreateParams = CreateSandboxFromSnapshotParams | CreateSandboxFromImageParams;
 
 export interface DaytonaHandle extends SandboxHandle {
   sandbox: Sandbox;
   /** The lease's workspace in the sandbox (absolute). */
   workdir: string;
-  /** The live-output session, created on first use (sessions end when the sandbox stops). */
+  /** The live-output session, made on first use (sessions end when the sandbox stops). */
   session?: Promise<string>;
 }
 
-type RunningState = NonNullable<SandboxHandle["state"]>;
-
-/** Daytona's states as the lifecycle layer sees them; null when the sandbox is gone or unusable. */
-export function stateOf(sandbox: Sandbox): RunningState | null {
-  switch (sandbox.state) {
-    case "started":
-      return "running";
-    case "destroyed":
-    case "destroying":
-    case "error":
-    case "build_failed":
-      return null;
-    default:
-      return "stopped"; // stopped, archived, and every transitional state: `startSandbox` waits them out
-  }
+/** Gone or unusable (null), running, or anything `startSandbox` can bring back ("stopped"). */
+export function stateOf(sandbox: Sandbox): "running" | "stopped" | null {
+  if (sandbox.state === "started") return "running";
+  return ["destroyed", "destroying", "error", "build_failed"].includes(sandbox.state ?? "") ? null : "stopped";
 }
 
 export function handleOf(sandbox: Sandbox, workdir: string): DaytonaHandle {
-  return {
-    providerLeaseId: sandbox.id,
-    sandbox,
-    workdir,
-    labels: { ...sandbox.labels },
-    state: stateOf(sandbox) ?? "stopped",
-    expiresAt: sandbox.autoDestroyAt ? new Date(sandbox.autoDestroyAt) : null,
-  };
+  const expiresAt = sandbox.autoDestroyAt ? new Date(sandbox.autoDestroyAt) : null;
+  return { providerLeaseId: sandbox.id, sandbox, workdir, labels: { ...sandbox.labels }, state: stateOf(sandbox) ?? "stopped", expiresAt };
 }
 
-/** The create request: snapshot or image (with resources), labels, the lifecycle intervals and the TTL. */
-export function createParams(config: DaytonaConfig, labels: Record<string, string>, expiresAt: Date | null): CreateSandboxFromSnapshotParams | CreateSandboxFromImageParams {
-  const lifecycle = {
-    labels,
-    envVars: {},
-    autoStopInterval: config.autoStopInterval,
-    autoArchiveInterval: config.autoArchiveInterval,
-    autoDeleteInterval: config.autoDeleteInterval,
-    ...ttl(expiresAt),
-  };
-  if (config.image === undefined) return { ...lifecycle, ...(config.snapshot === undefined ? {} : { snapshot: config.snapshot }) };
-  const resources = { cpu: config.cpu, memory: config.memory, disk: config.disk, gpu: config.gpu };
-  const given = Object.fromEntries(Object.entries(resources).filter(([, value]) => value !== undefined));
-  return { ...lifecycle, image: config.image, ...(Object.keys(given).length > 0 ? { resources: given } : {}) };
+/** Snapshot or image (with its resources), labels, the lifecycle intervals, and a TTL ending at or before `expiresAt`. */
+export function createParams(config: DaytonaConfig, labels: Record<string, string>, expiresAt: Date | null): CreateParams {
+  // Whole minutes, rounded down: a TTL under a minute cannot be asked for (the lease then has no expiry).
+  const ttlMinutes = expiresAt ? Math.floor((expiresAt.getTime() - Date.now() - 5_000) / 60_000) : 0;
+  const common = { labels, envVars: {}, autoStopInterval: config.autoStopInterval, autoArchiveInterval: config.autoArchiveInterval, autoDeleteInterval: config.autoDeleteInterval, ...(ttlMinutes >= 1 ? { ttlMinutes } : {}) };
+  if (config.image === undefined) return { ...common, ...(config.snapshot === undefined ? {} : { snapshot: config.snapshot }) };
+  const resources = Object.fromEntries(Object.entries({ cpu: config.cpu, memory: config.memory, disk: config.disk, gpu: config.gpu }).filter(([, value]) => value !== undefined));
+  return { ...common, image: config.image, ...(Object.keys(resources).length > 0 ? { resources } : {}) };
 }
 
-/** A wall-clock TTL (whole minutes, rounded down) that ends the sandbox at or before `expiresAt`; none under a minute. */
-function ttl(expiresAt: Date | null): { ttlMinutes?: number } {
-  if (!expiresAt) return {};
-  const minutes = Math.floor((expiresAt.getTime() - Date.now() - 5_000) / 60_000);
-  return minutes >= 1 ? { ttlMinutes: minutes } : {};
+/** Creates the sandbox, retried once without ever making two (a lost answer is found by its create label). */
+export function createSandbox(client: DaytonaClient, params: CreateParams, signal: AbortSignal): Promise<Sandbox> {
+  return createIdempotently({
+    create: (nonce) => client.sdk.create({ ...params, labels: { ...params.labels, [CREATE_LABEL]: nonce } }, { timeout: STATE_TIMEOUT_SEC }),
+    find: async (nonce) => {
+      const [made] = await findByLabels(client, { [CREATE_LABEL]: nonce });
+      if (made) await client.call("waitUntilStarted", () => made.waitUntilStarted(STATE_TIMEOUT_SEC), { idempotent: true, safeMethod: true, signal });
+      return made;
+    },
+    toError: (error) => client.error(error, "createSandbox"),
+    signal,
+  });
 }
 
-/**
- * Creates the sandbox; a transient failure is tried once more. When the first answer was lost
- * (the create may have happened), the sandbox is looked for by its create label first and adopted
- * if it is there, so a retry never makes a second one.
- */
-export async function createSandbox(client: DaytonaClient, params: CreateSandboxFromSnapshotParams | CreateSandboxFromImageParams, signal: AbortSignal): Promise<Sandbox> {
-  const nonce = randomBytes(12).toString("hex");
-  const request = { ...params, labels: { ...params.labels, [CREATE_LABEL]: nonce } };
-  const attempt = () => client.sdk.create(request, { timeout: STATE_TIMEOUT_SEC });
-  try {
-    return await attempt();
-  } catch (raw) {
-    const error = client.error(raw, "createSandbox");
-    if (!error.retryable || signal.aborted) throw error;
-    if (error.mayHaveTakenEffect) {
-      const [made] = await findByLabels(client, { [CREATE_LABEL]: nonce }).catch(() => {
-        throw error; // cannot tell whether it exists: the lifecycle layer's clean-up looks again
-      });
-      if (made) {
-        await client.call("waitUntilStarted", () => made.waitUntilStarted(STATE_TIMEOUT_SEC), { idempotent: true, signal });
-        return made;
-      }
-    }
-    await sleep(retryDelay(1, {}, Math.random, error.retryAfterMs), undefined, { signal });
-    try {
-      return await attempt();
-    } catch (again) {
-      throw client.error(again, "createSandbox").with({ attempts: 2 });
-    }
-  }
-}
-
-export async function findByLabels(client: DaytonaClient, labels: Record<string, string>): Promise<Sandbox[]> {
+export function findByLabels(client: DaytonaClient, labels: Record<string, string>): Promise<Sandbox[]> {
   return client.call(
     "listSandboxes",
     async () => {
@@ -114,63 +66,51 @@ export async function findByLabels(client: DaytonaClient, labels: Record<string,
 }
 
 export function listedResource(sandbox: Sandbox): ListedResource {
-  return {
-    providerLeaseId: sandbox.id,
-    labels: { ...sandbox.labels },
-    ...(sandbox.createdAt ? { createdAt: sandbox.createdAt } : {}),
-    expiresAt: sandbox.autoDestroyAt ?? null,
-    ...(sandbox.state ? { state: sandbox.state } : {}),
-  };
+  return { providerLeaseId: sandbox.id, labels: { ...sandbox.labels }, createdAt: sandbox.createdAt, expiresAt: sandbox.autoDestroyAt ?? null, state: sandbox.state };
 }
 
 /** The sandbox, or null when Daytona no longer has it. */
 export async function getSandbox(client: DaytonaClient, id: string): Promise<Sandbox | null> {
-  try {
-    return await client.call("getSandbox", () => client.sdk.get(id), { idempotent: true, safeMethod: true });
-  } catch (error) {
-    if ((error as { gone?: boolean }).gone) return null;
-    throw error;
-  }
+  return client.call("getSandbox", () => client.sdk.get(id), { idempotent: true, safeMethod: true }).catch(unlessGone(null));
 }
 
-/** Deletes and waits until Daytona reports it destroyed (a sandbox already gone is success). */
+/** Deletes and waits until Daytona reports it destroyed (already gone is success). */
 export async function deleteSandbox(client: DaytonaClient, sandbox: Sandbox): Promise<void> {
-  try {
-    await client.call("deleteSandbox", () => sandbox.delete(STATE_TIMEOUT_SEC, true), { idempotent: true, safeMethod: true });
-  } catch (error) {
-    if (!(error as { gone?: boolean }).gone) throw error;
-  }
+  await client.call("deleteSandbox", () => sandbox.delete(STATE_TIMEOUT_SEC, true), { idempotent: true, safeMethod: true }).catch(unlessGone(undefined));
 }
 
-/** Stops and waits for `stopped` (an archived or already stopped sandbox is fine). */
+/** Stops and waits for `stopped`; a sandbox that stopped (or archived) on its own already is fine. */
 export async function stopSandbox(client: DaytonaClient, sandbox: Sandbox): Promise<void> {
   try {
     await client.call("stopSandbox", () => sandbox.stop(STATE_TIMEOUT_SEC), { idempotent: true });
   } catch (error) {
-    // "not in a stoppable state": it may have stopped (or auto-stopped) already.
-    await client.call("getSandbox", () => sandbox.refreshData(), { idempotent: true, safeMethod: true });
+    await refresh(client, sandbox);
     if (sandbox.state !== "stopped" && sandbox.state !== "archived") throw error;
   }
 }
 
-/** States that end in `started` on their own, and states that must end before a start. */
 const BECOMING_STARTED = new Set(["creating", "starting", "restoring", "pending_build", "building_snapshot", "pulling_snapshot", "resuming"]);
 const SETTLING = new Set(["stopping", "archiving", "pausing", "resizing", "snapshotting", "forking"]);
 
 /** Brings a sandbox to `started`: waits out a transition, starts a stopped one, restores an archived one. */
 export async function startSandbox(client: DaytonaClient, sandbox: Sandbox): Promise<void> {
-  const refresh = () => client.call("getSandbox", () => sandbox.refreshData(), { idempotent: true, safeMethod: true });
   const deadline = Date.now() + STATE_TIMEOUT_SEC * 1000;
-  await refresh();
-  for (;;) {
+  for (await refresh(client, sandbox); ; await refresh(client, sandbox)) {
     const state = sandbox.state ?? "unknown";
     if (state === "started") return;
-    if (state === "stopped" || state === "archived" || state === "paused") {
-      return client.call("startSandbox", () => sandbox.start(STATE_TIMEOUT_SEC), { idempotent: true });
-    }
-    if (BECOMING_STARTED.has(state)) return client.call("waitUntilStarted", () => sandbox.waitUntilStarted(STATE_TIMEOUT_SEC), { idempotent: true });
+    if (["stopped", "archived", "paused"].includes(state)) return client.call("startSandbox", () => sandbox.start(STATE_TIMEOUT_SEC), { idempotent: true });
+    if (BECOMING_STARTED.has(state)) return client.call("waitUntilStarted", () => sandbox.waitUntilStarted(STATE_TIMEOUT_SEC), { idempotent: true, safeMethod: true });
     if (!SETTLING.has(state) || Date.now() > deadline) throw new Error(`daytona sandbox ${sandbox.id} cannot be started: it is ${state}`);
     await sleep(250);
-    await refresh();
   }
+}
+
+const refresh = (client: DaytonaClient, sandbox: Sandbox) => client.call("getSandbox", () => sandbox.refreshData(), { idempotent: true, safeMethod: true });
+
+/** Turns a "gone" failure into `value`; anything else is rethrown. */
+function unlessGone<T>(value: T): (error: unknown) => T {
+  return (error) => {
+    if ((error as { gone?: boolean }).gone) return value;
+    throw error;
+  };
 }
