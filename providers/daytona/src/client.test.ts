@@ -31,7 +31,7 @@ describe("attempts per call", () => {
   it("a GET reset mid-request: the SDK's 3 attempts, none more", async () => {
     connections = 0;
     const c = client();
-    const error = await c.call("getSandbox", () => c.sdk.get("some-id"), { idempotent: true, safeMethod: true }).catch((e: unknown) => e as Error);
+    const error = (await c.call("getSandbox", () => c.sdk.get("some-id"), { idempotent: true, safeMethod: true }).catch((e: unknown) => e)) as Error;
     expect(error).toMatchObject({ code: "connection_reset", status: 0 });
     expect(error.message).not.toContain("dtn_secret_key_for_this_test");
     expect(connections).toBe(3);

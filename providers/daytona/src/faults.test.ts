@@ -98,7 +98,7 @@ describe("a dropped log stream (live output)", () => {
 describe("errors that name their cause", () => {
   it("a rejected key says so, without the key; the DAYTONA_API_KEY fallback is used when the config has none", async () => {
     const wrong = "dtn_wrong_key_0123456789abcdef";
-    const error = await h.acquire({ apiKey: wrong }).catch((e: unknown) => e as Error);
+    const error = (await h.acquire({ apiKey: wrong }).catch((e: unknown) => e)) as Error;
     expect(error.message).toMatch(/Daytona rejected the API key \(HTTP 401: Unauthorized\); check the API key field or DAYTONA_API_KEY/);
     expect(error.message).not.toContain(wrong);
     const fallback = await startHarness({ apiKey: "dtn_from_the_worker_env_123456" }, { env: { DAYTONA_API_KEY: "dtn_from_the_worker_env_123456" } });

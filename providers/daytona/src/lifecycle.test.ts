@@ -203,4 +203,30 @@ describe("leases gc lister", () => {
     await h.destroy(lease);
     expect((await listLeases(h.config, { env: {} })).map((entry) => entry.providerLeaseId)).not.toContain(lease.providerLeaseId);
   });
+
+  it("paperclip-sandbox leases gc deletes an orphan found by label through the plugin, and leaves other sandboxes alone", async () => {
+    const { execFile } = await import("node:child_process");
+    const { promisify } = await import("node:util");
+    const { mkdtemp, rm } = await import("node:fs/promises");
+    const { tmpdir } = await import("node:os");
+    const { join } = await import("node:path");
+    const orphan = await h.sdk.create({ labels: { "paperclip-provider": "daytona", "paperclip-company": "c-gone", "paperclip-environment": "e-gone", "paperclip-run": "r-1" } });
+    const foreign = await h.sdk.create({ labels: { team: "not-paperclip" } });
+    const dir = await mkdtemp(join(tmpdir(), "daytona-gc-"));
+    try {
+      const cli = new URL("../../../packages/cli/dist/main.js", import.meta.url).pathname;
+      const plugin = new URL("..", import.meta.url).pathname;
+      const { stdout } = await promisify(execFile)(
+        process.execPath,
+        [cli, "leases", "gc", "--provider", plugin, "--db", join(dir, "leases.db"), "--min-age", "0s", "--yes", "--set", `apiUrl=${h.emu.url}`, "--secret", "apiKey=GC_DAYTONA_KEY"],
+        { env: { ...process.env, GC_DAYTONA_KEY: h.emu.credentials.apiKey! } },
+      );
+      expect(stdout).toMatch(new RegExp(`destroyed +daytona +${orphan.id}`));
+      expect(await h.stateOf(orphan.id)).toBe("gone");
+      expect(await h.stateOf(foreign.id)).toBe("started");
+    } finally {
+      await foreign.delete(60, true);
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });
