@@ -105,6 +105,41 @@ export const PROVIDERS = [
       ],
     }),
   },
+  {
+    driverKey: "daytona",
+    dir: "providers/daytona",
+    // The Daytona emulator (control plane + toolbox on one loopback port, sandboxes are backend jails
+    // with the host's /usr), started by the e2e as root; the worker reaches it over plain HTTP.
+    emulator: {
+      start: async (ctx) => {
+        const { runEmulator } = await import("../../packages/emulator-kit/dist/index.js");
+        const { emulator } = await import("../../emulators/daytona/dist/index.js");
+        fs.mkdirSync(path.join(ctx.runDir, "daytona"), { recursive: true, mode: 0o700 });
+        return runEmulator(emulator, { options: { stateParentDir: path.join(ctx.runDir, "daytona") } });
+      },
+    },
+    config: (ctx) => ({ apiKey: ctx.emulator.credentials.apiKey, apiUrl: ctx.emulator.url }),
+    invalidConfig: { config: { cpu: 2 }, error: /Daytona resource settings require image-backed sandbox creation; snapshot\/default sandbox creation cannot override CPU, memory, disk, or GPU/ },
+    // Nothing listens on port 9: the probe's create fails on the connection, and says so.
+    missingBackend: { config: { apiUrl: "http://127.0.0.1:9/api" }, diagnostic: /daytona createSandbox failed: no response \(connect_failed\)/ },
+    reuse: true,
+    timingRuns: 3,
+    leaseDir: () => null,
+    // Every sandbox the runs made is gone: no jail directory left in the emulator's state dir.
+    leftovers: (ctx) =>
+      listDirs(path.join(ctx.runDir, "daytona")).flatMap((state) => listDirs(path.join(ctx.runDir, "daytona", state, "leases")).map((id) => `daytona sandbox jail ${id}`)),
+    ui: (ctx) => ({
+      fill: { "API key": ctx.emulator.credentials.apiKey, "API URL": ctx.emulator.url },
+      cleared: ["Snapshot", "Target"],
+      probe: /^daytona sandbox ready$/,
+      saved: (config) => [
+        ...expectEqual("apiUrl", config.apiUrl, ctx.emulator.url),
+        ...expectEqual("snapshot", config.snapshot, undefined),
+        ...expectEqual("target", config.target, undefined),
+        ...expectEqual("autoStopInterval", config.autoStopInterval, 15),
+      ],
+    }),
+  },
 ];
 
 // Kubernetes, against the in-repo Kubernetes API test server (pods are jails of the host's /usr, so

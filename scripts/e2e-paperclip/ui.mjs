@@ -86,6 +86,9 @@ export function createUiSession({ baseUrl, outDir, profileDir, chromiumPath, che
     new Set((await page.locator('label[data-slot="label"]').evaluateAll((els) => els.filter((e) => e.offsetParent !== null).map((e) => e.textContent.trim()))));
 
   async function typeInto(title, value) {
+    // A secret field (format secret-ref) shows its raw-value input only after this button.
+    const raw = box(title).getByRole("button", { name: "Or paste a raw value", exact: true });
+    if ((await raw.count()) > 0) await raw.click();
     const input = box(title).locator("input");
     await input.fill(String(value));
   }

@@ -12,3 +12,7 @@ export * from "./duplex/index.js";
 export * from "./transports/index.js";
 export * from "./provider/index.js";
 export * from "./vendor/index.js";
+// Exit-marker parsing for providers whose exec API streams output but reports no exit (daytona sessions).
+export { ExitMarkerScanner } from "./transports/exit-marker.js";
+// A create retried without making two resources (a nonce label, looked up after a lost answer).
+export { createIdempotently, type IdempotentCreateOptions } from "./vendor/idempotent-create.js";

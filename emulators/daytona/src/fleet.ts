@@ -1,0 +1,248 @@
+import { randomUUID } from "node:crypto";
+import { HttpError } from "@paperclip-sandbox/emulator-kit";
+import { SANDBOX_USER, type SandboxBackend } from "@paperclip-sandbox/sandbox-backend";
+import type { ResolvedOptions } from "./options.js";
+import { DISK_STATES, RUNNING_STATES, type SandboxRecord, type SandboxState } from "./records.js";
+
+/** What `POST /sandbox` may ask for (the fields of `CreateSandbox` this emulator honours). */
+export interface CreateRequest {
+  name?: string;
+  snapshot?: string;
+  dockerfile?: string;
+  user?: string;
+  env: Record<string, string>;
+  labels: Record<string, string>;
+  target?: string;
+  cpu?: number;
+  gpu?: number;
+  memory?: number;
+  disk?: number;
+  autoStopInterval?: number;
+  autoArchiveInterval?: number;
+  autoDeleteInterval?: number;
+  ttlMinutes?: number;
+}
+
+/** Daytona's defaults for a sandbox without resources (cores, GiB, GiB) and for the intervals (minutes). */
+const DEFAULTS = { cpu: 1, memory: 1, disk: 3, autoStopInterval: 15, autoArchiveInterval: 7 * 24 * 60, autoDeleteInterval: -1 };
+/** What an auto-archive interval of 0 means ("the maximum interval"). */
+const MAX_ARCHIVE_MINUTES = 30 * 24 * 60;
+
+export interface Fleet {
+  create(request: CreateRequest): Promise<SandboxRecord>;
+  /** By id, then by name; undefined when there is none (or it is destroyed). */
+  find(idOrName: string): SandboxRecord | undefined;
+  all(): SandboxRecord[];
+  start(record: SandboxRecord): Promise<void>;
+  stop(record: SandboxRecord): Promise<void>;
+  archive(record: SandboxRecord): Promise<void>;
+  remove(record: SandboxRecord): Promise<void>;
+  /** The sandbox was used (toolbox call, API action): the auto-stop clock restarts. */
+  touch(record: SandboxRecord): void;
+  /** Applies the auto-stop/archive/delete intervals and TTLs due now. */
+  sweep(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * The control plane's sandboxes and their state machine, each sandbox a backend jail. State changes
+ * take `transitionMs` in their transitional state (0: the call answers in the final state).
+ */
+export function createFleet(backend: SandboxBackend, options: ResolvedOptions): Fleet {
+  const records = new Map<string, SandboxRecord>();
+  const minutes = (value: number) => value * options.minuteMs;
+  let closed = false;
+
+  const setState = (record: SandboxRecord, state: SandboxState) => {
+    record.state = state;
+    record.updatedAt = Date.now();
+  };
+
+  /** Runs a state change: the transitional state while `work` runs (and `transitionMs` more), then the final one. */
+  const transition = async (record: SandboxRecord, during: SandboxState, after: SandboxState, work: () => Promise<void>) => {
+    if (record.pending) throw new HttpError(409, "Sandbox state change in progress");
+    setState(record, during);
+    const run = (async () => {
+      try {
+        await work();
+        if (options.transitionMs > 0) await new Promise((resolve) => setTimeout(resolve, options.transitionMs));
+        if (record.state === during) setState(record, after);
+      } catch (error) {
+        record.errorReason = error instanceof Error ? error.message : String(error);
+        setState(record, "error");
+      } finally {
+        record.pending = undefined;
+      }
+    })();
+    record.pending = run;
+    if (options.transitionMs === 0) await run;
+  };
+
+  const checkQuota = (adding: { cpu: number; memory: number; disk: number }, except?: SandboxRecord) => {
+    let cpu = adding.cpu;
+    let memory = adding.memory;
+    let disk = adding.disk;
+    for (const record of records.values()) {
+      if (record === except) continue;
+      if (RUNNING_STATES.has(record.state)) {
+        cpu += record.cpu;
+        memory += record.memory;
+      }
+      if (DISK_STATES.has(record.state)) disk += record.disk;
+    }
+    // Daytona answers quota problems with 400 and these sentences (server v0.190).
+    if (cpu > options.quota.cpu) throw new HttpError(400, `Total CPU limit exceeded. Maximum allowed: ${options.quota.cpu}.`);
+    if (memory > options.quota.memory) throw new HttpError(400, `Total memory limit exceeded. Maximum allowed: ${options.quota.memory}GiB.`);
+    if (disk > options.quota.disk) throw new HttpError(400, `Total disk limit exceeded. Maximum allowed: ${options.quota.disk}GiB.`);
+  };
+
+  const jailDeadline = (record: SandboxRecord) => Math.min(record.createdAt + options.maxLifetimeMs, record.autoDestroyAt ?? Number.POSITIVE_INFINITY);
+
+  const launch = async (record: SandboxRecord) => {
+    const jail = await backend.create({
+      id: record.id,
+      env: record.env,
+      limits: { cpu: record.cpu, memoryMb: record.memory * 1024 },
+      expiresAt: Math.max(Date.now() + 1_000, jailDeadline(record)),
+      labels: { "daytona-sandbox": record.id },
+    });
+    record.jail = jail;
+    record.boots += 1;
+  };
+
+  const fleet: Fleet = {
+    async create(request) {
+      if (closed) throw new HttpError(503, "the emulator is shutting down");
+      if (request.snapshot !== undefined && options.snapshots && !options.snapshots.has(request.snapshot)) {
+        throw new HttpError(404, `Snapshot ${request.snapshot} not found`);
+      }
+      const name = request.name ?? undefined;
+      if (name !== undefined && [...records.values()].some((r) => r.name === name)) throw new HttpError(409, `Sandbox with name ${name} already exists`);
+      const cpu = request.cpu ?? DEFAULTS.cpu;
+      const memory = request.memory ?? DEFAULTS.memory;
+      const disk = request.disk ?? DEFAULTS.disk;
+      checkQuota({ cpu, memory, disk });
+      const now = Date.now();
+      const id = randomUUID();
+      const ttl = request.ttlMinutes ?? 0;
+      const record: SandboxRecord = {
+        id,
+        name: name ?? id,
+        organizationId: options.organizationId,
+        snapshot: request.dockerfile === undefined ? (request.snapshot ?? "daytonaio/sandbox:emulator") : undefined,
+        dockerfile: request.dockerfile,
+        user: SANDBOX_USER,
+        env: request.env,
+        labels: request.labels,
+        target: request.target ?? "us",
+        cpu,
+        gpu: request.gpu ?? 0,
+        memory,
+        disk,
+        state: "creating",
+        errorReason: undefined,
+        autoStopInterval: request.autoStopInterval ?? DEFAULTS.autoStopInterval,
+        autoArchiveInterval: request.autoArchiveInterval ?? DEFAULTS.autoArchiveInterval,
+        autoDeleteInterval: request.autoDeleteInterval ?? DEFAULTS.autoDeleteInterval,
+        autoDestroyAt: ttl > 0 ? now + minutes(ttl) : undefined,
+        createdAt: now,
+        updatedAt: now,
+        lastActivityAt: now,
+        stoppedAt: undefined,
+        activeRequests: 0,
+        pending: undefined,
+        jail: undefined,
+        boots: 0,
+      };
+      records.set(id, record);
+      await transition(record, "creating", "started", () => launch(record));
+      return record;
+    },
+
+    find(idOrName) {
+      const byId = records.get(idOrName);
+      if (byId) return byId;
+      return [...records.values()].find((record) => record.name === idOrName);
+    },
+
+    all: () => [...records.values()],
+
+    async start(record) {
+      fleet.touch(record);
+      if (record.state === "started") return;
+      if (record.state !== "stopped" && record.state !== "archived") {
+        throw new HttpError(record.pending ? 409 : 400, record.pending ? "Sandbox state change in progress" : `Sandbox is not in a startable state (${record.state})`);
+      }
+      checkQuota({ cpu: record.cpu, memory: record.memory, disk: record.state === "archived" ? record.disk : 0 }, record);
+      const during = record.state === "archived" ? "restoring" : "starting";
+      await transition(record, during, "started", async () => {
+        if (record.jail) {
+          await record.jail.start();
+          record.boots += 1;
+        } else await launch(record);
+        record.stoppedAt = undefined;
+      });
+    },
+
+    async stop(record) {
+      fleet.touch(record);
+      if (record.state !== "started") throw new HttpError(record.pending ? 409 : 400, record.pending ? "Sandbox state change in progress" : "Sandbox is not in a stoppable state");
+      // An ephemeral sandbox (auto-delete 0) is deleted when it stops.
+      if (record.autoDeleteInterval === 0) return fleet.remove(record);
+      await transition(record, "stopping", "stopped", async () => {
+        await record.jail?.stop();
+        record.stoppedAt = Date.now();
+      });
+    },
+
+    async archive(record) {
+      if (record.state === "archived") return;
+      if (record.state !== "stopped") throw new HttpError(record.pending ? 409 : 400, record.pending ? "Sandbox state change in progress" : "Sandbox is not stopped");
+      // The backend jail stays stopped with its files: "restoring" brings the same disk back.
+      await transition(record, "archiving", "archived", async () => undefined);
+    },
+
+    async remove(record) {
+      if (record.state === "destroying" || record.state === "destroyed") return;
+      if (record.pending) await record.pending.catch(() => undefined);
+      await transition(record, "destroying", "destroyed", async () => {
+        await backend.destroy(record.id);
+        record.jail = undefined;
+      });
+      const forget = () => {
+        if (record.state === "destroyed") records.delete(record.id);
+      };
+      if (record.pending) void record.pending.then(forget);
+      else forget();
+    },
+
+    touch(record) {
+      record.lastActivityAt = Date.now();
+    },
+
+    async sweep() {
+      const now = Date.now();
+      for (const record of [...records.values()]) {
+        if (record.pending || closed) continue;
+        const due = (from: number | undefined, interval: number) => from !== undefined && now - from >= minutes(interval);
+        try {
+          if (record.autoDestroyAt !== undefined && now >= record.autoDestroyAt) await fleet.remove(record);
+          else if (now - record.createdAt >= options.maxLifetimeMs) await fleet.remove(record);
+          else if (record.state === "started" && record.autoStopInterval > 0 && record.activeRequests === 0 && due(record.lastActivityAt, record.autoStopInterval)) await fleet.stop(record);
+          else if ((record.state === "stopped" || record.state === "archived") && record.autoDeleteInterval > 0 && due(record.stoppedAt, record.autoDeleteInterval)) await fleet.remove(record);
+          else if (record.state === "stopped" && due(record.stoppedAt, record.autoArchiveInterval || MAX_ARCHIVE_MINUTES)) await fleet.archive(record);
+        } catch {
+          // A sandbox busy with another change is swept on a later tick.
+        }
+      }
+    },
+
+    async close() {
+      closed = true;
+      await Promise.all([...records.values()].map((record) => record.pending?.catch(() => undefined)));
+      for (const record of records.values()) await backend.destroy(record.id).catch(() => undefined);
+      records.clear();
+    },
+  };
+  return fleet;
+}

@@ -1,0 +1,84 @@
+// The daytona plugin in-process (its hooks called as the host calls them) against a Daytona
+// emulator of its own, with the real SDK, plus an SDK client to look behind the provider's back.
+import { randomUUID } from "node:crypto";
+import { Daytona } from "@daytonaio/sdk";
+import type { PluginContext, PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
+import { runEmulator, type RunningEmulator } from "@paperclip-sandbox/emulator-kit";
+import { emulator, type DaytonaEmulatorOptions } from "@paperclip-sandbox/emulator-daytona";
+import { createDaytonaPlugin, type DaytonaPluginDeps } from "../plugin.js";
+
+export const scope = { driverKey: "daytona", companyId: "company-1", environmentId: "env-1" };
+/** What a host run carries: with both ids a reuseLease config keeps its sandbox. */
+export const runIdentity = { agentId: "agent-1", executionWorkspaceId: "ws-1", adapterType: "claude_local" };
+
+export interface Harness {
+  emu: RunningEmulator;
+  sdk: Daytona;
+  hooks: Required<ReturnType<typeof createDaytonaPlugin>["definition"]>;
+  config: Record<string, unknown>;
+  warnings: string[];
+  acquire(config?: Record<string, unknown>, params?: Record<string, unknown>): Promise<PluginEnvironmentLease>;
+  sh(lease: PluginEnvironmentLease, script: string, extra?: Record<string, unknown>): ReturnType<Harness["hooks"]["onEnvironmentExecute"]>;
+  release(lease: PluginEnvironmentLease, config?: Record<string, unknown>, extra?: Record<string, unknown>): ReturnType<Harness["hooks"]["onEnvironmentReleaseLease"]>;
+  destroy(lease: PluginEnvironmentLease, config?: Record<string, unknown>, extra?: Record<string, unknown>): ReturnType<Harness["hooks"]["onEnvironmentDestroyLease"]>;
+  resume(lease: PluginEnvironmentLease, config?: Record<string, unknown>, extra?: Record<string, unknown>): ReturnType<Harness["hooks"]["onEnvironmentResumeLease"]>;
+  /** Daytona's state of a sandbox, "gone" once deleted. */
+  stateOf(id: string): Promise<string>;
+  /** Vendor calls since `mark` as "METHOD route status". */
+  calls(mark: number): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+export async function startHarness(options: DaytonaEmulatorOptions = {}, deps: DaytonaPluginDeps = {}): Promise<Harness> {
+  const emu = await runEmulator(emulator, { options });
+  const { definition } = createDaytonaPlugin({ env: {}, ...deps });
+  const warnings: string[] = [];
+  const quiet = () => undefined;
+  const ctx = { logger: { warn: (message: string) => warnings.push(message), info: quiet, error: quiet, debug: quiet }, execution: { log: quiet } } as unknown as PluginContext;
+  await definition.setup(ctx);
+  const hooks = definition as Harness["hooks"];
+  const config = { apiKey: emu.credentials.apiKey!, apiUrl: emu.url, timeoutMs: 60_000 };
+  const sdk = new Daytona({ apiKey: emu.credentials.apiKey!, apiUrl: emu.url, useDeprecatedPolling: true });
+  const merged = (extra: Record<string, unknown> = {}) => ({ ...config, ...extra });
+  const ref = (lease: PluginEnvironmentLease, cfg?: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+    ...scope,
+    config: merged(cfg),
+    providerLeaseId: lease.providerLeaseId!,
+    leaseMetadata: lease.metadata,
+    ...extra,
+  });
+  return {
+    emu,
+    sdk,
+    hooks,
+    config,
+    warnings,
+    acquire: (cfg, params = {}) => hooks.onEnvironmentAcquireLease({ ...scope, config: merged(cfg), runId: `run-${randomUUID()}`, ...runIdentity, ...params }),
+    sh: (lease, script, { config: cfg, ...extra } = {}) =>
+      hooks.onEnvironmentExecute({ ...scope, config: merged(cfg as Record<string, unknown> | undefined), lease, command: "sh", args: ["-c", script], cwd: lease.metadata?.remoteCwd as string, ...extra }),
+    release: (lease, cfg, extra) => hooks.onEnvironmentReleaseLease(ref(lease, cfg, extra)),
+    destroy: (lease, cfg, extra) => hooks.onEnvironmentDestroyLease(ref(lease, cfg, extra)),
+    resume: (lease, cfg, extra) => hooks.onEnvironmentResumeLease(ref(lease, cfg, extra)),
+    async stateOf(id) {
+      try {
+        return (await sdk.get(id)).state ?? "unknown";
+      } catch (error) {
+        if ((error as { statusCode?: number }).statusCode === 404) return "gone";
+        throw error;
+      }
+    },
+    async calls(mark) {
+      await emu.requests.idle();
+      return emu.requests.list({ since: mark }).map((record) => `${record.method} ${record.route} ${record.status}`);
+    },
+    close: () => emu.close(),
+  };
+}
+
+export const waitFor = async (what: string, check: () => Promise<boolean>, timeoutMs = 10_000) => {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+};

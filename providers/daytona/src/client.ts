@@ -1,0 +1,81 @@
+import { createHash } from "node:crypto";
+import { Daytona } from "@daytonaio/sdk";
+import { createSecretRedactor, withRetry, type ProviderApiError, type Redactor, type RetryEvent } from "@paperclip-sandbox/kit";
+import { API_KEY_ENV, apiKeyOf, type DaytonaConfig } from "./config.js";
+import { daytonaApiError, type TranslateOptions } from "./errors.js";
+
+export interface CallOptions extends TranslateOptions {
+  /** Repeating the call is harmless (GET, DELETE, state changes that are no-ops when done). */
+  idempotent: boolean;
+  /** Attempts in all (default 2); 1 for a call whose body cannot be sent twice. */
+  attempts?: number;
+  /** The call's requests are GET/PUT/DELETE, whose connection resets the SDK already retries. */
+  safeMethod?: boolean;
+  signal?: AbortSignal;
+}
+
+/** The SDK client of one Daytona endpoint and key, and the one way provider code calls it. */
+export interface DaytonaClient {
+  readonly sdk: Daytona;
+  readonly redact: Redactor;
+  /**
+   * Runs one SDK call; a transient failure (429, 5xx, a lost connection) is tried once more, only
+   * when repeating it is safe. The SDK retries no HTTP status itself (only connection failures,
+   * which are then not retried again here), so a call costs at most two attempts. Failures come out
+   * as `ProviderApiError`s without the key.
+   */
+  call<T>(operation: string, run: () => Promise<T>, options: CallOptions): Promise<T>;
+  /** The SDK's error translated and redacted (for calls made outside `call`). */
+  error(error: unknown, operation: string, options?: TranslateOptions): ProviderApiError;
+}
+
+export interface ClientDeps {
+  env?: NodeJS.ProcessEnv;
+  onRetry?: (operation: string, event: RetryEvent) => void;
+}
+
+/** Attempts per SDK call: the first and one retry ("retried once overall"). */
+const ATTEMPTS = 2;
+
+export function createDaytonaClient(config: DaytonaConfig, deps: ClientDeps = {}): DaytonaClient {
+  const apiKey = apiKeyOf(config, deps.env);
+  if (!apiKey) throw new Error(`Daytona API key is not set: set API key in the environment, or ${API_KEY_ENV} in the plugin worker's environment`);
+  const redactor = createSecretRedactor([apiKey]);
+  // apiUrl is always explicit: the SDK refuses an endpoint that both the process env and a .env name.
+  // Polling instead of the socket.io event stream: no background connection per worker.
+  const sdk = new Daytona({ apiKey, apiUrl: config.apiUrl, ...(config.target ? { target: config.target } : {}), useDeprecatedPolling: true });
+  const error = (raw: unknown, operation: string, options?: TranslateOptions) => daytonaApiError(raw, operation, redactor.redact, options);
+  return {
+    sdk,
+    redact: redactor.redact,
+    error,
+    call: (operation, run, options) =>
+      withRetry(
+        async () => {
+          try {
+            return await run();
+          } catch (raw) {
+            const failure = error(raw, operation, options);
+            // The SDK's own retries (connect-phase failures of any request, resets of safe methods)
+            // already ran: another round here would multiply the attempts.
+            const sdkRetried = failure.code === "connect_failed" || (failure.code === "connection_reset" && options.safeMethod === true);
+            throw sdkRetried ? failure.with({ retryable: false }) : failure;
+          }
+        },
+        { idempotent: options.idempotent, attempts: options.attempts ?? ATTEMPTS, totalMs: 60_000, ...(options.signal ? { signal: options.signal } : {}), onRetry: (event) => deps.onRetry?.(operation, event) },
+      ),
+  };
+}
+
+/** One client per endpoint, target and key, made on first use (no module-level state: the plugin owns it). */
+export function createClientCache(deps: ClientDeps = {}): (config: DaytonaConfig) => DaytonaClient {
+  const clients = new Map<string, DaytonaClient>();
+  return (config) => {
+    const key = createHash("sha256")
+      .update(JSON.stringify([config.apiUrl, config.target ?? "", apiKeyOf(config, deps.env) ?? ""]))
+      .digest("hex");
+    let client = clients.get(key);
+    if (!client) clients.set(key, (client = createDaytonaClient(config, deps)));
+    return client;
+  };
+}

@@ -1,0 +1,27 @@
+import { defineSandboxProviderManifest, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
+import { daytonaConfig } from "./config.js";
+
+export const DAYTONA_DRIVER_KEY = "daytona";
+export const DAYTONA_PLUGIN_ID = "paperclip-sandbox.daytona";
+/**
+ * Daytona's `process/execute` through the kit's file-stdio runner: buffered stdin, binary-safe
+ * (base64 between markers), no live output, group kill by a second call. Sandboxes can be stopped.
+ */
+export const DAYTONA_SHAPE: DeclaredProviderShape = {
+  transport: { stdin: "buffered", stdinEof: true, binarySafe: true, liveOutput: false, separateStderr: true, signals: "group", remoteTimeout: false },
+  canStop: true,
+};
+
+export default defineSandboxProviderManifest({
+  id: DAYTONA_PLUGIN_ID,
+  version: "0.1.0",
+  displayName: "Daytona",
+  description: "Runs each Paperclip environment lease in a Daytona sandbox (hosted), through the official @daytonaio/sdk.",
+  driver: {
+    driverKey: DAYTONA_DRIVER_KEY,
+    displayName: "Daytona",
+    description: "Daytona cloud sandboxes: snapshot- or image-based, quota-safe auto-stop/archive/delete, optional lease reuse.",
+    configSchema: daytonaConfig.jsonSchema,
+  },
+  shape: DAYTONA_SHAPE,
+});
