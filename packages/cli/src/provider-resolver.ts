@@ -6,7 +6,9 @@ import { UsageError } from "./errors.js";
 /** Our own provider packages, by driverKey, relative to the repository root. */
 export const BUILTIN_PROVIDERS: Readonly<Record<string, string>> = Object.freeze({
   bubblewrap: "providers/bubblewrap",
+  daytona: "providers/daytona",
   "fake-plugin": "providers/fake-plugin",
+  kubernetes: "providers/kubernetes",
 });
 
 export const DEFAULT_PROVIDER = "bubblewrap";

@@ -144,9 +144,26 @@ describe("process and resource containment", () => {
     const tag = String(800_000 + Math.floor(Math.random() * 99_999));
     // The supervisor is pid 2 (bwrap's init is 1); stopped after this command has reported back.
     await h.sh(lease, `nohup sleep ${tag} >/dev/null 2>&1 & (sleep 0.3; kill -STOP 2) >/dev/null 2>&1 &`);
-    expect(await eventually(() => hostProcessesMatching(`sleep ${tag}`), (pids) => pids.length > 0)).not.toEqual([]);
+    const [sleeper] = await eventually(() => hostProcessesMatching(`sleep ${tag}`), (pids) => pids.length > 0);
+    expect(sleeper).toBeDefined();
+    // Only this lease's supervisor: the one in the sleeper's pid namespace (other test files run jails too).
+    const namespaceOf = (pid: number) => {
+      try {
+        return fs.readlinkSync(`/proc/${pid}/ns/pid`);
+      } catch {
+        return null;
+      }
+    };
+    const jailNamespace = namespaceOf(sleeper!);
+    const stateOf = (pid: number) => {
+      try {
+        return fs.readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /s, "").charAt(0);
+      } catch {
+        return "";
+      }
+    };
     const stoppedSupervisors = () =>
-      hostProcessesMatching("/opt/paperclip/supervisor.mjs").filter((pid) => /\) T /.test(fs.readFileSync(`/proc/${pid}/stat`, "utf8")));
+      hostProcessesMatching("/opt/paperclip/supervisor.mjs").filter((pid) => namespaceOf(pid) === jailNamespace && stateOf(pid) === "T");
     expect(await eventually(stoppedSupervisors, (pids) => pids.length === 1)).toHaveLength(1);
     expect(await eventually(() => hostProcessesMatching(`sleep ${tag}`), (pids) => pids.length === 0, 8_000)).toEqual([]);
     await h.client.env.destroyLease({ ...h.base(), providerLeaseId: lease.providerLeaseId });
