@@ -23,6 +23,15 @@ export const MODAL_TRANSPORT: TransportCapabilities = Object.freeze({
   maxScriptBytes: MODAL_MAX_SCRIPT_BYTES,
 });
 
+/**
+ * The script rides in this variable rather than in the group-kill wrapper's text: the wrapper
+ * writes its script twice (a setsid branch and a fallback), which would halve what fits in Modal's
+ * argv. `withInlineEnv` exports it once at the top; the job takes it into a shell variable, unsets
+ * the export (so the command's own environment never sees it) and evaluates it.
+ */
+const SCRIPT_VAR = "__pc_script";
+const RUN_SCRIPT_VAR = `__pc_s=$${SCRIPT_VAR}; unset ${SCRIPT_VAR}; eval "$__pc_s"`;
+
 /** Modal's exec itself: no signal RPC at all (aborts go through `withRemoteGroupKill`). */
 const EXEC_CAPABILITIES: TransportCapabilities = Object.freeze({ ...MODAL_TRANSPORT, signals: "none" as const });
 
@@ -60,7 +69,7 @@ export function createModalRunner(sandbox: Sandbox, options: ModalRunnerOptions)
         stop.abort();
       });
       try {
-        const exit = await withRemoteGroupKill(withInlineEnv(exec)).run(script, { ...io, signal: stop.signal });
+        const exit = await withRemoteGroupKill(withInlineEnv(exec)).run(RUN_SCRIPT_VAR, { ...io, env: { ...io.env, [SCRIPT_VAR]: script }, signal: stop.signal });
         if (remoteTimeout && !io.signal?.aborted) return { exitCode: null, signal: "SIGKILL", aborted: false, timedOut: true, reason: "timeout" };
         return exit;
       } finally {
