@@ -18,7 +18,6 @@ export function loadModalSdk(): Promise<ModalSdk> {
 const GRPC_CODES = ["OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"];
 const NOT_FOUND = 5;
 const RESOURCE_EXHAUSTED = 8;
-const UNAVAILABLE = 14;
 
 /** The gRPC status of a nice-grpc ClientError (what the SDK throws for what it does not wrap). */
 function grpcCodeOf(error: unknown): number | undefined {
@@ -29,8 +28,9 @@ function grpcCodeOf(error: unknown): number | undefined {
 
 /**
  * An SDK failure as the kit's typed error. A RESOURCE_EXHAUSTED is a refusal (rate limit or quota,
- * nothing was done), so it may be retried even for a create; UNAVAILABLE is retryable but may have
- * taken effect; NOT_FOUND and the SDK's NotFoundError mean the thing is gone.
+ * nothing was done), so it is retried, even for a create: the SDK never retries it. UNAVAILABLE
+ * and the other transient codes the SDK has already retried (3 times on the control plane, 10 on
+ * the router), so they are final here. NOT_FOUND and the SDK's NotFoundError mean the thing is gone.
  */
 export function modalError(operation: string, error: unknown, redact: Redactor): Error {
   if (isProviderApiError(error)) return error;
@@ -44,7 +44,7 @@ export function modalError(operation: string, error: unknown, redact: Redactor):
     status: 0,
     code: code !== undefined ? (GRPC_CODES[code] ?? `GRPC_${code}`) : String(name),
     detail: redact(raw),
-    retryable: code === RESOURCE_EXHAUSTED || code === UNAVAILABLE,
+    retryable: code === RESOURCE_EXHAUSTED,
     gone: code === NOT_FOUND || name === "NotFoundError",
     mayHaveTakenEffect: code !== RESOURCE_EXHAUSTED,
   });

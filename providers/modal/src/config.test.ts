@@ -7,7 +7,7 @@ const tokens = { tokenId: "ak-test", tokenSecret: "as-test" };
 
 async function validate(config: Record<string, unknown>, env: NodeJS.ProcessEnv = {}) {
   const hooks = createModalPlugin({ env }).provider.plugin.definition as Required<ReturnType<typeof createModalPlugin>["provider"]["plugin"]["definition"]>;
-  return hooks.onEnvironmentValidateConfig({ config });
+  return hooks.onEnvironmentValidateConfig({ driverKey: "modal", config });
 }
 
 async function errorOf(config: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<string> {

@@ -47,9 +47,9 @@ const exec = (hooks: Hooks, leaseConfig: Record<string, unknown>, lease: PluginE
   hooks.onEnvironmentExecute({ ...scope, config: leaseConfig, lease, command, args, ...more });
 
 const release = (hooks: Hooks, leaseConfig: Record<string, unknown>, lease: PluginEnvironmentLease) =>
-  hooks.onEnvironmentReleaseLease({ ...scope, config: leaseConfig, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata });
+  hooks.onEnvironmentReleaseLease({ ...scope, config: leaseConfig, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
 const destroy = (hooks: Hooks, leaseConfig: Record<string, unknown>, lease: PluginEnvironmentLease) =>
-  hooks.onEnvironmentDestroyLease({ ...scope, config: leaseConfig, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata });
+  hooks.onEnvironmentDestroyLease({ ...scope, config: leaseConfig, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
 
 async function callsDuring<T>(work: () => Promise<T>): Promise<{ result: T; calls: string[] }> {
   await emu.requests.idle();
@@ -147,7 +147,7 @@ describe("modal plugin against the emulator", () => {
     expect(await emu.leftovers()).toHaveLength(1); // still running, still billed
 
     const fresh = await start();
-    const resumed = await fresh.onEnvironmentResumeLease({ ...scope, config: reuse, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata });
+    const resumed = await fresh.onEnvironmentResumeLease({ ...scope, config: reuse, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
     expect(resumed.providerLeaseId).toBe(lease.providerLeaseId);
     const still = await exec(fresh, reuse, resumed, "sh", ["-c", "ps -eo args | grep -c '[s]leep 300'"]);
     expect(still.stdout.trim()).toBe("1"); // processes survive: the sandbox never stopped
@@ -175,7 +175,7 @@ describe("modal plugin against the emulator", () => {
     expect(kept[0]).toMatch(/^image im-\S+ \(filesystem snapshot\)$/); // no sandbox runs (none billed), one image
 
     const fresh = await start();
-    const resumed = await fresh.onEnvironmentResumeLease({ ...scope, config: snap, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata });
+    const resumed = await fresh.onEnvironmentResumeLease({ ...scope, config: snap, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
     expect(resumed.providerLeaseId).toBe(lease.providerLeaseId);
     expect(resumed.metadata?.sandboxId).not.toBe(lease.metadata?.sandboxId);
     const check = await exec(fresh, snap, resumed, "sh", ["-c", "cat notes.txt; $HOME/.local/bin/mytool; ps -eo args | grep -c '[s]leep 300' || true"]);
@@ -188,7 +188,7 @@ describe("modal plugin against the emulator", () => {
     expect(second).toHaveLength(1);
     expect(second).not.toEqual(kept);
     const third = await start();
-    const again = await third.onEnvironmentResumeLease({ ...scope, config: snap, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata });
+    const again = await third.onEnvironmentResumeLease({ ...scope, config: snap, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
     expect((await exec(third, snap, again, "cat", ["notes.txt"])).stdout).toBe("kept across runs\nsecond\n");
 
     await destroy(third, snap, again);
