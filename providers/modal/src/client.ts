@@ -97,65 +97,69 @@ export function createAccounts(deps: AccountDeps) {
   };
 
   async function open(key: string, config: Pick<ModalConfig, "serverUrl" | "environment">, credentials: { tokenId: string; tokenSecret: string }, redact: Redactor): Promise<ModalAccount> {
-      const sdk = await deps.loadSdk();
-      const forward = (level: "warn" | "error") => (message: string) => deps.logger()?.warn(`modal sdk ${level}: ${redact(message)}`);
-      // 0.11.1 takes the server only from MODAL_SERVER_URL (its `endpoint` parameter is never read),
-      // and reads it in the constructor: set it around the synchronous construction alone.
-      const saved = process.env.MODAL_SERVER_URL;
-      process.env.MODAL_SERVER_URL = config.serverUrl;
-      let client: ModalClient;
-      try {
-        client = new sdk.ModalClient({
-          tokenId: credentials.tokenId,
-          tokenSecret: credentials.tokenSecret,
-          ...(config.environment ? { environment: config.environment } : {}),
-          logger: { debug: () => undefined, info: () => undefined, warn: forward("warn"), error: forward("error") },
-          logLevel: "warn",
-        });
-      } finally {
-        if (saved === undefined) delete process.env.MODAL_SERVER_URL;
-        else process.env.MODAL_SERVER_URL = saved;
-      }
-      const apps = new Map<string, Promise<App>>();
-      const images = new Map<string, Image>();
-      const account: ModalAccount = {
-        sdk,
-        client,
-        redact,
-        call: (operation, fn, opts) =>
-          withRetry(
-            async () => {
-              try {
-                return await fn();
-              } catch (error) {
-                throw modalError(operation, error, redact);
-              }
-            },
-            { idempotent: opts.idempotent, attempts: 4, totalMs: 30_000, baseDelayMs: 250 },
-          ),
-        app(name, opts = {}) {
-          const create = opts.create !== false;
-          const cacheKey = `${create}:${name}`;
-          let found = apps.get(cacheKey);
-          if (!found) {
-            found = account.call("lookupApp", () => client.apps.fromName(name, { createIfMissing: create }), { idempotent: true });
-            apps.set(cacheKey, found);
-            found.catch(() => apps.delete(cacheKey));
-          }
-          return found;
-        },
-        registryImage(tag) {
-          // An Image remembers its id once built, so later creates skip ImageGetOrCreate.
-          let image = images.get(tag);
-          if (!image) images.set(tag, (image = client.images.fromRegistry(tag)));
-          return image;
-        },
-        close() {
-          client.close();
-          accounts.delete(key);
-        },
-      };
-      return account;
+    const sdk = await deps.loadSdk();
+    const forward = (level: "warn" | "error") => (message: string) => {
+      // Expected with a loopback server URL (the emulator): the router is dialled without TLS.
+      if (/^Using insecure TLS/.test(message)) return;
+      deps.logger()?.warn(`modal sdk ${level}: ${redact(message)}`);
+    };
+    // 0.11.1 takes the server only from MODAL_SERVER_URL (its `endpoint` parameter is never read),
+    // and reads it in the constructor: set it around the synchronous construction alone.
+    const saved = process.env.MODAL_SERVER_URL;
+    process.env.MODAL_SERVER_URL = config.serverUrl;
+    let client: ModalClient;
+    try {
+      client = new sdk.ModalClient({
+        tokenId: credentials.tokenId,
+        tokenSecret: credentials.tokenSecret,
+        ...(config.environment ? { environment: config.environment } : {}),
+        logger: { debug: () => undefined, info: () => undefined, warn: forward("warn"), error: forward("error") },
+        logLevel: "warn",
+      });
+    } finally {
+      if (saved === undefined) delete process.env.MODAL_SERVER_URL;
+      else process.env.MODAL_SERVER_URL = saved;
+    }
+    const apps = new Map<string, Promise<App>>();
+    const images = new Map<string, Image>();
+    const account: ModalAccount = {
+      sdk,
+      client,
+      redact,
+      call: (operation, fn, opts) =>
+        withRetry(
+          async () => {
+            try {
+              return await fn();
+            } catch (error) {
+              throw modalError(operation, error, redact);
+            }
+          },
+          { idempotent: opts.idempotent, attempts: 4, totalMs: 30_000, baseDelayMs: 250 },
+        ),
+      app(name, opts = {}) {
+        const create = opts.create !== false;
+        const cacheKey = `${create}:${name}`;
+        let found = apps.get(cacheKey);
+        if (!found) {
+          found = account.call("lookupApp", () => client.apps.fromName(name, { createIfMissing: create }), { idempotent: true });
+          apps.set(cacheKey, found);
+          found.catch(() => apps.delete(cacheKey));
+        }
+        return found;
+      },
+      registryImage(tag) {
+        // An Image remembers its id once built, so later creates skip ImageGetOrCreate.
+        let image = images.get(tag);
+        if (!image) images.set(tag, (image = client.images.fromRegistry(tag)));
+        return image;
+      },
+      close() {
+        client.close();
+        accounts.delete(key);
+      },
+    };
+    return account;
   }
 }
 
