@@ -11,7 +11,7 @@ import {
   type Redactor,
   type SandboxProviderDefinition,
 } from "@paperclip-sandbox/kit";
-import { createAccounts, loadModalSdk, modalError, type ModalAccount, type ModalSdk } from "./client.js";
+import { createAccounts, isGone, loadModalSdk, modalError, type ModalAccount, type ModalSdk } from "./client.js";
 import { billingWarning, billsWhileReused, credentialsOf, modalConfig, modalConfigSchema, type ModalConfig } from "./config.js";
 import { modalLeaseIds, newLeaseName, type ModalLeaseRef } from "./lease-id.js";
 import { MODAL_DRIVER_KEY, MODAL_SHAPE } from "./manifest.js";
@@ -59,7 +59,7 @@ export function createModalPlugin(deps: ModalPluginDeps = {}) {
     try {
       sandbox = await account.call("findSandbox", () => client.sandboxes.fromName(config.appName, ref.name, { includeTerminated: true, ...(config.environment ? { environment: config.environment } : {}) }), { idempotent: true });
     } catch (error) {
-      if ((error as { gone?: unknown }).gone === true) return null;
+      if (isGone(error)) return null;
       throw error;
     }
     const seen = await inspect(account, sandbox);
@@ -71,7 +71,7 @@ export function createModalPlugin(deps: ModalPluginDeps = {}) {
     try {
       await account.call("findImage", () => client.images.fromId(snapshot), { idempotent: true });
     } catch (error) {
-      if ((error as { gone?: unknown }).gone === true) return null;
+      if (isGone(error)) return null;
       throw error;
     }
     return handleOf(account, ref, sandbox, seen.tags, "stopped");

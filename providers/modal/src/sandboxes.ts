@@ -139,7 +139,7 @@ export async function sandboxesLabelled(account: ModalAccount, config: Pick<Moda
   try {
     app = await account.app(config.appName, { create: false });
   } catch (error) {
-    if ((error as { gone?: unknown }).gone === true) return [];
+    if (isGone(error)) return [];
     throw error;
   }
   const found: Array<{ id: string; sandboxId: string; tags: Record<string, string> }> = [];
