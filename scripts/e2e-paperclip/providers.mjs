@@ -140,6 +140,58 @@ export const PROVIDERS = [
       ],
     }),
   },
+  {
+    driverKey: "modal",
+    dir: "providers/modal",
+    // Against the Modal emulator (emulators/modal, gRPC on loopback; its sandboxes are bubblewrap jails
+    // run by this root process). The SDK reads its server from MODAL_SERVER_URL only, which the host's
+    // worker does not get: the provider's serverUrl field carries it.
+    emulator: {
+      async start(ctx) {
+        const { runEmulator } = await import("../../packages/emulator-kit/dist/index.js");
+        const { emulator } = await import("../../emulators/modal/dist/index.js");
+        const scratchParent = path.join(ctx.runDir, "modal-emu");
+        fs.mkdirSync(scratchParent, { recursive: true, mode: 0o700 });
+        const running = await runEmulator(emulator, { options: { scratchParent } });
+        return Object.assign(running, { scratchParent });
+      },
+    },
+    config: (ctx) => ({
+      appName: "paperclip-e2e",
+      image: "node:22",
+      tokenId: ctx.emulator.credentials.tokenId,
+      tokenSecret: ctx.emulator.credentials.tokenSecret,
+      serverUrl: ctx.emulator.url,
+    }),
+    invalidConfig: { config: { sandboxTimeoutMs: 1500 }, error: /Sandbox timeout \(ms\): must be a whole number of seconds \(a multiple of 1000\)/ },
+    // Nothing listens on port 9: the probe cannot reach Modal and says so.
+    missingBackend: { config: { serverUrl: "http://127.0.0.1:9" }, diagnostic: /UNAVAILABLE|ECONNREFUSED|No connection/i },
+    reuse: true,
+    timingRuns: 3,
+    duplex: { runs: 1 },
+    leaseDir: () => null,
+    // The emulator's running sandboxes are jail directories, its snapshots image directories.
+    leftovers: (ctx) => {
+      const parent = ctx.emulator?.scratchParent;
+      if (!parent) return [];
+      return listDirs(parent).flatMap((scratch) => [
+        ...listDirs(path.join(parent, scratch, "b", "leases")).map((id) => `modal emulator sandbox ${id} still running`),
+        ...listDirs(path.join(parent, scratch, "images")).map((id) => `modal emulator snapshot image ${id}`),
+      ]);
+    },
+    ui: (ctx) => ({
+      fill: { "Token ID": ctx.emulator.credentials.tokenId, "Token secret": ctx.emulator.credentials.tokenSecret, "API server URL": ctx.emulator.url },
+      cleared: ["Modal environment"],
+      badItems: [{ list: "Allowed IP ranges", value: "10.0.0.1" }],
+      goodItems: { "Allowed IP ranges": "10.0.0.0/8" },
+      probe: /^modal sandbox ready$/,
+      saved: (config) => [
+        ...expectEqual("serverUrl", config.serverUrl, ctx.emulator.url),
+        ...expectEqual("environment", config.environment, undefined),
+        ...expectEqual("cidrAllowlist", config.cidrAllowlist, ["10.0.0.0/8"]),
+      ],
+    }),
+  },
 ];
 
 // Kubernetes, against the in-repo Kubernetes API test server (pods are jails of the host's /usr, so

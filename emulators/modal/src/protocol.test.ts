@@ -1,0 +1,185 @@
+// The emulator as Modal's own JS SDK (modal 0.11.1) sees it: every call below goes through the real
+// SDK's gRPC client, so the emulator must decode exactly what the SDK sends and answer what it reads.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runEmulator, type RunningEmulator } from "@paperclip-sandbox/emulator-kit";
+import { emulator } from "./index.js";
+
+// The SDK reads ~/.modal.toml when it is imported and MODAL_SERVER_URL when a client is made.
+process.env.MODAL_CONFIG_PATH = "/nonexistent/modal.toml";
+const { ModalClient } = await import("modal");
+type Client = InstanceType<typeof ModalClient>;
+
+let emu: RunningEmulator;
+const clients: Client[] = [];
+
+function client(overrides: { tokenSecret?: string; v1?: boolean } = {}): Client {
+  const saved = { url: process.env.MODAL_SERVER_URL, v2: process.env.MODAL_SANDBOX_V2 };
+  process.env.MODAL_SERVER_URL = emu.url;
+  if (overrides.v1) process.env.MODAL_SANDBOX_V2 = "false";
+  try {
+    const made = new ModalClient({ tokenId: emu.credentials.tokenId!, tokenSecret: overrides.tokenSecret ?? emu.credentials.tokenSecret!, logLevel: "error" });
+    clients.push(made);
+    return made;
+  } finally {
+    process.env.MODAL_SERVER_URL = saved.url;
+    if (saved.v2 === undefined) delete process.env.MODAL_SANDBOX_V2;
+    else process.env.MODAL_SANDBOX_V2 = saved.v2;
+  }
+}
+
+async function sandboxOf(mc: Client, params: Record<string, unknown> = {}) {
+  const app = await mc.apps.fromName("emu-test", { createIfMissing: true });
+  const image = mc.images.fromRegistry("alpine:3.21");
+  return mc.sandboxes.create(app, image, { workdir: "/workspace/w", ...params });
+}
+
+beforeAll(async () => {
+  emu = await runEmulator(emulator, { options: { timeScale: 0.01 } });
+});
+
+afterAll(async () => {
+  for (const mc of clients) mc.close();
+  await emu?.close();
+});
+
+describe("modal emulator through the real SDK", () => {
+  it("refuses a wrong token secret at AuthTokenGet (UNAUTHENTICATED)", async () => {
+    const mc = client({ tokenSecret: "as-wrong" });
+    await expect(mc.apps.fromName("emu-test", { createIfMissing: true })).rejects.toMatchObject({ code: 16 });
+  });
+
+  it("creates a V2 sandbox, execs with separate streams, stdin and exit codes, then terminates it", async () => {
+    const mc = client();
+    const sb = await sandboxOf(mc, { env: { GREETING: "hi" }, tags: { team: "a" } });
+    expect(sb.sandboxId).not.toMatch(/^sb-[0-9A-Za-z]{22}$/);
+
+    const p = await sb.exec(["sh", "-c", 'printf "$GREETING:"; pwd; echo oops >&2; exit 3'], { mode: "text" });
+    const [out, err, code] = await Promise.all([p.stdout.readText(), p.stderr.readText(), p.wait()]);
+    expect({ out, err, code }).toEqual({ out: "hi:/workspace/w\n", err: "oops\n", code: 3 });
+
+    const cat = await sb.exec(["sh", "-c", "wc -c; echo done"], { mode: "text" });
+    await cat.stdin.writeText("12345");
+    await cat.stdin.close();
+    expect(await cat.stdout.readText()).toBe("5\ndone\n");
+    expect(await cat.wait()).toBe(0);
+
+    expect(await sb.getTags()).toEqual({ team: "a" });
+    await sb.setTags({ team: "b", run: "r1" });
+    const app = await mc.apps.fromName("emu-test");
+    const listed: string[] = [];
+    for await (const found of mc.sandboxes.list({ appId: app.appId, tags: { run: "r1" } })) listed.push(found.sandboxId);
+    expect(listed).toEqual([sb.sandboxId]);
+
+    expect(await sb.poll()).toBeNull();
+    await sb.terminate();
+    expect(await sb.wait()).toBe(137);
+    expect(await emu.leftovers()).toEqual([]);
+  });
+
+  it("serves stdout by offset: a reader after the exit gets every byte, and EOF comes only at the exit", async () => {
+    const mc = client();
+    const sb = await sandboxOf(mc);
+    try {
+      const slow = await sb.exec(["sh", "-c", "echo first; sleep 0.6; echo second"], { mode: "text" });
+      const started = Date.now();
+      const text = await slow.stdout.readText();
+      expect(text).toBe("first\nsecond\n");
+      expect(Date.now() - started).toBeGreaterThanOrEqual(500);
+
+      const quick = await sb.exec(["sh", "-c", "head -c 300000 /dev/zero | tr '\\0' x"], { mode: "binary" });
+      expect(await quick.wait()).toBe(0);
+      expect((await quick.stdout.readBytes()).length).toBe(300_000);
+    } finally {
+      await sb.terminate();
+    }
+  });
+
+  it("plays the fs-tools protocol: write, read, list, stat, mkdir, remove, and typed errors", async () => {
+    const mc = client();
+    const sb = await sandboxOf(mc);
+    try {
+      const fs = sb.filesystem;
+      await fs.writeText("hello", "/workspace/w/dir/a.txt");
+      expect(await fs.readText("/workspace/w/dir/a.txt")).toBe("hello");
+      const big = Buffer.alloc(600_000, 7);
+      await fs.writeBytes(big, "/tmp/big.bin");
+      expect(Buffer.from(await fs.readBytes("/tmp/big.bin")).equals(big)).toBe(true);
+      await fs.makeDirectory("/workspace/w/dir/sub");
+      const names = (await fs.listFiles("/workspace/w/dir")).map((entry) => `${entry.name}:${entry.type}`);
+      expect(names).toEqual(["a.txt:file", "sub:directory"]);
+      expect(await fs.stat("/workspace/w/dir/a.txt")).toMatchObject({ type: "file", size: 5, permissions: "-rw-r--r--" });
+      await fs.remove("/workspace/w/dir", { recursive: true });
+      await expect(fs.readText("/workspace/w/dir/a.txt")).rejects.toMatchObject({ name: "SandboxFilesystemNotFoundError" });
+      await expect(fs.writeText("x", "/usr/nope.txt")).rejects.toMatchObject({ name: "SandboxFilesystemPermissionError" });
+    } finally {
+      await sb.terminate();
+    }
+  });
+
+  it("snapshots a sandbox's filesystem into an image another sandbox starts from", async () => {
+    const mc = client();
+    const sb = await sandboxOf(mc);
+    const setup = await sb.exec(["sh", "-c", "mkdir -p $HOME/bin && printf '#!/bin/sh\\necho tool-ok\\n' > $HOME/bin/tool && chmod +x $HOME/bin/tool && echo kept > /workspace/w/file.txt"]);
+    expect(await setup.wait()).toBe(0);
+    const image = await sb.snapshotFilesystem();
+    await sb.terminate();
+    expect(await emu.leftovers()).toEqual([`image ${image.imageId} (filesystem snapshot)`]);
+
+    const app = await mc.apps.fromName("emu-test");
+    const restored = await mc.sandboxes.create(app, await mc.images.fromId(image.imageId), { workdir: "/workspace/w" });
+    try {
+      const check = await restored.exec(["sh", "-c", "cat file.txt; $HOME/bin/tool"], { mode: "text" });
+      expect(await check.stdout.readText()).toBe("kept\ntool-ok\n");
+    } finally {
+      await restored.terminate();
+    }
+    await mc.images.delete(image.imageId);
+    await expect(mc.images.fromId(image.imageId)).rejects.toMatchObject({ name: "NotFoundError" });
+    expect(await emu.leftovers()).toEqual([]);
+  });
+
+  it("ends sandboxes at their timeout and idle timeout on the compressed clock (124 / idle)", async () => {
+    const mc = client();
+    // 100 s of Modal time at timeScale 0.01: one real second.
+    const timed = await sandboxOf(mc, { timeoutMs: 100_000 });
+    const started = Date.now();
+    expect(await timed.wait()).toBe(124);
+    expect(Date.now() - started).toBeLessThan(5_000);
+
+    const idle = await sandboxOf(mc, { timeoutMs: 3_600_000, idleTimeoutMs: 50_000 });
+    const busy = await idle.exec(["sleep", "1.2"]);
+    expect(await busy.wait()).toBe(0); // a running exec keeps it alive past 0.5 s
+    expect(await idle.poll()).toBeNull();
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(await idle.poll()).not.toBeNull();
+  });
+
+  it("serves V1 sandboxes (MODAL_SANDBOX_V2=false): V1-shaped ids, task id by polling, exec, terminate", async () => {
+    const mc = client({ v1: true });
+    const sb = await sandboxOf(mc, { env: { A: "1" } });
+    expect(sb.sandboxId).toMatch(/^sb-[0-9A-Za-z]{22}$/);
+    const p = await sb.exec(["sh", "-c", "echo $A"], { mode: "text" });
+    expect(await p.stdout.readText()).toBe("1\n");
+    await sb.setTags({ k: "v" });
+    expect(await sb.getTags()).toEqual({ k: "v" });
+    await sb.terminate();
+    expect(await sb.wait()).toBe(137);
+  });
+
+  it("records every call, with the secrets redacted", async () => {
+    const mc = client();
+    const mark = emu.requests.mark();
+    const sb = await sandboxOf(mc);
+    const p = await sb.exec(["true"]);
+    await p.wait();
+    await sb.terminate();
+    await emu.requests.idle();
+    const calls = emu.requests.list({ since: mark });
+    expect(calls.map((c) => c.path)).toEqual(
+      expect.arrayContaining(["/modal.client.ModalClient/SandboxCreateV2", "/modal.task_command_router.TaskCommandRouter/TaskExecStart", "/modal.task_command_router.TaskCommandRouter/TaskExecWait"]),
+    );
+    const text = JSON.stringify(calls);
+    expect(text).not.toContain(emu.credentials.tokenSecret);
+    expect(text).not.toContain(emu.credentials.tokenId);
+  });
+});

@@ -1,0 +1,197 @@
+// The modal plugin's hooks in-process, with the real SDK against the Modal emulator: what the
+// conformance suite cannot see (vendor calls per operation, the argv limit, timeout rounding,
+// both reuse modes, the billing warning).
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { PluginContext, PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
+import { runEmulator, type RunningEmulator } from "@paperclip-sandbox/emulator-kit";
+import { emulator } from "@paperclip-sandbox/emulator-modal";
+import { execTimeoutSeconds, MODAL_ARGV_LIMIT } from "./transport.js";
+import { createModalPlugin } from "./plugin.js";
+
+let emu: RunningEmulator;
+let config: Record<string, unknown>;
+const scope = { driverKey: "modal", companyId: "company-1", environmentId: "env-1" };
+const plugins: Array<ReturnType<typeof createModalPlugin>> = [];
+
+beforeAll(async () => {
+  emu = await runEmulator(emulator, {});
+  config = { tokenId: emu.credentials.tokenId, tokenSecret: emu.credentials.tokenSecret, serverUrl: emu.url, appName: "plugin-test" };
+});
+
+afterAll(async () => {
+  for (const plugin of plugins) plugin.accounts.closeAll();
+  await emu?.close();
+});
+
+async function start() {
+  const plugin = createModalPlugin({ env: {} });
+  plugins.push(plugin);
+  const hooks = plugin.provider.plugin.definition as Required<typeof plugin.provider.plugin.definition>;
+  const warnings: string[] = [];
+  const ctx = { execution: { log: () => undefined }, logger: { info: () => undefined, warn: (m: string) => warnings.push(m), error: () => undefined, debug: () => undefined } } as unknown as PluginContext;
+  await hooks.setup(ctx);
+  return hooks;
+}
+
+type Hooks = Awaited<ReturnType<typeof start>>;
+
+async function acquire(hooks: Hooks, leaseConfig: Record<string, unknown>, extra: Record<string, unknown> = {}) {
+  const lease = await hooks.onEnvironmentAcquireLease({ ...scope, config: leaseConfig, runId: "run-1", agentId: "agent-1", executionWorkspaceId: "ws-1", ...extra });
+  return lease;
+}
+
+const exec = (hooks: Hooks, leaseConfig: Record<string, unknown>, lease: PluginEnvironmentLease, command: string, args: string[] = [], more: Record<string, unknown> = {}) =>
+  hooks.onEnvironmentExecute({ ...scope, config: leaseConfig, lease, command, args, ...more });
+
+const release = (hooks: Hooks, leaseConfig: Record<string, unknown>, lease: PluginEnvironmentLease) =>
+  hooks.onEnvironmentReleaseLease({ ...scope, config: leaseConfig, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
+const destroy = (hooks: Hooks, leaseConfig: Record<string, unknown>, lease: PluginEnvironmentLease) =>
+  hooks.onEnvironmentDestroyLease({ ...scope, config: leaseConfig, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
+
+async function callsDuring<T>(work: () => Promise<T>): Promise<{ result: T; calls: string[] }> {
+  await emu.requests.idle();
+  const mark = emu.requests.mark();
+  const result = await work();
+  await emu.requests.idle();
+  return { result, calls: emu.requests.list({ since: mark }).map((call) => call.path.split("/").pop()!) };
+}
+
+describe("modal plugin against the emulator", () => {
+  it("rounds command timeouts up to whole seconds (at least one) and reports them as timedOut", async () => {
+    expect([1, 999, 1000, 1001, 1200, 59_999].map(execTimeoutSeconds)).toEqual([1, 1, 1, 2, 2, 60]);
+    const hooks = await start();
+    const lease = await acquire(hooks, config);
+    try {
+      // 1.2 s becomes Modal's 2 s: the command is ended at 2 s, not at 1 s.
+      let started = Date.now();
+      const rounded = await exec(hooks, config, lease, "sh", ["-c", "echo started; sleep 10"], { timeoutMs: 1_200 });
+      const roundedMs = Date.now() - started;
+      expect(rounded).toMatchObject({ exitCode: null, timedOut: true, stdout: "started\n" });
+      expect(roundedMs).toBeGreaterThanOrEqual(1_900);
+      expect(roundedMs).toBeLessThan(8_000);
+      // 300 ms becomes the 1 s minimum.
+      started = Date.now();
+      const minimum = await exec(hooks, config, lease, "sleep", ["10"], { timeoutMs: 300 });
+      expect(minimum).toMatchObject({ exitCode: null, timedOut: true });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(950);
+      // The whole group ended with it.
+      const after = await exec(hooks, config, lease, "sh", ["-c", "ps -eo args | grep -c '[s]leep 10' || true"]);
+      expect(after.stdout.trim()).toBe("0");
+    } finally {
+      await destroy(hooks, config, lease);
+    }
+  });
+
+  it("refuses a command over Modal's 64 KiB argv before any vendor call", async () => {
+    const hooks = await start();
+    const lease = await acquire(hooks, config);
+    try {
+      const huge = "x".repeat(MODAL_ARGV_LIMIT);
+      const { result, calls } = await callsDuring(() => exec(hooks, config, lease, "echo", [huge]).then(() => "ran", (error: Error) => error.message));
+      expect(result).toMatch(/bytes of arguments; Modal's exec takes at most 65536 \(nothing was sent\)/);
+      expect(calls).toEqual([]);
+      // Just under the limit still runs.
+      const fits = await exec(hooks, config, lease, "sh", ["-c", 'printf %s "$1" | wc -c', "sh", "y".repeat(50_000)]);
+      expect(fits.stdout.trim()).toBe("50000");
+    } finally {
+      await destroy(hooks, config, lease);
+    }
+  });
+
+  it("costs 4 gRPC calls per plain execute, 5 with stdin, and one exec per sync operation of a file", async () => {
+    const hooks = await start();
+    const lease = await acquire(hooks, config);
+    try {
+      const plain = await callsDuring(() => exec(hooks, config, lease, "true"));
+      expect(plain.calls.sort()).toEqual(["TaskExecStart", "TaskExecStdioRead", "TaskExecStdioRead", "TaskExecWait"]);
+      const withStdin = await callsDuring(() => exec(hooks, config, lease, "cat", [], { stdin: "hello" }));
+      expect(withStdin.result.stdout).toBe("hello");
+      expect(withStdin.calls.sort()).toEqual(["TaskExecStart", "TaskExecStdinWriteStream", "TaskExecStdioRead", "TaskExecStdioRead", "TaskExecWait"]);
+
+      const dir = mkdtempSync(join(tmpdir(), "modal-sync-"));
+      try {
+        writeFileSync(join(dir, "in.txt"), "synced");
+        const remote = `${lease.metadata?.remoteCwd as string}/in.txt`;
+        const syncIn = await callsDuring(() =>
+          hooks.onEnvironmentSyncIn({ ...scope, config, lease, operations: [{ operationId: "in", files: [{ sourcePath: join(dir, "in.txt"), targetPath: remote, kind: "file" }] }] }),
+        );
+        expect(syncIn.calls.filter((call) => call === "TaskExecStart")).toHaveLength(1);
+        const syncOut = await callsDuring(() =>
+          hooks.onEnvironmentSyncOut({ ...scope, config, lease, operations: [{ operationId: "out", files: [{ sourcePath: remote, targetPath: join(dir, "out.txt"), kind: "file" }] }] }),
+        );
+        expect(syncOut.calls.filter((call) => call === "TaskExecStart")).toHaveLength(1);
+        expect(readFileSync(join(dir, "out.txt"), "utf8")).toBe("synced");
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    } finally {
+      await destroy(hooks, config, lease);
+    }
+  });
+
+  it("keeps a reused lease running at release (billed), warns about it in the probe, and resumes it by id", async () => {
+    const hooks = await start();
+    const reuse = { ...config, reuseLease: true };
+    const probe = await hooks.onEnvironmentProbe({ ...scope, config: reuse });
+    expect(probe.ok).toBe(true);
+    expect(probe.summary).toBe("modal sandbox ready — reused leases keep running and are billed while idle (Modal has no pause)");
+    expect(probe.diagnostics?.find((d) => d.code === "MODAL_REUSE_BILLS_WHILE_IDLE")?.message).toMatch(/billed until its sandbox timeout \(3600 s\)/);
+    expect((await hooks.onEnvironmentProbe({ ...scope, config: { ...reuse, reuseVia: "snapshot" } })).summary).toBe("modal sandbox ready");
+
+    const lease = await acquire(hooks, reuse);
+    expect(await exec(hooks, reuse, lease, "sh", ["-c", "nohup sleep 300 >/dev/null 2>&1 & echo started"])).toMatchObject({ exitCode: 0 });
+    expect(await release(hooks, reuse, lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "stopped" });
+    expect(await emu.leftovers()).toHaveLength(1); // still running, still billed
+
+    const fresh = await start();
+    const resumed = await fresh.onEnvironmentResumeLease({ ...scope, config: reuse, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
+    expect(resumed.providerLeaseId).toBe(lease.providerLeaseId);
+    const still = await exec(fresh, reuse, resumed, "sh", ["-c", "ps -eo args | grep -c '[s]leep 300'"]);
+    expect(still.stdout.trim()).toBe("1"); // processes survive: the sandbox never stopped
+    await destroy(fresh, reuse, resumed);
+    expect(await emu.leftovers()).toEqual([]);
+  });
+
+  it("with reuseVia snapshot: release snapshots and ends the sandbox; resume keeps a file and a tool from the first run, not its processes", async () => {
+    const hooks = await start();
+    const snap = { ...config, reuseLease: true, reuseVia: "snapshot" };
+    const lease = await acquire(hooks, snap);
+    expect(lease.providerLeaseId).toMatch(/^snapshot:pc-[0-9a-f]{20}$/);
+    const install = [
+      "echo 'kept across runs' > notes.txt",
+      "mkdir -p $HOME/.local/bin",
+      "printf '#!/bin/sh\\necho tool v1 works\\n' > $HOME/.local/bin/mytool",
+      "chmod +x $HOME/.local/bin/mytool",
+      "nohup sleep 300 >/dev/null 2>&1 &",
+    ].join(" && ");
+    expect(await exec(hooks, snap, lease, "sh", ["-c", install])).toMatchObject({ exitCode: 0 });
+
+    expect(await release(hooks, snap, lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "stopped" });
+    const kept = await emu.leftovers();
+    expect(kept).toHaveLength(1);
+    expect(kept[0]).toMatch(/^image im-\S+ \(filesystem snapshot\)$/); // no sandbox runs (none billed), one image
+
+    const fresh = await start();
+    const resumed = await fresh.onEnvironmentResumeLease({ ...scope, config: snap, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
+    expect(resumed.providerLeaseId).toBe(lease.providerLeaseId);
+    expect(resumed.metadata?.sandboxId).not.toBe(lease.metadata?.sandboxId);
+    const check = await exec(fresh, snap, resumed, "sh", ["-c", "cat notes.txt; $HOME/.local/bin/mytool; ps -eo args | grep -c '[s]leep 300' || true"]);
+    expect(check).toMatchObject({ exitCode: 0, stdout: "kept across runs\ntool v1 works\n0\n" });
+
+    // A second cycle: a newer snapshot replaces the one the sandbox started from.
+    expect(await exec(fresh, snap, resumed, "sh", ["-c", "echo second >> notes.txt"])).toMatchObject({ exitCode: 0 });
+    expect(await release(fresh, snap, resumed)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "stopped" });
+    const second = await emu.leftovers();
+    expect(second).toHaveLength(1);
+    expect(second).not.toEqual(kept);
+    const third = await start();
+    const again = await third.onEnvironmentResumeLease({ ...scope, config: snap, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
+    expect((await exec(third, snap, again, "cat", ["notes.txt"])).stdout).toBe("kept across runs\nsecond\n");
+
+    await destroy(third, snap, again);
+    expect(await emu.leftovers()).toEqual([]);
+  });
+});
