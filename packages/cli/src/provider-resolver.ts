@@ -9,6 +9,7 @@ export const BUILTIN_PROVIDERS: Readonly<Record<string, string>> = Object.freeze
   daytona: "providers/daytona",
   "fake-plugin": "providers/fake-plugin",
   kubernetes: "providers/kubernetes",
+  modal: "providers/modal",
 });
 
 export const DEFAULT_PROVIDER = "bubblewrap";

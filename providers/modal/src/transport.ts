@@ -29,8 +29,6 @@ export const MODAL_TRANSPORT: TransportCapabilities = Object.freeze({
  * argv. `withInlineEnv` exports it once at the top; the job takes it into a shell variable, unsets
  * the export (so the command's own environment never sees it) and evaluates it.
  */
-const SCRIPT_VAR = "__pc_script";
-const RUN_SCRIPT_VAR = `__pc_s=$${SCRIPT_VAR}; unset ${SCRIPT_VAR}; eval "$__pc_s"`;
 
 /** Modal's exec itself: no signal RPC at all (aborts go through `withRemoteGroupKill`). */
 const EXEC_CAPABILITIES: TransportCapabilities = Object.freeze({ ...MODAL_TRANSPORT, signals: "none" as const });
@@ -69,7 +67,7 @@ export function createModalRunner(sandbox: Sandbox, options: ModalRunnerOptions)
         stop.abort();
       });
       try {
-        const exit = await withRemoteGroupKill(withInlineEnv(exec)).run(RUN_SCRIPT_VAR, { ...io, env: { ...io.env, [SCRIPT_VAR]: script }, signal: stop.signal });
+        const exit = await withRemoteGroupKill(withInlineEnv(exec)).run(script, { ...io, signal: stop.signal });
         if (remoteTimeout && !io.signal?.aborted) return { exitCode: null, signal: "SIGKILL", aborted: false, timedOut: true, reason: "timeout" };
         return exit;
       } finally {

@@ -184,12 +184,16 @@ function makeImplementation(init: ImplementationInit) {
     });
     const controller = new AbortController();
     const abort = (reason: string) => controller.abort(new Error(reason));
+    // Removed when the call ends: one listener per call on the server-wide signal would pile up.
+    const onClosing = () => abort("emulator closing");
+    const forgetClosing = () => init.closing.removeEventListener("abort", onClosing);
     call.on("cancelled", () => {
       abort("call cancelled");
+      forgetClosing();
       record.finish(grpc.status.CANCELLED, grpcCodeName(grpc.status.CANCELLED));
     });
     if (init.closing.aborted) abort("emulator closing");
-    else init.closing.addEventListener("abort", () => abort("emulator closing"), { once: true });
+    else init.closing.addEventListener("abort", onClosing, { once: true });
 
     const trailers = new grpc.Metadata();
     let finished = false;
@@ -199,6 +203,7 @@ function makeImplementation(init: ImplementationInit) {
     const finishWith = (status: grpc.StatusObject | undefined) => {
       if (finished) return;
       finished = true;
+      forgetClosing();
       const code = status?.code ?? grpc.status.OK;
       record.finish(code, grpcCodeName(code));
     };

@@ -27,15 +27,29 @@ export function withRemoteGroupKill(inner: ScriptRunner, opts: RemoteGroupKillOp
       // The job becomes a session (and process group) leader of its own with `setsid`: a background
       // job of a shell without job control is never a group leader, so setsid does not fork and the
       // job's pid is the group id. Without setsid (a minimal image) only the job's pid can be ended.
-      const job = `/bin/sh -c '(umask 077; echo $$ >"$1"); exec /bin/sh -c "$2"' sh "$__pc_pg" ${shellQuote(script)}`;
+      // The script is written once (vendors with an argv limit count every byte of it).
+      const job = `/bin/sh -c '(umask 077; echo $$ >"$1"); exec /bin/sh -c "$2"' sh "$__pc_pg" "$__pc_rgk_script" <&3 3<&- &`;
+      // With a remote deadline the vendor ends the wrapper, not the job's own session: a watchdog
+      // in a session of its own ends the job's group a moment later, even with no worker left.
+      const deadlineSeconds = inner.capabilities.remoteTimeout && io.timeoutMs ? Math.ceil(io.timeoutMs / 1000) + 1 : undefined;
+      const watchdog =
+        deadlineSeconds === undefined
+          ? []
+          : [
+              `if command -v setsid >/dev/null 2>&1; then setsid /bin/sh -c 'sleep "$2"; kill -TERM "-$1" 2>/dev/null; sleep 1; kill -KILL "-$1" 2>/dev/null' sh "$__pc_job" ${deadlineSeconds} </dev/null >/dev/null 2>&1 & __pc_wd=$!; fi`,
+            ];
       const wrapped = [
         `__pc_pg=${pidFile}`,
+        `__pc_rgk_script=${shellQuote(script)}`,
+        `__pc_wd=`,
         // An asynchronous list reads /dev/null unless told otherwise: hand it this stdin explicitly.
         `exec 3<&0`,
-        `if command -v setsid >/dev/null 2>&1; then setsid ${job} <&3 3<&- & else ${job} <&3 3<&- & fi`,
+        `if command -v setsid >/dev/null 2>&1; then setsid ${job} else ${job} fi`,
         `__pc_job=$!`,
         `exec 3<&-`,
+        ...watchdog,
         `wait "$__pc_job"; __pc_rc=$?`,
+        `[ -z "$__pc_wd" ] || kill -TERM "-$__pc_wd" 2>/dev/null`,
         `rm -f -- "$__pc_pg"`,
         `exit "$__pc_rc"`,
       ].join("\n");

@@ -174,6 +174,42 @@ describe("withRemoteGroupKill", () => {
     expect((await fsp.readdir(root)).filter((name) => name.startsWith(".paperclip-pg."))).toEqual([]);
   });
 
+  it("with a remote deadline, ends the job's group after the vendor ended only the wrapper (no worker left to abort)", async () => {
+    // The vendor enforces the deadline by killing the process group it started (the wrapper's),
+    // which does not reach the job's own session; nothing aborts from our side.
+    const vendorDeadline: ScriptRunner = {
+      capabilities: { ...local.capabilities, signals: "none", remoteTimeout: true },
+      run: (script, io) =>
+        new Promise((resolve, reject) => {
+          let pgid: number | undefined;
+          const spawned = createLocalScriptRunner({ cwd: root, env: ENV, onSpawn: (pid) => (pgid = pid) });
+          const timer = setTimeout(() => pgid !== undefined && process.kill(-pgid, "SIGKILL"), io.timeoutMs);
+          spawned.run(script, { ...io, signal: undefined }).then(
+            (exit) => {
+              clearTimeout(timer);
+              resolve({ ...exit, timedOut: true });
+            },
+            reject,
+          );
+        }),
+    };
+    const runner = withRemoteGroupKill(vendorDeadline, { pidDir: root });
+    const out = collect();
+    const exit = await runner.run("sleep 60 & echo $!; sleep 60", { stdout: out.sink, timeoutMs: 500 });
+    expect(exit.timedOut).toBe(true);
+    const survivor = Number(out.text().trim());
+    expect(survivor).toBeGreaterThan(0);
+    await waitFor(() => !isAlive(survivor), 6_000);
+  });
+
+  it("writes the script into the wrapper once (argv limits count every byte)", async () => {
+    let seen = "";
+    const spy: ScriptRunner = { capabilities: local.capabilities, run: (script, io) => ((seen = script), local.run(script, io)) };
+    const marker = `unique-${"x".repeat(500)}`;
+    await withRemoteGroupKill(spy, { pidDir: root }).run(`echo ${marker} >/dev/null`, {});
+    expect(seen.split(marker).length - 1).toBe(1);
+  });
+
   it("keeps stdin, exit codes and env unchanged when not aborted", async () => {
     const runner = withRemoteGroupKill(local, { pidDir: root });
     const out = collect();
