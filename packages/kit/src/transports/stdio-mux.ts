@@ -46,7 +46,8 @@ export function muxScript(script: string, opts: MuxOptions, nonce = newMuxNonce(
   }
   if (opts.stdin.kind !== "file") lines.push(`__pc_rc=$?`);
   lines.push(
-    `printf '\\n%s\\n' '${mark}O'; base64 <"$__pc_io/o"; printf '\\n%s\\n' '${mark}E'; base64 <"$__pc_io/e"`,
+    // An empty output file costs no base64 process (`[` is a shell builtin).
+    `printf '\\n%s\\n' '${mark}O'; [ ! -s "$__pc_io/o" ] || base64 <"$__pc_io/o"; printf '\\n%s\\n' '${mark}E'; [ ! -s "$__pc_io/e" ] || base64 <"$__pc_io/e"`,
     `printf '\\n%s:%d\\n' '${mark}X' "$__pc_rc"`,
     `rm -rf -- "$__pc_io"`,
   );
