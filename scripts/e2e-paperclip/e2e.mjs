@@ -474,7 +474,7 @@ async function runProvider(p, plugin) {
     if (samples.length === p.timingRuns) {
       const m = median(samples);
       const note = p.targetMs ? (m < p.targetMs ? `meets target < ${fmtMs(p.targetMs)}` : `MISSES target < ${fmtMs(p.targetMs)}`) : "";
-      rows.push({ provider: p.driverKey, step: `median assignment -> lease release (${samples.length} runs)`, ok: true, ms: m, detail: note });
+      rows.push({ provider: current.provider, step: `median assignment -> lease release (${samples.length} runs)`, ok: true, ms: m, detail: note });
       console.log(`  info  median assignment -> lease release: ${fmtMs(m)} ${note}`);
     }
   }
@@ -536,7 +536,7 @@ async function duplexScenario(p, agentId, eid) {
   }
   if (samples.length === p.duplex.runs && samples.length > 1) {
     const m = median(samples);
-    rows.push({ provider: p.driverKey, step: `median assignment -> lease release, duplex bridge (${samples.length} runs)`, ok: true, ms: m, detail: "informational" });
+    rows.push({ provider: current.provider, step: `median assignment -> lease release, duplex bridge (${samples.length} runs)`, ok: true, ms: m, detail: "informational" });
     console.log(`  info  median assignment -> lease release with the duplex bridge: ${fmtMs(m)}`);
   }
 }
