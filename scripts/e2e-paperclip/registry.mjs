@@ -18,7 +18,7 @@
 // uplink at all, so nothing reaches the internet during the run.
 //
 // Env: PAPERCLIP_E2E_CACHE (default /var/cache/paperclip-sandbox-e2e), E2E_NPM_UPSTREAM (seeding
-// only, default https://registry.npmjs.org/).
+// only; default: the registry root's npm is configured with, `npm config get registry`).
 import { execFile, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import fs from "node:fs";
@@ -209,7 +209,7 @@ export async function ensureSeed(releaseDir) {
   try {
     const storage = path.join(tmp, "storage");
     fs.mkdirSync(storage, { recursive: true });
-    const upstream = process.env.E2E_NPM_UPSTREAM || "https://registry.npmjs.org/";
+    const upstream = process.env.E2E_NPM_UPSTREAM || (await npm(["config", "get", "registry"], { cwd: tmp })).trim();
     await withVerdaccio({ bin, storage, upstream }, async (url) => {
       const npmrc = path.join(tmp, "npmrc");
       writeNpmrc(npmrc, url);
@@ -233,7 +233,7 @@ export async function ensureSeed(releaseDir) {
     fs.rmSync(tmp, { recursive: true, force: true });
   }
   const count = fs.readdirSync(path.join(dir, "storage", "thirdparty")).length;
-  log(`seeded ${dir} (${count} third-party entries) through ${process.env.E2E_NPM_UPSTREAM || "the public registry"} in ${Date.now() - t0} ms`);
+  log(`seeded ${dir} (${count} third-party entries) through the upstream registry in ${Date.now() - t0} ms`);
   return dir;
 }
 
