@@ -1,7 +1,10 @@
 #!/usr/bin/env node
-// Drives the running Paperclip server through its HTTP API: installs our plugins by local path, then for
-// each provider runs probes, config refusals and claude_local task runs with the fake CLI, and checks the
-// results on the host. Started by run.sh, which owns the server's lifecycle. Prints a report; exit 1 on failure.
+// Drives the running Paperclip server through its HTTP API: for each install mode in turn (by package name
+// from the local registry, by local path) installs our plugins, then for each provider runs probes, config
+// refusals and claude_local task runs with the fake CLI, and checks the results on the host; by name also
+// upgrades each plugin over the API and runs on the environment made before. Between modes the plugins are
+// uninstalled. Started by run.sh, which owns the server's and the registry's lifecycle. Prints a report;
+// exit 1 on failure.
 //
 // env: E2E_API            http://127.0.0.1:3100/api
 //      E2E_RUN_DIR        scratch dir of this run (server data under $E2E_RUN_DIR/data)
@@ -15,11 +18,15 @@
 //      E2E_OUT_DIR        kept output of the run (browser screenshots under ui/); default $E2E_RUN_DIR/out
 //      E2E_UI             1 (default): the browser test of the host's environment form (ui.mjs); 0: skip it
 //      E2E_CHROMIUM       the browser (default /usr/bin/chromium, Debian's chromium package)
+//      E2E_INSTALL        install modes in order, comma list of name|path (default path)
+//      E2E_REGISTRY_URL   the local registry holding our packages (by name; the server user's npm points at it)
+//      E2E_REPO           the repository (package names and versions of the providers' dirs)
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { execFileSync } from "node:child_process";
 import { createUiSession } from "./ui.mjs";
+import { upgradeVersionOf } from "./registry.mjs";
 
 const env = process.env;
 const API = env.E2E_API ?? "http://127.0.0.1:3100/api";
@@ -37,6 +44,11 @@ const pluginRows = (env.E2E_PLUGINS ?? "").split("\n").filter(Boolean).map((l) =
   return { key, dir, repoDir };
 });
 const ctx = { runDir: RUN_DIR, dataDir: DATA_DIR };
+const INSTALL_MODES = (env.E2E_INSTALL ?? "path").split(",").map((s) => s.trim()).filter(Boolean);
+const REGISTRY_URL = env.E2E_REGISTRY_URL ?? "";
+const REPO = env.E2E_REPO ?? path.resolve(path.dirname(new URL(import.meta.url).pathname), "../..");
+// The host's managed plugin folder: plugin-loader's DEFAULT_LOCAL_PLUGIN_DIR, $HOME/.paperclip/plugins.
+const PLUGIN_HOME = path.join(RUN_DIR, "home", ".paperclip", "plugins");
 const OUT_DIR = env.E2E_OUT_DIR || path.join(RUN_DIR, "out");
 const UI_ON = env.E2E_UI !== "0";
 let ui = null; // the browser session (created in main when UI_ON)
@@ -84,7 +96,9 @@ const fmtMs = (ms) => (ms === undefined ? "" : ms >= 10_000 ? `${(ms / 1000).toF
 // ---------------------------------------------------------------- report
 const rows = [];
 const failures = [];
-let current = { provider: "-", companyId: null, environmentIds: [], runIds: [], pluginKey: null };
+// recorded: the current plugin's worker is wrapped by the call recorder (installs by path only: a plugin
+// the host installed by name runs exactly as the host installed it).
+let current = { provider: "-", companyId: null, environmentIds: [], runIds: [], pluginKey: null, recorded: false };
 
 async function step(name, fn) {
   const t0 = now();
@@ -117,7 +131,7 @@ function serverLogTail(lines = 60) {
   }
 }
 function callLines(pluginKey, last = 40) {
-  if (!CALLS_DIR || !pluginKey) return ["(call recorder off)"];
+  if (!CALLS_DIR || !pluginKey || !current.recorded) return ["(call recorder off)"];
   let text;
   try { text = fs.readFileSync(path.join(CALLS_DIR, `${pluginKey}.ndjson`), "utf8"); } catch { return ["(no calls recorded)"]; }
   return text.split("\n").filter(Boolean).slice(-last).map((l) => {
@@ -212,7 +226,7 @@ function leftoverProcesses(extraPaths = []) {
   });
 }
 function recordedCalls(pluginKey) {
-  if (!CALLS_DIR) return null;
+  if (!CALLS_DIR || !current.recorded) return null;
   try {
     return fs.readFileSync(path.join(CALLS_DIR, `${pluginKey}.ndjson`), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l));
   } catch {
@@ -331,9 +345,11 @@ async function checkReleased(p, r, { statuses = ["released"] } = {}) {
 }
 
 // ---------------------------------------------------------------- scenario per provider
+/** Environment and project names are unique per instance: one set per install mode. */
+const instanceName = (p, suffix = "") => `e2e-${p.driverKey}${ctx.installMode && ctx.installMode !== INSTALL_MODES[0] ? `-${ctx.installMode}` : ""}${suffix}`;
 async function runProvider(p, plugin) {
-  current = { provider: p.driverKey, companyId: null, environmentIds: [], runIds: [], pluginKey: plugin.key };
-  console.log(`\n== ${p.driverKey} (${plugin.key})`);
+  current = { provider: `${p.driverKey} (by ${plugin.mode})`, companyId: null, environmentIds: [], runIds: [], pluginKey: plugin.key, recorded: plugin.mode === "path" };
+  console.log(`\n== ${p.driverKey} (${plugin.key}, installed by ${plugin.mode})`);
   p.prepare?.(ctx);
   const baseConfig = { provider: p.driverKey, ...p.config(ctx) };
 
@@ -349,7 +365,7 @@ async function runProvider(p, plugin) {
   const cid = current.companyId;
 
   const envRes = await step("create sandbox environment", async () => {
-    const e = await apiOk("POST", `/companies/${cid}/environments`, { name: `e2e-${p.driverKey}`, driver: "sandbox", config: baseConfig });
+    const e = await apiOk("POST", `/companies/${cid}/environments`, { name: instanceName(p), driver: "sandbox", config: baseConfig });
     current.environmentIds.push(e.id);
     return { env: e };
   });
@@ -368,7 +384,7 @@ async function runProvider(p, plugin) {
   });
   if (p.invalidConfig) {
     await step("invalid config refused (4xx)", async () => {
-      const r = await api("POST", `/companies/${cid}/environments`, { name: `e2e-${p.driverKey}-invalid`, driver: "sandbox", config: { ...baseConfig, ...p.invalidConfig.config } });
+      const r = await api("POST", `/companies/${cid}/environments`, { name: instanceName(p, "-invalid"), driver: "sandbox", config: { ...baseConfig, ...p.invalidConfig.config } });
       if (r.status >= 200 && r.status < 300 && r.json?.id) current.environmentIds.push(r.json.id);
       check(r.status >= 400 && r.status < 500, `expected HTTP 4xx, got ${r.status}: ${redactText(r.text).slice(0, 300)}`);
       check(p.invalidConfig.error.test(r.text), `error does not carry the plugin's message (${p.invalidConfig.error}): ${redactText(r.text).slice(0, 300)}`);
@@ -386,7 +402,7 @@ async function runProvider(p, plugin) {
       return { detail: `HTTP ${r.status} ${redactText(diag).slice(0, 160)}` };
     });
     await step("missing backend: saved probe fails with diagnostic", async () => {
-      const r = await api("POST", `/companies/${cid}/environments`, { name: `e2e-${p.driverKey}-nobackend`, driver: "sandbox", config: { ...baseConfig, ...p.missingBackend.config } });
+      const r = await api("POST", `/companies/${cid}/environments`, { name: instanceName(p, "-nobackend"), driver: "sandbox", config: { ...baseConfig, ...p.missingBackend.config } });
       if (r.status >= 400 && r.status < 500) {
         // Refused at save time is also a plugin diagnostic, as long as it names the problem.
         check(p.missingBackend.diagnostic.test(r.text), `save refused without the diagnostic: ${redactText(r.text).slice(0, 300)}`);
@@ -458,13 +474,14 @@ async function runProvider(p, plugin) {
     if (samples.length === p.timingRuns) {
       const m = median(samples);
       const note = p.targetMs ? (m < p.targetMs ? `meets target < ${fmtMs(p.targetMs)}` : `MISSES target < ${fmtMs(p.targetMs)}`) : "";
-      rows.push({ provider: p.driverKey, step: `median assignment -> lease release (${samples.length} runs)`, ok: true, ms: m, detail: note });
+      rows.push({ provider: current.provider, step: `median assignment -> lease release (${samples.length} runs)`, ok: true, ms: m, detail: note });
       console.log(`  info  median assignment -> lease release: ${fmtMs(m)} ${note}`);
     }
   }
 
   if (p.duplex && first) await duplexScenario(p, agentId, eid);
   if (p.reuse) await reuseScenario(p, cid, baseConfig);
+  if (plugin.mode === "name" && first) await upgradeScenario(p, plugin, { agentId, eid, cid });
 
   await step("no leftovers after scenario", async () => {
     const extra = p.leftovers?.(ctx) ?? [];
@@ -519,7 +536,7 @@ async function duplexScenario(p, agentId, eid) {
   }
   if (samples.length === p.duplex.runs && samples.length > 1) {
     const m = median(samples);
-    rows.push({ provider: p.driverKey, step: `median assignment -> lease release, duplex bridge (${samples.length} runs)`, ok: true, ms: m, detail: "informational" });
+    rows.push({ provider: current.provider, step: `median assignment -> lease release, duplex bridge (${samples.length} runs)`, ok: true, ms: m, detail: "informational" });
     console.log(`  info  median assignment -> lease release with the duplex bridge: ${fmtMs(m)}`);
   }
 }
@@ -535,7 +552,7 @@ async function duplexScenario(p, agentId, eid) {
 async function reuseScenario(p, cid, baseConfig) {
   let eid, agentId, projectId;
   const setup = await step("reuse: project + environment (reuseLease, warm) + agent", async () => {
-    const wsDir = path.join(RUN_DIR, `projws-${p.driverKey}`);
+    const wsDir = path.join(RUN_DIR, `projws-${p.driverKey}-${ctx.installMode ?? "path"}`);
     fs.mkdirSync(wsDir, { recursive: true });
     // A git repo: the host refuses to archive an execution workspace whose git status it cannot verify,
     // and archiving is how the retained lease is ended below.
@@ -546,13 +563,13 @@ async function reuseScenario(p, cid, baseConfig) {
     git("commit", "-q", "-m", "e2e fixture");
     execFileSync("chown", ["-R", "65534:65534", wsDir]);
     const e = await apiOk("POST", `/companies/${cid}/environments`, {
-      name: `e2e-${p.driverKey}-reuse`, driver: "sandbox", config: { ...baseConfig, reuseLease: true, runnerLifecycleMode: "warm", runnerIdleTimeoutMs: 1000 },
+      name: instanceName(p, "-reuse"), driver: "sandbox", config: { ...baseConfig, reuseLease: true, runnerLifecycleMode: "warm", runnerIdleTimeoutMs: 1000 },
     });
     eid = e.id;
     current.environmentIds.push(eid);
     check(e.config?.reuseLease === true, `saved config lost reuseLease: ${JSON.stringify(e.config)}`);
     const proj = await apiOk("POST", `/companies/${cid}/projects`, {
-      name: `e2e-${p.driverKey}-project`, status: "in_progress",
+      name: instanceName(p, "-project"), status: "in_progress",
       workspace: { name: "ws", sourceType: "local_path", cwd: wsDir, isPrimary: true },
       executionWorkspacePolicy: { enabled: true, defaultMode: "shared_workspace", environmentId: eid },
     });
@@ -640,72 +657,184 @@ async function reuseScenario(p, cid, baseConfig) {
   });
 }
 
-// ---------------------------------------------------------------- main
-const t0 = now();
-current = { provider: "host", companyId: null, environmentIds: [], runIds: [], pluginKey: null };
-console.log("== host");
-const installed = new Map();
-for (const plugin of pluginRows) {
-  current.pluginKey = plugin.key;
-  await step(`install plugin ${plugin.key} (local path)`, async () => {
-    const r = await apiOk("POST", "/plugins/install", { packageName: plugin.dir, isLocalPath: true }, { timeoutMs: 120_000 });
-    check(r.status === "ready", `plugin status ${r.status}: ${redactText(r.lastError ?? "")}`);
-    pluginIds.add(r.id);
-    for (const d of r.manifestJson?.environmentDrivers ?? []) installed.set(d.driverKey, plugin);
-    return { detail: `drivers: ${(r.manifestJson?.environmentDrivers ?? []).map((d) => d.driverKey).join(",")}` };
-  });
+// ---------------------------------------------------------------- install modes
+const readJson = (file) => JSON.parse(fs.readFileSync(file, "utf8"));
+/** The host's managed install of a package: <PLUGIN_HOME>/node_modules/<name>. */
+const managedDir = (packageName) => path.join(PLUGIN_HOME, "node_modules", ...packageName.split("/"));
+/** The pids of running workers the server started from `workerFile`. */
+function workerPids(workerFile) {
+  return fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d)).map(Number).map(procInfo)
+    .filter((q) => q && q.uid === 65534 && q.state !== "Z" && q.cmdline.includes(workerFile)).map((q) => q.pid);
 }
-// The environment form is behind an experimental setting (off by default): on for the browser test, then restored.
-let environmentsSettingBefore;
-if (UI_ON) {
-  await step("ui: Environments setting on (experimental), browser ready", async () => {
-    environmentsSettingBefore = (await apiOk("GET", "/instance/settings/experimental"))?.enableEnvironments === true;
-    const after = await apiOk("PATCH", "/instance/settings/experimental", { enableEnvironments: true });
-    check(after?.enableEnvironments === true, `setting not applied: ${JSON.stringify(after)}`);
-    ui = createUiSession({
-      baseUrl: new URL(API).origin,
-      outDir: OUT_DIR,
-      profileDir: path.join(RUN_DIR, "chromium-profile"),
-      chromiumPath: env.E2E_CHROMIUM || "/usr/bin/chromium",
-      check,
-      apiOk,
+
+/** By local path: the copies run.sh prepared (prepare-copy.mjs, with the call recorder). */
+async function installByPath(installed) {
+  for (const plugin of pluginRows) {
+    current.pluginKey = plugin.key;
+    await step(`install plugin ${plugin.key} (local path)`, async () => {
+      const r = await apiOk("POST", "/plugins/install", { packageName: plugin.dir, isLocalPath: true }, { timeoutMs: 120_000 });
+      check(r.status === "ready", `plugin status ${r.status}: ${redactText(r.lastError ?? "")}`);
+      pluginIds.add(r.id);
+      for (const d of r.manifestJson?.environmentDrivers ?? []) installed.set(d.driverKey, { ...plugin, id: r.id, mode: "path" });
+      return { detail: `drivers: ${(r.manifestJson?.environmentDrivers ?? []).map((d) => d.driverKey).join(",")}` };
     });
-    return { detail: `screenshots in ${path.join(OUT_DIR, "ui")}` };
-  });
-}
-for (const p of PROVIDERS) {
-  if (only.length && !only.includes(p.driverKey)) continue;
-  const plugin = installed.get(p.driverKey);
-  if (!plugin) {
-    rows.push({ provider: p.driverKey, step: "plugin installed", ok: false, ms: 0, detail: "no installed plugin declares this driver" });
-    failures.push({ provider: p.driverKey, step: "plugin installed", message: "not installed" });
-    continue;
-  }
-  // A hosted provider runs against its vendor emulator, started here (as root, on loopback) and
-  // stopped once its scenarios are done; its config reads the emulator's URL and credential.
-  let emulator;
-  try {
-    if (p.emulator) {
-      emulator = await p.emulator.start(ctx);
-      ctx.emulator = emulator;
-      console.log(`[e2e] ${p.driverKey}: emulator at ${emulator.url}`);
-    }
-    await runProvider(p, plugin);
-  } finally {
-    ctx.emulator = undefined;
-    await emulator?.close();
   }
 }
 
-if (ui) {
-  current = { provider: "host", companyId: null, environmentIds: [], runIds: [], pluginKey: null };
-  await step("ui: browser closed, Environments setting restored", async () => {
-    const closed = await ui.close();
-    const restored = await apiOk("PATCH", "/instance/settings/experimental", { enableEnvironments: environmentsSettingBefore });
-    check(restored?.enableEnvironments === environmentsSettingBefore, "setting not restored");
-    const blocked = closed.blocked.length ? `; refused non-loopback requests to ${closed.blocked.join(", ")}` : "";
-    return { detail: `${closed.screenshots} screenshots in ${closed.dir}${blocked}` };
+/**
+ * By package name, as an operator does: POST /plugins/install {"packageName"}. The host runs
+ * `npm install <name> --prefix ~/.paperclip/plugins --save --ignore-scripts` as its own user, whose
+ * ~/.npmrc points at the local registry; the worker then runs from that install.
+ */
+async function installByName(installed) {
+  const dirs = [...new Set(PROVIDERS.filter((p) => !only.length || only.includes(p.driverKey)).map((p) => p.dir))];
+  for (const dir of dirs) {
+    const { name: packageName, version } = readJson(path.join(REPO, dir, "package.json"));
+    current.pluginKey = packageName;
+    await step(`install plugin ${packageName} (by name)`, async () => {
+      const r = await apiOk("POST", "/plugins/install", { packageName }, { timeoutMs: 180_000 });
+      check(r.status === "ready", `plugin status ${r.status}: ${redactText(r.lastError ?? "")}`);
+      check(!r.packagePath, `the host recorded a local path ${r.packagePath} for a registry install`);
+      check(r.version === version, `the host recorded version ${r.version}, the registry's latest is ${version}`);
+      const managed = managedDir(packageName);
+      check(readJson(path.join(managed, "package.json")).version === version, `${managed} is not ${packageName}@${version}`);
+      // The provider's own dependencies came along, every one of them from the local registry.
+      const lock = readJson(path.join(PLUGIN_HOME, "package-lock.json"));
+      const resolved = Object.entries(lock.packages ?? {}).filter(([k]) => k).map(([k, v]) => [k, v.resolved]);
+      const foreign = resolved.filter(([, url]) => !String(url).startsWith(REGISTRY_URL));
+      check(foreign.length === 0, `packages not from ${REGISTRY_URL}: ${foreign.map(([k, u]) => `${k} ${u}`).join(", ").slice(0, 300)}`);
+      const deps = Object.keys(readJson(path.join(managed, "package.json")).dependencies ?? {});
+      const missing = deps.filter((d) => !fs.existsSync(path.join(managed, "node_modules", d)) && !fs.existsSync(path.join(PLUGIN_HOME, "node_modules", d)));
+      check(missing.length === 0, `dependencies not installed beside it: ${missing.join(", ")}`);
+      const workerFile = path.join(managed, r.manifestJson.entrypoints.worker);
+      const pids = await waitFor(`a worker running ${workerFile}`, async () => (workerPids(workerFile).length ? workerPids(workerFile) : null), { timeoutMs: 15_000 });
+      pluginIds.add(r.id);
+      const plugin = { key: r.pluginKey, id: r.id, dir: managed, mode: "name", packageName, version, workerFile, workerPid: pids[0] };
+      for (const d of r.manifestJson?.environmentDrivers ?? []) installed.set(d.driverKey, plugin);
+      return { detail: `${packageName}@${r.version} into ~/.paperclip/plugins, ${resolved.length} packages from the local registry; worker pid ${pids[0]} runs ${path.relative(RUN_DIR, workerFile)}` };
+    });
+  }
+}
+
+/** Uninstall (purge) every plugin of a pass, so the next mode installs the same plugin ids afresh. */
+async function uninstallAll(installed, mode) {
+  for (const plugin of new Set(installed.values())) {
+    current.pluginKey = plugin.key;
+    await step(`uninstall plugin ${plugin.key} (installed by ${mode})`, async () => {
+      await apiOk("DELETE", `/plugins/${plugin.id}?purge=true`, undefined, { timeoutMs: 120_000 });
+      const after = await api("GET", `/plugins/${plugin.id}`);
+      check(after.status === 404 || after.json?.status === "uninstalled", `plugin still there: HTTP ${after.status} ${redactText(after.text).slice(0, 200)}`);
+      if (plugin.mode === "name") {
+        await waitFor("its worker gone", async () => workerPids(plugin.workerFile).length === 0, { timeoutMs: 15_000 });
+        check(!fs.existsSync(plugin.dir), `the host left its install at ${plugin.dir}`);
+      }
+      return { detail: plugin.mode === "name" ? "worker stopped, managed install removed" : "" };
+    });
+  }
+}
+
+/**
+ * A newer version over the installed one through the API (POST /plugins/:id/upgrade {version}: the
+ * host npm-installs it into its managed folder, stops the old worker and starts the new one); the
+ * environment and agent made before must keep working.
+ */
+async function upgradeScenario(p, plugin, { agentId, eid, cid }) {
+  const to = upgradeVersionOf(plugin.version);
+  const up = await step(`upgrade: ${plugin.version} -> ${to} over the API`, async () => {
+    const r = await apiOk("POST", `/plugins/${plugin.id}/upgrade`, { version: to }, { timeoutMs: 180_000 });
+    check(r.status === "ready" && r.version === to, `after the upgrade: status ${r.status}, version ${r.version} ${redactText(r.lastError ?? "")}`);
+    check(readJson(path.join(plugin.dir, "package.json")).version === to, `the managed install is not ${to}`);
+    const pids = await waitFor("the new worker", async () => {
+      const now = workerPids(plugin.workerFile).filter((pid) => pid !== plugin.workerPid);
+      return now.length && !workerPids(plugin.workerFile).includes(plugin.workerPid) ? now : null;
+    }, { timeoutMs: 20_000 });
+    plugin.workerPid = pids[0];
+    plugin.version = to;
+    return { detail: `host records ${r.version}; old worker stopped, new worker pid ${pids[0]}` };
   });
+  if (!up) return;
+  await step("upgrade: the environment saved before probes", async () => {
+    const r = await apiOk("POST", `/environments/${eid}/probe?companyId=${cid}`, {}, { timeoutMs: 130_000 });
+    check(r.ok === true, `probe not ok: ${redactText(JSON.stringify(r)).slice(0, 400)}`);
+    return { detail: r.summary ?? "" };
+  });
+  await step("upgrade: task run on the environment and agent made before", async () => {
+    const r = await taskRun({ agentId, environmentId: eid });
+    await checkRunResult(p, r);
+    await checkReleased(p, r);
+    return { ms: r.toReleaseMs, detail: `run ${r.runId}, lease ${r.lease.providerLeaseId} released` };
+  });
+}
+
+// ---------------------------------------------------------------- main
+const t0 = now();
+for (const [pass, mode] of INSTALL_MODES.entries()) {
+  current = { provider: `host (by ${mode})`, companyId: null, environmentIds: [], runIds: [], pluginKey: null, recorded: false };
+  console.log(`\n== host: install by ${mode}`);
+  ctx.installMode = mode;
+  const installed = new Map();
+  if (mode === "name") await installByName(installed);
+  else if (mode === "path") await installByPath(installed);
+  else throw new Error(`E2E_INSTALL: unknown mode ${mode}`);
+
+  // The environment form is behind an experimental setting (off by default): on for the browser test
+  // (the first pass only: the form does not depend on how the plugin was installed), then restored.
+  let environmentsSettingBefore;
+  if (UI_ON && pass === 0) {
+    await step("ui: Environments setting on (experimental), browser ready", async () => {
+      environmentsSettingBefore = (await apiOk("GET", "/instance/settings/experimental"))?.enableEnvironments === true;
+      const after = await apiOk("PATCH", "/instance/settings/experimental", { enableEnvironments: true });
+      check(after?.enableEnvironments === true, `setting not applied: ${JSON.stringify(after)}`);
+      ui = createUiSession({
+        baseUrl: new URL(API).origin,
+        outDir: OUT_DIR,
+        profileDir: path.join(RUN_DIR, "chromium-profile"),
+        chromiumPath: env.E2E_CHROMIUM || "/usr/bin/chromium",
+        check,
+        apiOk,
+      });
+      return { detail: `screenshots in ${path.join(OUT_DIR, "ui")}` };
+    });
+  }
+  for (const p of PROVIDERS) {
+    if (only.length && !only.includes(p.driverKey)) continue;
+    const plugin = installed.get(p.driverKey);
+    if (!plugin) {
+      rows.push({ provider: `${p.driverKey} (by ${mode})`, step: "plugin installed", ok: false, ms: 0, detail: "no installed plugin declares this driver" });
+      failures.push({ provider: p.driverKey, step: "plugin installed", message: "not installed" });
+      continue;
+    }
+    // A hosted provider runs against its vendor emulator, started here (as root, on loopback) and
+    // stopped once its scenarios are done; its config reads the emulator's URL and credential.
+    let emulator;
+    try {
+      if (p.emulator) {
+        emulator = await p.emulator.start(ctx);
+        ctx.emulator = emulator;
+        console.log(`[e2e] ${p.driverKey}: emulator at ${emulator.url}`);
+      }
+      await runProvider(p, plugin);
+    } finally {
+      ctx.emulator = undefined;
+      await emulator?.close();
+    }
+  }
+
+  if (ui) {
+    current = { provider: `host (by ${mode})`, companyId: null, environmentIds: [], runIds: [], pluginKey: null, recorded: false };
+    await step("ui: browser closed, Environments setting restored", async () => {
+      const closed = await ui.close();
+      const restored = await apiOk("PATCH", "/instance/settings/experimental", { enableEnvironments: environmentsSettingBefore });
+      check(restored?.enableEnvironments === environmentsSettingBefore, "setting not restored");
+      const blocked = closed.blocked.length ? `; refused non-loopback requests to ${closed.blocked.join(", ")}` : "";
+      return { detail: `${closed.screenshots} screenshots in ${closed.dir}${blocked}` };
+    });
+    ui = null;
+  }
+  if (pass < INSTALL_MODES.length - 1) {
+    current = { provider: `host (by ${mode})`, companyId: null, environmentIds: [], runIds: [], pluginKey: null, recorded: false };
+    await uninstallAll(installed, mode);
+  }
 }
 
 // ---------------------------------------------------------------- report

@@ -3,11 +3,16 @@
 # Run as root from the repo (after `npm run build`): scripts/e2e-paperclip/run.sh
 #
 #   1. install (or reuse) paperclipai + Node 24 in a cache outside the repo   (install.sh)
-#   2. copy the built plugins + their runtime deps into a world-readable scratch dir
+#   2. copy the built plugins + their runtime deps into a world-readable scratch dir (install by path)
+#   2b. install by name: npm run release:pack into the scratch dir, a local npm registry (verdaccio on
+#      loopback, no uplink: registry.mjs) holding those tarballs, the server user's ~/.npmrc pointing
+#      at it; the CLI installed from it with npm install -g and npx
 #   3. start the server as user nobody (embedded Postgres refuses root), loopback, telemetry off,
 #      with its data in a fresh dir under the scratch dir
-#   4. e2e.mjs: install plugins by local path, probes, config refusals, claude_local task runs
-#   5. ALWAYS: stop the server (by pid, then its remaining process tree by pid), remove the scratch dir
+#   4. e2e.mjs: for each install mode in turn (by package name, then by local path), install the
+#      plugins, probes, config refusals, claude_local task runs (by name also: upgrade over the API)
+#   5. ALWAYS: stop the registry and the server (by pid, then its remaining process tree by pid),
+#      remove the scratch dir
 #
 # Env: PAPERCLIP_E2E_CACHE  cache root (default /var/cache/paperclip-sandbox-e2e)
 #      PAPERCLIP_VERSION    default 2026.916.1
@@ -18,6 +23,9 @@
 #      E2E_HOLD_FILE        debugging: after the scenarios keep the server up until this file is removed
 #      E2E_OUT_DIR          kept output (browser screenshots in ui/), default <repo>/.e2e-out; ui/ is emptied first
 #      E2E_UI               1 (default): browser test of the host's environment form (needs Debian chromium); 0: skip
+#      E2E_INSTALL          install modes, in order (default name,path): name = POST /api/plugins/install
+#                           {"packageName"} from the local registry; path = {"packageName": <dir>, "isLocalPath": true}
+#      E2E_CLI              1 (default, with name): the CLI from the local registry (npm install -g, npx); 0: skip
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -42,10 +50,17 @@ NODE24="$ROOT/node/node_modules/node/bin/node"
 log "install step took $(ms_since "$t") ms (paperclipai + node24 in $ROOT)"
 [ -x "$NODE24" ] || { echo "node 24 missing in $ROOT" >&2; exit 1; }
 
+INSTALL_MODES=${E2E_INSTALL:-name,path}
+BY_NAME=0; BY_PATH=0
+for m in ${INSTALL_MODES//,/ }; do
+  case "$m" in name) BY_NAME=1 ;; path) BY_PATH=1 ;; *) echo "E2E_INSTALL: unknown mode '$m' (name, path)" >&2; exit 2 ;; esac
+done
+
 # ---------------------------------------------------------------- scratch dir + cleanup trap
 RUN_DIR=$(mktemp -d "${E2E_SCRATCH:-/var/tmp}/pc-e2e-XXXXXX")
 chmod 755 "$RUN_DIR"
 SERVER_PID=""
+REGISTRY_PID=""
 FAKE_DEST=/usr/local/bin/paperclip-e2e-claude
 FAKE_INSTALLED=0
 descendants() { # pid -> all descendant pids (depth first)
@@ -86,9 +101,17 @@ stop_server() {
   fi
   SERVER_PID=""
 }
+stop_registry() {
+  [ -n "$REGISTRY_PID" ] || return 0
+  kill -TERM "$REGISTRY_PID" 2>/dev/null
+  for _ in $(seq 1 50); do kill -0 "$REGISTRY_PID" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$REGISTRY_PID" 2>/dev/null
+  REGISTRY_PID=""
+}
 cleanup() {
   local rc=$?
   set +e
+  stop_registry
   stop_server
   [ "$FAKE_INSTALLED" = 1 ] && rm -f "$FAKE_DEST"
   # the fake-plugin provider keeps lease dirs under the worker's /tmp; remove only what our server user left there
@@ -118,16 +141,58 @@ for d in $PLUGIN_DIRS; do
 done
 RECORD_DIR=""
 [ "${E2E_RECORD_CALLS:-1}" = 1 ] && RECORD_DIR="$RUN_DIR/calls"
-# shellcheck disable=SC2086
-PLUGINS=$(E2E_RECORD_DIR="$RECORD_DIR" "$NODE24" "$HERE/prepare-copy.mjs" "$SRC" "$RUN_DIR/copy" $PLUGIN_DIRS)
-chmod -R o+rX,o-w "$RUN_DIR/copy"
+PLUGINS=""
+if [ "$BY_PATH" = 1 ]; then
+  # shellcheck disable=SC2086
+  PLUGINS=$(E2E_RECORD_DIR="$RECORD_DIR" "$NODE24" "$HERE/prepare-copy.mjs" "$SRC" "$RUN_DIR/copy" $PLUGIN_DIRS)
+  chmod -R o+rX,o-w "$RUN_DIR/copy"
+fi
 # The fake Claude CLI must exist inside every sandbox BEFORE any sync (the host runs `command -v` first):
 # jails bind the host's /usr read-only, so it goes to /usr/local/bin for the duration of the run.
 if [ -e "$FAKE_DEST" ] && ! cmp -s "$HERE/fake-claude.sh" "$FAKE_DEST"; then
   echo "$FAKE_DEST exists and is not ours; refusing to overwrite" >&2; exit 1
 fi
 install -m 0755 "$HERE/fake-claude.sh" "$FAKE_DEST"; FAKE_INSTALLED=1
-log "prepared plugin copy in $(ms_since "$t") ms ($(du -sh "$RUN_DIR/copy" | cut -f1)): $(echo "$PLUGINS" | cut -f1 | tr '\n' ' ')"
+[ "$BY_PATH" = 1 ] && log "prepared plugin copy in $(ms_since "$t") ms ($(du -sh "$RUN_DIR/copy" | cut -f1)): $(echo "$PLUGINS" | cut -f1 | tr '\n' ' ')"
+
+# ---------------------------------------------------------------- 2b. install by name: release tarballs in a local registry
+REGISTRY_URL=""
+if [ "$BY_NAME" = 1 ]; then
+  command -v node >/dev/null || { echo "missing tool: node (verdaccio runs on the system Node)" >&2; exit 2; }
+  [ -f "$REPO/packages/release/dist/cli.js" ] || { echo "packages/release is not built: run 'npm run build' first" >&2; exit 1; }
+  t=$(date +%s%N)
+  node "$REPO/packages/release/dist/cli.js" pack --out "$RUN_DIR/release" > "$RUN_DIR/release-pack.log"
+  log "release:pack in $(ms_since "$t") ms: $(tail -n 1 "$RUN_DIR/release-pack.log")"
+  t=$(date +%s%N)
+  VERDACCIO=$(node "$HERE/registry.mjs" install | sed -n 's/^VERDACCIO=//p')
+  eval "$(node "$HERE/registry.mjs" prepare "$RUN_DIR/release" "$RUN_DIR/registry" | grep -E '^REGISTRY_(PORT|URL|CONFIG)=')"
+  chown -R "$SERVER_UID:$SERVER_GID" "$RUN_DIR/registry"
+  log "registry prepared in $(ms_since "$t") ms (verdaccio, third-party seed, upgrade tarballs)"
+  t=$(date +%s%N)
+  # As the server's user, from nothing but its config: no uplink, loopback only.
+  setsid setpriv --reuid="$SERVER_UID" --regid="$SERVER_GID" --clear-groups \
+    env -i HOME="$RUN_DIR/registry" LANG=C.UTF-8 PATH=/usr/local/bin:/usr/bin:/bin \
+    node "$VERDACCIO" --config "$REGISTRY_CONFIG" < /dev/null > "$RUN_DIR/registry/verdaccio.out" 2>&1 &
+  REGISTRY_PID=$!
+  up=0
+  for _ in $(seq 1 300); do
+    kill -0 "$REGISTRY_PID" 2>/dev/null || break
+    if curl -sf -m 2 "${REGISTRY_URL}-/ping" >/dev/null 2>&1; then up=1; break; fi
+    sleep 0.2
+  done
+  [ "$up" = 1 ] || { echo "verdaccio did not start:" >&2; tail -n 30 "$RUN_DIR/registry/verdaccio.out" >&2; exit 1; }
+  node "$HERE/registry.mjs" publish "$REGISTRY_URL" "$RUN_DIR/release" "$RUN_DIR/registry"
+  log "local registry at $REGISTRY_URL (pid $REGISTRY_PID) up and published in $(ms_since "$t") ms"
+  # The server user's own npm config: the host's plugin loader runs `npm install <name> --prefix
+  # ~/.paperclip/plugins --save --ignore-scripts` with the server's environment.
+  printf 'registry=%s\nupdate-notifier=false\nfund=false\naudit=false\n' "$REGISTRY_URL" > "$RUN_DIR/home/.npmrc"
+  chown "$SERVER_UID:$SERVER_GID" "$RUN_DIR/home/.npmrc"
+  if [ "${E2E_CLI:-1}" = 1 ]; then
+    t=$(date +%s%N)
+    node "$HERE/registry.mjs" cli "$REGISTRY_URL" "$RUN_DIR/cli"
+    log "CLI installed by name and run in $(ms_since "$t") ms"
+  fi
+fi
 
 # ---------------------------------------------------------------- 3. start the server as nobody
 for p in $PORT $PG_PORT; do
@@ -159,6 +224,7 @@ log "server healthy in $(ms_since "$t") ms (pid $SERVER_PID, as nobody, data $RU
 OUT_DIR=${E2E_OUT_DIR:-$REPO/.e2e-out}
 rm -rf -- "$OUT_DIR/ui"; mkdir -p "$OUT_DIR"
 set +e
+E2E_INSTALL="$INSTALL_MODES" E2E_REGISTRY_URL="$REGISTRY_URL" E2E_RELEASE_DIR="$RUN_DIR/release" E2E_REPO="$REPO" \
 E2E_OUT_DIR="$OUT_DIR" E2E_API="http://127.0.0.1:$PORT/api" E2E_RUN_DIR="$RUN_DIR" E2E_PLUGINS="$PLUGINS" E2E_FAKE_COMMAND="$FAKE_DEST" \
   E2E_SERVER_PID="$SERVER_PID" E2E_SERVER_LOG="$RUN_DIR/server.log" E2E_CALLS_DIR="$RECORD_DIR" \
   "$NODE24" "$HERE/e2e.mjs"

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { packageVersionOf } from "@paperclip-sandbox/kit";
 import { parseCommandLine } from "./cli-args.js";
 import { benchCommand } from "./commands/bench.js";
 import { probeCommand, validateCommand } from "./commands/diagnostics.js";
@@ -16,7 +17,7 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (parsed.command === "version") {
-    out("paperclip-sandbox 0.1.0\n");
+    out(`paperclip-sandbox ${packageVersionOf(import.meta.url)}\n`);
     return 0;
   }
   const { values } = parsed;

@@ -19,6 +19,22 @@ export function cliRepoRoot(moduleUrl: string = import.meta.url): string {
   return path.resolve(path.dirname(fileURLToPath(moduleUrl)), "..", "..", "..");
 }
 
+/** Published provider packages are named `<prefix><driverKey>` (the host's own pattern is `@scope/plugin-*`). */
+export const PROVIDER_PACKAGE_PREFIX = "@paperclip-sandbox/plugin-";
+
+/**
+ * An installed provider package beside the CLI outside a checkout (a global or project install of
+ * the published packages): `node_modules/@paperclip-sandbox/plugin-<driverKey>` in the CLI's folder
+ * or any folder above it, as Node would resolve it from the CLI.
+ */
+export function installedProviderDir(driverKey: string, moduleUrl: string = import.meta.url): string | undefined {
+  for (let dir = path.dirname(fileURLToPath(moduleUrl)); ; dir = path.dirname(dir)) {
+    const candidate = path.join(dir, "node_modules", ...`${PROVIDER_PACKAGE_PREFIX}${driverKey}`.split("/"));
+    if (existsSync(path.join(candidate, "package.json"))) return candidate;
+    if (path.dirname(dir) === dir) return undefined;
+  }
+}
+
 export interface ResolvedProvider {
   /** Absolute directory of the plugin package (the one holding package.json). */
   pluginDir: string;
@@ -33,23 +49,30 @@ function looksLikePath(spec: string): boolean {
 }
 
 /**
- * Resolves `--provider` to a plugin package directory: a known driverKey maps to our package; a
- * path (anything with a slash or starting with a dot) must be a directory with a package.json.
+ * Resolves `--provider` to a plugin package directory: a known driverKey maps to our package in the
+ * checkout, else to the installed `@paperclip-sandbox/plugin-<driverKey>`; a path (anything with a
+ * slash or starting with a dot) must be a directory with a package.json.
  */
-export function resolveProvider(spec: string | undefined, cwd: string = process.cwd(), root = cliRepoRoot()): ResolvedProvider {
+export function resolveProvider(
+  spec: string | undefined,
+  cwd: string = process.cwd(),
+  root = cliRepoRoot(),
+  cliModuleUrl: string = import.meta.url,
+): ResolvedProvider {
   const name = spec ?? DEFAULT_PROVIDER;
   if (!looksLikePath(name)) {
     const relative = BUILTIN_PROVIDERS[name];
+    const inCheckout = relative === undefined ? undefined : path.join(root, relative);
+    const pluginDir = inCheckout !== undefined && existsSync(path.join(inCheckout, "package.json")) ? inCheckout : installedProviderDir(name, cliModuleUrl);
+    if (pluginDir !== undefined) return { pluginDir, requestedDriverKey: name, spec: name };
     if (relative === undefined) {
       throw new UsageError(
         `unknown provider '${name}' (known: ${Object.keys(BUILTIN_PROVIDERS).sort().join(", ")}; or give a path to a plugin package)`,
       );
     }
-    const pluginDir = path.join(root, relative);
-    if (!existsSync(path.join(pluginDir, "package.json"))) {
-      throw new UsageError(`provider '${name}' is not installed at ${pluginDir}`);
-    }
-    return { pluginDir, requestedDriverKey: name, spec: name };
+    throw new UsageError(
+      `provider '${name}' is not installed: install ${PROVIDER_PACKAGE_PREFIX}${name} next to the CLI (npm install -g ${PROVIDER_PACKAGE_PREFIX}${name}) or give a path to a plugin package`,
+    );
   }
   const pluginDir = path.resolve(cwd, name);
   if (!existsSync(pluginDir) || !statSync(pluginDir).isDirectory()) {

@@ -1,4 +1,4 @@
-import { defineSandboxProviderManifest, STREAM_TRANSPORT, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
+import { defineSandboxProviderManifest, packageVersionOf, STREAM_TRANSPORT, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
 import { providerConfig } from "./config.js";
 
 export const BUBBLEWRAP_DRIVER_KEY = "bubblewrap";
@@ -8,7 +8,8 @@ export const BUBBLEWRAP_SHAPE: DeclaredProviderShape = { transport: { ...STREAM_
 
 export default defineSandboxProviderManifest({
   id: BUBBLEWRAP_PLUGIN_ID,
-  version: "0.1.0",
+  // package.json is the one place a version is written (changesets bumps it); the host records this one.
+  version: packageVersionOf(import.meta.url),
   displayName: "Bubblewrap sandbox (local)",
   description:
     "Local Linux sandbox with no account: one bubblewrap jail per lease (user, pid, mount and network namespaces), cgroup limits and name-enforced egress through a host proxy.",

@@ -1,4 +1,4 @@
-import { defineSandboxProviderManifest, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
+import { defineSandboxProviderManifest, packageVersionOf, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
 import { daytonaConfig } from "./config.js";
 
 export const DAYTONA_DRIVER_KEY = "daytona";
@@ -14,7 +14,8 @@ export const DAYTONA_SHAPE: DeclaredProviderShape = {
 
 export default defineSandboxProviderManifest({
   id: DAYTONA_PLUGIN_ID,
-  version: "0.1.0",
+  // package.json is the one place a version is written (changesets bumps it); the host records this one.
+  version: packageVersionOf(import.meta.url),
   displayName: "Daytona",
   description: "Runs each Paperclip environment lease in a Daytona sandbox (hosted), through the official @daytonaio/sdk.",
   driver: {

@@ -1,4 +1,4 @@
-import { defineSandboxProviderManifest, STREAM_TRANSPORT, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
+import { defineSandboxProviderManifest, packageVersionOf, STREAM_TRANSPORT, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
 import { fakeConfig } from "./config.js";
 
 export const FAKE_DRIVER_KEY = "fake-plugin";
@@ -8,7 +8,8 @@ export const FAKE_SHAPE: DeclaredProviderShape = { transport: STREAM_TRANSPORT, 
 
 export default defineSandboxProviderManifest({
   id: FAKE_PLUGIN_ID,
-  version: "0.1.0",
+  // package.json is the one place a version is written (changesets bumps it); the host records this one.
+  version: packageVersionOf(import.meta.url),
   displayName: "Fake sandbox (no isolation)",
   description: "Deterministic sandbox provider for tests: runs commands on the host in a per-lease temp directory. No isolation.",
   driver: {

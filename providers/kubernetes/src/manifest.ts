@@ -1,4 +1,4 @@
-import { CHANNEL_EXEC_CAPABILITIES, defineSandboxProviderManifest, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
+import { CHANNEL_EXEC_CAPABILITIES, defineSandboxProviderManifest, packageVersionOf, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
 import { kubernetesConfig } from "./config.js";
 
 export const KUBERNETES_DRIVER_KEY = "kubernetes";
@@ -11,7 +11,8 @@ export const KUBERNETES_SHAPE: DeclaredProviderShape = { transport: { ...CHANNEL
 
 export default defineSandboxProviderManifest({
   id: KUBERNETES_PLUGIN_ID,
-  version: "0.1.0",
+  // package.json is the one place a version is written (changesets bumps it); the host records this one.
+  version: packageVersionOf(import.meta.url),
   displayName: "Kubernetes",
   description: "Runs each agent run as a hardened pod in a per-company namespace of your own Kubernetes cluster (agent-sandbox Sandbox or batch/v1 Job).",
   driver: {

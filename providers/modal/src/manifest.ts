@@ -1,4 +1,4 @@
-import { defineSandboxProviderManifest, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
+import { defineSandboxProviderManifest, packageVersionOf, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
 import { modalConfig } from "./config.js";
 import { MODAL_TRANSPORT } from "./transport.js";
 
@@ -9,7 +9,8 @@ export const MODAL_SHAPE: DeclaredProviderShape = { transport: MODAL_TRANSPORT, 
 
 export default defineSandboxProviderManifest({
   id: MODAL_PLUGIN_ID,
-  version: "0.1.0",
+  // package.json is the one place a version is written (changesets bumps it); the host records this one.
+  version: packageVersionOf(import.meta.url),
   displayName: "Modal",
   description: "Runs each Paperclip lease in a Modal sandbox (modal.com), through Modal's JavaScript SDK.",
   driver: {

@@ -1,2 +1,3 @@
 export { defineSandboxProviderManifest, type SandboxProviderManifestInput, type DeclaredProviderShape } from "./manifest.js";
 export { execRequestFrom } from "./exec-request.js";
+export { packageVersionOf } from "./package-version.js";
