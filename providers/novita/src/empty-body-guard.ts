@@ -1,0 +1,70 @@
+import { isGoneStatus, isRetryableStatus, ProviderApiError } from "@paperclip-sandbox/kit";
+
+/** The SDK's logger interface (console-like). */
+export interface SdkLogger {
+  debug?: (...args: unknown[]) => void;
+  info?: (...args: unknown[]) => void;
+  warn?: (...args: unknown[]) => void;
+  error?: (...args: unknown[]) => void;
+}
+
+/**
+ * Novita's SDK treats an error response with an empty body as success: openapi-fetch leaves `error`
+ * undefined for a non-2xx answer with `Content-Length: 0`, and `handleApiError` returns nothing
+ * then (a kill answered `500` with no body "succeeds"). The SDK's API logger still sees every
+ * response's status (`"Response:", status, statusText`), so a per-call logger records the worst one
+ * and the provider checks it after the call.
+ */
+export function statusRecorder(): { logger: SdkLogger; errorStatus(): number | undefined } {
+  let worst: number | undefined;
+  const record = (...args: unknown[]) => {
+    if (args[0] === "Response:" && typeof args[1] === "number" && args[1] >= 400) worst = Math.max(worst ?? 0, args[1]);
+  };
+  // No `debug`: the SDK's stream logger then skips formatting every event.
+  return { logger: { info: record, error: record, warn: () => undefined }, errorStatus: () => worst };
+}
+
+export interface GuardedCallOptions {
+  operation: string;
+  /** Statuses that the caller handles as an answer (kill: 404 is gone, which is success). */
+  accept?: readonly number[];
+}
+
+/**
+ * Runs one SDK call with a status recorder and refuses an error status the SDK let through as
+ * success, or that made it fail with something unrelated (a create whose empty body left no data).
+ * Returns the accepted error status, if any, next to the result.
+ */
+export async function guardedCall<T>(options: GuardedCallOptions, call: (logger: SdkLogger) => Promise<T>): Promise<{ value: T; acceptedStatus?: number }> {
+  const recorder = statusRecorder();
+  let value: T;
+  try {
+    value = await call(recorder.logger);
+  } catch (error) {
+    const status = recorder.errorStatus();
+    // The SDK failed because the error body was empty (e.g. `res.data!` of a create): say what happened.
+    if (status !== undefined && !(error instanceof Error && /^\d{3}: /.test(error.message)) && !isNamedSdkError(error)) throw emptyBodyError(options.operation, status);
+    throw error;
+  }
+  const status = recorder.errorStatus();
+  if (status === undefined) return { value };
+  if (options.accept?.includes(status)) return { value, acceptedStatus: status };
+  throw emptyBodyError(options.operation, status);
+}
+
+function isNamedSdkError(error: unknown): boolean {
+  return error instanceof Error && /Error$/.test(error.name) && error.name !== "Error" && error.name !== "TypeError";
+}
+
+export function emptyBodyError(operation: string, status: number): ProviderApiError {
+  return new ProviderApiError({
+    vendor: "novita",
+    operation,
+    status,
+    code: `http_${status}`,
+    detail: `Novita answered HTTP ${status} with no error body (the SDK reports that as success)`,
+    retryable: isRetryableStatus(status),
+    gone: isGoneStatus(status),
+    mayHaveTakenEffect: true,
+  });
+}
