@@ -8,14 +8,17 @@
 export const SECOND_MS = 1000;
 
 /**
- * The TTL to ask for now: `ttlMs`, or less so that it ends at or before `capAt` (epoch ms), rounded
- * DOWN to the vendor's granularity (a seconds-granular vendor rounding up would otherwise overshoot
- * the cap). Zero when the cap is closer than one granule: the sandbox cannot be given any more time.
+ * The TTL to ask for now: `ttlMs`, or less so that it ends at or before `capAt` (epoch ms). A vendor
+ * counts a relative TTL from when the request reaches it, so near the cap `marginMs` (default one
+ * granule) is kept for the request's latency, and the result is rounded DOWN to the vendor's
+ * granularity (a seconds-granular vendor rounding up would otherwise overshoot the cap). Zero when
+ * no whole granule fits before the cap: the sandbox cannot be given any more time.
  */
-export function cappedTtlMs(ttlMs: number, capAt: number | null | undefined, options: { granularityMs?: number; now?: number } = {}): number {
+export function cappedTtlMs(ttlMs: number, capAt: number | null | undefined, options: { granularityMs?: number; marginMs?: number; now?: number } = {}): number {
   const granularity = options.granularityMs ?? 1;
+  const margin = options.marginMs ?? granularity;
   const now = options.now ?? Date.now();
-  const wanted = capAt === null || capAt === undefined ? ttlMs : Math.min(ttlMs, capAt - now);
+  const wanted = capAt === null || capAt === undefined ? ttlMs : Math.min(ttlMs, capAt - now - margin);
   if (!(wanted > 0)) return 0;
   return Math.floor(wanted / granularity) * granularity;
 }
@@ -27,7 +30,7 @@ export interface TtlKeeperOptions {
   capAt: number | null;
   /** Sets the vendor TTL to `ms` from now (E2B `setTimeout`). */
   refresh(ms: number): Promise<void>;
-  /** Refresh interval; default a third of `ttlMs` (at least 1 s), so two refreshes can fail before the TTL runs out. */
+  /** Refresh interval; default a third of `ttlMs` (at least 250 ms), so two refreshes can fail before the TTL runs out. */
   everyMs?: number;
   /** Round refreshes down to this (default 1 s). */
   granularityMs?: number;
@@ -50,7 +53,7 @@ export interface TtlKeeper {
 export function keepTtlAlive(options: TtlKeeperOptions): TtlKeeper {
   const granularityMs = options.granularityMs ?? SECOND_MS;
   if (!(options.ttlMs >= granularityMs)) throw new TypeError(`ttlMs: must be at least ${granularityMs} (got ${options.ttlMs})`);
-  const everyMs = options.everyMs ?? Math.max(SECOND_MS, Math.floor(options.ttlMs / 3));
+  const everyMs = options.everyMs ?? Math.max(250, Math.floor(options.ttlMs / 3));
   if (!(everyMs > 0)) throw new TypeError(`everyMs: must be positive (got ${everyMs})`);
   const now = options.now ?? Date.now;
   let timer: NodeJS.Timeout | undefined;
