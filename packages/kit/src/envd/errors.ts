@@ -164,6 +164,13 @@ export function envdCall<T>(options: EnvdCallOptions, call: () => Promise<T>): P
         throw envdApiError(options.vendor, options.operation, error, options);
       }
     },
-    { attempts: options.attempts ?? 4, totalMs: options.totalMs ?? 30_000, idempotent: options.idempotent, ...(options.signal ? { signal: options.signal } : {}) },
+    {
+      attempts: options.attempts ?? 4,
+      totalMs: options.totalMs ?? 30_000,
+      ...(options.baseDelayMs !== undefined ? { baseDelayMs: options.baseDelayMs } : {}),
+      ...(options.maxDelayMs !== undefined ? { maxDelayMs: options.maxDelayMs } : {}),
+      idempotent: options.idempotent,
+      ...(options.signal ? { signal: options.signal } : {}),
+    },
   );
 }
