@@ -44,7 +44,16 @@ export const emulator: EmulatorDefinition<EnvdEmulatorOptions> = {
       url: http.url,
       endpoints: { api: http.url, sandbox: http.url },
       credentials: { apiKey },
-      env: { E2B_API_URL: http.url, E2B_SANDBOX_URL: http.url, E2B_API_KEY: apiKey, NOVITA_API_URL: http.url, NOVITA_SANDBOX_URL: http.url, NOVITA_API_KEY: apiKey },
+      env: {
+        E2B_API_URL: http.url,
+        E2B_SANDBOX_URL: http.url,
+        E2B_API_KEY: apiKey,
+        NOVITA_API_URL: http.url,
+        NOVITA_SANDBOX_URL: http.url,
+        NOVITA_API_KEY: apiKey,
+        // Where the jails live (`leases/<sandbox id>/` each), for leftover checks from outside.
+        ENVD_EMULATOR_STATE_DIR: stateDir,
+      },
       leftovers: async () => sandboxes.list().map((s) => `sandbox ${s.id} (${s.state})`),
       close: () => sandboxes.closeAll(),
     };
