@@ -135,7 +135,8 @@ PROVIDERS.push({
     fill: { "API URL": ctx.emulator.url, "Sandbox URL": ctx.emulator.url },
     cleared: ["Template"],
     probe: /^e2b sandbox not usable: .*API key is required/,
-    saved: (config) => [...expectEqual("template", config.template, undefined), ...expectEqual("apiUrl", config.apiUrl, ctx.emulator.url), ...expectEqual("sandboxUrl", config.sandboxUrl, ctx.emulator.url)],
+    // A cleared field is unset: the normalized config then carries its default.
+    saved: (config) => [...expectEqual("template", config.template, "base"), ...expectEqual("apiUrl", config.apiUrl, ctx.emulator.url), ...expectEqual("sandboxUrl", config.sandboxUrl, ctx.emulator.url)],
   }),
 });
 
@@ -159,7 +160,7 @@ PROVIDERS.push({
     probe: /^novita sandbox not usable: .*401/,
     saved: (config) => [
       ...expectEqual("domain", config.domain, undefined),
-      ...expectEqual("template", config.template, undefined),
+      ...expectEqual("template", config.template, "base"),
       ...expectEqual("apiUrl", config.apiUrl, ctx.emulator.url),
       ...expectEqual("requestedCwd", config.requestedCwd, "/home/sandbox/paperclip-workspace"),
     ],
