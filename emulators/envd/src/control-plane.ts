@@ -1,4 +1,5 @@
 import { HttpError, queryInt, requireApiKey, type HttpContext, type Router } from "@paperclip-sandbox/emulator-kit";
+import { noDelay } from "./envd-access.js";
 import type { ResolvedEnvdOptions } from "./options.js";
 import type { EnvdSandbox, SandboxRegistry } from "./sandboxes.js";
 
@@ -26,7 +27,7 @@ interface CreateBody {
  */
 export function controlPlaneRoutes(router: Router, deps: { sandboxes: SandboxRegistry; options: ResolvedEnvdOptions; apiKey: string }): void {
   const { sandboxes, options, apiKey } = deps;
-  const auth = (ctx: HttpContext) => requireApiKey(ctx, { header: "x-api-key", accept: [apiKey], missingMessage: "missing API key (X-API-KEY)", invalidMessage: "invalid API key" });
+  const auth = (ctx: HttpContext) => (noDelay(ctx), requireApiKey(ctx, { header: "x-api-key", accept: [apiKey], missingMessage: "missing API key (X-API-KEY)", invalidMessage: "invalid API key" }));
 
   const create = async (ctx: HttpContext, dialect: "v1" | "v2") => {
     auth(ctx);

@@ -30,14 +30,14 @@ export function novitaConnection(config: NovitaConfig, env: NodeJS.ProcessEnv): 
 }
 
 /** The SDK's connection options (no sandbox options). */
-const opts = (conn: NovitaConnection, logger: SdkLogger) => ({
+const opts = (conn: NovitaConnection, logger: SdkLogger | undefined) => ({
   ...(conn.apiKey !== undefined ? { apiKey: conn.apiKey } : {}),
   ...(conn.domain !== undefined ? { domain: conn.domain } : {}),
   ...(conn.apiUrl !== undefined ? { apiUrl: conn.apiUrl } : {}),
   ...(conn.sandboxUrl !== undefined ? { sandboxUrl: conn.sandboxUrl } : {}),
   requestTimeoutMs: conn.requestTimeoutMs,
   debug: false,
-  logger,
+  ...(logger ? { logger } : {}),
 });
 
 const call = <T>(operation: string, idempotent: boolean, fn: () => Promise<T>) => envdCall({ vendor: "novita", operation, idempotent, notFoundMeansGone: true }, fn);
@@ -50,7 +50,7 @@ const call = <T>(operation: string, idempotent: boolean, fn: () => Promise<T>) =
 export const novitaControlPlane: EnvdControlPlane<NovitaConnection> = {
   create: (conn, input) =>
     call("createSandbox", false, async () => {
-      const { value } = await guardedCall({ operation: "createSandbox" }, (logger) =>
+      const { value } = await guardedCall({ operation: "createSandbox", recordStatus: false }, (logger) =>
         Sandbox.create(input.template, {
           ...opts(conn, logger),
           timeoutMs: input.timeoutMs,
@@ -76,7 +76,7 @@ export const novitaControlPlane: EnvdControlPlane<NovitaConnection> = {
 
   connect: (conn, sandboxId, timeoutMs) =>
     call("connectSandbox", true, async () => {
-      const { value } = await guardedCall({ operation: "connectSandbox" }, (logger) => Sandbox.connect(sandboxId, { ...opts(conn, logger), timeoutMs }));
+      const { value } = await guardedCall({ operation: "connectSandbox", recordStatus: false }, (logger) => Sandbox.connect(sandboxId, { ...opts(conn, logger), timeoutMs }));
       return value as unknown as EnvdSandboxLike;
     }),
 

@@ -28,6 +28,12 @@ export interface GuardedCallOptions {
   operation: string;
   /** Statuses that the caller handles as an answer (kill: 404 is gone, which is success). */
   accept?: readonly number[];
+  /**
+   * False for calls that return a sandbox object (create, connect): the SDK keeps the logger on it
+   * for every later envd call. Such a call cannot take an empty error body for success (the SDK
+   * reads the missing body's fields and fails), so the guard only names that failure.
+   */
+  recordStatus?: boolean;
 }
 
 /**
@@ -35,7 +41,15 @@ export interface GuardedCallOptions {
  * success, or that made it fail with something unrelated (a create whose empty body left no data).
  * Returns the accepted error status, if any, next to the result.
  */
-export async function guardedCall<T>(options: GuardedCallOptions, call: (logger: SdkLogger) => Promise<T>): Promise<{ value: T; acceptedStatus?: number }> {
+export async function guardedCall<T>(options: GuardedCallOptions, call: (logger: SdkLogger | undefined) => Promise<T>): Promise<{ value: T; acceptedStatus?: number }> {
+  if (options.recordStatus === false) {
+    try {
+      return { value: await call(undefined) };
+    } catch (error) {
+      if (error instanceof TypeError && /Cannot read properties of (undefined|null)/.test(error.message)) throw emptyBodyError(options.operation, undefined);
+      throw error;
+    }
+  }
   const recorder = statusRecorder();
   let value: T;
   try {
@@ -56,15 +70,19 @@ function isNamedSdkError(error: unknown): boolean {
   return error instanceof Error && /Error$/.test(error.name) && error.name !== "Error" && error.name !== "TypeError";
 }
 
-export function emptyBodyError(operation: string, status: number): ProviderApiError {
+/** An error answer without a body; `status` undefined when the SDK hid it (create, connect). */
+export function emptyBodyError(operation: string, status: number | undefined): ProviderApiError {
   return new ProviderApiError({
     vendor: "novita",
     operation,
-    status,
-    code: `http_${status}`,
-    detail: `Novita answered HTTP ${status} with no error body (the SDK reports that as success)`,
-    retryable: isRetryableStatus(status),
-    gone: isGoneStatus(status),
+    status: status ?? 0,
+    code: status === undefined ? "empty_error_body" : `http_${status}`,
+    detail:
+      status === undefined
+        ? "Novita answered an error without a body (the SDK could not read its answer)"
+        : `Novita answered HTTP ${status} with no error body (the SDK reports that as success)`,
+    retryable: status === undefined ? true : isRetryableStatus(status),
+    gone: status === undefined ? false : isGoneStatus(status),
     mayHaveTakenEffect: true,
   });
 }

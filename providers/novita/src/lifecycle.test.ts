@@ -196,7 +196,7 @@ describe("novita errors with an empty body are failures", () => {
       const viaProxy = { ...sdk, apiUrl: proxy.url, sandboxUrl: proxy.url };
       const before = (await emu.leftovers()).length;
       proxy.arm("POST", /^\/sandboxes$/, 503);
-      await expect(host({ ...viaProxy, timeoutMs: 60_000 }).acquire(createNovitaPlugin().plugin)).rejects.toThrow(/HTTP 503 with no error body/);
+      await expect(host({ ...viaProxy, timeoutMs: 60_000 }).acquire(createNovitaPlugin().plugin)).rejects.toThrow(/answered an error without a body/);
       expect((await emu.leftovers()).length).toBe(before);
     } finally {
       await proxy.close();
