@@ -105,6 +105,15 @@ for (let i = 0; i < 4; i += 1) {
 const report = { date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, loadavg: os.loadavg(), runs, syncRuns, taskRuns, syncFiles, syncMiB: syncBytes / 1024 / 1024, results: {} };
 
 const emu = await runEmulator(emulator, { options: { maxSandboxes: 50 } });
+// An interrupted run still destroys its jails.
+for (const name of ["SIGINT", "SIGTERM"]) {
+  process.once(name, () => {
+    void emu.close().finally(() => {
+      fs.rmSync(scratch, { recursive: true, force: true });
+      process.exit(130);
+    });
+  });
+}
 try {
   for (const provider of providers) {
     const pkg = await loadPluginPackage(path.join(repoRoot, "providers", provider));

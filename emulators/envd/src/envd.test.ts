@@ -53,6 +53,27 @@ describe("process service", () => {
     expect(whole.equals(stored)).toBe(true);
   });
 
+  it("a reader slower than the process still gets every byte", async () => {
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => void warnings.push(warning.name);
+    process.on("warning", onWarning);
+    let total = 0;
+    let events = 0;
+    try {
+      // 6 MiB at once, within the jail's 8 MiB output buffer.
+      for await (const response of rawStart(sbx, ["/bin/sh", "-c", "head -c 6291456 /dev/zero"])) {
+        const e = response.event!.event;
+        if (e.case !== "data") continue;
+        total += Buffer.from(e.value.output.value).length;
+        if (++events % 16 === 0) await sleep(5);
+      }
+    } finally {
+      process.off("warning", onWarning);
+    }
+    expect(total).toBe(6 * 1024 * 1024);
+    expect(warnings).not.toContain("MaxListenersExceededWarning");
+  });
+
   it("stdin through SendInput and CloseStdin; a process outlives its stream and Connect re-attaches by pid", async () => {
     const handle = await sbx.commands.run("cat; echo closed", { background: true, stdin: true });
     await handle.sendStdin("first\n");
@@ -79,7 +100,8 @@ describe("process service", () => {
 
   it("the Connect-Timeout-Ms deadline kills the process and ends the stream with deadline_exceeded", async () => {
     await expect(sbx.commands.run("echo $$ > /tmp/deadline.pid; sleep 30", { timeoutMs: 500 })).rejects.toMatchObject({ name: "TimeoutError", message: expect.stringContaining("deadline_exceeded") });
-    const alive = await sbx.commands.run('kill -0 "$(cat /tmp/deadline.pid)" 2>/dev/null && echo alive || echo gone');
+    // The kill goes out as the stream ends: allow it a moment to land.
+    const alive = await sbx.commands.run('i=0; while kill -0 "$(cat /tmp/deadline.pid)" 2>/dev/null && [ $i -lt 40 ]; do sleep 0.05; i=$((i+1)); done; kill -0 "$(cat /tmp/deadline.pid)" 2>/dev/null && echo alive || echo gone');
     expect(alive.stdout).toBe("gone\n");
   });
 

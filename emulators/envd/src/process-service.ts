@@ -30,6 +30,13 @@ type ProcessEvent =
   | { event: { end: EndEvent } }
   | { event: { keepalive: Record<string, never> } };
 
+/**
+ * A stream counts as congested (the process's reader waits) only this far behind: up to it, output
+ * waits in the response buffer, so the jail's bounded output buffer never overflows for a client
+ * that is merely slower than the process.
+ */
+const CONGESTED_BYTES = 32 * 1024 * 1024;
+
 /** Output and stdin travel as protobuf `bytes`: base64 in the JSON codec. */
 const b64 = (bytes: Buffer) => bytes.toString("base64");
 
@@ -58,6 +65,7 @@ export function processRoutes(router: Router, sandboxes: SandboxRegistry): void 
       session.close();
       throw await startError(error, sandbox, cwd, config);
     }
+    killAtDeadline(entry, call.deadline);
     await session.run(entry);
   });
 
@@ -119,7 +127,7 @@ export function processRoutes(router: Router, sandboxes: SandboxRegistry): void 
 
 interface Session {
   readonly listener: ProcessListener;
-  /** Sends the start event, then relays output until the process ends or the stream does. */
+  /** Sends the start event, then relays output until the process ends or the stream does (a Connect deadline only ends the stream). */
   run(entry: ProcessEntry): Promise<void>;
   close(): void;
 }
@@ -186,7 +194,12 @@ function openSession(stream: ConnectServerStream<ProcessEvent>, call: ConnectCal
       else if (drop.then === "hang") stream.hang();
       close();
     },
-    congested: () => !closed && res.writableNeedDrain,
+    fail(reason) {
+      if (closed) return;
+      stream.end(new ConnectError("data_loss", reason));
+      close();
+    },
+    congested: () => !closed && res.writableLength > CONGESTED_BYTES,
     onceDrained(resume) {
       let done = false;
       const once = () => {
@@ -205,14 +218,10 @@ function openSession(stream: ConnectServerStream<ProcessEvent>, call: ConnectCal
   };
   const finishedOnce = new Set<() => void>();
 
+  // A client that leaves only detaches; the call's end (deadline, client gone) stops relaying.
   call.signal.addEventListener(
     "abort",
     () => {
-      const reason = call.signal.reason;
-      // The deadline kills the process (envd's process context); a client that left only detaches.
-      if (entry && reason instanceof ConnectError && reason.code === "deadline_exceeded") {
-        void entry.handle.signal("SIGKILL", { group: false }).catch(() => undefined);
-      }
       close();
       for (const resume of [...finishedOnce]) resume();
     },
@@ -235,6 +244,18 @@ function openSession(stream: ConnectServerStream<ProcessEvent>, call: ConnectCal
       await finished;
     },
   };
+}
+
+/**
+ * envd runs the process under a context with the Connect deadline: at that moment it is killed
+ * (SIGKILL to its pid), whether or not the client is still there (connect-web gives up at the same
+ * deadline, often a moment before the server).
+ */
+function killAtDeadline(entry: ProcessEntry, deadline: number | undefined): void {
+  if (deadline === undefined) return;
+  const timer = setTimeout(() => void entry.handle.signal("SIGKILL", { group: false }).catch(() => undefined), Math.max(0, deadline - Date.now()));
+  timer.unref();
+  void entry.ended.then(() => clearTimeout(timer));
 }
 
 function selectProcess(sandbox: EnvdSandbox, selector: ProcessSelector | undefined): ProcessEntry {

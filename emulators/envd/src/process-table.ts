@@ -20,6 +20,8 @@ export interface EndEvent {
 export interface ProcessListener {
   data(stream: OutputStreamName, bytes: Buffer): void;
   end(event: EndEvent): void;
+  /** Output was lost before it could be delivered (the jail's buffer overflowed): end the stream loudly. */
+  fail(reason: string): void;
   /** The listener's connection is congested: the process's output is read no further until it drains. */
   congested(): boolean;
   onceDrained(resume: () => void): void;
@@ -38,8 +40,12 @@ export interface ProcessEntry {
 
 /** Output events carry at most this much (envd reads its pipes 32 KiB at a time). */
 export const DATA_CHUNK_BYTES = 32 * 1024;
-/** Output kept per stream in the jail until it is delivered. */
-const OUTPUT_LIMIT_BYTES = 4 * 1024 * 1024;
+/**
+ * Output kept per stream in the jail until it is delivered. The backend's buffer never blocks the
+ * process (envd's pipe would), so a burst larger than this, written faster than it is read, loses
+ * its oldest bytes; 8 MiB per stream still lets 16 processes run at once in the jail's 256 MiB budget.
+ */
+const OUTPUT_LIMIT_BYTES = 8 * 1024 * 1024;
 
 /**
  * The running processes of one sandbox, as envd keeps them: one reader per process fans its output
@@ -50,6 +56,8 @@ const OUTPUT_LIMIT_BYTES = 4 * 1024 * 1024;
 export class ProcessTable {
   private readonly entries = new Map<number, ProcessEntry>();
   private readonly subscriptions = new Map<number, OutputSubscription>();
+  /** Processes whose reader waits for congested listeners (one wait at a time). */
+  private readonly holding = new Set<number>();
 
   constructor(private readonly jail: Jail) {}
 
@@ -78,6 +86,10 @@ export class ProcessTable {
             for (const listener of listeners) listener.data(stream, piece);
           }
           this.holdWhileCongested(entry, subscription);
+        },
+        onGap: (stream, from, to) => {
+          for (const listener of [...listeners]) listener.fail(`${to - from} bytes of ${stream} were lost: the reader fell too far behind`);
+          listeners.clear();
         },
       },
     );
@@ -111,14 +123,19 @@ export class ProcessTable {
   }
 
   private holdWhileCongested(entry: ProcessEntry, subscription: OutputSubscription): void {
+    // Events already on their way keep arriving after pause(): one wait covers them all.
+    if (this.holding.has(entry.pid)) return;
     const congested = [...entry.listeners].filter((listener) => listener.congested());
     if (congested.length === 0) return;
+    this.holding.add(entry.pid);
     subscription.pause();
     let waiting = congested.length;
     for (const listener of congested) {
       listener.onceDrained(() => {
         waiting -= 1;
-        if (waiting === 0) subscription.resume();
+        if (waiting > 0) return;
+        this.holding.delete(entry.pid);
+        subscription.resume();
       });
     }
   }
@@ -126,6 +143,7 @@ export class ProcessTable {
   private finish(entry: ProcessEntry, event: EndEvent, settle: (event: EndEvent) => void): void {
     if (this.entries.get(entry.pid) === entry) this.entries.delete(entry.pid);
     this.subscriptions.delete(entry.pid);
+    this.holding.delete(entry.pid);
     for (const listener of entry.listeners) listener.end(event);
     entry.listeners.clear();
     settle(event);

@@ -80,6 +80,12 @@ export interface EnvdProviderSpec<S extends z.ZodObject, Conn> {
   killWhenPauseFails?: boolean;
   validate?(config: z.output<S>): { errors?: string[]; warnings?: string[] };
   probe?(config: z.output<S>, params: PluginEnvironmentProbeParams, hook: HookContext): Promise<PluginEnvironmentProbeResult>;
+  /**
+   * A held lease with no command, sync or channel for this long is not kept alive any more (a host
+   * that never releases must not keep a sandbox running forever). Default the larger of 1 hour and
+   * the sandbox timeout.
+   */
+  idleKeepaliveMs?(config: z.output<S>): number;
   /** For tests: the clock of lease deadlines. */
   now?: () => number;
 }
@@ -91,6 +97,8 @@ export interface EnvdHandle extends SandboxHandle {
   workspace: string;
   /** The lease's hard deadline (epoch ms), or null. */
   capAt: number | null;
+  /** Work through this handle's runner and files (shared by its copies), for the keepalive. */
+  activity: { inFlight: number; last: number };
 }
 
 const HOME_WORKSPACE_FALLBACK = "/home/user";
@@ -121,10 +129,13 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
 
   const keepAlive = (config: C, handle: EnvdHandle) => {
     const id = handle.sandboxId;
+    const idleMs = spec.idleKeepaliveMs?.(config) ?? Math.max(60 * 60_000, spec.sandboxTimeoutMs(config));
+    const activity = handle.activity;
     keepers.keep(id, {
       ttlMs: spec.sandboxTimeoutMs(config),
       capAt: handle.capAt,
       now,
+      active: () => activity.inFlight > 0 || now() - activity.last < idleMs,
       refresh: (ms) => cp.setTimeout(conn(config), id, ms),
       onError: (error) => {
         if (isProviderApiError(error) && error.gone) keepers.stop(id);
@@ -142,7 +153,19 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
       return { capabilities: STREAM_TRANSPORT, run: () => Promise.reject(notRunningError(handle.sandboxId)) };
     }
     const api = envdProcessApi(sandbox, { vendor: spec.vendor, requestTimeoutMs: spec.requestTimeoutMs(config) });
-    return preferFileApiSync(withRemoteGroupKill(createStreamedProcessRunner({ api })));
+    const runner = preferFileApiSync(withRemoteGroupKill(createStreamedProcessRunner({ api })));
+    return { capabilities: runner.capabilities, run: (script, io) => tracked(handle, () => runner.run(script, io)) };
+  };
+
+  /** Counts the work in flight and when the last ended: a lease in use is kept alive. */
+  const tracked = async <T>(handle: EnvdHandle, work: () => Promise<T>): Promise<T> => {
+    handle.activity.inFlight += 1;
+    try {
+      return await work();
+    } finally {
+      handle.activity.inFlight -= 1;
+      handle.activity.last = now();
+    }
   };
 
   const filesOf = (handle: EnvdHandle, config: C): FileTransport => {
@@ -151,12 +174,16 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
       const refuse = () => Promise.reject(notRunningError(handle.sandboxId));
       return { upload: refuse, download: refuse };
     }
-    return envdFileTransport(sandbox.files, {
+    const files = envdFileTransport(sandbox.files, {
       vendor: spec.vendor,
       upload: spec.upload,
       requestTimeoutMs: spec.requestTimeoutMs(config),
       ...(spec.downloadTimeoutIsWholeBody ? { downloadTimeoutIsWholeBody: true } : {}),
     });
+    return {
+      upload: (path, source, opts) => tracked(handle, () => files.upload(path, source, opts)),
+      download: (path, opts) => tracked(handle, () => files.download(path, opts)),
+    };
   };
 
   /** Makes the workspace and returns its absolute path (one process start). */
@@ -220,7 +247,17 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
       const sandbox = await cp.create(conn(config), { template: spec.template(config), timeoutMs, metadata, signal });
       const sandboxId = ids.encode(sandbox.sandboxId);
       created(sandboxId);
-      const handle: EnvdHandle = { providerLeaseId: sandboxId, sandboxId, sandbox, workspace: "", capAt, expiresAt: capAt === null ? null : new Date(capAt), state: "running", labels: metadata };
+      const handle: EnvdHandle = {
+        providerLeaseId: sandboxId,
+        sandboxId,
+        sandbox,
+        workspace: "",
+        capAt,
+        expiresAt: capAt === null ? null : new Date(capAt),
+        state: "running",
+        labels: metadata,
+        activity: { inFlight: 0, last: now() },
+      };
       keepAlive(config, handle);
       try {
         handle.workspace = await makeWorkspace(handle, config);
@@ -250,6 +287,7 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
         expiresAt: capAt === null ? null : new Date(capAt),
         state: info.state === "paused" ? "frozen" : "running",
         labels: info.metadata,
+        activity: { inFlight: 0, last: now() },
       };
       // A running sandbox needs a connected SDK object (its envd access token): connect, which only
       // ever extends a running sandbox's timeout.

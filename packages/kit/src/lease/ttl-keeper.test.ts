@@ -62,6 +62,18 @@ describe("keepTtlAlive", () => {
     expect(calls).toBeGreaterThan(1);
   });
 
+  it("skips refreshes while the lease is idle, and resumes them when it is in use again", async () => {
+    let busy = false;
+    let calls = 0;
+    const keeper = keepTtlAlive({ ttlMs: 60_000, capAt: null, everyMs: 10, active: () => busy, refresh: async () => void (calls += 1) });
+    await sleep(60);
+    expect(calls).toBe(0);
+    busy = true;
+    await sleep(60);
+    keeper.stop();
+    expect(calls).toBeGreaterThan(0);
+  });
+
   it("refuses a TTL shorter than its granularity", () => {
     expect(() => keepTtlAlive({ ttlMs: 500, capAt: null, refresh: async () => undefined })).toThrow(/ttlMs: must be at least 1000/);
   });

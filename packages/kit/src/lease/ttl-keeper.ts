@@ -34,6 +34,8 @@ export interface TtlKeeperOptions {
   everyMs?: number;
   /** Round refreshes down to this (default 1 s). */
   granularityMs?: number;
+  /** Whether the lease is in use; an idle one is not refreshed (its TTL then runs out), default always. */
+  active?(): boolean;
   /** A failed refresh (it is tried again at the next interval). */
   onError?(error: unknown): void;
   now?: () => number;
@@ -72,6 +74,7 @@ export function keepTtlAlive(options: TtlKeeperOptions): TtlKeeper {
       stopped = true;
       return;
     }
+    if (options.active && !options.active()) return schedule();
     options.refresh(ms).then(schedule, (error: unknown) => {
       options.onError?.(error);
       schedule();
