@@ -237,3 +237,63 @@ PROVIDERS.push({
     ],
   }),
 });
+
+// Hosted E2B-family providers run against the envd emulator (E2B's control plane + envd on one
+// loopback origin, sandboxes are sandbox-backend jails owned by root); its built dist is imported here.
+async function startEnvdEmulator() {
+  const { runEmulator } = await import(new URL("../../packages/emulator-kit/dist/index.js", import.meta.url).href);
+  const { emulator } = await import(new URL("../../emulators/envd/dist/index.js", import.meta.url).href);
+  return runEmulator(emulator);
+}
+/** The emulator's jail directories still there (a destroyed sandbox leaves none). */
+const envdLeftovers = (ctx) => (ctx.emulator ? listDirs(path.join(ctx.emulator.env.ENVD_EMULATOR_STATE_DIR, "leases")).map((id) => `emulated sandbox ${id}`) : []);
+
+PROVIDERS.push({
+  driverKey: "e2b",
+  dir: "providers/e2b",
+  emulator: { start: startEnvdEmulator },
+  config: (ctx) => ({ apiKey: ctx.emulator.credentials.apiKey, apiUrl: ctx.emulator.url, sandboxUrl: ctx.emulator.url }),
+  invalidConfig: { config: { timeoutMs: 10 }, error: /Sandbox timeout \(ms\): must be at least 1000/ },
+  missingBackend: { config: { template: "paperclip-e2e-missing" }, diagnostic: /template 'paperclip-e2e-missing' not found/ },
+  reuse: true,
+  timingRuns: 3,
+  duplex: { runs: 1 },
+  leaseDir: () => null,
+  leftovers: envdLeftovers,
+  ui: (ctx) => ({
+    // The API key is a secret picker in the form (not typed here), so Test reaches no sandbox: the
+    // SDK refuses to call without a key, and the summary says so.
+    fill: { "API URL": ctx.emulator.url, "Sandbox URL": ctx.emulator.url },
+    cleared: ["Template"],
+    probe: /^e2b sandbox not usable: .*API key is required/,
+    // A cleared field is unset: the normalized config then carries its default.
+    saved: (config) => [...expectEqual("template", config.template, "base"), ...expectEqual("apiUrl", config.apiUrl, ctx.emulator.url), ...expectEqual("sandboxUrl", config.sandboxUrl, ctx.emulator.url)],
+  }),
+});
+
+PROVIDERS.push({
+  driverKey: "novita",
+  dir: "providers/novita",
+  emulator: { start: startEnvdEmulator },
+  // The emulator's jail user has its home at /home/sandbox (Novita's is /home/user).
+  config: (ctx) => ({ apiKey: ctx.emulator.credentials.apiKey, apiUrl: ctx.emulator.url, sandboxUrl: ctx.emulator.url, requestedCwd: "/home/sandbox/paperclip-workspace" }),
+  invalidConfig: { config: { timeoutMs: 9_999 }, error: /Sandbox timeout \(ms\): must be at least 10000/ },
+  missingBackend: { config: { template: "paperclip-e2e-missing" }, diagnostic: /template 'paperclip-e2e-missing' not found/ },
+  reuse: true,
+  timingRuns: 3,
+  duplex: { runs: 1 },
+  leaseDir: () => null,
+  leftovers: envdLeftovers,
+  ui: (ctx) => ({
+    // No key typed (a secret picker): the emulator refuses the Test's create with 401.
+    fill: { "API URL": ctx.emulator.url, "Sandbox URL": ctx.emulator.url, "Workspace directory": "/home/sandbox/paperclip-workspace" },
+    cleared: ["Domain", "Template"],
+    probe: /^novita sandbox not usable: .*401/,
+    saved: (config) => [
+      ...expectEqual("domain", config.domain, undefined),
+      ...expectEqual("template", config.template, "base"),
+      ...expectEqual("apiUrl", config.apiUrl, ctx.emulator.url),
+      ...expectEqual("requestedCwd", config.requestedCwd, "/home/sandbox/paperclip-workspace"),
+    ],
+  }),
+});

@@ -7,9 +7,11 @@ import { UsageError } from "./errors.js";
 export const BUILTIN_PROVIDERS: Readonly<Record<string, string>> = Object.freeze({
   bubblewrap: "providers/bubblewrap",
   daytona: "providers/daytona",
+  e2b: "providers/e2b",
   "fake-plugin": "providers/fake-plugin",
   kubernetes: "providers/kubernetes",
   modal: "providers/modal",
+  novita: "providers/novita",
 });
 
 export const DEFAULT_PROVIDER = "bubblewrap";

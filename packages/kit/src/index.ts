@@ -16,3 +16,8 @@ export * from "./vendor/index.js";
 export { ExitMarkerScanner } from "./transports/exit-marker.js";
 // A create retried without making two resources (a nonce label, looked up after a lost answer).
 export { createIdempotently, type IdempotentCreateOptions } from "./vendor/idempotent-create.js";
+export { createStreamedProcessRunner } from "./transports/streamed-process-runner.js";
+export type { StreamedProcess, StreamedProcessApi, StreamedProcessExit, StreamedProcessOutput, StreamedProcessRunnerOptions, StreamedProcessSpec } from "./transports/streamed-process-runner.js";
+export { cappedTtlMs, createTtlKeepers, keepTtlAlive, SECOND_MS } from "./lease/ttl-keeper.js";
+export type { TtlKeeper, TtlKeeperOptions, TtlKeepers } from "./lease/ttl-keeper.js";
+export * from "./envd/index.js";

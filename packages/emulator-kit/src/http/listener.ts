@@ -64,6 +64,8 @@ export async function listen(sinks: ConnectionSinks, options: ListenerOptions = 
   tlsServer?.on("tlsClientError", (_error, secure) => secure.destroy());
 
   const server = net.createServer((socket) => {
+    // Small streamed answers (an exec's output frames) must not wait for Nagle's delayed ACK (~25 ms each).
+    socket.setNoDelay(true);
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
     socket.on("error", () => socket.destroy());

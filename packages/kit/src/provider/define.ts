@@ -254,7 +254,12 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
         const metadata = params.leaseMetadata ?? {};
         const ref = refOf(params, params.providerLeaseId, config, metadata);
         const handle = await def.get(ref);
-        if (!handle || expired(handle)) return gone;
+        if (!handle) return gone;
+        if (expired(handle)) {
+          // Past its expiry but still there (a vendor that stops rather than deletes): ours, so end it.
+          if (ownedBy(handle, params)) await def.destroy(ref, handle).catch((error: unknown) => log(`destroying an expired sandbox failed: ${(error as Error).message}`));
+          return gone;
+        }
         // Someone else's resource under a recycled id: not ours to touch.
         if (!ownedBy(handle, params)) return mismatch;
         const shapeFingerprint = shapeFingerprintOf(params.companyId, params.environmentId, def.shape(config));
@@ -322,7 +327,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       return guarded(params.config, async (config) => {
         const entry = await live(params, params.lease, config);
         const roots = def.syncRoots?.(entry.handle, config) ?? [def.workspaceDir(entry.handle, config)];
-        return registry.track(entry, syncFor(runnerOf(entry), entry.files).syncIn(params.operations, { roots, signal: entry.abort.signal, log: info }));
+        return registry.track(entry, syncFor(runnerOf(entry), entry.files, def.syncPrefer ? { prefer: def.syncPrefer } : {}).syncIn(params.operations, { roots, signal: entry.abort.signal, log: info }));
       });
     },
 
@@ -330,7 +335,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       return guarded(params.config, async (config) => {
         const entry = await live(params, params.lease, config);
         const roots = def.syncRoots?.(entry.handle, config) ?? [def.workspaceDir(entry.handle, config)];
-        const strategy = syncFor(runnerOf(entry), entry.files);
+        const strategy = syncFor(runnerOf(entry), entry.files, def.syncPrefer ? { prefer: def.syncPrefer } : {});
         if (strategy.kind === "file-api") entry.downloadStages = true;
         return registry.track(entry, strategy.syncOut(params.operations, { roots, signal: entry.abort.signal, log: info }));
       });

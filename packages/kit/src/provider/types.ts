@@ -134,6 +134,8 @@ export interface SandboxProviderDefinition<S extends z.ZodObject, H extends Sand
   /** Called once in the plugin's `setup`, and at shutdown (for local handles, e.g. proxies). */
   setup?(ctx: PluginContext): Promise<void> | void;
   shutdown?(): Promise<void> | void;
+  /** Sync through the file API even when the runner could stream (see `SyncForOptions.prefer`). */
+  syncPrefer?: "file-api";
   /** Host-run concurrent sync operations are safe (declared to the host); default true. */
   concurrentSync?: boolean;
   /** How long a plain release waits for in-flight work before ending it; default 30 s. */

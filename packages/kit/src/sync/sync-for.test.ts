@@ -95,8 +95,12 @@ describe("streaming sync over a transport that is not binary-safe", () => {
 });
 
 describe("syncFor", () => {
-  it("streams over a binary-safe streamed-stdin runner", () => {
+  it("streams over a binary-safe streamed-stdin runner, unless asked to prefer the file API it is given", () => {
     expect(syncFor(w.runner).kind).toBe("stream");
+    const vendor = fileApiVendor(w.runner);
+    expect(syncFor(w.runner, vendor.files).kind).toBe("stream");
+    expect(syncFor(w.runner, vendor.files, { prefer: "file-api" }).kind).toBe("file-api");
+    expect(syncFor(w.runner, undefined, { prefer: "file-api" }).kind).toBe("stream");
   });
 
   it("sizes base64 chunks to the transport's stdin limit", async () => {

@@ -18,6 +18,11 @@ export interface SyncStrategy {
 export interface SyncForOptions {
   /** For the file-API strategy: where uploads land before a script moves them (default /tmp). */
   uploadScratchDir?: string;
+  /**
+   * Use the file API even over a runner that could stream: for an exec API where every stdin chunk
+   * is a vendor call of its own, while the file API moves a whole archive in one.
+   */
+  prefer?: "file-api";
 }
 
 /** Bytes of script around a base64 chunk (stage checks, the append command). */
@@ -34,7 +39,8 @@ const BASE64_SCRIPT_OVERHEAD = 8 * 1024;
  */
 export function syncFor(runner: ScriptRunner, files?: FileTransport, options: SyncForOptions = {}): SyncStrategy {
   const caps = runner.capabilities;
-  if (caps.stdin === "stream" && caps.binarySafe && caps.stdinEof) {
+  const streams = caps.stdin === "stream" && caps.binarySafe && caps.stdinEof;
+  if (streams && !(options.prefer === "file-api" && files)) {
     return { kind: "stream", syncIn: (ops, opts) => syncIn(runner, ops, opts), syncOut: (ops, opts) => syncOut(runner, ops, opts) };
   }
   if (files) {

@@ -1,0 +1,175 @@
+// The control plane as both real SDKs see it: create (e2b v2, Novita v1), info, list by metadata
+// with paging, timeouts on a compressed clock, pause/connect, kill, and the error answers the SDKs
+// branch on.
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, describe, expect, it } from "vitest";
+import * as e2b from "e2b";
+import * as novita from "novita-sandbox";
+import { runEmulator } from "@paperclip-sandbox/emulator-kit";
+import { emulator } from "./index.js";
+
+const emu = await runEmulator(emulator, { options: { maxSandboxes: 6 } });
+// 100 emulated seconds per real second: a 10 s timeout lasts 100 ms.
+const fast = await runEmulator(emulator, { options: { timeScale: 100 } });
+afterAll(async () => {
+  await emu.close();
+  await fast.close();
+});
+const opts = (e = emu) => ({ apiKey: e.credentials.apiKey!, apiUrl: e.url, sandboxUrl: e.url });
+
+describe("control plane (e2b SDK)", () => {
+  it("creates through POST /v2/sandboxes with metadata, env and timeout, and reports them", async () => {
+    const mark = emu.requests.mark();
+    const sbx = await e2b.Sandbox.create("base", { ...opts(), timeoutMs: 120_000, metadata: { team: "a" }, envs: { GREETING: "hi" } });
+    try {
+      const info = await sbx.getInfo();
+      expect(info).toMatchObject({ sandboxId: sbx.sandboxId, templateId: "base", metadata: { team: "a" }, state: "running", envdVersion: "0.6.4" });
+      expect(info.endAt.getTime() - info.startedAt.getTime()).toBe(120_000);
+      expect((await sbx.commands.run("echo $GREETING")).stdout).toBe("hi\n");
+      await emu.requests.idle();
+      expect(emu.requests.list({ since: mark }).map((r) => `${r.method} ${r.route} ${r.status}`).slice(0, 2)).toEqual(["POST /v2/sandboxes 201", "GET /sandboxes/:id 200"]);
+    } finally {
+      await sbx.kill();
+    }
+  });
+
+  it("lists by metadata, running and paused, in pages linked by X-Next-Token", async () => {
+    const tag = `list-${Date.now()}`;
+    const made = await Promise.all([0, 1, 2].map(() => e2b.Sandbox.create("base", { ...opts(), metadata: { tag } })));
+    try {
+      await made[0]!.pause();
+      const paginator = e2b.Sandbox.list({ ...opts(), query: { metadata: { tag } }, limit: 2 });
+      const pages: string[][] = [];
+      while (paginator.hasNext) pages.push((await paginator.nextItems()).map((s) => `${s.sandboxId}:${s.state}`));
+      expect(pages.map((p) => p.length)).toEqual([2, 1]);
+      expect(pages.flat().sort()).toEqual(made.map((s, i) => `${s.sandboxId}:${i === 0 ? "paused" : "running"}`).sort());
+      const running = await e2b.Sandbox.list({ ...opts(), query: { metadata: { tag }, state: ["running"] } }).nextItems();
+      expect(running.map((s) => s.sandboxId).sort()).toEqual([made[1]!.sandboxId, made[2]!.sandboxId].sort());
+    } finally {
+      await Promise.all(made.map((s) => e2b.Sandbox.kill(s.sandboxId, opts())));
+    }
+  });
+
+  it("kill answers 204, then 404 (the SDK's false); getInfo of a killed sandbox is SandboxNotFoundError", async () => {
+    const sbx = await e2b.Sandbox.create("base", opts());
+    expect(await sbx.kill()).toBe(true);
+    expect(await e2b.Sandbox.kill(sbx.sandboxId, opts())).toBe(false);
+    await expect(e2b.Sandbox.getInfo(sbx.sandboxId, opts())).rejects.toMatchObject({ name: "SandboxNotFoundError" });
+    await expect(e2b.Sandbox.connect(sbx.sandboxId, opts())).rejects.toMatchObject({ name: "SandboxNotFoundError" });
+  });
+
+  it("pause is 204 then 409 (already paused: false); envd refuses a paused sandbox; connect resumes it with its processes", async () => {
+    const sbx = await e2b.Sandbox.create("base", opts());
+    try {
+      const counter = await sbx.commands.run("i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.05; done", { background: true });
+      await sleep(300);
+      expect(await sbx.pause()).toBe(true);
+      expect(await sbx.pause()).toBe(false);
+      await expect(counter.wait()).rejects.toThrow(); // its stream broke with the pause
+      // envd behind the proxy answers 502 (unavailable): the SDK says the sandbox is probably not running.
+      await expect(sbx.commands.run("true")).rejects.toMatchObject({ name: "SandboxNotFoundError", message: expect.stringMatching(/probably not running/) });
+      expect(await sbx.isRunning()).toBe(false);
+      expect((await e2b.Sandbox.getInfo(sbx.sandboxId, opts())).state).toBe("paused");
+      const again = await e2b.Sandbox.connect(sbx.sandboxId, opts());
+      const before = Number((await again.files.read("/tmp/n")).trim());
+      await sleep(300);
+      const after = Number((await again.files.read("/tmp/n")).trim());
+      expect(after).toBeGreaterThan(before);
+      expect((await again.commands.list()).map((p) => p.pid)).toContain(counter.pid);
+    } finally {
+      await e2b.Sandbox.kill(sbx.sandboxId, opts());
+    }
+  });
+
+  it("refuses a missing or wrong key with 401, an unknown template with 404, and a full quota with 429 and no Retry-After", async () => {
+    await expect(e2b.Sandbox.create("base", { ...opts(), apiKey: "e2b_wrong" })).rejects.toMatchObject({ name: "AuthenticationError" });
+    await expect(e2b.Sandbox.create("nope", opts())).rejects.toThrow(/404: template 'nope' not found/);
+    const held = [];
+    try {
+      for (;;) {
+        try {
+          held.push(await e2b.Sandbox.create("base", opts()));
+        } catch (error) {
+          expect(error).toMatchObject({ name: "RateLimitError" });
+          break;
+        }
+        if (held.length > 6) throw new Error("quota never refused a create");
+      }
+      const refused = emu.requests.list({ route: "/v2/sandboxes", status: 429 });
+      expect(refused.length).toBe(1); // no Retry-After: the SDK did not retry
+    } finally {
+      await Promise.all(held.map((s) => s.kill()));
+    }
+  });
+});
+
+describe("sandbox timeouts on a compressed clock", () => {
+  it("a sandbox is killed at its timeout; setTimeout moves it from now", async () => {
+    const sbx = await e2b.Sandbox.create("base", { ...opts(fast), timeoutMs: 30_000 }); // 300 ms real
+    await sbx.setTimeout(60_000); // 600 ms real from now
+    await sleep(350);
+    expect(await sbx.isRunning()).toBe(true);
+    await sleep(500);
+    await expect(sbx.getInfo()).rejects.toMatchObject({ name: "SandboxNotFoundError" });
+    expect(await fast.leftovers()).toEqual([]);
+  });
+
+  it("connect() extends a running sandbox's timeout but never shortens it; on a paused one it resets the timeout (300 s by default)", async () => {
+    const sbx = await e2b.Sandbox.create("base", { ...opts(), timeoutMs: 900_000 });
+    try {
+      const created = (await sbx.getInfo()).endAt.getTime();
+      await e2b.Sandbox.connect(sbx.sandboxId, { ...opts(), timeoutMs: 60_000 });
+      expect((await sbx.getInfo()).endAt.getTime()).toBe(created);
+      await e2b.Sandbox.connect(sbx.sandboxId, { ...opts(), timeoutMs: 1_200_000 });
+      expect((await sbx.getInfo()).endAt.getTime()).toBeGreaterThan(created);
+      await sbx.pause();
+      // The SDK sends no timeout: the resumed sandbox gets 300 s, whatever it had before.
+      await e2b.Sandbox.connect(sbx.sandboxId, opts());
+      const resumed = await sbx.getInfo();
+      expect(resumed.endAt.getTime() - Date.now()).toBeLessThanOrEqual(300_000);
+      expect(resumed.endAt.getTime() - Date.now()).toBeGreaterThan(295_000);
+    } finally {
+      await sbx.kill();
+    }
+  });
+
+  it("with autoPause (Novita's lifecycle onTimeout: pause) a timed-out sandbox is paused, not killed", async () => {
+    const sbx = await novita.Sandbox.create("base", { ...opts(fast), timeoutMs: 20_000, lifecycle: { onTimeout: "pause" } });
+    await sleep(600);
+    expect((await novita.Sandbox.getInfo(sbx.sandboxId, opts(fast))).state).toBe("paused");
+    await novita.Sandbox.kill(sbx.sandboxId, opts(fast));
+  });
+});
+
+describe("control plane (novita-sandbox SDK)", () => {
+  it("creates through v1 POST /sandboxes (secure: an access token), connects through v1, pauses without a body", async () => {
+    const mark = emu.requests.mark();
+    const sbx = await novita.Sandbox.create("base", { ...opts(), timeoutMs: 60_000, metadata: { who: "novita" } });
+    try {
+      expect((await sbx.commands.run("echo ok")).stdout).toBe("ok\n");
+      expect(await novita.Sandbox.pause(sbx.sandboxId, opts())).toBe(true);
+      const again = await novita.Sandbox.connect(sbx.sandboxId, { ...opts(), timeoutMs: 30_000 });
+      expect((await again.commands.run("echo back")).stdout).toBe("back\n");
+      const found = await novita.Sandbox.list({ ...opts(), query: { metadata: { who: "novita" } } }).nextItems();
+      expect(found.map((s) => s.sandboxId)).toEqual([sbx.sandboxId]);
+      await emu.requests.idle();
+      const routes = emu.requests.list({ since: mark }).map((r) => `${r.method} ${r.route} ${r.status}`);
+      expect(routes).toEqual(
+        expect.arrayContaining(["POST /sandboxes 201", "POST /sandboxes/:id/pause 204", "POST /sandboxes/:id/connect 201", "GET /v2/sandboxes 200"]),
+      );
+      // Secure by default: envd calls carry X-Access-Token (redacted in the recorder).
+      const start = emu.requests.list({ since: mark, route: "/process.Process/Start" })[0]!;
+      expect(start.headers["x-access-token"]).toBe("[redacted]");
+      expect(start.headers["novita-sandbox-id"]).toBe(sbx.sandboxId);
+    } finally {
+      await novita.Sandbox.kill(sbx.sandboxId, opts());
+    }
+  });
+
+  it("answers every error with a JSON body carrying the numeric code (Novita's SDK takes an empty one for success)", async () => {
+    const response = await fetch(`${emu.url}/sandboxes/missing`, { method: "DELETE", headers: { "x-api-key": emu.credentials.apiKey! } });
+    expect(response.status).toBe(404);
+    expect(await response.json()).toEqual({ code: 404, message: expect.stringContaining("missing") });
+    expect(await novita.Sandbox.kill("missing", opts())).toBe(false);
+  });
+});

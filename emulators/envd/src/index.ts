@@ -1,0 +1,63 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { createRouter, type EmulatorDefinition, type ErrorEnvelope } from "@paperclip-sandbox/emulator-kit";
+import { createSandboxBackend } from "@paperclip-sandbox/sandbox-backend";
+import { controlPlaneRoutes } from "./control-plane.js";
+import { filesRoutes } from "./files-rest.js";
+import { filesystemRoutes } from "./filesystem-service.js";
+import { resolveEnvdOptions, type EnvdEmulatorOptions } from "./options.js";
+import { processRoutes } from "./process-service.js";
+import { SandboxRegistry } from "./sandboxes.js";
+
+export type { EnvdEmulatorOptions } from "./options.js";
+export { SANDBOX_HOME } from "./envd-access.js";
+
+/** E2B's error body: the numeric status again in `code` (both SDKs test `error.code === 404`). */
+const envdErrorEnvelope: ErrorEnvelope = ({ status, message }) => ({ code: status, message });
+
+/**
+ * E2B's control plane and envd (the in-sandbox daemon) on one loopback HTTP/1.1 origin, for the
+ * `e2b` SDK (apiUrl + sandboxUrl) and Novita's fork `novita-sandbox` (the same two overrides; its v1
+ * create/connect routes and Novita-Sandbox-* headers). Sandboxes are sandbox-backend jails: pause
+ * and resume are freeze and thaw, the sandbox timeout runs on a clock tests can compress.
+ */
+export const emulator: EmulatorDefinition<EnvdEmulatorOptions> = {
+  name: "envd",
+  description: "E2B / Novita sandboxes: control-plane REST + envd (Connect JSON process and filesystem services, /files)",
+  async start(kit, raw) {
+    const options = resolveEnvdOptions(raw ?? {});
+    const apiKey = options.apiKey ?? kit.credential("e2b_");
+    // Short: the jails' socket paths live under it and must fit in 107 bytes.
+    const stateDir = await mkdtemp("/tmp/envd-");
+    kit.onClose(() => rm(stateDir, { recursive: true, force: true }));
+    const backend = createSandboxBackend({ stateDir });
+    kit.onClose(() => backend.close());
+    const sandboxes = new SandboxRegistry(backend, options);
+
+    const router = createRouter({ errorEnvelope: envdErrorEnvelope, bodyLimit: 1024 * 1024 });
+    controlPlaneRoutes(router, { sandboxes, options, apiKey });
+    filesRoutes(router, sandboxes);
+    processRoutes(router, sandboxes);
+    filesystemRoutes(router, sandboxes);
+
+    const http = await kit.http(router, { port: options.port });
+    return {
+      url: http.url,
+      endpoints: { api: http.url, sandbox: http.url },
+      credentials: { apiKey },
+      env: {
+        E2B_API_URL: http.url,
+        E2B_SANDBOX_URL: http.url,
+        E2B_API_KEY: apiKey,
+        NOVITA_API_URL: http.url,
+        NOVITA_SANDBOX_URL: http.url,
+        NOVITA_API_KEY: apiKey,
+        // Where the jails live (`leases/<sandbox id>/` each), for leftover checks from outside.
+        ENVD_EMULATOR_STATE_DIR: stateDir,
+      },
+      leftovers: async () => sandboxes.list().map((s) => `sandbox ${s.id} (${s.state})`),
+      close: () => sandboxes.closeAll(),
+    };
+  },
+};
+
+export default emulator;

@@ -1,0 +1,349 @@
+import type { PluginEnvironmentProbeParams, PluginEnvironmentProbeResult } from "@paperclipai/plugin-sdk";
+import type { z } from "zod";
+import type { ProviderConfig } from "../config/define.js";
+import { shellQuote } from "../exec/quote.js";
+import { cappedTtlMs, createTtlKeepers, SECOND_MS } from "../lease/ttl-keeper.js";
+import { defineLeaseLister, type ProviderLeaseLister } from "../lease/lister.js";
+import { defineSandboxProvider, type SandboxProvider } from "../provider/define.js";
+import { LeaseGoneError } from "../provider/errors.js";
+import type { HookContext, LeaseRef, ListedResource, SandboxHandle } from "../provider/types.js";
+import { STREAM_TRANSPORT, type FileTransport, type ScriptRunner } from "../transport.js";
+import { withRemoteGroupKill } from "../transports/remote-group-kill.js";
+import { createStreamedProcessRunner } from "../transports/streamed-process-runner.js";
+import { ProviderApiError, isProviderApiError } from "../vendor/api-error.js";
+import { opaqueLeaseIdCodec } from "../vendor/lease-id.js";
+import { SANDBOX_NOT_RUNNING } from "./errors.js";
+import { envdFileTransport } from "./file-transport.js";
+import { envdProcessApi } from "./process-api.js";
+import type { EnvdSandboxLike } from "./sdk-shapes.js";
+
+/** Sandbox metadata key holding the lease's hard deadline (epoch ms), so any worker can honour it. */
+export const ENVD_EXPIRES_AT_KEY = "paperclip-expires-at";
+
+/** What `info` reports about a sandbox. */
+export interface EnvdSandboxInfo {
+  state: "running" | "paused";
+  metadata: Record<string, string>;
+  startedAt?: Date;
+  endAt?: Date;
+}
+
+export interface EnvdListedSandbox extends EnvdSandboxInfo {
+  sandboxId: string;
+}
+
+/**
+ * A vendor's control plane over its SDK, implemented by each E2B-family provider (`conn` is what
+ * its SDK calls need: key, URLs, timeouts). Every method confirms before it resolves; a sandbox
+ * that does not exist is `null` from `info`, success for `kill`, and a gone `ProviderApiError`
+ * (`gone: true`) from `connect`, `setTimeout` and `pause`.
+ */
+export interface EnvdControlPlane<Conn> {
+  create(conn: Conn, input: { template: string; timeoutMs: number; metadata: Record<string, string>; signal: AbortSignal }): Promise<EnvdSandboxLike>;
+  info(conn: Conn, sandboxId: string): Promise<EnvdSandboxInfo | null>;
+  /** A connected SDK sandbox. Resumes a paused one with `timeoutMs` from now; a running one's timeout only grows. */
+  connect(conn: Conn, sandboxId: string, timeoutMs: number): Promise<EnvdSandboxLike>;
+  /** The sandbox timeout, `timeoutMs` from now. */
+  setTimeout(conn: Conn, sandboxId: string, timeoutMs: number): Promise<void>;
+  /** Paused (memory and processes kept); already paused is success. */
+  pause(conn: Conn, sandboxId: string): Promise<void>;
+  kill(conn: Conn, sandboxId: string): Promise<void>;
+  /** Sandboxes (running and paused) carrying all these metadata entries. */
+  list(conn: Conn, metadata: Record<string, string>): Promise<EnvdListedSandbox[]>;
+}
+
+/** Where a lease's workspace is: a fixed absolute path, or a directory under the sandbox user's home. */
+export type EnvdWorkspace = { path: string } | { homeSubdir: string };
+
+export interface EnvdProviderSpec<S extends z.ZodObject, Conn> {
+  driverKey: string;
+  /** Vendor name in errors (`e2b`, `novita`). */
+  vendor: string;
+  config: ProviderConfig<S>;
+  /** The SDK connection for a config, reading credential fallbacks from `env`. */
+  connection(config: z.output<S>, env: NodeJS.ProcessEnv): Conn;
+  controlPlane: EnvdControlPlane<Conn>;
+  template(config: z.output<S>): string;
+  /** The sandbox timeout a held lease keeps alive (ms). */
+  sandboxTimeoutMs(config: z.output<S>): number;
+  workspace(config: z.output<S>): EnvdWorkspace;
+  /** Config fields that shape the sandbox (a change means another sandbox). */
+  shape(config: z.output<S>): Record<string, unknown>;
+  /** The SDK's request timeout for one call (ms). */
+  requestTimeoutMs(config: z.output<S>): number;
+  /** How the SDK uploads bytes (see `envdFileTransport`). */
+  upload: "stream" | "blob";
+  /** The SDK bounds a whole download by its request timeout (Novita). */
+  downloadTimeoutIsWholeBody?: boolean;
+  /** A release that cannot pause kills the sandbox instead of failing (Novita's documented behaviour). */
+  killWhenPauseFails?: boolean;
+  validate?(config: z.output<S>): { errors?: string[]; warnings?: string[] };
+  probe?(config: z.output<S>, params: PluginEnvironmentProbeParams, hook: HookContext): Promise<PluginEnvironmentProbeResult>;
+  /**
+   * A held lease with no command, sync or channel for this long is not kept alive any more (a host
+   * that never releases must not keep a sandbox running forever). Default the larger of 1 hour and
+   * the sandbox timeout.
+   */
+  idleKeepaliveMs?(config: z.output<S>): number;
+  /** For tests: the clock of lease deadlines. */
+  now?: () => number;
+}
+
+/** What the kit keeps per lease. `sandbox` is the connected SDK object; absent while paused. */
+export interface EnvdHandle extends SandboxHandle {
+  sandboxId: string;
+  sandbox?: EnvdSandboxLike;
+  workspace: string;
+  /** The lease's hard deadline (epoch ms), or null. */
+  capAt: number | null;
+  /** Work through this handle's runner and files (shared by its copies), for the keepalive. */
+  activity: { inFlight: number; last: number };
+}
+
+const HOME_WORKSPACE_FALLBACK = "/home/user";
+
+/**
+ * An E2B-family sandbox provider (e2b, novita) on the kit's lifecycle layer, from its control plane:
+ * - acquire creates the sandbox with its labels as metadata and a timeout that ends at or before
+ *   the host's `requestedExpiresAt` (stored in the metadata, so a later worker honours it too), and
+ *   makes the workspace;
+ * - while the worker holds a lease its sandbox timeout is refreshed on a timer (never past the
+ *   deadline), so a plain execute stays one process start;
+ * - executes run through envd's process service with streamed stdin, the whole process group ended
+ *   on abort or timeout (envd signals only a pid); sync moves archives through envd's file API;
+ * - a reusable lease is paused at release (memory and processes kept) and resumed with `connect`,
+ *   always given the lease's own timeout (the SDK's default would reset it to 300 s), otherwise the
+ *   sandbox is killed; a sandbox found past its deadline is killed and reported gone.
+ */
+export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: EnvdProviderSpec<S, Conn>): SandboxProvider {
+  type C = z.output<S>;
+  const cp = spec.controlPlane;
+  const now = spec.now ?? Date.now;
+  const ids = opaqueLeaseIdCodec({ vendor: spec.vendor });
+  const keepers = createTtlKeepers();
+  let log: (message: string) => void = () => undefined;
+  const conn = (config: C) => spec.connection(config, process.env);
+
+  const timeoutFor = (config: C, capAt: number | null) => cappedTtlMs(spec.sandboxTimeoutMs(config), capAt, { granularityMs: SECOND_MS, now: now() });
+
+  const keepAlive = (config: C, handle: EnvdHandle) => {
+    const id = handle.sandboxId;
+    const idleMs = spec.idleKeepaliveMs?.(config) ?? Math.max(60 * 60_000, spec.sandboxTimeoutMs(config));
+    const activity = handle.activity;
+    keepers.keep(id, {
+      ttlMs: spec.sandboxTimeoutMs(config),
+      capAt: handle.capAt,
+      now,
+      active: () => activity.inFlight > 0 || now() - activity.last < idleMs,
+      refresh: (ms) => cp.setTimeout(conn(config), id, ms),
+      onError: (error) => {
+        if (isProviderApiError(error) && error.gone) keepers.stop(id);
+        log(`${spec.driverKey}: refreshing the timeout of sandbox ${id} failed: ${(error as Error).message}`);
+      },
+    });
+  };
+
+  const notRunningError = (id: string) =>
+    new ProviderApiError({ vendor: spec.vendor, operation: "process.Start", status: 502, code: SANDBOX_NOT_RUNNING, detail: `sandbox ${id} is not running`, retryable: false, gone: false, mayHaveTakenEffect: false });
+
+  const runnerOf = (handle: EnvdHandle, config: C): ScriptRunner => {
+    const sandbox = handle.sandbox;
+    if (!sandbox) {
+      return { capabilities: STREAM_TRANSPORT, run: () => Promise.reject(notRunningError(handle.sandboxId)) };
+    }
+    const api = envdProcessApi(sandbox, { vendor: spec.vendor, requestTimeoutMs: spec.requestTimeoutMs(config) });
+    const runner = withRemoteGroupKill(createStreamedProcessRunner({ api }));
+    return { capabilities: runner.capabilities, run: (script, io) => tracked(handle, () => runner.run(script, io)) };
+  };
+
+  /** Counts the work in flight and when the last ended: a lease in use is kept alive. */
+  const tracked = async <T>(handle: EnvdHandle, work: () => Promise<T>): Promise<T> => {
+    handle.activity.inFlight += 1;
+    try {
+      return await work();
+    } finally {
+      handle.activity.inFlight -= 1;
+      handle.activity.last = now();
+    }
+  };
+
+  const filesOf = (handle: EnvdHandle, config: C): FileTransport => {
+    const sandbox = handle.sandbox;
+    if (!sandbox) {
+      const refuse = () => Promise.reject(notRunningError(handle.sandboxId));
+      return { upload: refuse, download: refuse };
+    }
+    const files = envdFileTransport(sandbox.files, {
+      vendor: spec.vendor,
+      upload: spec.upload,
+      requestTimeoutMs: spec.requestTimeoutMs(config),
+      ...(spec.downloadTimeoutIsWholeBody ? { downloadTimeoutIsWholeBody: true } : {}),
+    });
+    return {
+      upload: (path, source, opts) => tracked(handle, () => files.upload(path, source, opts)),
+      download: (path, opts) => tracked(handle, () => files.download(path, opts)),
+    };
+  };
+
+  /** Makes the workspace and returns its absolute path (one process start). */
+  const makeWorkspace = async (handle: EnvdHandle, config: C): Promise<string> => {
+    const where = spec.workspace(config);
+    const script =
+      "path" in where
+        ? `mkdir -p -- ${shellQuote(where.path)} && cd -- ${shellQuote(where.path)} && pwd -P`
+        : `mkdir -p -- "$HOME"/${shellQuote(where.homeSubdir)} && cd -- "$HOME"/${shellQuote(where.homeSubdir)} && pwd -P`;
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    const exit = await runnerOf(handle, config).run(script, { stdout: (c) => out.push(c), stderr: (c) => err.push(c) });
+    const path = Buffer.concat(out).toString("utf8").trim();
+    if (exit.exitCode !== 0 || !path.startsWith("/")) {
+      throw new Error(`creating the workspace in sandbox ${handle.sandboxId} failed (exit ${exit.exitCode ?? exit.signal}): ${Buffer.concat(err).toString("utf8").trim().slice(0, 300)}`);
+    }
+    return "path" in where ? where.path : path;
+  };
+
+  const workspaceFromRef = (ref: LeaseRef<C>): string => {
+    const remembered = ref.metadata.remoteCwd;
+    if (typeof remembered === "string" && remembered.startsWith("/")) return remembered;
+    const where = spec.workspace(ref.config);
+    return "path" in where ? where.path : `${HOME_WORKSPACE_FALLBACK}/${where.homeSubdir}`;
+  };
+
+  const capOf = (metadata: Record<string, string>): number | null => {
+    const raw = metadata[ENVD_EXPIRES_AT_KEY];
+    const value = raw === undefined ? NaN : Number(raw);
+    return Number.isFinite(value) && value > 0 ? value : null;
+  };
+
+  const connected = async (config: C, handle: EnvdHandle): Promise<EnvdHandle> => {
+    const timeoutMs = timeoutFor(config, handle.capAt);
+    if (timeoutMs <= 0) throw new LeaseGoneError(`${spec.driverKey} lease ${handle.sandboxId} reached its deadline`);
+    const sandbox = await cp.connect(conn(config), handle.sandboxId, timeoutMs);
+    const fresh: EnvdHandle = { ...handle, sandbox, state: "running" };
+    keepAlive(config, fresh);
+    return fresh;
+  };
+
+  const provider = defineSandboxProvider({
+    driverKey: spec.driverKey,
+    config: spec.config,
+    transport: STREAM_TRANSPORT,
+    // Each stdin chunk of envd's process API is a call of its own; its file API moves a whole archive in one.
+    syncPrefer: "file-api",
+    workspaceDir: (handle: EnvdHandle) => handle.workspace,
+    shape: spec.shape,
+    leaseMetadata: (handle) => ({ sandboxId: handle.sandboxId }),
+    ...(spec.validate ? { validate: spec.validate } : {}),
+    ...(spec.probe ? { probe: spec.probe } : {}),
+    setup(ctx) {
+      log = (message) => ctx.logger?.warn(message);
+    },
+    shutdown: () => keepers.stopAll(),
+
+    async create({ config, labels, expiresAt, created, signal }) {
+      const capAt = expiresAt ? expiresAt.getTime() : null;
+      const timeoutMs = timeoutFor(config, capAt);
+      if (timeoutMs <= 0) throw new Error(`${spec.driverKey}: the requested expiry is less than a second away; no sandbox can be bounded by it`);
+      const metadata: Record<string, string> = { ...labels, ...(capAt !== null ? { [ENVD_EXPIRES_AT_KEY]: String(capAt) } : {}) };
+      const sandbox = await cp.create(conn(config), { template: spec.template(config), timeoutMs, metadata, signal });
+      const sandboxId = ids.encode(sandbox.sandboxId);
+      created(sandboxId);
+      const handle: EnvdHandle = {
+        providerLeaseId: sandboxId,
+        sandboxId,
+        sandbox,
+        workspace: "",
+        capAt,
+        expiresAt: capAt === null ? null : new Date(capAt),
+        state: "running",
+        labels: metadata,
+        activity: { inFlight: 0, last: now() },
+      };
+      keepAlive(config, handle);
+      try {
+        handle.workspace = await makeWorkspace(handle, config);
+      } catch (error) {
+        keepers.stop(sandboxId);
+        throw error;
+      }
+      return handle;
+    },
+
+    async get(ref) {
+      const id = ids.decode(ref.providerLeaseId);
+      const info = await cp.info(conn(ref.config), id);
+      if (!info) return null;
+      const capAt = capOf(info.metadata);
+      if (capAt !== null && capAt <= now()) {
+        // Past the lease's deadline: it must not run (or wait paused) any longer.
+        keepers.stop(id);
+        await cp.kill(conn(ref.config), id);
+        return null;
+      }
+      const handle: EnvdHandle = {
+        providerLeaseId: id,
+        sandboxId: id,
+        workspace: workspaceFromRef(ref),
+        capAt,
+        expiresAt: capAt === null ? null : new Date(capAt),
+        state: info.state === "paused" ? "frozen" : "running",
+        labels: info.metadata,
+        activity: { inFlight: 0, last: now() },
+      };
+      // A running sandbox needs a connected SDK object (its envd access token): connect, which only
+      // ever extends a running sandbox's timeout.
+      return info.state === "paused" ? handle : connected(ref.config, handle);
+    },
+
+    async destroy(ref) {
+      const id = ids.decode(ref.providerLeaseId);
+      keepers.stop(id);
+      await cp.kill(conn(ref.config), id);
+    },
+
+    async stop(handle, ref) {
+      keepers.stop(handle.sandboxId);
+      try {
+        await cp.pause(conn(ref.config), handle.sandboxId);
+      } catch (error) {
+        if (isProviderApiError(error) && error.gone) return;
+        if (!spec.killWhenPauseFails) throw error;
+        log(`${spec.driverKey}: pausing sandbox ${handle.sandboxId} failed (${(error as Error).message}); killing it instead`);
+        await cp.kill(conn(ref.config), handle.sandboxId);
+      }
+    },
+
+    start: (handle, ref) => connected(ref.config, handle),
+    alive: (handle) => handle.sandbox !== undefined,
+    notRunning: (error) => isProviderApiError(error) && error.code === SANDBOX_NOT_RUNNING,
+    runner: runnerOf,
+    files: filesOf,
+
+    async list(config, labels) {
+      return (await cp.list(conn(config), labels)).map(listedResource);
+    },
+  });
+  return provider;
+}
+
+function listedResource(sandbox: EnvdListedSandbox): ListedResource {
+  const capRaw = Number(sandbox.metadata[ENVD_EXPIRES_AT_KEY]);
+  const cap = Number.isFinite(capRaw) && capRaw > 0 ? new Date(capRaw).toISOString() : null;
+  return {
+    providerLeaseId: sandbox.sandboxId,
+    labels: sandbox.metadata,
+    ...(sandbox.startedAt ? { createdAt: sandbox.startedAt.toISOString() } : {}),
+    // A running sandbox ends at its timeout at the latest; a paused one only at the lease's deadline.
+    expiresAt: cap ?? (sandbox.state === "running" && sandbox.endAt ? sandbox.endAt.toISOString() : null),
+    state: sandbox.state,
+  };
+}
+
+/** `listLeases` for `paperclip-sandbox leases gc`: the provider's sandboxes, found by their metadata. */
+export function envdLeaseLister<S extends z.ZodObject, Conn>(spec: Pick<EnvdProviderSpec<S, Conn>, "config" | "connection" | "controlPlane">): ProviderLeaseLister {
+  return defineLeaseLister(async (raw, ctx) => {
+    const config = spec.config.parse(raw);
+    const found = await spec.controlPlane.list(spec.connection(config, ctx.env), ctx.matchLabels ?? {});
+    return found.map((sandbox) => ({ ...listedResource(sandbox), metadata: { sandboxId: sandbox.sandboxId } }));
+  });
+}

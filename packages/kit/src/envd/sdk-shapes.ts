@@ -1,0 +1,68 @@
+/**
+ * The parts of an E2B-family SDK's sandbox object the kit uses, typed structurally: the `e2b` SDK
+ * and its fork `novita-sandbox` have the same shapes (the same envd protos, the same Filesystem
+ * class), so one adapter serves both without the kit depending on either.
+ */
+
+/** `process.ProcessSelector` as protobuf-es init object. */
+export interface EnvdProcessSelector {
+  selector: { case: "pid"; value: number };
+}
+
+/** The events of `process.Process/Start`, as protobuf-es decodes them (oneofs as `{case, value}`). */
+export interface EnvdProcessEvent {
+  event?: {
+    event:
+      | { case: "start"; value: { pid: number } }
+      | { case: "data"; value: { output: { case: "stdout" | "stderr" | "pty"; value: Uint8Array } | { case: undefined; value?: undefined } } }
+      | { case: "end"; value: { exitCode: number; exited: boolean; status: string; error?: string } }
+      | { case: "keepalive"; value: unknown }
+      | { case: undefined; value?: undefined };
+  };
+}
+
+export interface EnvdCallOptions {
+  signal?: AbortSignal;
+  timeoutMs?: number;
+  headers?: Record<string, string>;
+}
+
+/** The SDK's generated `process.Process` client (`sandbox.commands.rpc`): the raw RPCs, bytes kept as bytes. */
+export interface EnvdProcessRpc {
+  start(
+    request: { process: { cmd: string; args: string[]; envs: Record<string, string>; cwd?: string }; stdin: boolean },
+    options?: EnvdCallOptions,
+  ): AsyncIterable<EnvdProcessEvent>;
+  sendInput(request: { process: EnvdProcessSelector; input: { input: { case: "stdin"; value: Uint8Array } } }, options?: EnvdCallOptions): Promise<unknown>;
+  closeStdin(request: { process: EnvdProcessSelector }, options?: EnvdCallOptions): Promise<unknown>;
+  sendSignal(request: { process: EnvdProcessSelector; signal: number }, options?: EnvdCallOptions): Promise<unknown>;
+}
+
+/** `sandbox.files`: envd's REST `/files` upload and download. */
+export interface EnvdFiles {
+  write(path: string, data: Blob | ReadableStream<Uint8Array>, opts?: { requestTimeoutMs?: number; signal?: AbortSignal; useOctetStream?: boolean }): Promise<unknown>;
+  read(path: string, opts: { format: "stream"; requestTimeoutMs?: number; signal?: AbortSignal }): Promise<ReadableStream<Uint8Array>>;
+}
+
+/** An SDK `Sandbox` instance connected to one sandbox (it holds the envd access token). */
+export interface EnvdSandboxLike {
+  readonly sandboxId: string;
+  readonly commands: object;
+  readonly files: EnvdFiles;
+}
+
+/** `process.Signal` enum values. */
+export const ENVD_SIGNAL = { SIGTERM: 15, SIGKILL: 9 } as const;
+
+/**
+ * The generated process client the SDK builds for `sandbox.commands` (a protected member in both
+ * SDKs). The public `commands.run` decodes output as UTF-8 text and wraps the command in
+ * `bash -l`; the raw client keeps bytes and runs `sh -c` as the kit's runner contract says.
+ */
+export function processRpcOf(sandbox: EnvdSandboxLike): EnvdProcessRpc {
+  const rpc = (sandbox.commands as { rpc?: Partial<EnvdProcessRpc> }).rpc;
+  if (!rpc || typeof rpc.start !== "function" || typeof rpc.sendInput !== "function" || typeof rpc.closeStdin !== "function" || typeof rpc.sendSignal !== "function") {
+    throw new TypeError("this SDK's sandbox.commands has no envd process client (rpc.start/sendInput/closeStdin/sendSignal): the pinned SDK version is required");
+  }
+  return rpc as EnvdProcessRpc;
+}

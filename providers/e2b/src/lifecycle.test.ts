@@ -1,0 +1,203 @@
+// The e2b provider's lease lifecycle against the envd emulator with the real SDK, in process: reuse
+// through pause/resume, the sandbox timeout kept alive and capped by requestedExpiresAt, reconnects
+// that never shorten it, and a timed-out sandbox reported as an expired lease.
+import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, describe, expect, it } from "vitest";
+import { Sandbox } from "e2b";
+import { runEmulator } from "@paperclip-sandbox/emulator-kit";
+import { emulator } from "@paperclip-sandbox/emulator-envd";
+import { createE2bPlugin } from "./plugin.js";
+
+const emu = await runEmulator(emulator);
+afterAll(() => emu.close());
+const sdk = { apiKey: emu.credentials.apiKey!, apiUrl: emu.url, sandboxUrl: emu.url };
+
+type Plugin = ReturnType<typeof createE2bPlugin>["plugin"];
+type Hooks = Required<Plugin["definition"]>;
+interface Lease {
+  providerLeaseId: string | null;
+  expiresAt?: string | null;
+  metadata?: Record<string, unknown>;
+}
+
+/** One host identity (company, environment, agent, workspace) driving a plugin's hooks as the host does. */
+function host(config: Record<string, unknown>) {
+  const suffix = randomUUID().slice(0, 8);
+  const base = { driverKey: "e2b", companyId: `company-${suffix}`, environmentId: `environment-${suffix}`, config };
+  return {
+    acquire: (plugin: Plugin, extra: Record<string, unknown> = {}) =>
+      (plugin.definition as Hooks).onEnvironmentAcquireLease({ ...base, runId: `run-${randomUUID()}`, agentId: `agent-${suffix}`, executionWorkspaceId: `ws-${suffix}`, ...extra }) as Promise<Lease>,
+    resume: (plugin: Plugin, lease: Lease) =>
+      (plugin.definition as Hooks).onEnvironmentResumeLease({ ...base, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata }) as Promise<Lease>,
+    sh: (plugin: Plugin, lease: Lease, script: string) =>
+      (plugin.definition as Hooks).onEnvironmentExecute({
+        ...base,
+        lease: { providerLeaseId: lease.providerLeaseId, metadata: lease.metadata },
+        command: "sh",
+        args: ["-c", script],
+        cwd: lease.metadata?.remoteCwd as string,
+        timeoutMs: 30_000,
+      }) as Promise<{ exitCode: number | null; stdout: string; stderr: string }>,
+    release: (plugin: Plugin, lease: Lease) =>
+      (plugin.definition as Hooks).onEnvironmentReleaseLease({ ...base, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata }) as Promise<{ state: string } | void>,
+    destroy: (plugin: Plugin, lease: Lease) =>
+      (plugin.definition as Hooks).onEnvironmentDestroyLease({ ...base, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata }) as Promise<{ state: string } | void>,
+  };
+}
+
+const info = (id: string) => Sandbox.getInfo(id, sdk).catch((error: Error) => (error.name === "SandboxNotFoundError" ? null : Promise.reject(error)));
+const endOf = async (id: string) => (await info(id))!.endAt.getTime();
+
+/** Waits until the emulator no longer has the sandbox; returns when that was seen. */
+async function goneBy(id: string, withinMs: number): Promise<number> {
+  const deadline = Date.now() + withinMs;
+  while (Date.now() < deadline) {
+    if ((await info(id)) === null) return Date.now();
+    await sleep(100);
+  }
+  throw new Error(`sandbox ${id} still exists after ${withinMs} ms`);
+}
+
+describe("e2b lease lifecycle (envd emulator)", () => {
+  it("reuse through pause and resume keeps a running process and a file", async () => {
+    const h = host({ ...sdk, reuseLease: true, timeoutMs: 60_000 });
+    const first = createE2bPlugin().plugin;
+    const lease = await h.acquire(first);
+    expect(lease.metadata?.reusable).toBe(true);
+    const started = await h.sh(
+      first,
+      lease,
+      "echo kept > file.txt; nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > counter; sleep 0.05; done' >/dev/null 2>&1 & echo $! > counter.pid; sleep 0.3; cat counter",
+    );
+    expect(started.exitCode).toBe(0);
+    const before = Number(started.stdout.trim());
+    expect(before).toBeGreaterThan(0);
+
+    expect(await h.release(first, lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "stopped" });
+    expect((await info(lease.providerLeaseId!))?.state).toBe("paused");
+    await sleep(500); // frozen: the counter must not move
+
+    // The next run, in another worker: resumed under the same id, the same process still counting.
+    const second = createE2bPlugin().plugin;
+    const resumed = await h.resume(second, lease);
+    expect(resumed.providerLeaseId).toBe(lease.providerLeaseId);
+    const after = await h.sh(second, resumed, 'cat file.txt; kill -0 "$(cat counter.pid)" && echo alive; cat counter');
+    expect(after.exitCode).toBe(0);
+    const [file, alive, counter] = after.stdout.trim().split("\n");
+    expect(file).toBe("kept");
+    expect(alive).toBe("alive");
+    // Same process, continuing where it stopped: a restart would begin again at 1, a running one
+    // during the 500 ms pause would be ~10 further.
+    expect(Number(counter)).toBeGreaterThanOrEqual(before);
+    expect(Number(counter)).toBeLessThan(before + 8);
+    expect(await h.destroy(second, resumed)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "destroyed" });
+    expect(await info(lease.providerLeaseId!)).toBeNull();
+  });
+
+  it("without reuse the sandbox is killed at release with a destroyed receipt", async () => {
+    const h = host({ ...sdk, timeoutMs: 60_000 });
+    const plugin = createE2bPlugin().plugin;
+    const lease = await h.acquire(plugin);
+    expect(lease.metadata?.reusable).toBe(false);
+    expect(await h.release(plugin, lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "destroyed" });
+    expect(await info(lease.providerLeaseId!)).toBeNull();
+  });
+
+  it("a held lease keeps its sandbox past the sandbox timeout, one refresh per third of it", async () => {
+    const h = host({ ...sdk, timeoutMs: 2_000 });
+    const plugin = createE2bPlugin().plugin;
+    const lease = await h.acquire(plugin);
+    const mark = emu.requests.mark();
+    await sleep(4_500);
+    const result = await h.sh(plugin, lease, "echo alive");
+    expect(result.stdout).toBe("alive\n");
+    await emu.requests.idle();
+    const refreshes = emu.requests.count({ since: mark, route: "/sandboxes/:id/timeout" });
+    // every 666 ms for 4.5 s, give or take a slow machine
+    expect(refreshes).toBeGreaterThanOrEqual(4);
+    expect(refreshes).toBeLessThanOrEqual(8);
+    await h.destroy(plugin, lease);
+  });
+
+  it("requestedExpiresAt caps the sandbox timeout: the refreshes never pass it and the sandbox ends there", async () => {
+    const h = host({ ...sdk, timeoutMs: 3_000 });
+    const plugin = createE2bPlugin().plugin;
+    const requested = Date.now() + 5_500;
+    const lease = await h.acquire(plugin, { requestedExpiresAt: new Date(requested).toISOString() });
+    expect(Date.parse(lease.expiresAt!)).toBeLessThanOrEqual(requested);
+    let lastEnd = 0;
+    let gone = 0;
+    while (Date.now() < requested + 2_500) {
+      const seen = await info(lease.providerLeaseId!);
+      if (!seen) {
+        gone = Date.now();
+        break;
+      }
+      lastEnd = seen.endAt.getTime();
+      expect(lastEnd).toBeLessThanOrEqual(requested);
+      await sleep(200);
+    }
+    // Kept alive past its 3 s timeout, to within a margin of the cap, then ended there (the
+    // emulator kills at endAt; the provider keeps one second for the request's latency).
+    expect(lastEnd).toBeGreaterThan(requested - 2_500);
+    expect(gone).toBeGreaterThan(0);
+    expect(gone).toBeLessThanOrEqual(requested + 500);
+    expect(await h.destroy(plugin, lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "destroyed" });
+  });
+
+  it("a reconnect does not shorten the sandbox timeout (the SDK's connect would reset a resumed one to 300 s)", async () => {
+    const h = host({ ...sdk, reuseLease: true, timeoutMs: 900_000 });
+    const lease = await h.acquire(createE2bPlugin().plugin);
+    const id = lease.providerLeaseId!;
+    const created = await endOf(id);
+    expect(created).toBeGreaterThan(Date.now() + 880_000);
+
+    // A fresh worker adopts the running lease: connect may only extend.
+    const adopter = createE2bPlugin().plugin;
+    expect((await h.sh(adopter, lease, "true")).exitCode).toBe(0);
+    expect(await endOf(id)).toBeGreaterThanOrEqual(created);
+
+    // Paused at release, resumed by another worker: the lease's own timeout again, not 300 s.
+    expect(await h.release(adopter, lease)).toMatchObject({ state: "stopped" });
+    const resumed = await h.resume(createE2bPlugin().plugin, lease);
+    expect(resumed.providerLeaseId).toBe(id);
+    expect(await endOf(id)).toBeGreaterThan(Date.now() + 880_000);
+    await h.destroy(createE2bPlugin().plugin, resumed);
+  });
+
+  it("a reconnect never extends a sandbox past requestedExpiresAt", async () => {
+    const h = host({ ...sdk, reuseLease: true, timeoutMs: 3_600_000 });
+    // Closer than the 300 s a timeout-less connect would give a resumed sandbox.
+    const requested = Date.now() + 120_000;
+    const lease = await h.acquire(createE2bPlugin().plugin, { requestedExpiresAt: new Date(requested).toISOString() });
+    expect(await endOf(lease.providerLeaseId!)).toBeLessThanOrEqual(requested);
+    await h.release(createE2bPlugin().plugin, lease);
+    const resumed = await h.resume(createE2bPlugin().plugin, lease);
+    expect(resumed.providerLeaseId).toBe(lease.providerLeaseId);
+    expect(await endOf(lease.providerLeaseId!)).toBeLessThanOrEqual(requested);
+    await h.destroy(createE2bPlugin().plugin, resumed);
+  });
+
+  it("a resume after the sandbox timed out (its worker gone) reports the expired lease", async () => {
+    const h = host({ ...sdk, reuseLease: true, timeoutMs: 1_000 });
+    const crashed = createE2bPlugin().plugin;
+    const lease = await h.acquire(crashed);
+    // The worker stops (no release): nothing refreshes the sandbox's timeout any more.
+    await (crashed.definition as Hooks).onShutdown();
+    await goneBy(lease.providerLeaseId!, 5_000);
+    expect(await h.resume(createE2bPlugin().plugin, lease)).toEqual({ providerLeaseId: null, metadata: { expired: true } });
+  });
+
+  it("a paused lease past its requestedExpiresAt resumes as expired, and its sandbox is killed", async () => {
+    const h = host({ ...sdk, reuseLease: true, timeoutMs: 60_000 });
+    const requested = Date.now() + 2_500;
+    const plugin = createE2bPlugin().plugin;
+    const lease = await h.acquire(plugin, { requestedExpiresAt: new Date(requested).toISOString() });
+    expect(await h.release(plugin, lease)).toMatchObject({ state: "stopped" });
+    expect((await info(lease.providerLeaseId!))?.state).toBe("paused");
+    await sleep(requested - Date.now() + 100);
+    expect(await h.resume(createE2bPlugin().plugin, lease)).toEqual({ providerLeaseId: null, metadata: { expired: true } });
+    expect(await info(lease.providerLeaseId!)).toBeNull();
+  });
+});

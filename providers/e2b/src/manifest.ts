@@ -1,0 +1,22 @@
+import { defineSandboxProviderManifest, packageVersionOf, STREAM_TRANSPORT, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
+import { e2bConfig } from "./config.js";
+
+export const E2B_DRIVER_KEY = "e2b";
+export const E2B_PLUGIN_ID = "paperclip-sandbox.e2b";
+/** envd's process service with the kit's group kill (the full runner contract); pause/resume keeps leases. */
+export const E2B_SHAPE: DeclaredProviderShape = { transport: STREAM_TRANSPORT, canStop: true };
+
+export default defineSandboxProviderManifest({
+  id: E2B_PLUGIN_ID,
+  // package.json is the one place a version is written (changesets bumps it); the host records this one.
+  version: packageVersionOf(import.meta.url),
+  displayName: "E2B",
+  description: "E2B cloud sandboxes (Firecracker microVMs) through the official e2b SDK: streamed commands, file-API sync, pause and resume.",
+  driver: {
+    driverKey: E2B_DRIVER_KEY,
+    displayName: "E2B",
+    description: "Runs each lease in an E2B sandbox; reusable leases are paused and resumed with their memory and processes.",
+    configSchema: e2bConfig.jsonSchema,
+  },
+  shape: E2B_SHAPE,
+});

@@ -1,0 +1,34 @@
+import { defineEnvdSandboxProvider, envdLeaseLister } from "@paperclip-sandbox/kit";
+import { e2bConfig, type E2bConfig } from "./config.js";
+import { E2B_REQUEST_TIMEOUT_MS, e2bConnection, e2bControlPlane } from "./control-plane.js";
+import { E2B_DRIVER_KEY } from "./manifest.js";
+
+export interface E2bPluginDeps {
+  /** The clock of lease deadlines (tests). */
+  now?: () => number;
+}
+
+const spec = {
+  driverKey: E2B_DRIVER_KEY,
+  vendor: "e2b",
+  config: e2bConfig,
+  connection: e2bConnection,
+  controlPlane: e2bControlPlane,
+  template: (config: E2bConfig) => config.template,
+  sandboxTimeoutMs: (config: E2bConfig) => config.timeoutMs,
+  // E2B's default user's working directory is its home; upstream's plugin used `$(pwd)/paperclip-workspace`.
+  workspace: () => ({ homeSubdir: "paperclip-workspace" }),
+  shape: (config: E2bConfig) => ({ template: config.template, apiUrl: config.apiUrl ?? null }),
+  requestTimeoutMs: () => E2B_REQUEST_TIMEOUT_MS,
+  // The SDK streams a ReadableStream upload as one octet-stream request.
+  upload: "stream" as const,
+};
+
+export function createE2bPlugin(deps: E2bPluginDeps = {}) {
+  return defineEnvdSandboxProvider({ ...spec, ...(deps.now ? { now: deps.now } : {}) });
+}
+
+/** For `paperclip-sandbox leases gc --provider e2b`: this provider's sandboxes by their metadata. */
+export const listLeases = envdLeaseLister(spec);
+
+export default createE2bPlugin().plugin;

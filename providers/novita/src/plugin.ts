@@ -1,0 +1,36 @@
+import { defineEnvdSandboxProvider, envdLeaseLister } from "@paperclip-sandbox/kit";
+import { novitaConfig, type NovitaConfig } from "./config.js";
+import { novitaConnection, novitaControlPlane } from "./control-plane.js";
+import { NOVITA_DRIVER_KEY } from "./manifest.js";
+
+export interface NovitaPluginDeps {
+  /** The clock of lease deadlines (tests). */
+  now?: () => number;
+}
+
+const spec = {
+  driverKey: NOVITA_DRIVER_KEY,
+  vendor: "novita",
+  config: novitaConfig,
+  connection: novitaConnection,
+  controlPlane: novitaControlPlane,
+  template: (config: NovitaConfig) => config.template,
+  sandboxTimeoutMs: (config: NovitaConfig) => config.timeoutMs,
+  workspace: (config: NovitaConfig) => ({ path: config.requestedCwd }),
+  shape: (config: NovitaConfig) => ({ template: config.template, domain: config.domain ?? null, apiUrl: config.apiUrl ?? null, secure: config.secure }),
+  requestTimeoutMs: (config: NovitaConfig) => config.requestTimeoutMs,
+  // The SDK buffers every upload into a Blob: a file-backed one is not read into memory first.
+  upload: "blob" as const,
+  // Its downloads are bounded as a whole by the request timeout: the kit bounds them instead.
+  downloadTimeoutIsWholeBody: true,
+  killWhenPauseFails: true,
+};
+
+export function createNovitaPlugin(deps: NovitaPluginDeps = {}) {
+  return defineEnvdSandboxProvider({ ...spec, ...(deps.now ? { now: deps.now } : {}) });
+}
+
+/** For `paperclip-sandbox leases gc --provider novita`: this provider's sandboxes by their metadata. */
+export const listLeases = envdLeaseLister(spec);
+
+export default createNovitaPlugin().plugin;
