@@ -10,6 +10,8 @@ import { SandboxInputError, SandboxStateError } from "./errors.js";
 import { createResolver } from "./egress/resolver.js";
 import { generatedEtcFiles } from "./jail/argv.js";
 import { cgroupDirsNamed, removeCgroups } from "./jail/cgroups.js";
+import { resolveJailHostUser } from "./jail/host-user.js";
+import { createJailRuntime } from "./jail/runtime.js";
 import { jailAlive } from "./jail/process.js";
 import { checkSandboxId, isSandboxId } from "./ids.js";
 import { normalizeCreate } from "./options.js";
@@ -30,9 +32,10 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
   if (socketProblem) throw new SandboxInputError(socketProblem);
   if (options.freezer !== undefined && options.freezer !== "auto" && options.freezer !== "signal") throw new SandboxInputError("freezer must be auto or signal");
   const stateDir = options.stateDir;
+  const hostUser = resolveJailHostUser(options.hostUser);
   const context: SandboxContext = {
     bwrapPath: options.bwrapPath ?? "bwrap",
-    supervisorScript: options.supervisorScript ?? defaultSupervisorScript(),
+    runtime: createJailRuntime({ stateDir, supervisorEntry: options.supervisorScript ?? defaultSupervisorScript(), hostUser }),
     nodeBinary: options.nodeBinary ?? fs.realpathSync(process.execPath),
     resolver: options.resolver ?? createResolver(new Map()),
     freezer: options.freezer ?? "auto",
@@ -103,13 +106,13 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
     async create(createOptions: CreateSandboxOptions): Promise<Sandbox> {
       requireOpen();
       const spec = normalizeCreate(createOptions);
-      stateDirReady ??= ensureStateDir(stateDir).catch((error: unknown) => {
+      stateDirReady ??= ensureStateDir(stateDir, { traversable: hostUser !== null }).catch((error: unknown) => {
         stateDirReady = null;
         throw error;
       });
       await stateDirReady;
       const layout = sandboxLayout(stateDir, spec.id);
-      await createSandboxDirs(layout, spec.id, generatedEtcFiles());
+      await createSandboxDirs(layout, spec.id, generatedEtcFiles(), hostUser);
       const record: SandboxRecord = {
         version: 2,
         id: spec.id,

@@ -8,7 +8,9 @@ import type { ScriptRunner } from "@paperclip-sandbox/kit";
 import { SandboxError, SandboxGoneError, SandboxInputError, SandboxStateError } from "./errors.js";
 import { startEgressProxy, type EgressDenial, type EgressProxy } from "./egress/proxy.js";
 import type { Resolver } from "./egress/resolver.js";
-import { buildJailArgv, SANDBOX_PATHS } from "./jail/argv.js";
+import { buildJailArgv, SANDBOX_PATHS, supervisorNode } from "./jail/argv.js";
+import type { JailRuntime, UnenforcedProtection } from "./jail/runtime.js";
+import { GUARDED_PID_MAX } from "./jail/seccomp.js";
 import { cgroupDirsNamed, createSandboxCgroups, removeCgroups, type LimitName } from "./jail/cgroups.js";
 import { freezeBySignals, freezeCgroup, thawBySignals, thawCgroup, thawWrite } from "./jail/freeze.js";
 import { wakeKeeper, writeDeadline } from "./jail/keeper.js";
@@ -38,7 +40,7 @@ import type {
 /** What every sandbox of one backend shares. */
 export interface SandboxContext {
   bwrapPath: string;
-  supervisorScript: string;
+  runtime: JailRuntime;
   nodeBinary: string;
   resolver: Resolver & { pinned?(host: string): boolean };
   freezer: "auto" | "signal";
@@ -46,6 +48,13 @@ export interface SandboxContext {
 }
 
 const MAX_DENIALS = 100;
+/** /dev/shm of a sandbox without a memory limit (Docker's default size). */
+export const DEFAULT_SHM_BYTES = 64 * 1024 * 1024;
+
+/** /dev/shm is a tmpfs: as large as the memory limit (whose cgroup its pages count against), else the default. */
+function shmBytesFor(limits: SandboxLimits): number {
+  return limits.memoryMb !== undefined ? limits.memoryMb * 1024 * 1024 : DEFAULT_SHM_BYTES;
+}
 
 export class LocalSandbox implements Sandbox {
   readonly id: string;
@@ -53,6 +62,7 @@ export class LocalSandbox implements Sandbox {
   readonly files: SandboxFiles;
   readonly runner: ScriptRunner;
   unenforcedLimits: Array<{ limit: LimitName; reason: string }> = [];
+  unenforcedProtections: UnenforcedProtection[] = [];
   private readonly channel: SupervisorChannel;
   private proxy: EgressProxy | null = null;
   private launched: LaunchedJail | null = null;
@@ -215,7 +225,7 @@ export class LocalSandbox implements Sandbox {
         await freezeCgroup(freezer);
         this.record.frozen = { method: "cgroup", preStopped: [], at: new Date().toISOString() };
       } else {
-        const preStopped = await freezeBySignals(jail.pidNamespace);
+        const preStopped = await freezeBySignals(jail);
         this.record.frozen = { method: "signal", preStopped, at: new Date().toISOString() };
       }
       this.record.state = "frozen";
@@ -229,7 +239,7 @@ export class LocalSandbox implements Sandbox {
       if (this.record.state !== "frozen") return;
       const frozen = this.record.frozen;
       if (frozen?.method === "cgroup" && this.record.freezer) await thawCgroup(this.record.freezer);
-      else await thawBySignals(jail.pidNamespace, frozen?.preStopped ?? []);
+      else await thawBySignals(jail, frozen?.preStopped ?? []);
       this.record.state = "running";
       this.record.frozen = null;
       await this.persist();
@@ -332,8 +342,8 @@ export class LocalSandbox implements Sandbox {
     return writeRecord(this.layout, this.record);
   }
 
-  private startProxy(): Promise<EgressProxy> {
-    return startEgressProxy({
+  private async startProxy(): Promise<EgressProxy> {
+    const proxy = await startEgressProxy({
       socketPath: this.layout.egressSocket,
       grant: this.record.spec.egress,
       resolver: this.context.resolver,
@@ -342,6 +352,13 @@ export class LocalSandbox implements Sandbox {
         if (this.denialLog.length > MAX_DENIALS) this.denialLog.shift();
       },
     });
+    // The supervisor connects to it as the jail's host user (a root worker's jails run as another uid).
+    const owner = this.context.runtime.hostUser;
+    if (owner) await fsp.chown(this.layout.egressSocket, owner.uid, owner.gid).catch(async (error: unknown) => {
+      await proxy.close();
+      throw error;
+    });
+    return proxy;
   }
 
   private async launchJail(): Promise<void> {
@@ -354,6 +371,13 @@ export class LocalSandbox implements Sandbox {
     // Everything started from here on (proxy, jail) is ended again if the start fails at any step.
     try {
       if (!grantIsEmpty(spec.egress)) this.proxy = await this.startProxy();
+      const runtime = this.context.runtime;
+      const node = supervisorNode(spec.rootfs ?? undefined, this.context.nodeBinary);
+      const loader = runtime.loaderFor(node.hostNodeBinary, spec.rootfs ?? "/");
+      this.unenforcedProtections = [
+        ...runtime.unenforced,
+        ...(loader ? [] : [{ protection: "supervisor-not-dumpable" as const, reason: `no ELF loader found for ${node.hostNodeBinary} (a static node binary?): the supervisor stays dumpable` }]),
+      ];
       const jail = buildJailArgv(
         {
           workspaceDir: this.layout.workspace,
@@ -362,9 +386,13 @@ export class LocalSandbox implements Sandbox {
           tmpDir: this.layout.tmp,
           etcDir: this.layout.etc,
           egressDir: this.proxy ? this.layout.egress : undefined,
-          supervisorScript: this.context.supervisorScript,
+          supervisorScript: await runtime.supervisorScript(),
           nodeBinary: this.context.nodeBinary,
           rootfs: spec.rootfs ?? undefined,
+          nodeFd: JAIL_FDS.nodeFd,
+          loaderFd: loader ? JAIL_FDS.loaderFd : undefined,
+          seccompFd: runtime.seccomp ? JAIL_FDS.seccompFd : undefined,
+          shmBytes: shmBytesFor(spec.limits),
         },
         JAIL_FDS,
       );
@@ -372,10 +400,16 @@ export class LocalSandbox implements Sandbox {
         baseEnv: { ...sandboxBaseEnv(spec.egress, jail.path), ...spec.env },
         defaultCwd: SANDBOX_PATHS.workspace,
         egress: this.proxy ? { port: EGRESS_PROXY_PORT, socketPath: `${SANDBOX_PATHS.egressDir}/proxy.sock` } : undefined,
+        guardedPidMax: runtime.seccomp ? GUARDED_PID_MAX : 0,
       };
       const launched = await launchJail({
         bwrapPath: this.context.bwrapPath,
-        bwrapArgs: jail.argv,
+        bwrapOptions: jail.options,
+        bwrapCommand: jail.command,
+        dropPrivileges: runtime.dropPrivileges(),
+        seccompProgram: runtime.seccomp,
+        loaderFile: loader,
+        nodeBinary: node.inTree ? null : this.context.nodeBinary,
         socketPath: this.layout.socket,
         logPath: this.layout.log,
         cgroupProcs: cgroups.procsFiles,

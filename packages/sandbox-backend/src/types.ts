@@ -9,6 +9,7 @@ import type { ScriptRunner } from "@paperclip-sandbox/kit";
 import type { EgressDenial } from "./egress/proxy.js";
 import type { Resolver } from "./egress/resolver.js";
 import type { LimitName } from "./jail/cgroups.js";
+import type { UnenforcedProtection } from "./jail/runtime.js";
 
 export type SandboxState = "running" | "stopped" | "frozen";
 
@@ -34,6 +35,12 @@ export interface BackendOptions {
   supervisorScript?: string;
   /** Node binary bound into the jail when its tree has none; default this process's node. */
   nodeBinary?: string;
+  /**
+   * Host user the jails run as (the sandbox user, uid 1000 inside, is this host uid). A root worker
+   * defaults to uid and gid 2000000000, never root; an unprivileged worker's jails run as its own
+   * uid (giving another one is an error). Needs setpriv (util-linux) when it differs from the worker's.
+   */
+  hostUser?: { uid: number; gid: number };
   /** DNS for the egress proxy; default the system resolver. */
   resolver?: Resolver & { pinned?(host: string): boolean };
   /**
@@ -120,8 +127,10 @@ export interface Sandbox {
   readonly metadata: Readonly<Record<string, unknown>>;
   readonly egress: Readonly<EgressSpec>;
   readonly limits: Readonly<SandboxLimits>;
-  /** Requested limits this worker could not enforce (no cgroup access), with the reason. */
+  /** Requested limits this worker could not enforce (no cgroup access, no per-sandbox filesystem), with the reason. */
   readonly unenforcedLimits: ReadonlyArray<{ limit: LimitName; reason: string }>;
+  /** Protections of the supervisor this host cannot give (an arch without a seccomp table, a static node), with the reason. */
+  readonly unenforcedProtections: ReadonlyArray<UnenforcedProtection>;
   readonly paths: SandboxPaths;
   /** The kit's ScriptRunner over the supervisor: a command ends when its connection is lost. */
   readonly runner: ScriptRunner;

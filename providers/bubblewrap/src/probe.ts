@@ -10,7 +10,17 @@ import path from "node:path";
 import { spawn } from "node:child_process";
 import type { PluginEnvironmentDiagnostic, PluginEnvironmentProbeResult } from "@paperclipai/plugin-sdk";
 import { probeResult, type ProbeFinding } from "@paperclip-sandbox/kit";
-import { buildJailArgv, checkSocketPathLength, ensureStateDir, generatedEtcFiles, probeCgroupAccess } from "@paperclip-sandbox/sandbox-backend";
+import {
+  buildJailArgv,
+  checkSocketPathLength,
+  DEFAULT_SHM_BYTES,
+  dropPrivilegesCommand,
+  ensureStateDir,
+  generatedEtcFiles,
+  probeCgroupAccess,
+  resolveJailHostUser,
+  type HostUser,
+} from "@paperclip-sandbox/sandbox-backend";
 import { defaultStateDir } from "./leases.js";
 import type { BubblewrapConfig } from "./config.js";
 
@@ -34,13 +44,13 @@ export function findBwrap(searchPath = process.env.PATH ?? ""): string | null {
   return null;
 }
 
-function run(file: string, args: string[], timeoutMs = 15_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function run(file: string, args: string[], timeoutMs = 15_000, extraFds: number[] = []): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(file, args, { stdio: ["ignore", "pipe", "pipe"], env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" } });
+    const child = spawn(file, args, { stdio: ["ignore", "pipe", "pipe", ...extraFds], env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" } });
     let stdout = "";
     let stderr = "";
-    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    child.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
     const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
     child.on("error", (error) => {
       clearTimeout(timer);
@@ -52,6 +62,9 @@ function run(file: string, args: string[], timeoutMs = 15_000): Promise<{ code: 
     });
   });
 }
+
+/** The descriptor the probe's one-shot jail binds the worker's node from (the stdio slot after stderr). */
+const PROBE_NODE_FD = 3;
 
 export async function probeBubblewrap(config: BubblewrapConfig, deps: ProbeDeps): Promise<PluginEnvironmentProbeResult> {
   const diagnostics: ProbeFinding[] = [];
@@ -83,18 +96,28 @@ export async function probeBubblewrap(config: BubblewrapConfig, deps: ProbeDeps)
     } else info("ROOTFS_OK", `rootfs ${config.rootfs}`);
   }
 
+  const hostUser = resolveJailHostUser(undefined);
+  if (hostUser) {
+    try {
+      dropPrivilegesCommand(hostUser);
+      info("JAIL_USER", `jails run as the unprivileged host uid ${hostUser.uid}, never as root`);
+    } catch (problem) {
+      error("JAIL_USER_UNAVAILABLE", `${(problem as Error).message}: install util-linux`);
+    }
+  }
+
   const stateDir = config.stateDir ?? defaultStateDir();
   const socketProblem = checkSocketPathLength(stateDir);
   if (socketProblem) error("STATE_DIR_TOO_LONG", socketProblem);
   try {
-    await ensureStateDir(stateDir);
+    await ensureStateDir(stateDir, { traversable: hostUser !== null });
     info("STATE_DIR_OK", `lease directories under ${stateDir}`);
   } catch (problem) {
     error("STATE_DIR_UNUSABLE", `state directory ${stateDir} is not usable: ${(problem as Error).message}`);
   }
 
   if (deps.bwrapPath && !diagnostics.some((d) => d.severity === "error")) {
-    await probeTools(config, deps, deps.bwrapPath, diagnostics);
+    await probeTools(config, deps, deps.bwrapPath, hostUser, diagnostics);
   }
 
   const unenforced = probeCgroupAccess({ cpu: config.cpu, memoryMb: config.memoryMb, pids: config.pids });
@@ -119,13 +142,26 @@ export async function probeBubblewrap(config: BubblewrapConfig, deps: ProbeDeps)
   return probeResult("bubblewrap sandbox", diagnostics);
 }
 
-/** `sh`, `node` and `tar` inside a jail with the lease's tree; each missing tool is its own error. */
-async function probeTools(config: BubblewrapConfig, deps: ProbeDeps, bwrapPath: string, diagnostics: PluginEnvironmentDiagnostic[]): Promise<void> {
+/**
+ * `sh`, `node` and `tar` inside a jail with the lease's tree, as the host user leases run as; each
+ * missing tool is its own error.
+ */
+async function probeTools(
+  config: BubblewrapConfig,
+  deps: ProbeDeps,
+  bwrapPath: string,
+  hostUser: HostUser | null,
+  diagnostics: PluginEnvironmentDiagnostic[],
+): Promise<void> {
   const scratch = await fsp.mkdtemp(path.join(os.tmpdir(), "paperclip-bwrap-probe-"));
   try {
     const dirs = ["workspace", "home", "cache", "tmp", "etc"].map((name) => path.join(scratch, name));
     await Promise.all(dirs.map((dir) => fsp.mkdir(dir)));
-    for (const [name, text] of Object.entries(generatedEtcFiles())) await fsp.writeFile(path.join(scratch, "etc", name), text);
+    for (const [name, text] of Object.entries(generatedEtcFiles())) await fsp.writeFile(path.join(scratch, "etc", name), text, { mode: 0o644 });
+    if (hostUser) {
+      await fsp.chmod(scratch, 0o711);
+      for (const dir of dirs) await fsp.chown(dir, hostUser.uid, hostUser.gid);
+    }
     const jail = buildJailArgv(
       {
         workspaceDir: dirs[0]!,
@@ -136,14 +172,32 @@ async function probeTools(config: BubblewrapConfig, deps: ProbeDeps, bwrapPath: 
         supervisorScript: deps.supervisorScript,
         nodeBinary: deps.nodeBinary,
         rootfs: config.rootfs,
+        shmBytes: DEFAULT_SHM_BYTES,
+        // As a lease binds it: from a descriptor, since the jail's host uid may not reach its path.
+        nodeFd: PROBE_NODE_FD,
       },
       { infoFd: 1, configFd: 0 },
     );
-    // Replace the supervisor command with a one-shot check; --info-fd 1 would mix into stdout, so drop it.
-    const separator = jail.argv.indexOf("--");
-    const args = jail.argv.slice(0, separator).filter((arg, index, all) => arg !== "--info-fd" && all[index - 1] !== "--info-fd");
+    // Replace the supervisor command with a one-shot check; --info-fd 1 would mix into stdout, so drop
+    // it, and the supervisor's own files are not needed for it.
+    const dropped = new Set(["--info-fd"]);
+    const args: string[] = [];
+    for (let i = 0; i < jail.options.length; i += 1) {
+      const arg = jail.options[i]!;
+      if (dropped.has(arg)) i += 1;
+      else if (arg === "--ro-bind" && jail.options[i + 2]?.startsWith("/opt/paperclip/") && jail.options[i + 2] !== "/opt/paperclip/bin/node") i += 2;
+      else args.push(arg);
+    }
     const script = `for t in sh node tar; do if command -v "$t" >/dev/null 2>&1; then echo "ok $t"; else echo "missing $t"; fi; done; "${jail.nodePath}" -e 'process.stdout.write("node-runs\\n")' 2>&1 | head -c 300`;
-    const result = await run(bwrapPath, [...args, "--setenv", "PATH", jail.path, "--", "/bin/sh", "-c", script]);
+    const command = [bwrapPath, ...args, "--setenv", "PATH", jail.path, "--", "/bin/sh", "-c", script];
+    const [file, ...rest] = hostUser ? [...dropPrivilegesCommand(hostUser), ...command] : command;
+    const nodeFd = await fsp.open(deps.nodeBinary, "r");
+    let result: Awaited<ReturnType<typeof run>>;
+    try {
+      result = await run(file!, rest, 15_000, [nodeFd.fd]);
+    } finally {
+      await nodeFd.close();
+    }
     if (result.code === null || (!result.stdout.includes("ok sh") && !result.stdout.includes("missing sh"))) {
       diagnostics.push({ severity: "error", code: "JAIL_START_FAILED", message: `a jail could not start: ${result.stderr.trim() || `exit ${result.code}`}` });
       return;

@@ -3,37 +3,60 @@ import fs from "node:fs";
 import fsp from "node:fs/promises";
 import path from "node:path";
 import { SandboxExistsError } from "../errors.js";
+import type { HostUser } from "../jail/host-user.js";
 import { sandboxesDir, socketsDir, type SandboxLayout } from "./layout.js";
 
 /**
- * Creates (or checks) the state directory: 0700 and owned by us, because it may sit in a shared
- * sticky directory where another user could have planted it or a symlink in its place.
+ * Creates (or checks) the state directory: owned by us and 0700 (0711 when jails run as another host
+ * uid, which must traverse it to reach its own directories; nothing in it can be listed), because it
+ * may sit in a shared sticky directory where another user could have planted it or a symlink in its
+ * place.
  */
-export async function ensureStateDir(stateDir: string): Promise<void> {
-  await fsp.mkdir(stateDir, { recursive: true, mode: 0o700 });
+export async function ensureStateDir(stateDir: string, options: { traversable?: boolean } = {}): Promise<void> {
+  const mode = options.traversable ? 0o711 : 0o700;
+  await fsp.mkdir(stateDir, { recursive: true, mode });
   const stat = await fsp.lstat(stateDir);
   const uid = process.getuid?.() ?? 0;
   if (!stat.isDirectory()) throw new Error(`state directory ${stateDir} is not a directory`);
   if (stat.uid !== uid) throw new Error(`state directory ${stateDir} is owned by uid ${stat.uid}, not by this worker (uid ${uid})`);
-  if ((stat.mode & 0o077) !== 0) await fsp.chmod(stateDir, 0o700);
-  await fsp.mkdir(sandboxesDir(stateDir), { recursive: true, mode: 0o700 });
-  await fsp.mkdir(socketsDir(stateDir), { recursive: true, mode: 0o700 });
+  if ((stat.mode & 0o777) !== mode) await fsp.chmod(stateDir, mode);
+  for (const dir of [sandboxesDir(stateDir), socketsDir(stateDir)]) {
+    await fsp.mkdir(dir, { recursive: true, mode });
+    await fsp.chmod(dir, mode);
+  }
 }
 
-/** Creates a new sandbox's directories; EEXIST (SandboxExistsError) when the id is taken. */
-export async function createSandboxDirs(layout: SandboxLayout, id: string, etcFiles: Record<string, string>): Promise<void> {
+/**
+ * Creates a new sandbox's directories; EEXIST (SandboxExistsError) when the id is taken. With
+ * `owner` (jails run as another host uid) what the jail uses belongs to it and the directories on
+ * the way are traversable; the record, log and deadline the worker writes there stay 0600.
+ */
+export async function createSandboxDirs(layout: SandboxLayout, id: string, etcFiles: Record<string, string>, owner: HostUser | null = null): Promise<void> {
+  const passage = owner ? 0o711 : 0o700;
   try {
-    await fsp.mkdir(layout.dir, { mode: 0o700 });
+    await fsp.mkdir(layout.dir, { mode: passage });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "EEXIST") throw new SandboxExistsError(`a sandbox with id ${id} already exists`);
     throw error;
   }
-  await Promise.all([layout.workspace, layout.home, layout.cache, layout.tmp, layout.etc].map((dir) => fsp.mkdir(dir, { mode: 0o700 })));
+  if (owner) await fsp.chmod(layout.dir, passage);
+  const owned = [layout.workspace, layout.home, layout.cache, layout.tmp, layout.etc];
+  await Promise.all(owned.map((dir) => fsp.mkdir(dir, { mode: 0o700 })));
   // The sandbox's /tmp is shared by every process of the sandbox, as on a normal host.
   await fsp.chmod(layout.tmp, 0o1777);
-  await Promise.all(Object.entries(etcFiles).map(([name, text]) => fsp.writeFile(path.join(layout.etc, name), text, { mode: 0o644 })));
+  await Promise.all(
+    Object.entries(etcFiles).map(async ([name, text]) => {
+      const file = path.join(layout.etc, name);
+      await fsp.writeFile(file, text, { mode: 0o644 });
+      if (owner) await fsp.chown(file, owner.uid, owner.gid);
+    }),
+  );
   await fsp.rm(layout.socketDir, { recursive: true, force: true });
   await fsp.mkdir(layout.egress, { recursive: true, mode: 0o700 });
+  if (owner) {
+    await Promise.all([...owned, layout.egress].map((dir) => fsp.chown(dir, owner.uid, owner.gid)));
+    await fsp.chmod(layout.socketDir, passage);
+  }
 }
 
 /**

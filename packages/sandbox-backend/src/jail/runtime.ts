@@ -1,0 +1,65 @@
+/**
+ * What every jail of one backend is started with, prepared once: the installed supervisor copy,
+ * the seccomp program, the privilege drop of a root worker, and (per node binary and tree) the ELF
+ * loader the supervisor is started through. Each protection that cannot be had on this host is
+ * named with the reason, so a sandbox can report what is not enforced.
+ */
+import { supervisorLoader } from "./loader.js";
+import { dropPrivilegesCommand, type HostUser } from "./host-user.js";
+import { buildSeccompProgram, seccompArch } from "./seccomp.js";
+import { installSupervisor } from "../store/supervisor-copy.js";
+
+export type ProtectionName = "seccomp-filter" | "supervisor-not-dumpable";
+
+export interface UnenforcedProtection {
+  protection: ProtectionName;
+  reason: string;
+}
+
+export interface JailRuntime {
+  /** The jail's host user when it is not the worker's own uid (a root worker's), else null. */
+  readonly hostUser: HostUser | null;
+  /** The installed supervisor entry (bound into every jail). */
+  supervisorScript(): Promise<string>;
+  /** The seccomp program, or null (with the reason in `unenforced`). */
+  readonly seccomp: Buffer | null;
+  /** Prefix that starts bwrap as `hostUser` (empty when null). */
+  dropPrivileges(): string[];
+  /** The host file of the loader for this node binary and tree, or null (static node, or missing). */
+  loaderFor(hostNodeBinary: string, treeRoot: string): string | null;
+  /** Protections this runtime cannot give (the loader's is per binary, see `loaderFor`). */
+  readonly unenforced: readonly UnenforcedProtection[];
+}
+
+export function createJailRuntime(options: { stateDir: string; supervisorEntry: string; hostUser: HostUser | null }): JailRuntime {
+  const arch = seccompArch();
+  const seccomp = arch ? buildSeccompProgram(arch) : null;
+  const unenforced: UnenforcedProtection[] = seccomp
+    ? []
+    : [{ protection: "seccomp-filter", reason: `no seccomp filter is described for ${process.arch} (only x86_64 and aarch64)` }];
+  let installed: Promise<string> | null = null;
+  let drop: string[] | null = null;
+  const loaders = new Map<string, string | null>();
+  return {
+    hostUser: options.hostUser,
+    seccomp,
+    unenforced,
+    supervisorScript() {
+      installed ??= installSupervisor(options.stateDir, options.supervisorEntry).catch((error: unknown) => {
+        installed = null;
+        throw error;
+      });
+      return installed;
+    },
+    dropPrivileges() {
+      if (!options.hostUser) return [];
+      drop ??= dropPrivilegesCommand(options.hostUser);
+      return drop;
+    },
+    loaderFor(hostNodeBinary, treeRoot) {
+      const key = `${treeRoot}\0${hostNodeBinary}`;
+      if (!loaders.has(key)) loaders.set(key, supervisorLoader(hostNodeBinary, treeRoot));
+      return loaders.get(key)!;
+    },
+  };
+}
