@@ -3,6 +3,7 @@
  * warm freeze/thaw, a movable expiry, destroy with confirmation) and its handles (egress proxy,
  * supervisor channel). Lifecycle operations of one sandbox run one at a time.
  */
+import fs from "node:fs";
 import fsp from "node:fs/promises";
 import type { ScriptRunner } from "@paperclip-sandbox/kit";
 import { SandboxError, SandboxGoneError, SandboxInputError, SandboxStateError } from "./errors.js";
@@ -72,6 +73,8 @@ export class LocalSandbox implements Sandbox {
   private destroyed = false;
   /** Set when this worker has let go of the sandbox (backend.close): the jail runs on without it. */
   private released = false;
+  /** Set when the supervisor broke the protocol: its jail was ended, and stays so until start(). */
+  private violation: Error | null = null;
   private queue: Promise<unknown> = Promise.resolve();
 
   constructor(
@@ -88,6 +91,7 @@ export class LocalSandbox implements Sandbox {
         this.goneListeners.add(onGone);
         return () => this.goneListeners.delete(onGone);
       },
+      onViolation: (error) => this.endForViolation(error),
     };
     this.runner = new SupervisorClient(this.channel);
     this.files = createFilesClient(this.channel, () => this.requireRunning());
@@ -213,6 +217,7 @@ export class LocalSandbox implements Sandbox {
       // A jail that ended on its own (crash, killed) may have left cgroups behind.
       if (this.record.jail || this.record.cgroups.length > 0) await this.endJail();
       await this.launch();
+      this.violation = null;
     });
   }
 
@@ -261,6 +266,27 @@ export class LocalSandbox implements Sandbox {
       this.record.expiresAt = new Date(until).toISOString();
       await this.persist();
     });
+  }
+
+  /**
+   * Whatever the jail sends is untrusted: a reply that breaks the protocol means its supervisor can
+   * no longer be relied on, so the jail is ended (cold: processes gone, disk kept). The call that got
+   * the reply has already failed with the error; later calls say why the sandbox is stopped.
+   */
+  private endForViolation(error: Error): void {
+    if (this.violation || this.destroyed || this.released) return;
+    this.violation = error;
+    try {
+      fs.appendFileSync(this.layout.log, `[backend ${new Date().toISOString()}] ending the jail: ${error.message}\n`);
+    } catch {
+      // The log is a diagnostic only.
+    }
+    void this.serialized(async () => {
+      if (this.destroyed || (!this.record.jail && this.record.cgroups.length === 0)) return;
+      await this.endJail();
+      this.record.state = "stopped";
+      await this.persist();
+    }).catch(() => undefined);
   }
 
   /** Starts the jail of a sandbox whose directories and record exist (create, start). */
@@ -328,6 +354,7 @@ export class LocalSandbox implements Sandbox {
   }
 
   private requireRunning(): void {
+    if (this.violation) throw new SandboxGoneError(`sandbox ${this.id} was ended because its supervisor broke the protocol: ${this.violation.message}`);
     this.requireAliveJail();
     if (this.record.state === "frozen") throw new SandboxStateError(`sandbox ${this.id} is frozen: thaw it first`);
   }

@@ -2,8 +2,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readProcStat } from "@paperclip-sandbox/kit";
 import { sandboxLeftovers } from "./test-support/leftovers.js";
+import { supervisorPidOf } from "./test-support/supervisor-pid.js";
 import { startWorld, type World } from "./__fixtures__/world.js";
 
 let world: World;
@@ -65,10 +65,9 @@ describe("stop and start", () => {
     expect(await run(sandbox, "echo up")).toBe("up\n");
     // As when the kernel ends it (sandboxed code cannot: the seccomp filter refuses signals to it):
     // the supervisor is the only child of the jail's init, and its end is the jail's.
-    const { jail } = JSON.parse(fs.readFileSync(path.join(sandbox.paths.dir, "sandbox.json"), "utf8")) as { jail: { initPid: number } };
-    const supervisor = fs.readdirSync("/proc").find((name) => /^\d+$/.test(name) && readProcStat(Number(name))?.ppid === jail.initPid);
-    expect(supervisor).toBeDefined();
-    process.kill(Number(supervisor), "SIGKILL");
+    const supervisor = supervisorPidOf(sandbox.paths.dir);
+    expect(supervisor).not.toBeNull();
+    process.kill(supervisor!, "SIGKILL");
     const deadline = Date.now() + 10_000;
     while (sandbox.state === "running" && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
     expect(sandbox.state).toBe("stopped");

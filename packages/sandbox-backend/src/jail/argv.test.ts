@@ -1,3 +1,6 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { buildJailArgv, generatedEtcFiles } from "./argv.js";
 
@@ -9,6 +12,7 @@ const layout = {
   etcDir: "/state/leases/x/etc",
   supervisorScript: "/plugin/dist/supervisor/supervisor.mjs",
   nodeBinary: "/usr/bin/node",
+  shmBytes: 64 * 1024 * 1024,
 };
 
 /** [flag, ...operands] groups of a bwrap argv, for readable assertions. */
@@ -58,6 +62,37 @@ describe("buildJailArgv", () => {
     expect(binds(argv).some(([, , dest]) => dest === "/run/paperclip-egress")).toBe(false);
     const withEgress = buildJailArgv({ ...layout, egressDir: "/state/leases/x/egress" }, { infoFd: 4, configFd: 5 }).argv;
     expect(binds(withEgress)).toContainEqual(["--ro-bind", "/state/leases/x/egress", "/run/paperclip-egress"]);
+  });
+
+  it("sizes /dev/shm (its own tmpfs) and leaves nothing else under /dev writable", () => {
+    const { argv: sized } = buildJailArgv({ ...layout, shmBytes: 256 * 1024 * 1024 }, { infoFd: 4, configFd: 5 });
+    const at = sized.indexOf("/dev/shm");
+    expect(sized.slice(at - 5, at + 1)).toEqual(["--perms", "1777", "--size", String(256 * 1024 * 1024), "--tmpfs", "/dev/shm"]);
+    expect(sized.slice(at + 1, at + 3)).toEqual(["--remount-ro", "/dev"]);
+  });
+
+  it("starts the supervisor through the execute-only loader, with the seccomp filter, when given their descriptors", () => {
+    const jail = buildJailArgv({ ...layout, loaderFd: 8, seccompFd: 7 }, { infoFd: 4, configFd: 5 });
+    const at = jail.options.indexOf("--ro-bind-data");
+    expect(jail.options.slice(at - 2, at + 3)).toEqual(["--perms", "0111", "--ro-bind-data", "8", "/opt/paperclip/ld.so"]);
+    expect(jail.options.slice(jail.options.indexOf("--seccomp"), jail.options.indexOf("--seccomp") + 2)).toEqual(["--seccomp", "7"]);
+    expect(jail.command).toEqual(["/opt/paperclip/ld.so", "/usr/bin/node", "/opt/paperclip/supervisor.mjs", "5"]);
+    expect(jail.argv).toEqual([...jail.options, "--", ...jail.command]);
+  });
+
+  it("binds the worker's node from a descriptor when the tree has none (the jail's host uid may not reach its path)", () => {
+    const rootfs = fs.mkdtempSync(path.join(os.tmpdir(), "argv-rootfs-"));
+    try {
+      fs.mkdirSync(path.join(rootfs, "usr"));
+      const jail = buildJailArgv({ ...layout, rootfs, nodeFd: 9, nodeBinary: "/root/.nvm/node" }, { infoFd: 4, configFd: 5 });
+      const at = jail.options.indexOf("--ro-bind-fd");
+      expect(jail.options.slice(at, at + 3)).toEqual(["--ro-bind-fd", "9", "/opt/paperclip/bin/node"]);
+      expect(jail.options).not.toContain("/root/.nvm/node");
+      expect(jail.hostNodeBinary).toBe("/root/.nvm/node");
+      expect(jail.path.split(":")).toContain("/opt/paperclip/bin");
+    } finally {
+      fs.rmSync(rootfs, { recursive: true, force: true });
+    }
   });
 
   it("generates an /etc/passwd naming the sandbox user with its home", () => {
