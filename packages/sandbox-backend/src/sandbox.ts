@@ -20,7 +20,8 @@ import { EGRESS_PROXY_PORT, grantIsEmpty, sandboxBaseEnv } from "./jail/sandbox-
 import { checkExecOptions, checkExpiry, checkLabels, checkMetadata } from "./options.js";
 import { cgroupNameOf, type SandboxLayout } from "./store/layout.js";
 import { writeRecord, type SandboxRecord } from "./store/record.js";
-import { removeTree } from "./store/state-dir.js";
+import { removeSandboxTree } from "./store/state-dir.js";
+import { isMountPoint, mountDisk } from "./store/disk.js";
 import { readFileNoFollow } from "./store/no-follow-read.js";
 import { SupervisorClient } from "./supervisor/client.js";
 import type { SupervisorChannel } from "./supervisor/connection.js";
@@ -46,15 +47,17 @@ export interface SandboxContext {
   resolver: Resolver & { pinned?(host: string): boolean };
   freezer: "auto" | "signal";
   owner: SandboxRecord["owner"];
+  /** Why this worker cannot give a sandbox a disk of its own; null when it can. */
+  diskProblem: string | null;
 }
 
 const MAX_DENIALS = 100;
 /** /dev/shm of a sandbox without a memory limit (Docker's default size). */
 export const DEFAULT_SHM_BYTES = 64 * 1024 * 1024;
 
-/** /dev/shm is a tmpfs: as large as the memory limit (whose cgroup its pages count against), else the default. */
+/** /dev/shm is a tmpfs whose pages count against the memory limit: half of it (as the kernel sizes tmpfs by RAM), else the default. */
 function shmBytesFor(limits: SandboxLimits): number {
-  return limits.memoryMb !== undefined ? limits.memoryMb * 1024 * 1024 : DEFAULT_SHM_BYTES;
+  return limits.memoryMb !== undefined ? Math.max(1, Math.floor(limits.memoryMb / 2)) * 1024 * 1024 : DEFAULT_SHM_BYTES;
 }
 
 export class LocalSandbox implements Sandbox {
@@ -168,6 +171,10 @@ export class LocalSandbox implements Sandbox {
     ];
     const bind = typeof jailPath === "string" ? binds.find(([prefix]) => jailPath.startsWith(prefix)) : undefined;
     if (!bind) throw new SandboxInputError(`readStoredFile needs a path under /workspace, /home/sandbox or /tmp (got ${String(jailPath).slice(0, 200)})`);
+    // A stopped sandbox's own disk after a host restart: mounted again to be read.
+    if (this.record.spec.limits.diskMb !== undefined && fs.existsSync(this.layout.diskImage) && !isMountPoint(this.layout.disk)) {
+      await mountDisk({ disk: this.layout.disk, image: this.layout.diskImage });
+    }
     return readFileNoFollow(bind[1], jailPath.slice(bind[0].length), options.maxBytes ?? 64 * 1024);
   }
 
@@ -312,8 +319,7 @@ export class LocalSandbox implements Sandbox {
       await this.endJail();
       const left = await removeCgroups(cgroupDirsNamed(cgroupNameOf(this.id)));
       if (left.length > 0) throw new SandboxError("EBUSY", `cgroups of sandbox ${this.id} could not be removed: ${left.join(", ")}`);
-      await removeTree(this.layout.socketDir);
-      await removeTree(this.layout.dir);
+      await removeSandboxTree(this.layout);
       this.destroyed = true;
     });
   }
@@ -394,7 +400,7 @@ export class LocalSandbox implements Sandbox {
     const cgroups = await createSandboxCgroups(cgroupNameOf(this.id), spec.limits, { freezer: this.context.freezer === "auto" });
     record.cgroups = cgroups.dirs;
     record.freezer = cgroups.freezer;
-    this.unenforcedLimits = cgroups.unenforced;
+    this.unenforcedLimits = [...cgroups.unenforced, ...(await this.ensureDisk())];
     // Everything started from here on (proxy, jail) is ended again if the start fails at any step.
     try {
       if (!grantIsEmpty(spec.egress)) this.proxy = await this.startProxy();
@@ -434,6 +440,7 @@ export class LocalSandbox implements Sandbox {
         bwrapOptions: jail.options,
         bwrapCommand: jail.command,
         dropPrivileges: runtime.dropPrivileges(),
+        prelude: await runtime.prelude(),
         seccompProgram: runtime.seccomp,
         loaderFile: loader,
         nodeBinary: node.inTree ? null : this.context.nodeBinary,
@@ -469,6 +476,21 @@ export class LocalSandbox implements Sandbox {
       record.state = "stopped";
       throw error;
     }
+  }
+
+  /**
+   * Mounts the sandbox's own disk when it has one (after a host restart the mount is gone); says so
+   * when its disk limit is not enforced.
+   */
+  private async ensureDisk(): Promise<Array<{ limit: LimitName; reason: string }>> {
+    const diskMb = this.record.spec.limits.diskMb;
+    if (diskMb === undefined) return [];
+    const paths = { disk: this.layout.disk, image: this.layout.diskImage };
+    if (fs.existsSync(paths.image)) {
+      if (!isMountPoint(paths.disk)) await mountDisk(paths);
+      return [];
+    }
+    return [{ limit: "diskMb", reason: this.context.diskProblem ?? "this sandbox was created without a disk of its own" }];
   }
 
   /** Ends the jail (confirmed), the proxy and the cgroups; the caller sets the state and persists. */

@@ -16,8 +16,15 @@ export type SandboxState = "running" | "stopped" | "frozen";
 export interface SandboxLimits {
   /** CPU cores (e.g. 0.5), cgroup cpu quota. */
   cpu?: number;
+  /** Memory of all the sandbox's processes (cgroup, swap included); also the size of its /dev/shm. */
   memoryMb?: number;
   pids?: number;
+  /**
+   * What the sandbox may write to its disk (workspace, home, cache, /tmp together): a filesystem of
+   * this size of its own, for a root worker with e2fsprogs and loop devices; otherwise reported in
+   * `unenforcedLimits`.
+   */
+  diskMb?: number;
 }
 
 /** What the sandbox may reach through the host-side egress proxy; empty lists mean no network at all. */

@@ -25,6 +25,15 @@ export const SANDBOX_PATHS = {
   egressDir: "/run/paperclip-egress",
 } as const;
 
+/**
+ * The jail's init (pid 1; bwrap runs with --as-pid-1): starts the supervisor with the sandbox's log
+ * as its stderr, keeps nothing itself but /dev/null (commands may open /proc/1/fd/*), and reaps
+ * orphaned processes (dash's `wait` collects any child) until the supervisor exits, which ends the
+ * jail. bwrap's own init would keep bwrap's stdio, the host's log file among it.
+ */
+export const JAIL_INIT_SCRIPT = 'exec 8>&2 2>/dev/null; "$@" 2>&8 8>&- & exec 3>&- 4>&- 5<&- 6<&- 7<&- 8>&- 9<&-; wait';
+export const JAIL_INIT_NAME = "paperclip-init";
+
 export const SANDBOX_UID = 1000;
 export const SANDBOX_GID = 1000;
 export const SANDBOX_USER = "sandbox";
@@ -120,6 +129,7 @@ export function buildJailArgv(layout: JailLayout, fds: JailFds): JailCommand {
     // The parent is NOT the worker but the jail's detached host-side keeper, which ends the jail at
     // the sandbox's expiry (see keeper.ts): the jail survives worker restarts yet never outlives it.
     "--die-with-parent",
+    "--as-pid-1", // pid 1 is JAIL_INIT_SCRIPT
     "--info-fd",
     String(fds.infoFd),
   ];
@@ -177,7 +187,8 @@ export function buildJailArgv(layout: JailLayout, fds: JailFds): JailCommand {
   // Everything not bound writable above (the jail's root, /etc, /opt, /run) becomes read-only.
   args.push("--remount-ro", "/");
   args.push("--chdir", SANDBOX_PATHS.workspace);
-  const command = [...(layout.loaderFd !== undefined ? [SANDBOX_PATHS.loader] : []), nodePath, SANDBOX_PATHS.supervisor, String(fds.configFd)];
+  const supervisor = [...(layout.loaderFd !== undefined ? [SANDBOX_PATHS.loader] : []), nodePath, SANDBOX_PATHS.supervisor, String(fds.configFd)];
+  const command = ["/bin/sh", "-c", JAIL_INIT_SCRIPT, JAIL_INIT_NAME, ...supervisor];
   return { options: args, command, argv: [...args, "--", ...command], nodePath, path: searchPath, hostNodeBinary };
 }
 

@@ -65,6 +65,8 @@ export interface LaunchOptions {
   bwrapCommand: string[];
   /** Prefix that starts bwrap as the jail's host user (a root worker), e.g. setpriv; empty otherwise. */
   dropPrivileges: string[];
+  /** The jail prelude (prelude.ts: fresh session keyring, fds from 10 closed), run right before bwrap; null when this arch has none. */
+  prelude: string | null;
   /** The compiled seccomp filter (its options name SECCOMP_FD), or null. */
   seccompProgram: Buffer | null;
   /** Host file copied into the jail as the execute-only loader (options name LOADER_FD), or null. */
@@ -151,6 +153,7 @@ export async function launchJail(options: LaunchOptions): Promise<LaunchedJail> 
         ...options.cgroupProcs,
         "--",
         ...options.dropPrivileges,
+        ...(options.prelude ? [options.prelude] : []),
         options.bwrapPath,
         "--args",
         String(ARGS_FD),

@@ -7,9 +7,10 @@
 import { supervisorLoader } from "./loader.js";
 import { dropPrivilegesCommand, type HostUser } from "./host-user.js";
 import { buildSeccompProgram, seccompArch } from "./seccomp.js";
+import { installPrelude } from "./prelude.js";
 import { installSupervisor } from "../store/supervisor-copy.js";
 
-export type ProtectionName = "seccomp-filter" | "supervisor-not-dumpable";
+export type ProtectionName = "seccomp-filter" | "supervisor-not-dumpable" | "fresh-session-keyring";
 
 export interface UnenforcedProtection {
   protection: ProtectionName;
@@ -25,6 +26,8 @@ export interface JailRuntime {
   readonly seccomp: Buffer | null;
   /** Prefix that starts bwrap as `hostUser` (empty when null). */
   dropPrivileges(): string[];
+  /** The installed jail prelude, or null on an arch without one (the supervisor still closes what it inherited). */
+  prelude(): Promise<string | null>;
   /** The host file of the loader for this node binary and tree, or null (static node, or missing). */
   loaderFor(hostNodeBinary: string, treeRoot: string): string | null;
   /** Protections this runtime cannot give (the loader's is per binary, see `loaderFor`). */
@@ -36,8 +39,12 @@ export function createJailRuntime(options: { stateDir: string; supervisorEntry: 
   const seccomp = arch ? buildSeccompProgram(arch) : null;
   const unenforced: UnenforcedProtection[] = seccomp
     ? []
-    : [{ protection: "seccomp-filter", reason: `no seccomp filter is described for ${process.arch} (only x86_64 and aarch64)` }];
+    : [
+        { protection: "seccomp-filter", reason: `no seccomp filter is described for ${process.arch} (only x86_64 and aarch64)` },
+        { protection: "fresh-session-keyring", reason: `no jail prelude is assembled for ${process.arch}: jails share the worker's session keyring` },
+      ];
   let installed: Promise<string> | null = null;
+  let prelude: Promise<string | null> | null = null;
   let drop: string[] | null = null;
   const loaders = new Map<string, string | null>();
   return {
@@ -50,6 +57,13 @@ export function createJailRuntime(options: { stateDir: string; supervisorEntry: 
         throw error;
       });
       return installed;
+    },
+    prelude() {
+      prelude ??= (arch ? installPrelude(options.stateDir, arch) : Promise.resolve(null)).catch((error: unknown) => {
+        prelude = null;
+        throw error;
+      });
+      return prelude;
     },
     dropPrivileges() {
       if (!options.hostUser) return [];

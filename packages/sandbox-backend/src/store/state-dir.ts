@@ -4,6 +4,7 @@ import fsp from "node:fs/promises";
 import path from "node:path";
 import { SandboxExistsError } from "../errors.js";
 import type { HostUser } from "../jail/host-user.js";
+import { createDisk, removeDisk } from "./disk.js";
 import { sandboxesDir, socketsDir, type SandboxLayout } from "./layout.js";
 
 /**
@@ -31,7 +32,13 @@ export async function ensureStateDir(stateDir: string, options: { traversable?: 
  * `owner` (jails run as another host uid) what the jail uses belongs to it and the directories on
  * the way are traversable; the record, log and deadline the worker writes there stay 0600.
  */
-export async function createSandboxDirs(layout: SandboxLayout, id: string, etcFiles: Record<string, string>, owner: HostUser | null = null): Promise<void> {
+export async function createSandboxDirs(
+  layout: SandboxLayout,
+  id: string,
+  etcFiles: Record<string, string>,
+  owner: HostUser | null = null,
+  diskMb: number | null = null,
+): Promise<void> {
   const passage = owner ? 0o711 : 0o700;
   try {
     await fsp.mkdir(layout.dir, { mode: passage });
@@ -40,6 +47,11 @@ export async function createSandboxDirs(layout: SandboxLayout, id: string, etcFi
     throw error;
   }
   if (owner) await fsp.chmod(layout.dir, passage);
+  await fsp.mkdir(layout.disk, { mode: 0o700 });
+  if (diskMb !== null) await createDisk({ disk: layout.disk, image: layout.diskImage }, diskMb, owner);
+  // The writable directories' parent: only the jail's host user may pass (its setuid files stay its own).
+  await fsp.chmod(layout.disk, 0o700);
+  if (owner) await fsp.chown(layout.disk, owner.uid, owner.gid);
   const owned = [layout.workspace, layout.home, layout.cache, layout.tmp, layout.etc];
   await Promise.all(owned.map((dir) => fsp.mkdir(dir, { mode: 0o700 })));
   // The sandbox's /tmp is shared by every process of the sandbox, as on a normal host.
@@ -90,4 +102,11 @@ async function restoreOwnerPermissions(dir: string): Promise<void> {
   for (const entry of entries) {
     if (entry.isDirectory()) await restoreOwnerPermissions(path.join(dir, entry.name));
   }
+}
+
+/** Removes a sandbox's directories: its disk unmounted first (a mount point cannot be removed). */
+export async function removeSandboxTree(layout: SandboxLayout): Promise<void> {
+  await removeTree(layout.socketDir);
+  await removeDisk({ disk: layout.disk, image: layout.diskImage });
+  await removeTree(layout.dir);
 }
