@@ -123,7 +123,7 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
     async create(createOptions: CreateSandboxOptions): Promise<Sandbox> {
       requireOpen();
       const spec = normalizeCreate(createOptions);
-      stateDirReady ??= ensureStateDir(stateDir, { traversable: hostUser !== null }).catch((error: unknown) => {
+      stateDirReady ??= ensureStateDir(stateDir, { jailUser: hostUser }).catch((error: unknown) => {
         stateDirReady = null;
         throw error;
       });

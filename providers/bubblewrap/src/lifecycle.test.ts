@@ -99,7 +99,7 @@ describe("bubblewrap lease lifecycle", () => {
     const other = await h.client.env.resumeLease({ ...h.base({ ...reuseConfig, pids: 100 }), providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
     expect(other).toEqual({ providerLeaseId: null, metadata: { expired: true, identityMismatch: true } });
     // A tampered sentinel in the workspace breaks identity too.
-    fs.writeFileSync(path.join(h.stateDir, "leases", lease.providerLeaseId!, "workspace", ".paperclip-runtime/reusable-sandbox-lease.json"), "{}");
+    fs.writeFileSync(path.join(h.stateDir, "leases", lease.providerLeaseId!, "disk", "workspace", ".paperclip-runtime/reusable-sandbox-lease.json"), "{}");
     const tampered = await h.client.env.resumeLease({ ...h.base(reuseConfig), providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
     expect(tampered.providerLeaseId).toBeNull();
     const destroyed = await h.client.env.destroyLease({ ...h.base(reuseConfig), providerLeaseId: lease.providerLeaseId });

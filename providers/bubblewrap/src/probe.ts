@@ -110,7 +110,7 @@ export async function probeBubblewrap(config: BubblewrapConfig, deps: ProbeDeps)
   const socketProblem = checkSocketPathLength(stateDir);
   if (socketProblem) error("STATE_DIR_TOO_LONG", socketProblem);
   try {
-    await ensureStateDir(stateDir, { traversable: hostUser !== null });
+    await ensureStateDir(stateDir, { jailUser: hostUser });
     info("STATE_DIR_OK", `lease directories under ${stateDir}`);
   } catch (problem) {
     error("STATE_DIR_UNUSABLE", `state directory ${stateDir} is not usable: ${(problem as Error).message}`);

@@ -104,3 +104,12 @@ describe("seccomp filter (x86_64 only)", () => {
     expect(evaluateSeccomp(program, { arch: AUDIT_ARCH_OF.x86_64, nr: 0x40000000 + 1 })).toEqual(ENOSYS);
   });
 });
+
+describe("seccomp policy documentation", () => {
+  it("the README's table names every syscall the filter refuses", async () => {
+    const fs = await import("node:fs");
+    const readme = fs.readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+    const missing = SECCOMP_POLICY.map(({ name }) => name).filter((name) => !readme.includes(`\`${name}\``));
+    expect(missing).toEqual([]);
+  });
+});

@@ -13,8 +13,9 @@ import { sandboxesDir, socketsDir, type SandboxLayout } from "./layout.js";
  * may sit in a shared sticky directory where another user could have planted it or a symlink in its
  * place.
  */
-export async function ensureStateDir(stateDir: string, options: { traversable?: boolean } = {}): Promise<void> {
-  const mode = options.traversable ? 0o711 : 0o700;
+export async function ensureStateDir(stateDir: string, options: { jailUser?: HostUser | null } = {}): Promise<void> {
+  const jailUser = options.jailUser ?? null;
+  const mode = jailUser ? 0o711 : 0o700;
   await fsp.mkdir(stateDir, { recursive: true, mode });
   const stat = await fsp.lstat(stateDir);
   const uid = process.getuid?.() ?? 0;
@@ -24,6 +25,22 @@ export async function ensureStateDir(stateDir: string, options: { traversable?: 
   for (const dir of [sandboxesDir(stateDir), socketsDir(stateDir)]) {
     await fsp.mkdir(dir, { recursive: true, mode });
     await fsp.chmod(dir, mode);
+  }
+  if (jailUser) await checkReachable(stateDir, jailUser);
+}
+
+/** Throws, naming the directory, unless `user` may pass every directory on the way to `dir`. */
+async function checkReachable(dir: string, user: HostUser): Promise<void> {
+  const parts = path.resolve(dir).split("/").filter(Boolean);
+  for (let i = 0; i <= parts.length; i += 1) {
+    const at = `/${parts.slice(0, i).join("/")}`;
+    const stat = await fsp.stat(at);
+    const bit = stat.uid === user.uid ? 0o100 : stat.gid === user.gid ? 0o010 : 0o001;
+    if ((stat.mode & bit) === 0) {
+      throw new Error(
+        `state directory ${dir} is out of reach of uid ${user.uid}, which jails run as: ${at} (mode ${(stat.mode & 0o777).toString(8).padStart(4, "0")}) does not let it pass; choose a state directory under /var/lib or /var/tmp, or make ${at} traversable (o+x)`,
+      );
+    }
   }
 }
 
