@@ -2,7 +2,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { buildJailArgv, generatedEtcFiles } from "./argv.js";
+import { buildJailArgv, generatedEtcFiles, JAIL_INIT_SCRIPT } from "./argv.js";
 
 const layout = {
   workspaceDir: "/state/leases/x/workspace",
@@ -53,9 +53,10 @@ describe("buildJailArgv", () => {
     expect(argv).toContain("--remount-ro");
   });
 
-  it("runs the supervisor with node from the bound tree, naming only the fd of its config (argv is world-readable)", () => {
+  it("runs the supervisor with node from the bound tree under the jail's own init, naming only the fd of its config (argv is world-readable)", () => {
     const tail = argv.slice(argv.indexOf("--") + 1);
-    expect(tail).toEqual(["/usr/bin/node", "/opt/paperclip/supervisor.mjs", "5"]);
+    expect(tail).toEqual(["/bin/sh", "-c", JAIL_INIT_SCRIPT, "paperclip-init", "/usr/bin/node", "/opt/paperclip/supervisor.mjs", "5"]);
+    expect(argv).toContain("--as-pid-1");
   });
 
   it("binds the egress socket directory read-only only when given", () => {
@@ -76,7 +77,7 @@ describe("buildJailArgv", () => {
     const at = jail.options.indexOf("--ro-bind-data");
     expect(jail.options.slice(at - 2, at + 3)).toEqual(["--perms", "0111", "--ro-bind-data", "8", "/opt/paperclip/ld.so"]);
     expect(jail.options.slice(jail.options.indexOf("--seccomp"), jail.options.indexOf("--seccomp") + 2)).toEqual(["--seccomp", "7"]);
-    expect(jail.command).toEqual(["/opt/paperclip/ld.so", "/usr/bin/node", "/opt/paperclip/supervisor.mjs", "5"]);
+    expect(jail.command.slice(4)).toEqual(["/opt/paperclip/ld.so", "/usr/bin/node", "/opt/paperclip/supervisor.mjs", "5"]);
     expect(jail.argv).toEqual([...jail.options, "--", ...jail.command]);
   });
 
