@@ -42,6 +42,7 @@ export { DEFAULT_JAIL_HOST_UID, dropPrivilegesCommand, resolveJailHostUser, type
 export { GUARDED_PID_MAX, SECCOMP_POLICY, seccompArch, type FilteredSyscall } from "./jail/seccomp.js";
 export type { ProtectionName, UnenforcedProtection } from "./jail/runtime.js";
 export { DEFAULT_SHM_BYTES } from "./sandbox.js";
+export { diskLimitProblem } from "./store/disk.js";
 export { probeCgroupAccess, type Limits, type LimitName } from "./jail/cgroups.js";
 export { SupervisorClient, SupervisorTransportError } from "./supervisor/client.js";
 export { defaultSupervisorScript } from "./supervisor/script-path.js";

@@ -19,6 +19,7 @@ import {
   generatedEtcFiles,
   probeCgroupAccess,
   resolveJailHostUser,
+  seccompArch,
   type HostUser,
 } from "@paperclip-sandbox/sandbox-backend";
 import { defaultStateDir } from "./leases.js";
@@ -96,6 +97,13 @@ export async function probeBubblewrap(config: BubblewrapConfig, deps: ProbeDeps)
     } else info("ROOTFS_OK", `rootfs ${config.rootfs}`);
   }
 
+  if (seccompArch() === null) {
+    warning(
+      "SECCOMP_UNAVAILABLE",
+      `no seccomp filter or jail prelude for ${process.arch} (only x86_64 and aarch64): sandboxed code can ptrace, signal and take descriptors from the lease's supervisor, and reach the worker's session keyring`,
+      `supervisor NOT isolated from sandboxed code (no seccomp filter for ${process.arch})`,
+    );
+  }
   const hostUser = resolveJailHostUser(undefined);
   if (hostUser) {
     try {
