@@ -38,7 +38,7 @@ export { checkSocketPathLength } from "./store/layout.js";
 export { ensureStateDir } from "./store/state-dir.js";
 export { buildJailArgv, generatedEtcFiles, SANDBOX_PATHS, SANDBOX_UID, SANDBOX_GID, SANDBOX_USER, type JailLayout } from "./jail/argv.js";
 export { JAIL_FDS } from "./jail/process.js";
-export { DEFAULT_JAIL_HOST_UID, dropPrivilegesCommand, resolveJailHostUser, type HostUser } from "./jail/host-user.js";
+export { DEFAULT_JAIL_HOST_UID, dropPrivilegesCommand, resolveJailHostUser, unreachableBy, type HostUser } from "./jail/host-user.js";
 export { GUARDED_PID_MAX, SECCOMP_POLICY, seccompArch, type FilteredSyscall } from "./jail/seccomp.js";
 export type { ProtectionName, UnenforcedProtection } from "./jail/runtime.js";
 export { DEFAULT_SHM_BYTES } from "./sandbox.js";

@@ -405,7 +405,7 @@ export class LocalSandbox implements Sandbox {
     try {
       if (!grantIsEmpty(spec.egress)) this.proxy = await this.startProxy();
       const runtime = this.context.runtime;
-      const node = supervisorNode(spec.rootfs ?? undefined, this.context.nodeBinary);
+      const node = supervisorNode(spec.rootfs ?? undefined, await runtime.nodeBinaryFor(this.context.nodeBinary));
       const loader = runtime.loaderFor(node.hostNodeBinary, spec.rootfs ?? "/");
       this.unenforcedProtections = [
         ...runtime.unenforced,
@@ -420,9 +420,8 @@ export class LocalSandbox implements Sandbox {
           etcDir: this.layout.etc,
           egressDir: this.proxy ? this.layout.egress : undefined,
           supervisorScript: await runtime.supervisorScript(),
-          nodeBinary: this.context.nodeBinary,
+          nodeBinary: node.hostNodeBinary,
           rootfs: spec.rootfs ?? undefined,
-          nodeFd: JAIL_FDS.nodeFd,
           loaderFd: loader ? JAIL_FDS.loaderFd : undefined,
           seccompFd: runtime.seccomp ? JAIL_FDS.seccompFd : undefined,
           shmBytes: shmBytesFor(spec.limits),
@@ -443,7 +442,6 @@ export class LocalSandbox implements Sandbox {
         prelude: await runtime.prelude(),
         seccompProgram: runtime.seccomp,
         loaderFile: loader,
-        nodeBinary: node.inTree ? null : this.context.nodeBinary,
         socketPath: this.layout.socket,
         logPath: this.layout.log,
         cgroupProcs: cgroups.procsFiles,

@@ -20,6 +20,7 @@ import {
   probeCgroupAccess,
   resolveJailHostUser,
   seccompArch,
+  unreachableBy,
   type HostUser,
 } from "@paperclip-sandbox/sandbox-backend";
 import { defaultStateDir } from "./leases.js";
@@ -45,13 +46,13 @@ export function findBwrap(searchPath = process.env.PATH ?? ""): string | null {
   return null;
 }
 
-function run(file: string, args: string[], timeoutMs = 15_000, extraFds: number[] = []): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function run(file: string, args: string[], timeoutMs = 15_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(file, args, { stdio: ["ignore", "pipe", "pipe", ...extraFds], env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" } });
+    const child = spawn(file, args, { stdio: ["ignore", "pipe", "pipe"], env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" } });
     let stdout = "";
     let stderr = "";
-    child.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
     const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
     child.on("error", (error) => {
       clearTimeout(timer);
@@ -63,9 +64,6 @@ function run(file: string, args: string[], timeoutMs = 15_000, extraFds: number[
     });
   });
 }
-
-/** The descriptor the probe's one-shot jail binds the worker's node from (the stdio slot after stderr). */
-const PROBE_NODE_FD = 3;
 
 export async function probeBubblewrap(config: BubblewrapConfig, deps: ProbeDeps): Promise<PluginEnvironmentProbeResult> {
   const diagnostics: ProbeFinding[] = [];
@@ -181,36 +179,34 @@ async function probeTools(
         nodeBinary: deps.nodeBinary,
         rootfs: config.rootfs,
         shmBytes: DEFAULT_SHM_BYTES,
-        // As a lease binds it: from a descriptor, since the jail's host uid may not reach its path.
-        nodeFd: PROBE_NODE_FD,
       },
       { infoFd: 1, configFd: 0 },
     );
     // Replace the supervisor command with a one-shot check; --info-fd 1 would mix into stdout, so drop
     // it, and the supervisor's own files are not needed for it.
-    const dropped = new Set(["--info-fd"]);
+    // A root worker's jails bind a copy of a node binary their host user cannot reach (the backend
+    // makes it at the first lease): here that bind is left out, and so is the node check.
+    const nodeOutOfReach = hostUser !== null && unreachableBy(deps.nodeBinary, hostUser) !== null;
     const args: string[] = [];
     for (let i = 0; i < jail.options.length; i += 1) {
       const arg = jail.options[i]!;
-      if (dropped.has(arg)) i += 1;
-      else if (arg === "--ro-bind" && jail.options[i + 2]?.startsWith("/opt/paperclip/") && jail.options[i + 2] !== "/opt/paperclip/bin/node") i += 2;
+      const dest = jail.options[i + 2] ?? "";
+      if (arg === "--info-fd") i += 1;
+      else if (arg === "--ro-bind" && dest.startsWith("/opt/paperclip/") && (dest !== "/opt/paperclip/bin/node" || nodeOutOfReach)) i += 2;
       else args.push(arg);
     }
     const script = `for t in sh node tar; do if command -v "$t" >/dev/null 2>&1; then echo "ok $t"; else echo "missing $t"; fi; done; "${jail.nodePath}" -e 'process.stdout.write("node-runs\\n")' 2>&1 | head -c 300`;
     const command = [bwrapPath, ...args, "--setenv", "PATH", jail.path, "--", "/bin/sh", "-c", script];
     const [file, ...rest] = hostUser ? [...dropPrivilegesCommand(hostUser), ...command] : command;
-    const nodeFd = await fsp.open(deps.nodeBinary, "r");
-    let result: Awaited<ReturnType<typeof run>>;
-    try {
-      result = await run(file!, rest, 15_000, [nodeFd.fd]);
-    } finally {
-      await nodeFd.close();
-    }
+    const result = await run(file!, rest);
     if (result.code === null || (!result.stdout.includes("ok sh") && !result.stdout.includes("missing sh"))) {
       diagnostics.push({ severity: "error", code: "JAIL_START_FAILED", message: `a jail could not start: ${result.stderr.trim() || `exit ${result.code}`}` });
       return;
     }
-    for (const tool of ["sh", "node", "tar"]) {
+    if (nodeOutOfReach && result.stdout.includes("missing node")) {
+      diagnostics.push({ severity: "info", code: "TOOL_NODE_OK", message: `node: the worker's ${deps.nodeBinary}, copied into the state directory for the jails (their host uid cannot reach it)` });
+    }
+    for (const tool of nodeOutOfReach && result.stdout.includes("missing node") ? ["sh", "tar"] : ["sh", "node", "tar"]) {
       if (result.stdout.includes(`ok ${tool}`)) diagnostics.push({ severity: "info", code: `TOOL_${tool.toUpperCase()}_OK`, message: `${tool} works inside the jail` });
       else diagnostics.push({ severity: "error", code: `TOOL_${tool.toUpperCase()}_MISSING`, message: `${tool} is not available inside the jail${config.rootfs ? ` (rootfs ${config.rootfs})` : ""}` });
     }

@@ -75,8 +75,6 @@ export interface JailLayout {
   nodeBinary: string;
   /** Optional directory replacing the host tree. */
   rootfs?: string;
-  /** Bind `nodeBinary` from this inherited descriptor (the jail's host uid may not reach its path). */
-  nodeFd?: number;
   /** The inherited descriptor of node's ELF loader (read by bwrap into the execute-only copy). */
   loaderFd?: number;
   /** The inherited descriptor of the compiled seccomp filter (seccomp.ts). */
@@ -175,9 +173,9 @@ export function buildJailArgv(layout: JailLayout, fds: JailFds): JailCommand {
   const { nodePath, hostNodeBinary, inTree } = supervisorNode(layout.rootfs, layout.nodeBinary);
   let searchPath = DEFAULT_PATH;
   if (!inTree) {
-    // The worker's node lives outside the bound tree (e.g. nvm under /root): bind just its file.
-    if (layout.nodeFd !== undefined) args.push("--ro-bind-fd", String(layout.nodeFd), nodePath);
-    else args.push("--ro-bind", layout.nodeBinary, nodePath);
+    // The worker's node lives outside the bound tree (e.g. nvm): bind just its file (a root worker's
+    // jails bind a copy when the jail's host user cannot reach it, see runtime.ts).
+    args.push("--ro-bind", layout.nodeBinary, nodePath);
     searchPath = `${DEFAULT_PATH}:${SANDBOX_PATHS.nodeDir}`;
   }
   if (layout.egressDir) args.push("--ro-bind", layout.egressDir, SANDBOX_PATHS.egressDir);

@@ -56,3 +56,25 @@ export function dropPrivilegesCommand(user: HostUser): string[] {
   if (!setpriv) throw new Error(`running jails as host uid ${user.uid} (not root) needs setpriv (util-linux), not found in ${SETPRIV_CANDIDATES.join(", ")}`);
   return [setpriv, `--reuid=${user.uid}`, `--regid=${user.gid}`, "--clear-groups", "--"];
 }
+
+/**
+ * Null when `user` may reach `target` (pass every directory on the way, and read and execute it when
+ * it is a file); otherwise the path that stops it, with its mode. bwrap resolves every bind source
+ * by path as the jail's host user, descriptors included (it reads their /proc/self/fd link).
+ */
+export function unreachableBy(target: string, user: HostUser): string | null {
+  const parts = target.split("/").filter(Boolean);
+  for (let i = 0; i <= parts.length; i += 1) {
+    const at = `/${parts.slice(0, i).join("/")}`;
+    let stat: fs.Stats;
+    try {
+      stat = fs.statSync(at);
+    } catch {
+      return at;
+    }
+    const shift = stat.uid === user.uid ? 6 : stat.gid === user.gid ? 3 : 0;
+    const need = stat.isDirectory() ? 0o1 : 0o5;
+    if (((stat.mode >> shift) & need) !== need) return `${at} (mode ${(stat.mode & 0o777).toString(8).padStart(4, "0")})`;
+  }
+  return null;
+}

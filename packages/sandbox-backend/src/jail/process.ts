@@ -7,10 +7,12 @@
  * polling or sleeping on the cold path. Nothing of the jail's configuration is in a world-readable
  * argv: the supervisor's config goes over a pipe (fd 5), bwrap's options over another (`--args 6`),
  * the seccomp filter over a third (fd 7). fd 8 is node's ELF loader (bwrap copies it into the jail
- * execute-only), fd 9 the worker's node binary when the jail's tree has none. Every one of fds 3-9 is
- * set (to /dev/null when unused), so no descriptor the worker inherited can ride along in that range;
- * the supervisor closes the ones above it (`closeFds` in its config) before it serves anything.
- * bwrap's stdout is /dev/null; its stderr (and the supervisor's) is the sandbox's log.
+ * execute-only); fd 9 is /dev/null. Every one of fds 3-9 is
+ * set (to /dev/null when unused), so no descriptor the worker inherited can ride along in that range,
+ * and the jail prelude (prelude.ts) closes every one above it before bwrap runs; the supervisor
+ * closes whatever it inherited and does not need before it serves anything.
+ * bwrap's stdout is /dev/null; its stderr (and the supervisor's) is the sandbox's log, which the
+ * jail's init does not keep.
  * The jail's parent is its keeper (keeper.ts), spawned detached (own session, output to the
  * sandbox's log file) so the jail outlives a worker restart but never its deadline. A root worker's
  * keeper stays root (it joins the cgroups and thaws them at the deadline) and starts bwrap through
@@ -37,12 +39,11 @@ const CONFIG_FD = 5;
 const ARGS_FD = 6;
 const SECCOMP_FD = 7;
 const LOADER_FD = 8;
-const NODE_FD = 9;
 /** The lowest descriptor number the jail's processes do not get from the keeper. */
 export const FIRST_UNUSED_FD = 10;
 const JAIL_ENV_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-export const JAIL_FDS = { infoFd: INFO_FD, configFd: CONFIG_FD, argsFd: ARGS_FD, seccompFd: SECCOMP_FD, loaderFd: LOADER_FD, nodeFd: NODE_FD } as const;
+export const JAIL_FDS = { infoFd: INFO_FD, configFd: CONFIG_FD, argsFd: ARGS_FD, seccompFd: SECCOMP_FD, loaderFd: LOADER_FD } as const;
 
 export interface JailRecord {
   /** Host pid of the jail's keeper (bwrap's parent). */
@@ -71,8 +72,6 @@ export interface LaunchOptions {
   seccompProgram: Buffer | null;
   /** Host file copied into the jail as the execute-only loader (options name LOADER_FD), or null. */
   loaderFile: string | null;
-  /** Host node binary bound from NODE_FD, or null when the options bind none. */
-  nodeBinary: string | null;
   socketPath: string;
   logPath: string;
   /** cgroup.procs files the jail joins before bwrap starts (so every jail process is inside). */
@@ -137,7 +136,6 @@ export async function launchJail(options: LaunchOptions): Promise<LaunchedJail> 
     const logFd = open(options.logPath, "a");
     const devNull = open("/dev/null", "r");
     const loaderFd = options.loaderFile ? open(options.loaderFile, "r") : devNull;
-    const nodeFd = options.nodeBinary ? open(options.nodeBinary, "r") : devNull;
     const listenFd = serverFd(server);
     const firstNapMs = Math.max(0, Math.ceil(options.expiresAt - Date.now()));
     child = spawn(
@@ -161,7 +159,7 @@ export async function launchJail(options: LaunchOptions): Promise<LaunchedJail> 
       ],
       {
         detached: true,
-        stdio: ["ignore", devNull, logFd, listenFd, "pipe", "pipe", "pipe", options.seccompProgram ? "pipe" : devNull, loaderFd, nodeFd],
+        stdio: ["ignore", devNull, logFd, listenFd, "pipe", "pipe", "pipe", options.seccompProgram ? "pipe" : devNull, loaderFd, devNull],
         // Never the worker's environment: it can hold the host's API keys.
         env: { PATH: JAIL_ENV_PATH, LANG: "C.UTF-8" },
       },

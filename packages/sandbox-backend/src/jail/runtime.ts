@@ -4,8 +4,12 @@
  * loader the supervisor is started through. Each protection that cannot be had on this host is
  * named with the reason, so a sandbox can report what is not enforced.
  */
+import { createHash } from "node:crypto";
+import fs from "node:fs";
+import fsp from "node:fs/promises";
+import path from "node:path";
 import { supervisorLoader } from "./loader.js";
-import { dropPrivilegesCommand, type HostUser } from "./host-user.js";
+import { dropPrivilegesCommand, unreachableBy, type HostUser } from "./host-user.js";
 import { buildSeccompProgram, seccompArch } from "./seccomp.js";
 import { installPrelude } from "./prelude.js";
 import { installSupervisor } from "../store/supervisor-copy.js";
@@ -28,6 +32,11 @@ export interface JailRuntime {
   dropPrivileges(): string[];
   /** The installed jail prelude, or null on an arch without one (the supervisor still closes what it inherited). */
   prelude(): Promise<string | null>;
+  /**
+   * The worker's node binary as the jail's host user can bind it: the binary itself, or (a root
+   * worker's node under e.g. /root, out of that user's reach) a copy under the state directory.
+   */
+  nodeBinaryFor(nodeBinary: string): Promise<string>;
   /** The host file of the loader for this node binary and tree, or null (static node, or missing). */
   loaderFor(hostNodeBinary: string, treeRoot: string): string | null;
   /** Protections this runtime cannot give (the loader's is per binary, see `loaderFor`). */
@@ -45,6 +54,7 @@ export function createJailRuntime(options: { stateDir: string; supervisorEntry: 
       ];
   let installed: Promise<string> | null = null;
   let prelude: Promise<string | null> | null = null;
+  const nodeCopies = new Map<string, Promise<string>>();
   let drop: string[] | null = null;
   const loaders = new Map<string, string | null>();
   return {
@@ -70,10 +80,39 @@ export function createJailRuntime(options: { stateDir: string; supervisorEntry: 
       drop ??= dropPrivilegesCommand(options.hostUser);
       return drop;
     },
+    nodeBinaryFor(nodeBinary) {
+      const user = options.hostUser;
+      if (!user || unreachableBy(nodeBinary, user) === null) return Promise.resolve(nodeBinary);
+      let copy = nodeCopies.get(nodeBinary);
+      if (!copy) {
+        copy = installNodeCopy(options.stateDir, nodeBinary).catch((error: unknown) => {
+          nodeCopies.delete(nodeBinary);
+          throw error;
+        });
+        nodeCopies.set(nodeBinary, copy);
+      }
+      return copy;
+    },
     loaderFor(hostNodeBinary, treeRoot) {
       const key = `${treeRoot}\0${hostNodeBinary}`;
       if (!loaders.has(key)) loaders.set(key, supervisorLoader(hostNodeBinary, treeRoot));
       return loaders.get(key)!;
     },
   };
+}
+
+/** Copies `nodeBinary` to `<stateDir>/bin/node-<key>` (0755) once per binary (key: path, size, mtime). */
+async function installNodeCopy(stateDir: string, nodeBinary: string): Promise<string> {
+  const stat = await fsp.stat(nodeBinary);
+  const key = createHash("sha256").update(`${nodeBinary}\0${stat.size}\0${stat.mtimeMs}`).digest("hex").slice(0, 12);
+  const dir = path.join(stateDir, "bin");
+  const target = path.join(dir, `node-${key}`);
+  if (fs.existsSync(target)) return target;
+  await fsp.mkdir(dir, { recursive: true, mode: 0o755 });
+  await fsp.chmod(dir, 0o755);
+  const temp = `${target}.${process.pid}.tmp`;
+  await fsp.copyFile(nodeBinary, temp, fs.constants.COPYFILE_FICLONE);
+  await fsp.chmod(temp, 0o755);
+  await fsp.rename(temp, target);
+  return target;
 }

@@ -3,7 +3,7 @@ import fs from "node:fs";
 import fsp from "node:fs/promises";
 import path from "node:path";
 import { SandboxExistsError } from "../errors.js";
-import type { HostUser } from "../jail/host-user.js";
+import { unreachableBy, type HostUser } from "../jail/host-user.js";
 import { createDisk, removeDisk } from "./disk.js";
 import { sandboxesDir, socketsDir, type SandboxLayout } from "./layout.js";
 
@@ -31,16 +31,11 @@ export async function ensureStateDir(stateDir: string, options: { jailUser?: Hos
 
 /** Throws, naming the directory, unless `user` may pass every directory on the way to `dir`. */
 async function checkReachable(dir: string, user: HostUser): Promise<void> {
-  const parts = path.resolve(dir).split("/").filter(Boolean);
-  for (let i = 0; i <= parts.length; i += 1) {
-    const at = `/${parts.slice(0, i).join("/")}`;
-    const stat = await fsp.stat(at);
-    const bit = stat.uid === user.uid ? 0o100 : stat.gid === user.gid ? 0o010 : 0o001;
-    if ((stat.mode & bit) === 0) {
-      throw new Error(
-        `state directory ${dir} is out of reach of uid ${user.uid}, which jails run as: ${at} (mode ${(stat.mode & 0o777).toString(8).padStart(4, "0")}) does not let it pass; choose a state directory under /var/lib or /var/tmp, or make ${at} traversable (o+x)`,
-      );
-    }
+  const blocked = unreachableBy(path.resolve(dir), user);
+  if (blocked) {
+    throw new Error(
+      `state directory ${dir} is out of reach of uid ${user.uid}, which jails run as: ${blocked} does not let it pass; choose a state directory under /var/lib or /var/tmp, or make the directories on the way traversable (o+x)`,
+    );
   }
 }
 
