@@ -40,6 +40,7 @@ export { buildJailArgv, generatedEtcFiles, SANDBOX_PATHS, SANDBOX_UID, SANDBOX_G
 export { JAIL_FDS } from "./jail/process.js";
 export { DEFAULT_JAIL_HOST_UID, dropPrivilegesCommand, resolveJailHostUser, unreachableBy, type HostUser } from "./jail/host-user.js";
 export { GUARDED_PID_MAX, SECCOMP_POLICY, seccompArch, type FilteredSyscall } from "./jail/seccomp.js";
+export { installPrelude } from "./jail/prelude.js";
 export type { ProtectionName, UnenforcedProtection } from "./jail/runtime.js";
 export { DEFAULT_SHM_BYTES } from "./sandbox.js";
 export { diskLimitProblem } from "./store/disk.js";

@@ -45,7 +45,8 @@ export interface BackendOptions {
   /**
    * Host user the jails run as (the sandbox user, uid 1000 inside, is this host uid). A root worker
    * defaults to uid and gid 2000000000, never root; an unprivileged worker's jails run as its own
-   * uid (giving another one is an error). Needs setpriv (util-linux) when it differs from the worker's.
+   * uid (giving another one is an error). The jail prelude switches to it (x86_64, aarch64); elsewhere
+   * that needs setpriv (util-linux).
    */
   hostUser?: { uid: number; gid: number };
   /** DNS for the egress proxy; default the system resolver. */

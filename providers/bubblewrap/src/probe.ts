@@ -17,6 +17,7 @@ import {
   dropPrivilegesCommand,
   ensureStateDir,
   generatedEtcFiles,
+  installPrelude,
   probeCgroupAccess,
   resolveJailHostUser,
   seccompArch,
@@ -105,7 +106,7 @@ export async function probeBubblewrap(config: BubblewrapConfig, deps: ProbeDeps)
   const hostUser = resolveJailHostUser(undefined);
   if (hostUser) {
     try {
-      dropPrivilegesCommand(hostUser);
+      if (seccompArch() === null) dropPrivilegesCommand(hostUser);
       info("JAIL_USER", `jails run as the unprivileged host uid ${hostUser.uid}, never as root`);
     } catch (problem) {
       error("JAIL_USER_UNAVAILABLE", `${(problem as Error).message}: install util-linux`);
@@ -123,7 +124,7 @@ export async function probeBubblewrap(config: BubblewrapConfig, deps: ProbeDeps)
   }
 
   if (deps.bwrapPath && !diagnostics.some((d) => d.severity === "error")) {
-    await probeTools(config, deps, deps.bwrapPath, hostUser, diagnostics);
+    await probeTools(config, deps, deps.bwrapPath, hostUser, stateDir, diagnostics);
   }
 
   const unenforced = probeCgroupAccess({ cpu: config.cpu, memoryMb: config.memoryMb, pids: config.pids });
@@ -157,6 +158,7 @@ async function probeTools(
   deps: ProbeDeps,
   bwrapPath: string,
   hostUser: HostUser | null,
+  stateDir: string,
   diagnostics: PluginEnvironmentDiagnostic[],
 ): Promise<void> {
   const scratch = await fsp.mkdtemp(path.join(os.tmpdir(), "paperclip-bwrap-probe-"));
@@ -197,7 +199,10 @@ async function probeTools(
     }
     const script = `for t in sh node tar; do if command -v "$t" >/dev/null 2>&1; then echo "ok $t"; else echo "missing $t"; fi; done; "${jail.nodePath}" -e 'process.stdout.write("node-runs\\n")' 2>&1 | head -c 300`;
     const command = [bwrapPath, ...args, "--setenv", "PATH", jail.path, "--", "/bin/sh", "-c", script];
-    const [file, ...rest] = hostUser ? [...dropPrivilegesCommand(hostUser), ...command] : command;
+    // Started as a lease's jail is: through the jail prelude (which takes the jails' host uid).
+    const arch = seccompArch();
+    const prefix = arch ? [await installPrelude(stateDir, arch, hostUser)] : hostUser ? dropPrivilegesCommand(hostUser) : [];
+    const [file, ...rest] = [...prefix, ...command];
     const result = await run(file!, rest);
     if (result.code === null || (!result.stdout.includes("ok sh") && !result.stdout.includes("missing sh"))) {
       diagnostics.push({ severity: "error", code: "JAIL_START_FAILED", message: `a jail could not start: ${result.stderr.trim() || `exit ${result.code}`}` });

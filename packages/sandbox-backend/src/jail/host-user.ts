@@ -3,8 +3,9 @@
  * runs as: for a root worker that would be host root, which can read every root-only file of the
  * bound host trees and leave root-owned setuid files on the host disk. So a root worker runs its
  * jails as a dedicated unprivileged host uid instead (DEFAULT_JAIL_HOST_UID unless configured): the
- * keeper stays root (it joins the cgroups and thaws them at the deadline) and starts bwrap through
- * setpriv (util-linux) with that uid and gid and no supplementary groups. The sandbox's writable
+ * keeper stays root (it joins the cgroups and thaws them at the deadline) and the jail prelude
+ * (prelude.ts) takes that uid and gid, with no supplementary groups, right before bwrap (setpriv on
+ * an arch without a prelude). The sandbox's writable
  * directories belong to that uid; the state directory becomes traversable (0711) so it can reach
  * them, while the records, logs and deadlines in it stay 0600 root.
  * An unprivileged worker's jails run as the worker's own uid (it could not switch anyway).
@@ -43,7 +44,7 @@ export function resolveJailHostUser(configured: HostUser | undefined, workerUid 
   return configured ?? { uid: DEFAULT_JAIL_HOST_UID, gid: DEFAULT_JAIL_HOST_UID };
 }
 
-/** The command prefix that starts bwrap as `user`; throws when setpriv is missing. */
+/** The setpriv prefix that starts bwrap as `user` (an arch without a prelude, the probe); throws when setpriv is missing. */
 export function dropPrivilegesCommand(user: HostUser): string[] {
   const setpriv = SETPRIV_CANDIDATES.find((candidate) => {
     try {

@@ -8,6 +8,7 @@ import { buildPrelude, installPrelude } from "./prelude.js";
 let dir: string;
 beforeAll(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), "prelude-"));
+  fs.chmodSync(dir, 0o755);
 });
 afterAll(() => {
   fs.rmSync(dir, { recursive: true, force: true });
@@ -57,6 +58,20 @@ describe("the jail prelude", () => {
   it.skipIf(process.arch !== "x64" || !fs.existsSync("/usr/bin/qemu-aarch64-static"))("does the same on aarch64 (under qemu-user)", async () => {
     const program = await installPrelude(dir, "aarch64");
     expectOnlyLowDescriptors(runPrelude(program, ["/usr/bin/qemu-aarch64-static"]));
+  });
+
+  it.skipIf(process.arch !== "x64" || process.getuid?.() !== 0)("becomes the jail's host user (no groups, gid, uid) before anything else, or exits 126", async () => {
+    const program = await installPrelude(dir, "x86_64", { uid: 2_000_000_000, gid: 2_000_000_001 });
+    const who = spawnSync(program, ["/bin/sh", "-c", "grep -E '^(Uid|Gid|Groups|CapEff):' /proc/self/status"], { encoding: "utf8" });
+    expect(who.stdout.split("\n").map((line) => line.replace(/\s+/g, " ").trim())).toEqual([
+      "Uid: 2000000000 2000000000 2000000000 2000000000",
+      "Gid: 2000000001 2000000001 2000000001 2000000001",
+      "Groups:",
+      "CapEff: 0000000000000000",
+      "",
+    ]);
+    // Not root (here: nobody) it cannot switch, and starts nothing.
+    expect(spawnSync(program, ["/bin/true"], { uid: 65534, gid: 65534 }).status).toBe(126);
   });
 
   it.skipIf(process.arch !== "x64")("exits 127 when it cannot exec", async () => {

@@ -1,18 +1,22 @@
 /**
- * The jail prelude: a tiny static program the keeper runs right before bwrap (after the privilege
- * drop), written by the backend into the state directory. It
- *   1. joins a fresh anonymous session keyring (KEYCTL_JOIN_SESSION_KEYRING), so the jail does not
+ * The jail prelude: a tiny static program the keeper runs right before bwrap, written by the
+ * backend into the state directory. It
+ *   1. for a root worker, becomes the jail's host user: no supplementary groups, then gid and uid
+ *      (real, effective and saved), or exits 126 if any of that fails;
+ *   2. joins a fresh anonymous session keyring (KEYCTL_JOIN_SESSION_KEYRING), so the jail does not
  *      inherit the worker's (its keys are readable by whoever possesses it);
- *   2. closes every descriptor from 10 up (close_range, or one by one on kernels before 5.9): the
+ *   3. closes every descriptor from 10 up (close_range, or one by one on kernels before 5.9): the
  *      keeper hands bwrap exactly fds 0-9, so nothing the worker inherited reaches the jail;
- *   3. execs its arguments (bwrap ...), or exits 127.
- * Sixty-odd bytes of machine code per architecture, assembled here (listing beside each
- * instruction) into a minimal ELF executable: no compiler, no library, no dynamic loader.
+ *   4. execs its arguments (bwrap ...), or exits 127.
+ * A few dozen instructions per architecture, assembled here (listing beside each instruction) into
+ * a minimal ELF executable: no compiler, no library, no dynamic loader (and, unlike setpriv, no
+ * dynamic linking on the cold path).
  */
 import { createHash } from "node:crypto";
 import fs from "node:fs";
 import fsp from "node:fs/promises";
 import path from "node:path";
+import type { HostUser } from "./host-user.js";
 import type { SeccompArch } from "./seccomp.js";
 
 /** Descriptors the jail gets from the keeper: 0-9 (process.ts); the prelude closes the rest. */
@@ -44,13 +48,39 @@ function assemble(pieces: Piece[]): Buffer {
 
 const u32 = (value: number) => [value & 0xff, (value >>> 8) & 0xff, (value >>> 16) & 0xff, (value >>> 24) & 0xff];
 
-function x86_64(): Buffer {
+function x86_64(dropTo: HostUser | null): Buffer {
   const rel8 = (opcode: number) => (offset: number) => {
     const displacement = offset - 2; // from the end of the 2-byte instruction
     if (displacement < -128 || displacement > 127) throw new Error("prelude: rel8 out of range");
     return [opcode, displacement & 0xff];
   };
+  const jnzFail: Piece = { branch: (offset) => [0x0f, 0x85, ...u32((offset - 6) >>> 0)], to: "fail", size: 6 }; // jnz fail (rel32)
+  const drop: Piece[] = dropTo
+    ? [
+        [0xb8, ...u32(116)], //        mov eax, 116          ; setgroups(0, NULL)
+        [0x31, 0xff], //               xor edi, edi
+        [0x31, 0xf6], //               xor esi, esi
+        [0x0f, 0x05], //               syscall
+        [0x85, 0xc0], //               test eax, eax
+        jnzFail,
+        [0xb8, ...u32(119)], //        mov eax, 119          ; setresgid(gid, gid, gid)
+        [0xbf, ...u32(dropTo.gid)], // mov edi, gid
+        [0xbe, ...u32(dropTo.gid)], // mov esi, gid
+        [0xba, ...u32(dropTo.gid)], // mov edx, gid
+        [0x0f, 0x05], //               syscall
+        [0x85, 0xc0], //               test eax, eax
+        jnzFail,
+        [0xb8, ...u32(117)], //        mov eax, 117          ; setresuid(uid, uid, uid)
+        [0xbf, ...u32(dropTo.uid)], // mov edi, uid
+        [0xbe, ...u32(dropTo.uid)], // mov esi, uid
+        [0xba, ...u32(dropTo.uid)], // mov edx, uid
+        [0x0f, 0x05], //               syscall
+        [0x85, 0xc0], //               test eax, eax
+        jnzFail,
+      ]
+    : [];
   return assemble([
+    ...drop,
     [0xb8, ...u32(250)], //            mov eax, 250          ; keyctl
     [0xbf, ...u32(1)], //              mov edi, 1            ; KEYCTL_JOIN_SESSION_KEYRING
     [0x31, 0xf6], //                   xor esi, esi          ; name NULL: anonymous
@@ -80,10 +110,14 @@ function x86_64(): Buffer {
     [0xbf, ...u32(127)], //            mov edi, 127
     [0xb8, ...u32(231)], //            mov eax, 231          ; exit_group
     [0x0f, 0x05], //                   syscall
+    { label: "fail" },
+    [0xbf, ...u32(126)], //            mov edi, 126          ; the privilege drop failed
+    [0xb8, ...u32(231)], //            mov eax, 231          ; exit_group
+    [0x0f, 0x05], //                   syscall
   ]);
 }
 
-function aarch64(): Buffer {
+function aarch64(dropTo: HostUser | null): Buffer {
   const word = (value: number) => u32(value >>> 0);
   const movz = (rd: number, imm: number, shift = 0) => word(0xd2800000 | ((shift / 16) << 21) | (imm << 5) | rd);
   const svc = word(0xd4000001);
@@ -91,7 +125,33 @@ function aarch64(): Buffer {
     if (offset % 4 !== 0 || offset < -(1 << 20) || offset >= 1 << 20) throw new Error("prelude: branch out of range");
     return ((offset / 4) & 0x7ffff) << 5;
   };
+  const cbnzFail: Piece = { branch: (offset) => word(0xb5000000 | imm19(offset) | 0), to: "fail", size: 4 }; // cbnz x0, fail
+  // w0 = value; w1 = w0; w2 = w0
+  const threeOf = (value: number): Piece[] => [
+    word(0x52800000 | ((value & 0xffff) << 5)), //          movz w0, #lo16
+    word(0x72a00000 | (((value >>> 16) & 0xffff) << 5)), // movk w0, #hi16, lsl #16
+    word(0x2a0003e1), //                                   mov w1, w0
+    word(0x2a0003e2), //                                   mov w2, w0
+  ];
+  const drop: Piece[] = dropTo
+    ? [
+        movz(8, 159), //                   mov x8, #159        ; setgroups(0, NULL)
+        movz(0, 0), //                     mov x0, #0
+        movz(1, 0), //                     mov x1, #0
+        svc, //                            svc #0
+        cbnzFail,
+        movz(8, 149), //                   mov x8, #149        ; setresgid(gid, gid, gid)
+        ...threeOf(dropTo.gid),
+        svc,
+        cbnzFail,
+        movz(8, 147), //                   mov x8, #147        ; setresuid(uid, uid, uid)
+        ...threeOf(dropTo.uid),
+        svc,
+        cbnzFail,
+      ]
+    : [];
   return assemble([
+    ...drop,
     movz(8, 219), //                       mov x8, #219        ; keyctl
     movz(0, 1), //                         mov x0, #1          ; KEYCTL_JOIN_SESSION_KEYRING
     movz(1, 0), //                         mov x1, #0          ; anonymous
@@ -122,15 +182,22 @@ function aarch64(): Buffer {
     movz(0, 127), //                       mov x0, #127
     movz(8, 94), //                        mov x8, #94         ; exit_group
     svc, //                                svc #0
+    { label: "fail" },
+    movz(0, 126), //                       mov x0, #126        ; the privilege drop failed
+    movz(8, 94), //                        mov x8, #94         ; exit_group
+    svc, //                                svc #0
   ]);
 }
 
 const MACHINE: Record<SeccompArch, number> = { x86_64: 62, aarch64: 183 };
 const BASE = 0x400000;
 
-/** The prelude as a static ELF64 executable for `arch`: one read+execute segment, entry after the headers. */
-export function buildPrelude(arch: SeccompArch): Buffer {
-  const code = arch === "x86_64" ? x86_64() : aarch64();
+/**
+ * The prelude as a static ELF64 executable for `arch`: one read+execute segment, entry after the
+ * headers. `dropTo`: the host user it becomes first (a root worker's jails).
+ */
+export function buildPrelude(arch: SeccompArch, dropTo: HostUser | null = null): Buffer {
+  const code = arch === "x86_64" ? x86_64(dropTo) : aarch64(dropTo);
   const headers = 64 + 56;
   const total = headers + code.length;
   const elf = Buffer.alloc(total);
@@ -158,11 +225,11 @@ export function buildPrelude(arch: SeccompArch): Buffer {
 }
 
 /**
- * Writes the prelude for `arch` under `<stateDir>/bin/` (named by its content, 0555, renamed into
- * place) and returns its path.
+ * Writes the prelude for `arch` (and `dropTo`) under `<stateDir>/bin/` (named by its content, 0555,
+ * renamed into place) and returns its path.
  */
-export async function installPrelude(stateDir: string, arch: SeccompArch): Promise<string> {
-  const program = buildPrelude(arch);
+export async function installPrelude(stateDir: string, arch: SeccompArch, dropTo: HostUser | null = null): Promise<string> {
+  const program = buildPrelude(arch, dropTo);
   const dir = path.join(stateDir, "bin");
   const file = path.join(dir, `jail-prelude-${createHash("sha256").update(program).digest("hex").slice(0, 12)}`);
   if (fs.existsSync(file)) return file;

@@ -15,8 +15,8 @@
  * jail's init does not keep.
  * The jail's parent is its keeper (keeper.ts), spawned detached (own session, output to the
  * sandbox's log file) so the jail outlives a worker restart but never its deadline. A root worker's
- * keeper stays root (it joins the cgroups and thaws them at the deadline) and starts bwrap through
- * `dropPrivileges` (setpriv to the jail's unprivileged host uid).
+ * keeper stays root (it joins the cgroups and thaws them at the deadline); the jail prelude drops to
+ * the jail's unprivileged host uid right before bwrap.
  *
  * End: SIGKILL to the pid namespace's init ends every process of the jail (setsid/nohup children
  * included, they cannot leave the namespace); the receipt is only given after /proc shows no process
@@ -64,10 +64,11 @@ export interface LaunchOptions {
   bwrapOptions: string[];
   /** What bwrap runs (the supervisor command). */
   bwrapCommand: string[];
-  /** Prefix that starts bwrap as the jail's host user (a root worker), e.g. setpriv; empty otherwise. */
-  dropPrivileges: string[];
-  /** The jail prelude (prelude.ts: fresh session keyring, fds from 10 closed), run right before bwrap; null when this arch has none. */
-  prelude: string | null;
+  /**
+   * What bwrap is started through: the jail prelude (prelude.ts: the drop to the jail's host user,
+   * a fresh session keyring, fds from 10 closed), or setpriv on an arch without one, or nothing.
+   */
+  startPrefix: string[];
   /** The compiled seccomp filter (its options name SECCOMP_FD), or null. */
   seccompProgram: Buffer | null;
   /** Host file copied into the jail as the execute-only loader (options name LOADER_FD), or null. */
@@ -150,8 +151,7 @@ export async function launchJail(options: LaunchOptions): Promise<LaunchedJail> 
         options.thaw?.value ?? "",
         ...options.cgroupProcs,
         "--",
-        ...options.dropPrivileges,
-        ...(options.prelude ? [options.prelude] : []),
+        ...options.startPrefix,
         options.bwrapPath,
         "--args",
         String(ARGS_FD),

@@ -28,10 +28,11 @@ export interface JailRuntime {
   supervisorScript(): Promise<string>;
   /** The seccomp program, or null (with the reason in `unenforced`). */
   readonly seccomp: Buffer | null;
-  /** Prefix that starts bwrap as `hostUser` (empty when null). */
-  dropPrivileges(): string[];
-  /** The installed jail prelude, or null on an arch without one (the supervisor still closes what it inherited). */
-  prelude(): Promise<string | null>;
+  /**
+   * What bwrap is started through: the jail prelude (which also drops to `hostUser`), or on an arch
+   * without one setpriv for the drop (the supervisor still closes what it inherited).
+   */
+  startPrefix(): Promise<string[]>;
   /**
    * The worker's node binary as the jail's host user can bind it: the binary itself, or (a root
    * worker's node under e.g. /root, out of that user's reach) a copy under the state directory.
@@ -53,9 +54,8 @@ export function createJailRuntime(options: { stateDir: string; supervisorEntry: 
         { protection: "fresh-session-keyring", reason: `no jail prelude is assembled for ${process.arch}: jails share the worker's session keyring` },
       ];
   let installed: Promise<string> | null = null;
-  let prelude: Promise<string | null> | null = null;
+  let prefix: Promise<string[]> | null = null;
   const nodeCopies = new Map<string, Promise<string>>();
-  let drop: string[] | null = null;
   const loaders = new Map<string, string | null>();
   return {
     hostUser: options.hostUser,
@@ -68,17 +68,15 @@ export function createJailRuntime(options: { stateDir: string; supervisorEntry: 
       });
       return installed;
     },
-    prelude() {
-      prelude ??= (arch ? installPrelude(options.stateDir, arch) : Promise.resolve(null)).catch((error: unknown) => {
-        prelude = null;
+    startPrefix() {
+      prefix ??= (async () => {
+        if (arch) return [await installPrelude(options.stateDir, arch, options.hostUser)];
+        return options.hostUser ? dropPrivilegesCommand(options.hostUser) : [];
+      })().catch((error: unknown) => {
+        prefix = null;
         throw error;
       });
-      return prelude;
-    },
-    dropPrivileges() {
-      if (!options.hostUser) return [];
-      drop ??= dropPrivilegesCommand(options.hostUser);
-      return drop;
+      return prefix;
     },
     nodeBinaryFor(nodeBinary) {
       const user = options.hostUser;
