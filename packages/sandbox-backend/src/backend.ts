@@ -6,10 +6,13 @@
 import fs from "node:fs";
 import fsp from "node:fs/promises";
 import path from "node:path";
-import { SandboxInputError, SandboxStateError } from "./errors.js";
+import { SandboxExistsError, SandboxInputError, SandboxStateError } from "./errors.js";
+import { diskLimitProblem } from "./store/disk.js";
 import { createResolver } from "./egress/resolver.js";
 import { generatedEtcFiles } from "./jail/argv.js";
 import { cgroupDirsNamed, removeCgroups } from "./jail/cgroups.js";
+import { resolveJailHostUser } from "./jail/host-user.js";
+import { createJailRuntime } from "./jail/runtime.js";
 import { jailAlive } from "./jail/process.js";
 import { checkSandboxId, isSandboxId } from "./ids.js";
 import { normalizeCreate } from "./options.js";
@@ -17,9 +20,24 @@ import { LocalSandbox, type SandboxContext } from "./sandbox.js";
 import { cgroupNameOf, checkSocketPathLength, sandboxesDir, sandboxLayout } from "./store/layout.js";
 import { processAlive, processStartTime } from "./store/proc.js";
 import { readRecord, writeRecord, type SandboxRecord } from "./store/record.js";
-import { createSandboxDirs, ensureStateDir, removeTree } from "./store/state-dir.js";
+import { createSandboxDirs, ensureStateDir, removeSandboxTree } from "./store/state-dir.js";
 import { defaultSupervisorScript } from "./supervisor/script-path.js";
 import type { BackendOptions, CreateSandboxOptions, ListFilter, Sandbox, SandboxBackend, SandboxSummary } from "./types.js";
+
+/** `name` as an absolute path found on PATH (or the usual places); unchanged when it is absolute or not found. */
+function resolveExecutable(name: string): string {
+  if (path.isAbsolute(name)) return name;
+  for (const dir of [...(process.env.PATH ?? "").split(":").filter(Boolean), "/usr/bin", "/usr/local/bin", "/bin"]) {
+    const candidate = path.join(dir, name);
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK);
+      return candidate;
+    } catch {
+      // keep looking
+    }
+  }
+  return name;
+}
 
 /** A directory without a readable record counts as abandoned once it is this old. */
 const INCOMPLETE_AFTER_MS = 60_000;
@@ -30,12 +48,15 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
   if (socketProblem) throw new SandboxInputError(socketProblem);
   if (options.freezer !== undefined && options.freezer !== "auto" && options.freezer !== "signal") throw new SandboxInputError("freezer must be auto or signal");
   const stateDir = options.stateDir;
+  const hostUser = resolveJailHostUser(options.hostUser);
   const context: SandboxContext = {
-    bwrapPath: options.bwrapPath ?? "bwrap",
-    supervisorScript: options.supervisorScript ?? defaultSupervisorScript(),
+    // Absolute: the jail prelude execs it directly (no PATH search).
+    bwrapPath: resolveExecutable(options.bwrapPath ?? "bwrap"),
+    runtime: createJailRuntime({ stateDir, supervisorEntry: options.supervisorScript ?? defaultSupervisorScript(), hostUser }),
     nodeBinary: options.nodeBinary ?? fs.realpathSync(process.execPath),
     resolver: options.resolver ?? createResolver(new Map()),
     freezer: options.freezer ?? "auto",
+    diskProblem: diskLimitProblem(),
     owner: { pid: process.pid, startTime: processStartTime(process.pid), uid: process.getuid?.() ?? 0 },
   };
   const held = new Map<string, LocalSandbox>();
@@ -48,9 +69,8 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
   };
 
   const load = async (id: string): Promise<LocalSandbox | null> => {
-    const layout = sandboxLayout(stateDir, id);
-    const record = await readRecord(layout, id);
-    return record ? new LocalSandbox(context, layout, record) : null;
+    const record = await readRecord(sandboxLayout(stateDir, id), id);
+    return record ? new LocalSandbox(context, sandboxLayout(stateDir, id, { legacy: record.version === 2 }), record) : null;
   };
 
   const adopt = async (id: string): Promise<LocalSandbox | null> => {
@@ -103,15 +123,21 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
     async create(createOptions: CreateSandboxOptions): Promise<Sandbox> {
       requireOpen();
       const spec = normalizeCreate(createOptions);
-      stateDirReady ??= ensureStateDir(stateDir).catch((error: unknown) => {
+      stateDirReady ??= ensureStateDir(stateDir, { jailUser: hostUser }).catch((error: unknown) => {
         stateDirReady = null;
         throw error;
       });
       await stateDirReady;
       const layout = sandboxLayout(stateDir, spec.id);
-      await createSandboxDirs(layout, spec.id, generatedEtcFiles());
+      const diskMb = spec.limits.diskMb !== undefined && context.diskProblem === null ? spec.limits.diskMb : null;
+      try {
+        await createSandboxDirs(layout, spec.id, generatedEtcFiles(), hostUser, diskMb);
+      } catch (error) {
+        if (!(error instanceof SandboxExistsError)) await removeSandboxTree(layout).catch(() => undefined);
+        throw error;
+      }
       const record: SandboxRecord = {
-        version: 2,
+        version: 3,
         id: spec.id,
         state: "stopped",
         createdAt: new Date().toISOString(),
@@ -192,8 +218,7 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
         const layout = sandboxLayout(stateDir, id);
         const left = await removeCgroups(cgroupDirsNamed(cgroupNameOf(id)));
         if (left.length > 0) throw new SandboxStateError(`cgroups of sandbox ${id} could not be removed: ${left.join(", ")}`);
-        await removeTree(layout.socketDir);
-        await removeTree(layout.dir);
+        await removeSandboxTree(layout);
       }
       held.delete(id);
     },

@@ -45,11 +45,15 @@ export function checkEnv(value: unknown, field = "env"): Record<string, string> 
 
 function checkLimits(value: unknown): SandboxLimits {
   if (value === undefined) return {};
-  if (!isPlainObject(value)) throw new SandboxInputError("limits must be an object {cpu?, memoryMb?, pids?}");
+  if (!isPlainObject(value)) throw new SandboxInputError("limits must be an object {cpu?, memoryMb?, pids?, diskMb?}");
   const limits: SandboxLimits = {};
-  const { cpu, memoryMb, pids, ...rest } = value;
+  const { cpu, memoryMb, pids, diskMb, ...rest } = value;
   const unknown = Object.keys(rest);
-  if (unknown.length > 0) throw new SandboxInputError(`limits has unknown field ${unknown[0]} (known: cpu, memoryMb, pids)`);
+  if (unknown.length > 0) throw new SandboxInputError(`limits has unknown field ${unknown[0]} (known: cpu, memoryMb, pids, diskMb)`);
+  if (diskMb !== undefined) {
+    if (typeof diskMb !== "number" || !Number.isInteger(diskMb) || diskMb < 16 || diskMb > 16_777_216) throw new SandboxInputError("limits.diskMb must be an integer in [16, 16777216]");
+    limits.diskMb = diskMb;
+  }
   if (cpu !== undefined) {
     if (typeof cpu !== "number" || !Number.isFinite(cpu) || cpu <= 0 || cpu > 1024) throw new SandboxInputError("limits.cpu must be a number of cores in (0, 1024]");
     limits.cpu = cpu;

@@ -3,12 +3,15 @@
  * warm freeze/thaw, a movable expiry, destroy with confirmation) and its handles (egress proxy,
  * supervisor channel). Lifecycle operations of one sandbox run one at a time.
  */
+import fs from "node:fs";
 import fsp from "node:fs/promises";
 import type { ScriptRunner } from "@paperclip-sandbox/kit";
 import { SandboxError, SandboxGoneError, SandboxInputError, SandboxStateError } from "./errors.js";
 import { startEgressProxy, type EgressDenial, type EgressProxy } from "./egress/proxy.js";
 import type { Resolver } from "./egress/resolver.js";
-import { buildJailArgv, SANDBOX_PATHS } from "./jail/argv.js";
+import { buildJailArgv, SANDBOX_PATHS, supervisorNode } from "./jail/argv.js";
+import type { JailRuntime, UnenforcedProtection } from "./jail/runtime.js";
+import { GUARDED_PID_MAX } from "./jail/seccomp.js";
 import { cgroupDirsNamed, createSandboxCgroups, removeCgroups, type LimitName } from "./jail/cgroups.js";
 import { freezeBySignals, freezeCgroup, thawBySignals, thawCgroup, thawWrite } from "./jail/freeze.js";
 import { wakeKeeper, writeDeadline } from "./jail/keeper.js";
@@ -17,7 +20,8 @@ import { EGRESS_PROXY_PORT, grantIsEmpty, sandboxBaseEnv } from "./jail/sandbox-
 import { checkExecOptions, checkExpiry, checkLabels, checkMetadata } from "./options.js";
 import { cgroupNameOf, type SandboxLayout } from "./store/layout.js";
 import { writeRecord, type SandboxRecord } from "./store/record.js";
-import { removeTree } from "./store/state-dir.js";
+import { removeSandboxTree } from "./store/state-dir.js";
+import { isMountPoint, mountDisk } from "./store/disk.js";
 import { readFileNoFollow } from "./store/no-follow-read.js";
 import { SupervisorClient } from "./supervisor/client.js";
 import type { SupervisorChannel } from "./supervisor/connection.js";
@@ -38,14 +42,23 @@ import type {
 /** What every sandbox of one backend shares. */
 export interface SandboxContext {
   bwrapPath: string;
-  supervisorScript: string;
+  runtime: JailRuntime;
   nodeBinary: string;
   resolver: Resolver & { pinned?(host: string): boolean };
   freezer: "auto" | "signal";
   owner: SandboxRecord["owner"];
+  /** Why this worker cannot give a sandbox a disk of its own; null when it can. */
+  diskProblem: string | null;
 }
 
 const MAX_DENIALS = 100;
+/** /dev/shm of a sandbox without a memory limit (Docker's default size). */
+export const DEFAULT_SHM_BYTES = 64 * 1024 * 1024;
+
+/** /dev/shm is a tmpfs whose pages count against the memory limit: half of it (as the kernel sizes tmpfs by RAM), else the default. */
+function shmBytesFor(limits: SandboxLimits): number {
+  return limits.memoryMb !== undefined ? Math.max(1, Math.floor(limits.memoryMb / 2)) * 1024 * 1024 : DEFAULT_SHM_BYTES;
+}
 
 export class LocalSandbox implements Sandbox {
   readonly id: string;
@@ -53,6 +66,7 @@ export class LocalSandbox implements Sandbox {
   readonly files: SandboxFiles;
   readonly runner: ScriptRunner;
   unenforcedLimits: Array<{ limit: LimitName; reason: string }> = [];
+  unenforcedProtections: UnenforcedProtection[] = [];
   private readonly channel: SupervisorChannel;
   private proxy: EgressProxy | null = null;
   private launched: LaunchedJail | null = null;
@@ -62,6 +76,8 @@ export class LocalSandbox implements Sandbox {
   private destroyed = false;
   /** Set when this worker has let go of the sandbox (backend.close): the jail runs on without it. */
   private released = false;
+  /** Set when the supervisor broke the protocol: its jail was ended, and stays so until start(). */
+  private violation: Error | null = null;
   private queue: Promise<unknown> = Promise.resolve();
 
   constructor(
@@ -78,6 +94,7 @@ export class LocalSandbox implements Sandbox {
         this.goneListeners.add(onGone);
         return () => this.goneListeners.delete(onGone);
       },
+      onViolation: (error) => this.endForViolation(error),
     };
     this.runner = new SupervisorClient(this.channel);
     this.files = createFilesClient(this.channel, () => this.requireRunning());
@@ -154,6 +171,10 @@ export class LocalSandbox implements Sandbox {
     ];
     const bind = typeof jailPath === "string" ? binds.find(([prefix]) => jailPath.startsWith(prefix)) : undefined;
     if (!bind) throw new SandboxInputError(`readStoredFile needs a path under /workspace, /home/sandbox or /tmp (got ${String(jailPath).slice(0, 200)})`);
+    // A stopped sandbox's own disk after a host restart: mounted again to be read.
+    if (this.record.spec.limits.diskMb !== undefined && fs.existsSync(this.layout.diskImage) && !isMountPoint(this.layout.disk)) {
+      await mountDisk({ disk: this.layout.disk, image: this.layout.diskImage });
+    }
     return readFileNoFollow(bind[1], jailPath.slice(bind[0].length), options.maxBytes ?? 64 * 1024);
   }
 
@@ -203,6 +224,7 @@ export class LocalSandbox implements Sandbox {
       // A jail that ended on its own (crash, killed) may have left cgroups behind.
       if (this.record.jail || this.record.cgroups.length > 0) await this.endJail();
       await this.launch();
+      this.violation = null;
     });
   }
 
@@ -215,7 +237,7 @@ export class LocalSandbox implements Sandbox {
         await freezeCgroup(freezer);
         this.record.frozen = { method: "cgroup", preStopped: [], at: new Date().toISOString() };
       } else {
-        const preStopped = await freezeBySignals(jail.pidNamespace);
+        const preStopped = await freezeBySignals(jail);
         this.record.frozen = { method: "signal", preStopped, at: new Date().toISOString() };
       }
       this.record.state = "frozen";
@@ -229,7 +251,7 @@ export class LocalSandbox implements Sandbox {
       if (this.record.state !== "frozen") return;
       const frozen = this.record.frozen;
       if (frozen?.method === "cgroup" && this.record.freezer) await thawCgroup(this.record.freezer);
-      else await thawBySignals(jail.pidNamespace, frozen?.preStopped ?? []);
+      else await thawBySignals(jail, frozen?.preStopped ?? []);
       this.record.state = "running";
       this.record.frozen = null;
       await this.persist();
@@ -251,6 +273,27 @@ export class LocalSandbox implements Sandbox {
       this.record.expiresAt = new Date(until).toISOString();
       await this.persist();
     });
+  }
+
+  /**
+   * Whatever the jail sends is untrusted: a reply that breaks the protocol means its supervisor can
+   * no longer be relied on, so the jail is ended (cold: processes gone, disk kept). The call that got
+   * the reply has already failed with the error; later calls say why the sandbox is stopped.
+   */
+  private endForViolation(error: Error): void {
+    if (this.violation || this.destroyed || this.released) return;
+    this.violation = error;
+    try {
+      fs.appendFileSync(this.layout.log, `[backend ${new Date().toISOString()}] ending the jail: ${error.message}\n`);
+    } catch {
+      // The log is a diagnostic only.
+    }
+    void this.serialized(async () => {
+      if (this.destroyed || (!this.record.jail && this.record.cgroups.length === 0)) return;
+      await this.endJail();
+      this.record.state = "stopped";
+      await this.persist();
+    }).catch(() => undefined);
   }
 
   /** Starts the jail of a sandbox whose directories and record exist (create, start). */
@@ -276,8 +319,7 @@ export class LocalSandbox implements Sandbox {
       await this.endJail();
       const left = await removeCgroups(cgroupDirsNamed(cgroupNameOf(this.id)));
       if (left.length > 0) throw new SandboxError("EBUSY", `cgroups of sandbox ${this.id} could not be removed: ${left.join(", ")}`);
-      await removeTree(this.layout.socketDir);
-      await removeTree(this.layout.dir);
+      await removeSandboxTree(this.layout);
       this.destroyed = true;
     });
   }
@@ -318,6 +360,7 @@ export class LocalSandbox implements Sandbox {
   }
 
   private requireRunning(): void {
+    if (this.violation) throw new SandboxGoneError(`sandbox ${this.id} was ended because its supervisor broke the protocol: ${this.violation.message}`);
     this.requireAliveJail();
     if (this.record.state === "frozen") throw new SandboxStateError(`sandbox ${this.id} is frozen: thaw it first`);
   }
@@ -332,8 +375,8 @@ export class LocalSandbox implements Sandbox {
     return writeRecord(this.layout, this.record);
   }
 
-  private startProxy(): Promise<EgressProxy> {
-    return startEgressProxy({
+  private async startProxy(): Promise<EgressProxy> {
+    const proxy = await startEgressProxy({
       socketPath: this.layout.egressSocket,
       grant: this.record.spec.egress,
       resolver: this.context.resolver,
@@ -342,6 +385,13 @@ export class LocalSandbox implements Sandbox {
         if (this.denialLog.length > MAX_DENIALS) this.denialLog.shift();
       },
     });
+    // The supervisor connects to it as the jail's host user (a root worker's jails run as another uid).
+    const owner = this.context.runtime.hostUser;
+    if (owner) await fsp.chown(this.layout.egressSocket, owner.uid, owner.gid).catch(async (error: unknown) => {
+      await proxy.close();
+      throw error;
+    });
+    return proxy;
   }
 
   private async launchJail(): Promise<void> {
@@ -350,10 +400,17 @@ export class LocalSandbox implements Sandbox {
     const cgroups = await createSandboxCgroups(cgroupNameOf(this.id), spec.limits, { freezer: this.context.freezer === "auto" });
     record.cgroups = cgroups.dirs;
     record.freezer = cgroups.freezer;
-    this.unenforcedLimits = cgroups.unenforced;
+    this.unenforcedLimits = [...cgroups.unenforced, ...(await this.ensureDisk())];
     // Everything started from here on (proxy, jail) is ended again if the start fails at any step.
     try {
       if (!grantIsEmpty(spec.egress)) this.proxy = await this.startProxy();
+      const runtime = this.context.runtime;
+      const node = supervisorNode(spec.rootfs ?? undefined, await runtime.nodeBinaryFor(this.context.nodeBinary));
+      const loader = runtime.loaderFor(node.hostNodeBinary, spec.rootfs ?? "/");
+      this.unenforcedProtections = [
+        ...runtime.unenforced,
+        ...(loader ? [] : [{ protection: "supervisor-not-dumpable" as const, reason: `no ELF loader found for ${node.hostNodeBinary} (a static node binary?): the supervisor stays dumpable` }]),
+      ];
       const jail = buildJailArgv(
         {
           workspaceDir: this.layout.workspace,
@@ -362,9 +419,12 @@ export class LocalSandbox implements Sandbox {
           tmpDir: this.layout.tmp,
           etcDir: this.layout.etc,
           egressDir: this.proxy ? this.layout.egress : undefined,
-          supervisorScript: this.context.supervisorScript,
-          nodeBinary: this.context.nodeBinary,
+          supervisorScript: await runtime.supervisorScript(),
+          nodeBinary: node.hostNodeBinary,
           rootfs: spec.rootfs ?? undefined,
+          loaderFd: loader ? JAIL_FDS.loaderFd : undefined,
+          seccompFd: runtime.seccomp ? JAIL_FDS.seccompFd : undefined,
+          shmBytes: shmBytesFor(spec.limits),
         },
         JAIL_FDS,
       );
@@ -372,10 +432,15 @@ export class LocalSandbox implements Sandbox {
         baseEnv: { ...sandboxBaseEnv(spec.egress, jail.path), ...spec.env },
         defaultCwd: SANDBOX_PATHS.workspace,
         egress: this.proxy ? { port: EGRESS_PROXY_PORT, socketPath: `${SANDBOX_PATHS.egressDir}/proxy.sock` } : undefined,
+        guardedPidMax: runtime.seccomp ? GUARDED_PID_MAX : 0,
       };
       const launched = await launchJail({
         bwrapPath: this.context.bwrapPath,
-        bwrapArgs: jail.argv,
+        bwrapOptions: jail.options,
+        bwrapCommand: jail.command,
+        startPrefix: await runtime.startPrefix(),
+        seccompProgram: runtime.seccomp,
+        loaderFile: loader,
         socketPath: this.layout.socket,
         logPath: this.layout.log,
         cgroupProcs: cgroups.procsFiles,
@@ -408,6 +473,21 @@ export class LocalSandbox implements Sandbox {
       record.state = "stopped";
       throw error;
     }
+  }
+
+  /**
+   * Mounts the sandbox's own disk when it has one (after a host restart the mount is gone); says so
+   * when its disk limit is not enforced.
+   */
+  private async ensureDisk(): Promise<Array<{ limit: LimitName; reason: string }>> {
+    const diskMb = this.record.spec.limits.diskMb;
+    if (diskMb === undefined) return [];
+    const paths = { disk: this.layout.disk, image: this.layout.diskImage };
+    if (fs.existsSync(paths.image)) {
+      if (!isMountPoint(paths.disk)) await mountDisk(paths);
+      return [];
+    }
+    return [{ limit: "diskMb", reason: this.context.diskProblem ?? "this sandbox was created without a disk of its own" }];
   }
 
   /** Ends the jail (confirmed), the proxy and the cgroups; the caller sets the state and persists. */

@@ -9,14 +9,22 @@ import type { ScriptRunner } from "@paperclip-sandbox/kit";
 import type { EgressDenial } from "./egress/proxy.js";
 import type { Resolver } from "./egress/resolver.js";
 import type { LimitName } from "./jail/cgroups.js";
+import type { UnenforcedProtection } from "./jail/runtime.js";
 
 export type SandboxState = "running" | "stopped" | "frozen";
 
 export interface SandboxLimits {
   /** CPU cores (e.g. 0.5), cgroup cpu quota. */
   cpu?: number;
+  /** Memory of all the sandbox's processes (cgroup, swap included); also the size of its /dev/shm. */
   memoryMb?: number;
   pids?: number;
+  /**
+   * What the sandbox may write to its disk (workspace, home, cache, /tmp together): a filesystem of
+   * this size of its own, for a root worker with e2fsprogs and loop devices; otherwise reported in
+   * `unenforcedLimits`.
+   */
+  diskMb?: number;
 }
 
 /** What the sandbox may reach through the host-side egress proxy; empty lists mean no network at all. */
@@ -34,6 +42,13 @@ export interface BackendOptions {
   supervisorScript?: string;
   /** Node binary bound into the jail when its tree has none; default this process's node. */
   nodeBinary?: string;
+  /**
+   * Host user the jails run as (the sandbox user, uid 1000 inside, is this host uid). A root worker
+   * defaults to uid and gid 2000000000, never root; an unprivileged worker's jails run as its own
+   * uid (giving another one is an error). The jail prelude switches to it (x86_64, aarch64); elsewhere
+   * that needs setpriv (util-linux).
+   */
+  hostUser?: { uid: number; gid: number };
   /** DNS for the egress proxy; default the system resolver. */
   resolver?: Resolver & { pinned?(host: string): boolean };
   /**
@@ -120,8 +135,10 @@ export interface Sandbox {
   readonly metadata: Readonly<Record<string, unknown>>;
   readonly egress: Readonly<EgressSpec>;
   readonly limits: Readonly<SandboxLimits>;
-  /** Requested limits this worker could not enforce (no cgroup access), with the reason. */
+  /** Requested limits this worker could not enforce (no cgroup access, no per-sandbox filesystem), with the reason. */
   readonly unenforcedLimits: ReadonlyArray<{ limit: LimitName; reason: string }>;
+  /** Protections of the supervisor this host cannot give (an arch without a seccomp table, a static node), with the reason. */
+  readonly unenforcedProtections: ReadonlyArray<UnenforcedProtection>;
   readonly paths: SandboxPaths;
   /** The kit's ScriptRunner over the supervisor: a command ends when its connection is lost. */
   readonly runner: ScriptRunner;

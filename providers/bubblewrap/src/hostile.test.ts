@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eventually, hostProcessesMatching, startHarness, type Harness } from "./test-support/harness.js";
-import { startHttpServer, startHttpsServer, type TestServer } from "@paperclip-sandbox/sandbox-backend/test-support";
+import { isStopped, startHttpServer, startHttpsServer, supervisorPidOf, type TestServer } from "@paperclip-sandbox/sandbox-backend/test-support";
 
 const isRoot = process.getuid?.() === 0;
 const WORKER_SECRET = "sk-test-worker-secret-do-not-leak-0123456789";
@@ -139,32 +139,16 @@ describe("egress", () => {
 });
 
 describe("process and resource containment", () => {
-  it("ends the jail at expiry even when sandboxed code stops its supervisor", async () => {
+  it("ends the jail at expiry even when its supervisor is stopped", async () => {
     const lease = await h.acquire({ requestedExpiresAt: new Date(Date.now() + 2_500).toISOString() });
     const tag = String(800_000 + Math.floor(Math.random() * 99_999));
-    // The supervisor is pid 2 (bwrap's init is 1); stopped after this command has reported back.
-    await h.sh(lease, `nohup sleep ${tag} >/dev/null 2>&1 & (sleep 0.3; kill -STOP 2) >/dev/null 2>&1 &`);
-    const [sleeper] = await eventually(() => hostProcessesMatching(`sleep ${tag}`), (pids) => pids.length > 0);
-    expect(sleeper).toBeDefined();
-    // Only this lease's supervisor: the one in the sleeper's pid namespace (other test files run jails too).
-    const namespaceOf = (pid: number) => {
-      try {
-        return fs.readlinkSync(`/proc/${pid}/ns/pid`);
-      } catch {
-        return null;
-      }
-    };
-    const jailNamespace = namespaceOf(sleeper!);
-    const stateOf = (pid: number) => {
-      try {
-        return fs.readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /s, "").charAt(0);
-      } catch {
-        return "";
-      }
-    };
-    const stoppedSupervisors = () =>
-      hostProcessesMatching("/opt/paperclip/supervisor.mjs").filter((pid) => namespaceOf(pid) === jailNamespace && stateOf(pid) === "T");
-    expect(await eventually(stoppedSupervisors, (pids) => pids.length === 1)).toHaveLength(1);
+    await h.sh(lease, `nohup sleep ${tag} >/dev/null 2>&1 &`);
+    expect(await eventually(() => hostProcessesMatching(`sleep ${tag}`), (pids) => pids.length > 0)).not.toEqual([]);
+    // Sandboxed code cannot stop it any more (supervisor-attacks.test.ts); stopped from the host
+    // here, as a hung supervisor would be: the host-side keeper still ends the jail at its expiry.
+    const supervisor = supervisorPidOf(path.join(h.stateDir, "leases", lease.providerLeaseId!))!;
+    process.kill(supervisor, "SIGSTOP");
+    expect(await eventually(() => isStopped(supervisor), Boolean)).toBe(true);
     expect(await eventually(() => hostProcessesMatching(`sleep ${tag}`), (pids) => pids.length === 0, 8_000)).toEqual([]);
     await h.client.env.destroyLease({ ...h.base(), providerLeaseId: lease.providerLeaseId });
   });

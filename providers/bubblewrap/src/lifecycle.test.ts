@@ -105,7 +105,7 @@ describe("bubblewrap lease lifecycle", () => {
     // A tampered sentinel in the workspace breaks identity too.
     const second = await h.client.env.acquireLease({ ...h.base(reuseConfig), ...reuseParams });
     await h.client.env.releaseLease({ ...h.base(reuseConfig), providerLeaseId: second.providerLeaseId, leaseMetadata: second.metadata });
-    fs.writeFileSync(path.join(h.stateDir, "leases", second.providerLeaseId!, "workspace", ".paperclip-runtime/reusable-sandbox-lease.json"), "{}");
+    fs.writeFileSync(path.join(h.stateDir, "leases", second.providerLeaseId!, "disk", "workspace", ".paperclip-runtime/reusable-sandbox-lease.json"), "{}");
     const tampered = await h.client.env.resumeLease({ ...h.base(reuseConfig), providerLeaseId: second.providerLeaseId!, leaseMetadata: second.metadata });
     expect(tampered).toEqual({ providerLeaseId: null, metadata: { expired: true, identityMismatch: true } });
     const destroyed = await h.client.env.destroyLease({ ...h.base(reuseConfig), providerLeaseId: second.providerLeaseId });

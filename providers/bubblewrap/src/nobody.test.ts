@@ -1,4 +1,4 @@
-// Re-runs this provider's worker-level tests (conformance, lifecycle, hostile) as the unprivileged
+// Re-runs this provider's worker-level tests (conformance, lifecycle, hostile, the attack reviews') as the unprivileged
 // user nobody (uid 65534): vitest, the worker and so every jail run without root. Only when the
 // current user is root (it must be, to switch users); elsewhere the same files already run unprivileged.
 // CI clones the repo into a folder nobody may not be able to read, so the run always happens in a
@@ -14,7 +14,7 @@ const repoRoot = fileURLToPath(new URL("../../..", import.meta.url));
 const canSwitch = process.getuid?.() === 0 && fs.existsSync("/usr/bin/setpriv");
 
 describe.skipIf(!canSwitch)("as uid 65534 (nobody)", () => {
-  it("passes conformance, lifecycle and hostile tests", () => {
+  it("passes conformance, lifecycle, hostile and attack tests", () => {
     const cacheDir = fs.mkdtempSync(path.join(os.tmpdir(), "bwrap-nobody-cache-"));
     fs.chownSync(cacheDir, 65534, 65534);
     const copyRoot = worldReadableCopy(repoRoot);
@@ -26,6 +26,7 @@ describe.skipIf(!canSwitch)("as uid 65534 (nobody)", () => {
           process.execPath, "node_modules/vitest/vitest.mjs", "run",
           "--config", "providers/bubblewrap/vitest.nobody.config.mjs", "--configLoader", "native",
           "providers/bubblewrap/src/conformance.test.ts", "providers/bubblewrap/src/lifecycle.test.ts", "providers/bubblewrap/src/hostile.test.ts", "providers/bubblewrap/src/egress-attacks.test.ts",
+          "providers/bubblewrap/src/supervisor-attacks.test.ts", "packages/sandbox-backend/src/jail-attacks.test.ts", "packages/sandbox-backend/src/supervisor-trust.test.ts",
         ],
         {
           cwd: copyRoot,

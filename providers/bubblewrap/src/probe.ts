@@ -10,7 +10,20 @@ import path from "node:path";
 import { spawn } from "node:child_process";
 import type { PluginEnvironmentDiagnostic, PluginEnvironmentProbeResult } from "@paperclipai/plugin-sdk";
 import { probeResult, type ProbeFinding } from "@paperclip-sandbox/kit";
-import { buildJailArgv, checkSocketPathLength, ensureStateDir, generatedEtcFiles, probeCgroupAccess } from "@paperclip-sandbox/sandbox-backend";
+import {
+  buildJailArgv,
+  checkSocketPathLength,
+  DEFAULT_SHM_BYTES,
+  dropPrivilegesCommand,
+  ensureStateDir,
+  generatedEtcFiles,
+  installPrelude,
+  probeCgroupAccess,
+  resolveJailHostUser,
+  seccompArch,
+  unreachableBy,
+  type HostUser,
+} from "@paperclip-sandbox/sandbox-backend";
 import { defaultStateDir } from "./leases.js";
 import type { BubblewrapConfig } from "./config.js";
 
@@ -83,18 +96,35 @@ export async function probeBubblewrap(config: BubblewrapConfig, deps: ProbeDeps)
     } else info("ROOTFS_OK", `rootfs ${config.rootfs}`);
   }
 
+  if (seccompArch() === null) {
+    warning(
+      "SECCOMP_UNAVAILABLE",
+      `no seccomp filter or jail prelude for ${process.arch} (only x86_64 and aarch64): sandboxed code can ptrace, signal and take descriptors from the lease's supervisor, and reach the worker's session keyring`,
+      `supervisor NOT isolated from sandboxed code (no seccomp filter for ${process.arch})`,
+    );
+  }
+  const hostUser = resolveJailHostUser(undefined);
+  if (hostUser) {
+    try {
+      if (seccompArch() === null) dropPrivilegesCommand(hostUser);
+      info("JAIL_USER", `jails run as the unprivileged host uid ${hostUser.uid}, never as root`);
+    } catch (problem) {
+      error("JAIL_USER_UNAVAILABLE", `${(problem as Error).message}: install util-linux`);
+    }
+  }
+
   const stateDir = config.stateDir ?? defaultStateDir();
   const socketProblem = checkSocketPathLength(stateDir);
   if (socketProblem) error("STATE_DIR_TOO_LONG", socketProblem);
   try {
-    await ensureStateDir(stateDir);
+    await ensureStateDir(stateDir, { jailUser: hostUser });
     info("STATE_DIR_OK", `lease directories under ${stateDir}`);
   } catch (problem) {
     error("STATE_DIR_UNUSABLE", `state directory ${stateDir} is not usable: ${(problem as Error).message}`);
   }
 
   if (deps.bwrapPath && !diagnostics.some((d) => d.severity === "error")) {
-    await probeTools(config, deps, deps.bwrapPath, diagnostics);
+    await probeTools(config, deps, deps.bwrapPath, hostUser, stateDir, diagnostics);
   }
 
   const unenforced = probeCgroupAccess({ cpu: config.cpu, memoryMb: config.memoryMb, pids: config.pids });
@@ -119,13 +149,27 @@ export async function probeBubblewrap(config: BubblewrapConfig, deps: ProbeDeps)
   return probeResult("bubblewrap sandbox", diagnostics);
 }
 
-/** `sh`, `node` and `tar` inside a jail with the lease's tree; each missing tool is its own error. */
-async function probeTools(config: BubblewrapConfig, deps: ProbeDeps, bwrapPath: string, diagnostics: PluginEnvironmentDiagnostic[]): Promise<void> {
+/**
+ * `sh`, `node` and `tar` inside a jail with the lease's tree, as the host user leases run as; each
+ * missing tool is its own error.
+ */
+async function probeTools(
+  config: BubblewrapConfig,
+  deps: ProbeDeps,
+  bwrapPath: string,
+  hostUser: HostUser | null,
+  stateDir: string,
+  diagnostics: PluginEnvironmentDiagnostic[],
+): Promise<void> {
   const scratch = await fsp.mkdtemp(path.join(os.tmpdir(), "paperclip-bwrap-probe-"));
   try {
     const dirs = ["workspace", "home", "cache", "tmp", "etc"].map((name) => path.join(scratch, name));
     await Promise.all(dirs.map((dir) => fsp.mkdir(dir)));
-    for (const [name, text] of Object.entries(generatedEtcFiles())) await fsp.writeFile(path.join(scratch, "etc", name), text);
+    for (const [name, text] of Object.entries(generatedEtcFiles())) await fsp.writeFile(path.join(scratch, "etc", name), text, { mode: 0o644 });
+    if (hostUser) {
+      await fsp.chmod(scratch, 0o711);
+      for (const dir of dirs) await fsp.chown(dir, hostUser.uid, hostUser.gid);
+    }
     const jail = buildJailArgv(
       {
         workspaceDir: dirs[0]!,
@@ -136,19 +180,38 @@ async function probeTools(config: BubblewrapConfig, deps: ProbeDeps, bwrapPath: 
         supervisorScript: deps.supervisorScript,
         nodeBinary: deps.nodeBinary,
         rootfs: config.rootfs,
+        shmBytes: DEFAULT_SHM_BYTES,
       },
       { infoFd: 1, configFd: 0 },
     );
-    // Replace the supervisor command with a one-shot check; --info-fd 1 would mix into stdout, so drop it.
-    const separator = jail.argv.indexOf("--");
-    const args = jail.argv.slice(0, separator).filter((arg, index, all) => arg !== "--info-fd" && all[index - 1] !== "--info-fd");
+    // Replace the supervisor command with a one-shot check; --info-fd 1 would mix into stdout, so drop
+    // it, and the supervisor's own files are not needed for it.
+    // A root worker's jails bind a copy of a node binary their host user cannot reach (the backend
+    // makes it at the first lease): here that bind is left out, and so is the node check.
+    const nodeOutOfReach = hostUser !== null && unreachableBy(deps.nodeBinary, hostUser) !== null;
+    const args: string[] = [];
+    for (let i = 0; i < jail.options.length; i += 1) {
+      const arg = jail.options[i]!;
+      const dest = jail.options[i + 2] ?? "";
+      if (arg === "--info-fd") i += 1;
+      else if (arg === "--ro-bind" && dest.startsWith("/opt/paperclip/") && (dest !== "/opt/paperclip/bin/node" || nodeOutOfReach)) i += 2;
+      else args.push(arg);
+    }
     const script = `for t in sh node tar; do if command -v "$t" >/dev/null 2>&1; then echo "ok $t"; else echo "missing $t"; fi; done; "${jail.nodePath}" -e 'process.stdout.write("node-runs\\n")' 2>&1 | head -c 300`;
-    const result = await run(bwrapPath, [...args, "--setenv", "PATH", jail.path, "--", "/bin/sh", "-c", script]);
+    const command = [bwrapPath, ...args, "--setenv", "PATH", jail.path, "--", "/bin/sh", "-c", script];
+    // Started as a lease's jail is: through the jail prelude (which takes the jails' host uid).
+    const arch = seccompArch();
+    const prefix = arch ? [await installPrelude(stateDir, arch, hostUser)] : hostUser ? dropPrivilegesCommand(hostUser) : [];
+    const [file, ...rest] = [...prefix, ...command];
+    const result = await run(file!, rest);
     if (result.code === null || (!result.stdout.includes("ok sh") && !result.stdout.includes("missing sh"))) {
       diagnostics.push({ severity: "error", code: "JAIL_START_FAILED", message: `a jail could not start: ${result.stderr.trim() || `exit ${result.code}`}` });
       return;
     }
-    for (const tool of ["sh", "node", "tar"]) {
+    if (nodeOutOfReach && result.stdout.includes("missing node")) {
+      diagnostics.push({ severity: "info", code: "TOOL_NODE_OK", message: `node: the worker's ${deps.nodeBinary}, copied into the state directory for the jails (their host uid cannot reach it)` });
+    }
+    for (const tool of nodeOutOfReach && result.stdout.includes("missing node") ? ["sh", "tar"] : ["sh", "node", "tar"]) {
       if (result.stdout.includes(`ok ${tool}`)) diagnostics.push({ severity: "info", code: `TOOL_${tool.toUpperCase()}_OK`, message: `${tool} works inside the jail` });
       else diagnostics.push({ severity: "error", code: `TOOL_${tool.toUpperCase()}_MISSING`, message: `${tool} is not available inside the jail${config.rootfs ? ` (rootfs ${config.rootfs})` : ""}` });
     }

@@ -1,5 +1,8 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { buildJailArgv, generatedEtcFiles } from "./argv.js";
+import { buildJailArgv, generatedEtcFiles, JAIL_INIT_SCRIPT } from "./argv.js";
 
 const layout = {
   workspaceDir: "/state/leases/x/workspace",
@@ -9,6 +12,7 @@ const layout = {
   etcDir: "/state/leases/x/etc",
   supervisorScript: "/plugin/dist/supervisor/supervisor.mjs",
   nodeBinary: "/usr/bin/node",
+  shmBytes: 64 * 1024 * 1024,
 };
 
 /** [flag, ...operands] groups of a bwrap argv, for readable assertions. */
@@ -49,15 +53,45 @@ describe("buildJailArgv", () => {
     expect(argv).toContain("--remount-ro");
   });
 
-  it("runs the supervisor with node from the bound tree, naming only the fd of its config (argv is world-readable)", () => {
+  it("runs the supervisor with node from the bound tree under the jail's own init, naming only the fd of its config (argv is world-readable)", () => {
     const tail = argv.slice(argv.indexOf("--") + 1);
-    expect(tail).toEqual(["/usr/bin/node", "/opt/paperclip/supervisor.mjs", "5"]);
+    expect(tail).toEqual(["/bin/sh", "-c", JAIL_INIT_SCRIPT, "paperclip-init", "/usr/bin/node", "/opt/paperclip/supervisor.mjs", "5"]);
+    expect(argv).toContain("--as-pid-1");
   });
 
   it("binds the egress socket directory read-only only when given", () => {
     expect(binds(argv).some(([, , dest]) => dest === "/run/paperclip-egress")).toBe(false);
     const withEgress = buildJailArgv({ ...layout, egressDir: "/state/leases/x/egress" }, { infoFd: 4, configFd: 5 }).argv;
     expect(binds(withEgress)).toContainEqual(["--ro-bind", "/state/leases/x/egress", "/run/paperclip-egress"]);
+  });
+
+  it("sizes /dev/shm (its own tmpfs) and leaves nothing else under /dev writable", () => {
+    const { argv: sized } = buildJailArgv({ ...layout, shmBytes: 256 * 1024 * 1024 }, { infoFd: 4, configFd: 5 });
+    const at = sized.indexOf("/dev/shm");
+    expect(sized.slice(at - 5, at + 1)).toEqual(["--perms", "1777", "--size", String(256 * 1024 * 1024), "--tmpfs", "/dev/shm"]);
+    expect(sized.slice(at + 1, at + 3)).toEqual(["--remount-ro", "/dev"]);
+  });
+
+  it("starts the supervisor through the execute-only loader, with the seccomp filter, when given their descriptors", () => {
+    const jail = buildJailArgv({ ...layout, loaderFd: 8, seccompFd: 7 }, { infoFd: 4, configFd: 5 });
+    const at = jail.options.indexOf("--ro-bind-data");
+    expect(jail.options.slice(at - 2, at + 3)).toEqual(["--perms", "0111", "--ro-bind-data", "8", "/opt/paperclip/ld.so"]);
+    expect(jail.options.slice(jail.options.indexOf("--seccomp"), jail.options.indexOf("--seccomp") + 2)).toEqual(["--seccomp", "7"]);
+    expect(jail.command.slice(4)).toEqual(["/opt/paperclip/ld.so", "/usr/bin/node", "/opt/paperclip/supervisor.mjs", "5"]);
+    expect(jail.argv).toEqual([...jail.options, "--", ...jail.command]);
+  });
+
+  it("binds the worker's node when the tree has none, and puts it on PATH", () => {
+    const rootfs = fs.mkdtempSync(path.join(os.tmpdir(), "argv-rootfs-"));
+    try {
+      fs.mkdirSync(path.join(rootfs, "usr"));
+      const jail = buildJailArgv({ ...layout, rootfs, nodeBinary: "/state/bin/node-abc" }, { infoFd: 4, configFd: 5 });
+      expect(binds(jail.options)).toContainEqual(["--ro-bind", "/state/bin/node-abc", "/opt/paperclip/bin/node"]);
+      expect(jail.hostNodeBinary).toBe("/state/bin/node-abc");
+      expect(jail.path.split(":")).toContain("/opt/paperclip/bin");
+    } finally {
+      fs.rmSync(rootfs, { recursive: true, force: true });
+    }
   });
 
   it("generates an /etc/passwd naming the sandbox user with its home", () => {

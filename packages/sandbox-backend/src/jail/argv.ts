@@ -16,8 +16,23 @@ export const SANDBOX_PATHS = {
   supervisorModules: "/opt/paperclip/in-jail",
   /** Where a node binary outside the host's /usr is bound; added to PATH. */
   nodeDir: "/opt/paperclip/bin",
+  /**
+   * An execute-only (0111) copy of node's ELF loader: the supervisor is started through it, and a
+   * process that execs a file it cannot read is not dumpable, so no command of the same uid can
+   * ptrace it, read its memory or take its descriptors (/proc/2/{mem,fd}, pidfd_getfd).
+   */
+  loader: "/opt/paperclip/ld.so",
   egressDir: "/run/paperclip-egress",
 } as const;
+
+/**
+ * The jail's init (pid 1; bwrap runs with --as-pid-1): starts the supervisor with the sandbox's log
+ * as its stderr, keeps nothing itself but /dev/null (commands may open /proc/1/fd/*), and reaps
+ * orphaned processes (dash's `wait` collects any child) until the supervisor exits, which ends the
+ * jail. bwrap's own init would keep bwrap's stdio, the host's log file among it.
+ */
+export const JAIL_INIT_SCRIPT = 'exec 8>&2 2>/dev/null; "$@" 2>&8 8>&- & exec 3>&- 4>&- 5<&- 6<&- 7<&- 8>&- 9<&-; wait';
+export const JAIL_INIT_NAME = "paperclip-init";
 
 export const SANDBOX_UID = 1000;
 export const SANDBOX_GID = 1000;
@@ -60,14 +75,27 @@ export interface JailLayout {
   nodeBinary: string;
   /** Optional directory replacing the host tree. */
   rootfs?: string;
+  /** The inherited descriptor of node's ELF loader (read by bwrap into the execute-only copy). */
+  loaderFd?: number;
+  /** The inherited descriptor of the compiled seccomp filter (seccomp.ts). */
+  seccompFd?: number;
+  /** Size of the jail's /dev/shm (a tmpfs counted against the memory limit). */
+  shmBytes: number;
 }
 
 export interface JailCommand {
+  /** bwrap's options (they go on a pipe: `bwrap --args FD`, out of the host's `ps`). */
+  options: string[];
+  /** What bwrap runs: the supervisor, naming only the fd of its config. */
+  command: string[];
+  /** `[...options, "--", ...command]`, for a one-off bwrap run (the probe). */
   argv: string[];
   /** The node path inside the jail. */
   nodePath: string;
   /** PATH for processes inside the jail. */
   path: string;
+  /** The host file of the node the supervisor runs (its loader must be the one for this binary). */
+  hostNodeBinary: string;
 }
 
 const DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -79,7 +107,7 @@ export interface JailFds {
   configFd: number;
 }
 
-/** The bwrap arguments (without the leading `bwrap`) that start `node supervisor.mjs <configFd>`. */
+/** The bwrap options and command that start `[loader] node supervisor.mjs <configFd>`. */
 export function buildJailArgv(layout: JailLayout, fds: JailFds): JailCommand {
   const args: string[] = [
     "--unshare-all", // user, ipc, pid, net, uts, cgroup: only the jail's own loopback
@@ -99,6 +127,7 @@ export function buildJailArgv(layout: JailLayout, fds: JailFds): JailCommand {
     // The parent is NOT the worker but the jail's detached host-side keeper, which ends the jail at
     // the sandbox's expiry (see keeper.ts): the jail survives worker restarts yet never outlives it.
     "--die-with-parent",
+    "--as-pid-1", // pid 1 is JAIL_INIT_SCRIPT
     "--info-fd",
     String(fds.infoFd),
   ];
@@ -126,6 +155,9 @@ export function buildJailArgv(layout: JailLayout, fds: JailFds): JailCommand {
   }
 
   args.push("--proc", "/proc", "--dev", "/dev");
+  // bwrap's /dev is a tmpfs of half the host's RAM, /dev/shm included: shared memory gets its own
+  // tmpfs of the lease's size, and nothing else under /dev can be created.
+  args.push("--perms", "1777", "--size", String(layout.shmBytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev");
   // bwrap 0.8 leaves /proc/sys writable. Global sysctls check only file modes, and a root worker's
   // sandbox user is host uid 0 (the user namespace maps 1000 to the worker's uid): it could retune
   // the host kernel (vm.*, kernel.*) or, via sysrq-trigger, reboot it. Both become read-only. (The
@@ -138,25 +170,39 @@ export function buildJailArgv(layout: JailLayout, fds: JailFds): JailCommand {
   args.push("--ro-bind", layout.supervisorScript, SANDBOX_PATHS.supervisor);
   args.push("--ro-bind", path.join(path.dirname(layout.supervisorScript), "in-jail"), SANDBOX_PATHS.supervisorModules);
 
-  let nodePath = findNodeInTree(treeRoot);
+  const { nodePath, hostNodeBinary, inTree } = supervisorNode(layout.rootfs, layout.nodeBinary);
   let searchPath = DEFAULT_PATH;
-  if (!nodePath) {
-    // The worker's node lives outside the bound tree (e.g. nvm under /root): bind just its file.
-    nodePath = `${SANDBOX_PATHS.nodeDir}/node`;
+  if (!inTree) {
+    // The worker's node lives outside the bound tree (e.g. nvm): bind just its file (a root worker's
+    // jails bind a copy when the jail's host user cannot reach it, see runtime.ts).
     args.push("--ro-bind", layout.nodeBinary, nodePath);
     searchPath = `${DEFAULT_PATH}:${SANDBOX_PATHS.nodeDir}`;
   }
   if (layout.egressDir) args.push("--ro-bind", layout.egressDir, SANDBOX_PATHS.egressDir);
+  if (layout.loaderFd !== undefined) args.push("--perms", "0111", "--ro-bind-data", String(layout.loaderFd), SANDBOX_PATHS.loader);
+  if (layout.seccompFd !== undefined) args.push("--seccomp", String(layout.seccompFd));
 
   // Everything not bound writable above (the jail's root, /etc, /opt, /run) becomes read-only.
   args.push("--remount-ro", "/");
   args.push("--chdir", SANDBOX_PATHS.workspace);
-  args.push("--", nodePath, SANDBOX_PATHS.supervisor, String(fds.configFd));
-  return { argv: args, nodePath, path: searchPath };
+  const supervisor = [...(layout.loaderFd !== undefined ? [SANDBOX_PATHS.loader] : []), nodePath, SANDBOX_PATHS.supervisor, String(fds.configFd)];
+  const command = ["/bin/sh", "-c", JAIL_INIT_SCRIPT, JAIL_INIT_NAME, ...supervisor];
+  return { options: args, command, argv: [...args, "--", ...command], nodePath, path: searchPath, hostNodeBinary };
 }
 
 function listRootfs(rootfs: string): string[] {
   return fs.readdirSync(rootfs).filter((name) => !ROOTFS_EXCLUDED.has(name));
+}
+
+/**
+ * The node the supervisor runs: the tree's own when it has one, else the worker's binary bound at
+ * /opt/paperclip/bin/node (`inTree` false). `hostNodeBinary` is that file on the host.
+ */
+export function supervisorNode(rootfs: string | undefined, nodeBinary: string): { nodePath: string; hostNodeBinary: string; inTree: boolean } {
+  const treeRoot = rootfs ?? "/";
+  const inTree = findNodeInTree(treeRoot);
+  if (inTree) return { nodePath: inTree, hostNodeBinary: path.join(treeRoot, inTree), inTree: true };
+  return { nodePath: `${SANDBOX_PATHS.nodeDir}/node`, hostNodeBinary: nodeBinary, inTree: false };
 }
 
 /** Where `node` is inside the jail when the bound tree already has it. */

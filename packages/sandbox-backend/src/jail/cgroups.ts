@@ -16,7 +16,10 @@ export interface Limits {
   pids?: number;
 }
 
-export type LimitName = keyof Limits;
+/** The limits cgroups enforce. */
+export type CgroupLimit = keyof Limits;
+/** Every limit a sandbox may have (diskMb is a filesystem of its own, store/disk.ts). */
+export type LimitName = CgroupLimit | "diskMb";
 
 /** A cgroup that can freeze every task in it. */
 export interface FreezerCgroup {
@@ -35,7 +38,7 @@ export interface SandboxCgroups {
 }
 
 const CGROUP_ROOT = "/sys/fs/cgroup";
-const V1_CONTROLLER: Record<LimitName, string> = { memoryMb: "memory", pids: "pids", cpu: "cpu" };
+const V1_CONTROLLER: Record<CgroupLimit, string> = { memoryMb: "memory", pids: "pids", cpu: "cpu" };
 const CPU_PERIOD_US = 100_000;
 
 /** This process's cgroup path per v1 controller ("" key for the v2 unified path). */
@@ -74,7 +77,7 @@ export function cgroupDirsNamed(name: string): string[] {
 
 /** Which configured limits this worker could enforce, without creating anything. */
 export function probeCgroupAccess(limits: Limits): Array<{ limit: LimitName; reason: string }> {
-  const wanted = (Object.keys(V1_CONTROLLER) as LimitName[]).filter((name) => limits[name] !== undefined);
+  const wanted = (Object.keys(V1_CONTROLLER) as CgroupLimit[]).filter((name) => limits[name] !== undefined);
   const own = ownCgroups();
   const unenforced: Array<{ limit: LimitName; reason: string }> = [];
   for (const limit of wanted) {
@@ -96,7 +99,7 @@ export function probeCgroupAccess(limits: Limits): Array<{ limit: LimitName; rea
  */
 export async function createSandboxCgroups(name: string, limits: Limits, options: { freezer: boolean }): Promise<SandboxCgroups> {
   const result: SandboxCgroups = { dirs: [], procsFiles: [], unenforced: [], freezer: null };
-  const wanted = (Object.keys(V1_CONTROLLER) as LimitName[]).filter((limit) => limits[limit] !== undefined);
+  const wanted = (Object.keys(V1_CONTROLLER) as CgroupLimit[]).filter((limit) => limits[limit] !== undefined);
   if (wanted.length === 0 && !options.freezer) return result;
   const own = ownCgroups();
   if (isV2Only()) {
@@ -150,7 +153,7 @@ export async function createSandboxCgroups(name: string, limits: Limits, options
   return result;
 }
 
-async function writeV1Limit(dir: string, limit: LimitName, value: number): Promise<void> {
+async function writeV1Limit(dir: string, limit: CgroupLimit, value: number): Promise<void> {
   if (limit === "memoryMb") {
     const bytes = String(Math.floor(value * 1024 * 1024));
     await fsp.writeFile(path.join(dir, "memory.limit_in_bytes"), bytes);
@@ -164,7 +167,7 @@ async function writeV1Limit(dir: string, limit: LimitName, value: number): Promi
   }
 }
 
-async function writeV2Limit(dir: string, limit: LimitName, value: number): Promise<void> {
+async function writeV2Limit(dir: string, limit: CgroupLimit, value: number): Promise<void> {
   if (limit === "memoryMb") {
     await fsp.writeFile(path.join(dir, "memory.max"), String(Math.floor(value * 1024 * 1024)));
     await fsp.writeFile(path.join(dir, "memory.swap.max"), "0").catch(() => undefined);

@@ -10,7 +10,7 @@ import fsp from "node:fs/promises";
 import path from "node:path";
 import { readProcStat } from "@paperclip-sandbox/kit";
 import type { FreezerCgroup } from "./cgroups.js";
-import { namespaceMembers } from "./process.js";
+import { namespaceMembers, type JailIdentity } from "./process.js";
 
 export type FreezeMethod = "cgroup" | "signal";
 
@@ -79,12 +79,12 @@ export async function thawCgroup(freezer: FreezerCgroup, timeoutMs = 5_000): Pro
 const isStopped = (state: string | undefined) => state === "T" || state === "t";
 
 /** SIGSTOPs every process of the pid namespace until none is left running; returns the pre-stopped ones. */
-export async function freezeBySignals(pidNamespace: number, timeoutMs = 5_000): Promise<number[]> {
+export async function freezeBySignals(jail: JailIdentity, timeoutMs = 5_000): Promise<number[]> {
   const deadline = Date.now() + timeoutMs;
   const signalled = new Set<number>();
   const preStopped = new Set<number>();
   for (;;) {
-    const members = await namespaceMembers(pidNamespace);
+    const members = await namespaceMembers(jail);
     let settled = true;
     for (const pid of members) {
       const state = readProcStat(pid)?.state;
@@ -106,16 +106,16 @@ export async function freezeBySignals(pidNamespace: number, timeoutMs = 5_000): 
     }
     if (settled) return [...preStopped];
     if (Date.now() > deadline) {
-      await thawBySignals(pidNamespace, [...preStopped]);
+      await thawBySignals(jail, [...preStopped]);
       throw new Error(`the jail did not stop within ${timeoutMs} ms`);
     }
     await sleep(POLL_MS);
   }
 }
 
-export async function thawBySignals(pidNamespace: number, preStopped: readonly number[]): Promise<void> {
+export async function thawBySignals(jail: JailIdentity, preStopped: readonly number[]): Promise<void> {
   const keep = new Set(preStopped);
-  for (const pid of await namespaceMembers(pidNamespace)) {
+  for (const pid of await namespaceMembers(jail)) {
     if (keep.has(pid)) continue;
     try {
       process.kill(pid, "SIGCONT");

@@ -44,8 +44,9 @@ else
   sh -c 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 121; shift; done; shift; exec "$@"' sh "$@" &
 fi
 jail=$!
-# The jail holds its own copies of the supervisor socket, the info pipe and the config pipe.
-exec 3>&- 4>&- 5<&-
+# The jail holds its own copies of the supervisor socket and of the info, config, args, seccomp,
+# loader and node descriptors.
+exec 3>&- 4>&- 5<&- 6<&- 7<&- 8<&- 9<&-
 deadline=
 while kill -0 "$jail" 2>/dev/null; do
   if [ "$remaining" -le 0 ]; then

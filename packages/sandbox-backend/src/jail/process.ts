@@ -4,9 +4,19 @@
  * Start: the worker creates the supervisor's listening socket itself and hands it to the jail as
  * fd 3, so (a) the socket never has to be visible inside the jail, and (b) the first command can be
  * sent at once: the connection waits in the kernel's backlog until the supervisor accepts it, with no
- * polling or sleeping on the cold path. The supervisor's config goes over a pipe (fd 5), never argv.
+ * polling or sleeping on the cold path. Nothing of the jail's configuration is in a world-readable
+ * argv: the supervisor's config goes over a pipe (fd 5), bwrap's options over another (`--args 6`),
+ * the seccomp filter over a third (fd 7). fd 8 is node's ELF loader (bwrap copies it into the jail
+ * execute-only); fd 9 is /dev/null. Every one of fds 3-9 is
+ * set (to /dev/null when unused), so no descriptor the worker inherited can ride along in that range,
+ * and the jail prelude (prelude.ts) closes every one above it before bwrap runs; the supervisor
+ * closes whatever it inherited and does not need before it serves anything.
+ * bwrap's stdout is /dev/null; its stderr (and the supervisor's) is the sandbox's log, which the
+ * jail's init does not keep.
  * The jail's parent is its keeper (keeper.ts), spawned detached (own session, output to the
- * sandbox's log file) so the jail outlives a worker restart but never its deadline.
+ * sandbox's log file) so the jail outlives a worker restart but never its deadline. A root worker's
+ * keeper stays root (it joins the cgroups and thaws them at the deadline); the jail prelude drops to
+ * the jail's unprivileged host uid right before bwrap.
  *
  * End: SIGKILL to the pid namespace's init ends every process of the jail (setsid/nohup children
  * included, they cannot leave the namespace); the receipt is only given after /proc shows no process
@@ -18,7 +28,7 @@ import net from "node:net";
 import path from "node:path";
 import { spawn, type ChildProcess } from "node:child_process";
 import type { Writable } from "node:stream";
-import { isZombieOrGone } from "@paperclip-sandbox/kit";
+import { isZombieOrGone, readProcStat } from "@paperclip-sandbox/kit";
 import { processAlive, processStartTime } from "../store/proc.js";
 import { cgroupMembers } from "./cgroups.js";
 import { KEEPER_NAME, KEEPER_SCRIPT, writeDeadline } from "./keeper.js";
@@ -26,9 +36,14 @@ import { KEEPER_NAME, KEEPER_SCRIPT, writeDeadline } from "./keeper.js";
 // fd 3 is the supervisor's listening socket (the stdio slot after stderr).
 const INFO_FD = 4;
 const CONFIG_FD = 5;
+const ARGS_FD = 6;
+const SECCOMP_FD = 7;
+const LOADER_FD = 8;
+/** The lowest descriptor number the jail's processes do not get from the keeper. */
+export const FIRST_UNUSED_FD = 10;
 const JAIL_ENV_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-export const JAIL_FDS = { infoFd: INFO_FD, configFd: CONFIG_FD } as const;
+export const JAIL_FDS = { infoFd: INFO_FD, configFd: CONFIG_FD, argsFd: ARGS_FD, seccompFd: SECCOMP_FD, loaderFd: LOADER_FD } as const;
 
 export interface JailRecord {
   /** Host pid of the jail's keeper (bwrap's parent). */
@@ -45,8 +60,19 @@ export interface JailRecord {
 
 export interface LaunchOptions {
   bwrapPath: string;
-  /** bwrap arguments built with `buildJailArgv(layout, JAIL_FDS)`. */
-  bwrapArgs: string[];
+  /** bwrap's options, built with `buildJailArgv(layout, JAIL_FDS)`: they go on the args pipe. */
+  bwrapOptions: string[];
+  /** What bwrap runs (the supervisor command). */
+  bwrapCommand: string[];
+  /**
+   * What bwrap is started through: the jail prelude (prelude.ts: the drop to the jail's host user,
+   * a fresh session keyring, fds from 10 closed), or setpriv on an arch without one, or nothing.
+   */
+  startPrefix: string[];
+  /** The compiled seccomp filter (its options name SECCOMP_FD), or null. */
+  seccompProgram: Buffer | null;
+  /** Host file copied into the jail as the execute-only loader (options name LOADER_FD), or null. */
+  loaderFile: string | null;
   socketPath: string;
   logPath: string;
   /** cgroup.procs files the jail joins before bwrap starts (so every jail process is inside). */
@@ -100,9 +126,17 @@ function serverFd(server: net.Server): number {
 export async function launchJail(options: LaunchOptions): Promise<LaunchedJail> {
   await writeDeadline(options.deadlineFile, options.expiresAt);
   const server = await listenAt(options.socketPath);
-  const logFd = fs.openSync(options.logPath, "a", 0o600);
+  const opened: number[] = [];
+  const open = (file: string, flags: string | number) => {
+    const fd = fs.openSync(file, flags, 0o600);
+    opened.push(fd);
+    return fd;
+  };
   let child: ChildProcess;
   try {
+    const logFd = open(options.logPath, "a");
+    const devNull = open("/dev/null", "r");
+    const loaderFd = options.loaderFile ? open(options.loaderFile, "r") : devNull;
     const listenFd = serverFd(server);
     const firstNapMs = Math.max(0, Math.ceil(options.expiresAt - Date.now()));
     child = spawn(
@@ -117,18 +151,21 @@ export async function launchJail(options: LaunchOptions): Promise<LaunchedJail> 
         options.thaw?.value ?? "",
         ...options.cgroupProcs,
         "--",
+        ...options.startPrefix,
         options.bwrapPath,
-        ...options.bwrapArgs,
+        "--args",
+        String(ARGS_FD),
+        ...options.bwrapCommand,
       ],
       {
         detached: true,
-        stdio: ["ignore", logFd, logFd, listenFd, "pipe", "pipe"],
+        stdio: ["ignore", devNull, logFd, listenFd, "pipe", "pipe", "pipe", options.seccompProgram ? "pipe" : devNull, loaderFd, devNull],
         // Never the worker's environment: it can hold the host's API keys.
         env: { PATH: JAIL_ENV_PATH, LANG: "C.UTF-8" },
       },
     );
   } finally {
-    fs.closeSync(logFd);
+    for (const fd of opened) fs.closeSync(fd);
     // The jail holds its own copy of the listening socket now.
     server.close();
   }
@@ -137,11 +174,17 @@ export async function launchJail(options: LaunchOptions): Promise<LaunchedJail> 
     child.once("error", () => resolve({ code: null, signal: null }));
   });
   child.unref();
-  const config = (child.stdio as unknown as Array<Writable | null | undefined>)[CONFIG_FD];
-  if (config) {
-    config.on("error", () => undefined);
-    config.end(options.supervisorConfig, () => config.destroy());
-  }
+  const pipes = child.stdio as unknown as Array<Writable | null | undefined>;
+  const feed = (fd: number, data: string | Buffer) => {
+    const pipe = pipes[fd];
+    if (!pipe) return;
+    // EPIPE when bwrap failed before reading: its exit and log say why.
+    pipe.on("error", () => undefined);
+    pipe.end(data, () => pipe.destroy());
+  };
+  feed(ARGS_FD, Buffer.from(`${options.bwrapOptions.join("\0")}\0`));
+  if (options.seccompProgram) feed(SECCOMP_FD, options.seccompProgram);
+  feed(CONFIG_FD, options.supervisorConfig);
 
   const info = await readInfo(child, exited);
   if (!info) {
@@ -196,17 +239,46 @@ async function readInfo(
   }
 }
 
-/** Host pids whose pid namespace is the jail's (readable only for our own uid's processes). */
-export async function namespaceMembers(pidNamespace: number): Promise<number[]> {
-  const wanted = `pid:[${pidNamespace}]`;
+/** What identifies a jail's processes on the host. */
+export type JailIdentity = Pick<JailRecord, "pidNamespace" | "initPid">;
+
+/**
+ * Host pids of the jail: those whose pid namespace is the jail's and, for processes whose namespace
+ * link this worker may not read (the supervisor is not dumpable; an unprivileged worker cannot
+ * readlink its /proc entries), those descending from the jail's init (/proc/<pid>/stat is public).
+ */
+export async function namespaceMembers(jail: JailIdentity): Promise<number[]> {
+  const wanted = `pid:[${jail.pidNamespace}]`;
   const members: number[] = [];
+  const unreadable: number[] = [];
   const names = await fsp.readdir("/proc");
   for (const name of names) {
     if (name.charCodeAt(0) < 48 || name.charCodeAt(0) > 57) continue;
     try {
       if ((await fsp.readlink(`/proc/${name}/ns/pid`)) === wanted) members.push(Number(name));
-    } catch {
-      // Gone, or another user's process (never part of our jail).
+    } catch (error) {
+      // Gone (ENOENT), or not ours to read: another user's process, or a non-dumpable one of the jail.
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "EACCES" || code === "EPERM") unreadable.push(Number(name));
+    }
+  }
+  if (unreadable.length > 0) {
+    const parents = new Map<number, number>();
+    const parentOf = (pid: number): number => {
+      let parent = parents.get(pid);
+      if (parent === undefined) {
+        parent = readProcStat(pid)?.ppid ?? 0;
+        parents.set(pid, parent);
+      }
+      return parent;
+    };
+    for (const pid of unreadable) {
+      for (let at = parentOf(pid), hops = 0; at > 1 && hops < 64; at = parentOf(at), hops += 1) {
+        if (at === jail.initPid) {
+          members.push(pid);
+          break;
+        }
+      }
     }
   }
   return members;
@@ -244,7 +316,7 @@ export async function stopJail(record: JailRecord, cgroupDirs: string[], options
   if (options.exited) await Promise.race([options.exited, new Promise((resolve) => setTimeout(resolve, 2_000))]);
   for (;;) {
     const initLeft = jailAlive(record) && !isZombieOrGone(record.initPid);
-    const members = await namespaceMembers(record.pidNamespace);
+    const members = await namespaceMembers(record);
     const inCgroups = await cgroupMembers(cgroupDirs);
     if (!initLeft && members.length === 0 && inCgroups.length === 0) break;
     if (Date.now() > deadline) {

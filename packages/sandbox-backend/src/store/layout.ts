@@ -7,7 +7,8 @@
  *   sandbox.json    SandboxRecord (written atomically)
  *   jail.log        keeper, bwrap and supervisor stderr
  *   deadline        the keeper's deadline (epoch ms; never bound into the jail)
- *   workspace/ home/ cache/ tmp/   the sandbox's writable directories
+ *   disk/           workspace/ home/ cache/ tmp/: the sandbox's writable directories; with a disk
+ *                   limit (root) the mount point of disk.img, a filesystem of that size (disk.ts)
  *   etc/            generated passwd, group, hosts (bound read-only)
  * <stateDir>/run/<shortName(id)>/
  *   sup.sock        supervisor control socket (held open by the supervisor inside the jail)
@@ -24,6 +25,9 @@ export interface SandboxLayout {
   record: string;
   log: string;
   deadline: string;
+  /** Holds the writable directories; a mount point when the sandbox has a disk of its own. */
+  disk: string;
+  diskImage: string;
   workspace: string;
   home: string;
   cache: string;
@@ -43,19 +47,26 @@ export function socketsDir(stateDir: string): string {
   return path.join(stateDir, "run");
 }
 
-/** Paths of sandbox `id` (which must already be validated). */
-export function sandboxLayout(stateDir: string, id: string): SandboxLayout {
+/**
+ * Paths of sandbox `id` (which must already be validated). `legacy`: a version-2 record's sandbox,
+ * whose writable directories sit directly in its directory.
+ */
+export function sandboxLayout(stateDir: string, id: string, options: { legacy?: boolean } = {}): SandboxLayout {
   const dir = path.join(sandboxesDir(stateDir), id);
   const socketDir = path.join(socketsDir(stateDir), shortName(id));
+  const disk = path.join(dir, "disk");
+  const data = options.legacy ? dir : disk;
   return {
     dir,
     record: path.join(dir, "sandbox.json"),
     log: path.join(dir, "jail.log"),
     deadline: path.join(dir, "deadline"),
-    workspace: path.join(dir, "workspace"),
-    home: path.join(dir, "home"),
-    cache: path.join(dir, "cache"),
-    tmp: path.join(dir, "tmp"),
+    disk,
+    diskImage: path.join(dir, "disk.img"),
+    workspace: path.join(data, "workspace"),
+    home: path.join(data, "home"),
+    cache: path.join(data, "cache"),
+    tmp: path.join(data, "tmp"),
     etc: path.join(dir, "etc"),
     socketDir,
     socket: path.join(socketDir, "sup.sock"),

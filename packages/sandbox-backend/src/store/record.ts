@@ -15,7 +15,8 @@ export interface SandboxSpec {
 }
 
 export interface SandboxRecord {
-  version: 2;
+  /** 3: writable directories under disk/ (2: directly in the sandbox directory, still read). */
+  version: 2 | 3;
   id: string;
   state: SandboxState;
   createdAt: string;
@@ -40,7 +41,7 @@ export async function writeRecord(layout: SandboxLayout, record: SandboxRecord):
   await fsp.rename(temp, layout.record);
 }
 
-/** The record, or null when there is none (or it is not a version-2 record of this id). */
+/** The record, or null when there is none (or it is not a version-2 or -3 record of this id). */
 export async function readRecord(layout: SandboxLayout, id: string): Promise<SandboxRecord | null> {
   let text: string;
   try {
@@ -51,7 +52,7 @@ export async function readRecord(layout: SandboxLayout, id: string): Promise<San
   }
   try {
     const record = JSON.parse(text) as SandboxRecord;
-    return record.version === 2 && record.id === id ? record : null;
+    return (record.version === 2 || record.version === 3) && record.id === id ? record : null;
   } catch {
     return null;
   }

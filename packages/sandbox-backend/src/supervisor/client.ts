@@ -13,12 +13,18 @@ import {
   FRAME_STDERR,
   FRAME_STDIN,
   FRAME_STDOUT,
+  FrameError,
   createFrameDecoder,
   encodeControl,
   encodeFrame,
   parseControl,
+  type FrameLimits,
 } from "./protocol.js";
-import { request, SupervisorTransportError, type SupervisorChannel } from "./connection.js";
+import { reportViolation, request, SupervisorTransportError, type SupervisorChannel } from "./connection.js";
+import { exitOf, validPid } from "./replies.js";
+
+/** A command's connection carries its output and a few small control messages (started, error, exit). */
+const RUNNER_REPLY_LIMITS: FrameLimits = { maxControlBytes: 64 * 1024, types: new Set([FRAME_CONTROL, FRAME_STDOUT, FRAME_STDERR]) };
 
 export { SupervisorTransportError } from "./connection.js";
 
@@ -51,17 +57,17 @@ export class SupervisorClient implements ScriptRunner {
   }
 
   async ping(timeoutMs = 5_000): Promise<SupervisorPing> {
-    const reply = await request(this.options, { op: "ping" }, timeoutMs);
+    const reply = await request(this.options, { op: "ping" }, ["pong"], timeoutMs);
     return { pid: Number(reply.pid), running: Number(reply.running) };
   }
 
   /** Ends every running command's process group (an operator's Stop); background processes stay. */
   async killAll(graceMs = 250): Promise<void> {
-    await request(this.options, { op: "kill-all", graceMs }, graceMs + 10_000);
+    await request(this.options, { op: "kill-all", graceMs }, ["killed"], graceMs + 10_000);
   }
 
   private async kill(id: string, graceMs: number): Promise<void> {
-    await request(this.options, { op: "kill", id, graceMs }, graceMs + 10_000);
+    await request(this.options, { op: "kill", id, graceMs }, ["killed"], graceMs + 10_000);
   }
 
   private connect(): net.Socket {
@@ -107,32 +113,39 @@ export class SupervisorClient implements ScriptRunner {
         this.kill(id, graceMs).catch(() => sock.destroy());
       };
 
+      let exited = false;
       const decode = createFrameDecoder((type, payload) => {
+        if (exited) throw new FrameError("frames after the exit");
         if (type === FRAME_STDOUT) deliver(io.stdout, payload, sock);
         else if (type === FRAME_STDERR) deliver(io.stderr, payload, sock);
-        else if (type === FRAME_CONTROL) {
+        else {
           const message = parseControl(payload);
           if (message.op === "started") {
-            if (typeof message.pid === "number") pid = message.pid;
+            if (!validPid(message.pid) || pid !== undefined) throw new FrameError("a started message without a valid pid, or a second one");
+            pid = message.pid;
           } else if (message.op === "exit") {
-            const code = typeof message.code === "number" ? message.code : null;
-            const signal = typeof message.signal === "string" ? message.signal : null;
+            const outcome = exitOf(message);
+            if (typeof outcome === "string") throw new FrameError(outcome);
+            exited = true;
             const wasAborted = aborted || message.aborted === true;
-            const timedOut = message.timedOut === true && !wasAborted;
-            const reason = wasAborted ? "aborted" : timedOut ? "timeout" : signal ? "signal" : "exit";
-            finish(null, { exitCode: code, signal, aborted: wasAborted, timedOut, reason, ...(pid === undefined ? {} : { pid }) });
+            const timedOut = outcome.timedOut && !wasAborted;
+            const reason = wasAborted ? "aborted" : timedOut ? "timeout" : outcome.signal ? "signal" : "exit";
+            finish(null, { exitCode: outcome.exitCode, signal: outcome.signal, aborted: wasAborted, timedOut, reason, ...(pid === undefined ? {} : { pid }) });
             sock.end();
-          } else if (message.op === "error") {
-            // Reported alongside an exit frame (e.g. spawn failure); kept out of the command's output.
+          } else if (message.op !== "error") {
+            // An error is reported alongside an exit frame (e.g. spawn failure) and kept out of the
+            // command's output; anything else has no place on a command's connection.
+            throw new FrameError(`unexpected message ${JSON.stringify(message.op.slice(0, 32))} on a command's connection`);
           }
         }
-      });
+      }, RUNNER_REPLY_LIMITS);
       sock.on("data", (chunk: Buffer) => {
+        if (settled && !exited) return;
         try {
           decode(chunk);
         } catch (error) {
           sock.destroy();
-          finish(new SupervisorTransportError(`bad frame from supervisor: ${(error as Error).message}`));
+          finish(reportViolation(this.options, (error as Error).message));
         }
       });
       // After an abort, losing the connection means the jail was ended under the command (release

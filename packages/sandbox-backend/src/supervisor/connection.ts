@@ -5,7 +5,7 @@
  * worker's event loop.
  */
 import net from "node:net";
-import { FRAME_CONTROL, FRAME_STDIN, createFrameDecoder, encodeControl, encodeFrame, parseControl } from "./protocol.js";
+import { FRAME_CONTROL, FRAME_STDERR, FRAME_STDIN, FRAME_STDOUT, createFrameDecoder, encodeControl, encodeFrame, parseControl, type FrameLimits } from "./protocol.js";
 
 export interface SupervisorChannel {
   socketPath: string;
@@ -14,11 +14,34 @@ export interface SupervisorChannel {
    * before the supervisor accepts waits in the socket backlog; this ends that wait.
    */
   watchJail?: (onGone: (error: Error) => void) => () => void;
+  /**
+   * Told of every reply that breaks the protocol (a malformed, oversized or unexpected frame or
+   * message): the supervisor can no longer be trusted, so the sandbox ends its jail. The call that
+   * got it fails with the same error either way.
+   */
+  onViolation?: (error: SupervisorProtocolError) => void;
 }
 
 export class SupervisorTransportError extends Error {
   override name = "SupervisorTransportError";
 }
+
+/** The supervisor sent something the protocol does not allow. */
+export class SupervisorProtocolError extends SupervisorTransportError {
+  override name = "SupervisorProtocolError";
+}
+
+/** A violation found after the connection is done (e.g. a reply of the wrong shape): reported to the channel. */
+export function reportViolation(channel: SupervisorChannel, what: string): SupervisorProtocolError {
+  const error = new SupervisorProtocolError(`bad reply from the supervisor: ${what.slice(0, 200)}`);
+  channel.onViolation?.(error);
+  return error;
+}
+
+/** What the supervisor may send back: control and output frames; control frames of one reply are small. */
+export const REPLY_LIMITS: FrameLimits = { maxControlBytes: 1024 * 1024, types: new Set([FRAME_CONTROL, FRAME_STDOUT, FRAME_STDERR]) };
+/** Replies that may be large: directory listings and process tables. */
+export const LARGE_REPLY_LIMITS: FrameLimits = { ...REPLY_LIMITS, maxControlBytes: 16 * 1024 * 1024 };
 
 /** An `error {code, message}` reply. */
 export class SupervisorReplyError extends Error {
@@ -48,7 +71,11 @@ export class Connection {
   private failure: Error | null = null;
   private readonly unwatch: () => void;
 
-  constructor(channel: SupervisorChannel, handlers: ConnectionHandlers) {
+  constructor(
+    private readonly channel: SupervisorChannel,
+    handlers: ConnectionHandlers,
+    limits: FrameLimits = REPLY_LIMITS,
+  ) {
     this.sock = net.connect(channel.socketPath);
     this.unwatch = channel.watchJail?.((error) => this.fail(error)) ?? (() => undefined);
     const decode = createFrameDecoder((type, payload) => {
@@ -56,13 +83,13 @@ export class Connection {
       if (this.failure) return;
       if (type === FRAME_CONTROL) handlers.onControl(parseControl(payload));
       else handlers.onData?.(type, payload);
-    });
+    }, limits);
     this.sock.on("data", (chunk: Buffer) => {
       if (this.failure) return;
       try {
         decode(chunk);
       } catch (error) {
-        this.fail(new SupervisorTransportError(`bad reply from the supervisor: ${(error as Error).message}`));
+        this.violate((error as Error).message);
       }
     });
     this.sock.on("error", (error) => {
@@ -111,6 +138,15 @@ export class Connection {
     this.sock.destroy();
   }
 
+  /** Ends the connection for a reply the protocol does not allow, and tells the channel. */
+  violate(what: string): SupervisorProtocolError {
+    if (this.failure instanceof SupervisorProtocolError) return this.failure;
+    const error = reportViolation(this.channel, what);
+    this.failure = error;
+    this.sock.destroy();
+    return error;
+  }
+
   private drained(): Promise<void> {
     return new Promise((resolve) => {
       const done = () => {
@@ -124,24 +160,50 @@ export class Connection {
   }
 }
 
-/** One control request, one control reply (an `error` reply rejects with SupervisorReplyError). */
-export function request(channel: SupervisorChannel, message: Record<string, unknown>, timeoutMs = 30_000): Promise<ControlMessage> {
+/** An `error {code, message}` reply as SupervisorReplyError (the code errno-like, both bounded). */
+export function replyError(reply: ControlMessage): SupervisorReplyError {
+  const code = typeof reply.code === "string" && /^[A-Z0-9_]{1,32}$/.test(reply.code) ? reply.code : "EFAIL";
+  return new SupervisorReplyError(code, typeof reply.message === "string" ? reply.message.slice(0, 2_000) : "supervisor error");
+}
+
+/**
+ * One control request, one control reply whose op is one of `expected` (an `error` reply rejects
+ * with SupervisorReplyError; any other op, or data frames, break the protocol).
+ */
+export function request(
+  channel: SupervisorChannel,
+  message: Record<string, unknown>,
+  expected: readonly string[],
+  timeoutMs = 30_000,
+  limits: FrameLimits = REPLY_LIMITS,
+): Promise<ControlMessage> {
   return new Promise((resolve, reject) => {
     let answered = false;
-    const connection = new Connection(channel, {
-      onControl(reply) {
-        if (answered) return;
-        answered = true;
-        clearTimeout(timer);
-        if (reply.op === "error") reject(new SupervisorReplyError(String(reply.code ?? "EFAIL"), String(reply.message ?? "supervisor error")));
-        else resolve(reply);
-        connection.end();
+    const connection = new Connection(
+      channel,
+      {
+        onControl(reply) {
+          if (answered) {
+            connection.violate(`a second reply to ${String(message.op)}`);
+            return;
+          }
+          answered = true;
+          clearTimeout(timer);
+          if (reply.op === "error") reject(replyError(reply));
+          else if (expected.includes(reply.op)) resolve(reply);
+          else reject(connection.violate(`unexpected reply ${JSON.stringify(reply.op.slice(0, 32))} to ${String(message.op)}`));
+          connection.end();
+        },
+        onData() {
+          connection.violate(`output frames in reply to ${String(message.op)}`);
+        },
+        onEnd(error) {
+          clearTimeout(timer);
+          if (!answered) reject(error ?? new SupervisorTransportError(`supervisor closed the connection without answering ${String(message.op)}`));
+        },
       },
-      onEnd(error) {
-        clearTimeout(timer);
-        if (!answered) reject(error ?? new SupervisorTransportError(`supervisor closed the connection without answering ${String(message.op)}`));
-      },
-    });
+      limits,
+    );
     const timer = setTimeout(() => {
       connection.fail(new SupervisorTransportError(`supervisor did not answer ${String(message.op)} within ${timeoutMs} ms`));
     }, timeoutMs);

@@ -15,19 +15,14 @@ import type {
   OutputSubscription,
   ProcessInfo,
 } from "../types.js";
-import { Connection, request, SupervisorReplyError, SupervisorTransportError, type ControlMessage, type SupervisorChannel } from "./connection.js";
-import { FRAME_STDERR, FRAME_STDOUT, MAX_DATA_BYTES } from "./protocol.js";
+import { Connection, LARGE_REPLY_LIMITS, replyError, request, SupervisorReplyError, SupervisorTransportError, type ControlMessage, type SupervisorChannel } from "./connection.js";
+import { FRAME_STDERR, FRAME_STDOUT } from "./protocol.js";
+import { exitOf, validOffset, validPid } from "./replies.js";
 
 const STREAM_OF: Record<number, OutputStreamName> = { [FRAME_STDOUT]: "stdout", [FRAME_STDERR]: "stderr" };
-const MAX_READ_BYTES = MAX_DATA_BYTES;
+/** Most bytes one read() returns (the supervisor sends them in frames of at most 256 KiB). */
+const MAX_READ_BYTES = 16 * 1024 * 1024;
 
-function exitFrom(message: ControlMessage): ExecExit {
-  return {
-    exitCode: typeof message.code === "number" ? message.code : null,
-    signal: typeof message.signal === "string" ? message.signal : null,
-    timedOut: message.timedOut === true,
-  };
-}
 
 function execError(error: SupervisorReplyError): SandboxExecError {
   return new SandboxExecError(error.code, error.message);
@@ -75,7 +70,7 @@ class SupervisorExecHandle implements ExecHandle {
 
   async signal(signal: NodeJS.Signals | number, options: { group?: boolean } = {}): Promise<void> {
     try {
-      await request(this.channel, { op: "signal", pid: this.pid, signal, group: options.group === true });
+      await request(this.channel, { op: "signal", pid: this.pid, signal, group: options.group === true }, ["signalled"]);
     } catch (error) {
       throw error instanceof SupervisorReplyError ? execError(error) : error;
     }
@@ -105,9 +100,8 @@ function openHandle(channel: SupervisorChannel, first: Record<string, unknown>, 
           settled = true;
           if (message.op === "started" || message.op === "attached") {
             const pid = message.op === "started" ? message.pid : (message.process as { pid?: unknown } | undefined)?.pid;
-            if (typeof pid !== "number" || !Number.isInteger(pid) || pid <= 0) {
-              connection.fail(new SupervisorTransportError("the supervisor named no pid for the command"));
-              reject(new SupervisorTransportError("the supervisor named no pid for the command"));
+            if (!validPid(pid)) {
+              reject(connection.violate("the supervisor named no valid pid for the command"));
               return;
             }
             handle = new SupervisorExecHandle(channel, connection, pid, stdinFrom(message), exit.promise);
@@ -118,15 +112,24 @@ function openHandle(channel: SupervisorChannel, first: Record<string, unknown>, 
             else reject(new SandboxExecError(code, String(message.message ?? "the supervisor refused the command")));
             connection.close();
           } else {
-            reject(new SupervisorTransportError(`unexpected reply ${message.op.slice(0, 32)} to ${String(first.op)}`));
-            connection.close();
+            reject(connection.violate(`unexpected reply ${JSON.stringify(message.op.slice(0, 32))} to ${String(first.op)}`));
           }
           return;
         }
-        if (message.op === "exit") {
-          handle?.markStdinClosed();
-          exit.resolve(exitFrom(message));
+        if (message.op !== "exit") {
+          connection.violate(`unexpected message ${JSON.stringify(message.op.slice(0, 32))} on the connection of command ${handle?.pid ?? "?"}`);
+          return;
         }
+        const outcome = exitOf(message);
+        if (typeof outcome === "string") {
+          connection.violate(outcome);
+          return;
+        }
+        handle?.markStdinClosed();
+        exit.resolve(outcome);
+      },
+      onData() {
+        connection.violate(`output frames on the connection of command ${handle?.pid ?? "?"} (output is read or subscribed)`);
       },
       onEnd(error) {
         handle?.markStdinClosed();
@@ -174,19 +177,27 @@ export function readOutput(channel: SupervisorChannel, pid: number, stream: Outp
     let done = false;
     const connection = new Connection(channel, {
       onData(type, payload) {
-        if (STREAM_OF[type] !== stream) return;
+        if (STREAM_OF[type] !== stream) {
+          connection.violate(`output of the other stream in reply to a read of ${stream}`);
+          return;
+        }
         received += payload.length;
         if (received > maxBytes) {
-          connection.fail(new SupervisorTransportError(`the supervisor sent more output than asked (${maxBytes} bytes)`));
+          connection.violate(`the supervisor sent more output than asked (${maxBytes} bytes)`);
           return;
         }
         parts.push(payload);
       },
       onControl(message) {
-        if (done) return;
+        if (done) {
+          connection.violate("a second reply to a read");
+          return;
+        }
         done = true;
-        if (message.op === "error") reject(new SandboxExecError(String(message.code ?? "EFAIL"), String(message.message ?? "read refused")));
-        else if (message.op === "read-done" && typeof message.start === "number") {
+        if (message.op === "error") {
+          const error = replyError(message);
+          reject(new SandboxExecError(error.code, error.message));
+        } else if (message.op === "read-done" && validOffset(message.start) && (message.dropped === undefined || validOffset(message.dropped))) {
           resolve({
             data: Buffer.concat(parts, received),
             offset: message.start,
@@ -194,7 +205,7 @@ export function readOutput(channel: SupervisorChannel, pid: number, stream: Outp
             ended: message.ended === true,
             dropped: typeof message.dropped === "number" ? message.dropped : 0,
           });
-        } else reject(new SupervisorTransportError(`unexpected reply ${message.op.slice(0, 32)} to read`));
+        } else reject(connection.violate(`unexpected reply ${JSON.stringify(message.op.slice(0, 32))} to read`));
         connection.end();
       },
       onEnd(error) {
@@ -224,25 +235,36 @@ export function subscribeOutput(
   const connection = new Connection(channel, {
     onData(type, payload) {
       const stream = STREAM_OF[type];
-      if (!stream || !cursors.has(stream)) return;
+      if (!stream || !cursors.has(stream)) {
+        connection.violate(`output of a stream not subscribed to (${stream ?? type})`);
+        return;
+      }
       const offset = cursors.get(stream)!;
       cursors.set(stream, offset + payload.length);
       listener.onData(stream, payload, offset);
     },
     onControl(message) {
       const stream = message.stream === "stdout" || message.stream === "stderr" ? message.stream : null;
-      if (message.op === "gap" && stream && typeof message.to === "number") {
-        const was = cursors.get(stream) ?? 0;
+      if (message.op === "subscribed") return;
+      if (message.op === "gap" && stream && cursors.has(stream) && validOffset(message.to) && message.to >= cursors.get(stream)!) {
+        const was = cursors.get(stream)!;
         cursors.set(stream, message.to);
         listener.onGap?.(stream, was, message.to);
-      } else if (message.op === "eof" && stream) {
-        listener.onEnd?.(stream, typeof message.offset === "number" ? message.offset : (cursors.get(stream) ?? 0));
+      } else if (message.op === "eof" && stream && cursors.has(stream) && (message.offset === undefined || validOffset(message.offset))) {
+        listener.onEnd?.(stream, typeof message.offset === "number" ? message.offset : cursors.get(stream)!);
       } else if (message.op === "exit") {
-        finish({ exit: exitFrom(message) });
-        connection.end();
+        const outcome = exitOf(message);
+        if (typeof outcome === "string") connection.violate(outcome);
+        else {
+          finish({ exit: outcome });
+          connection.end();
+        }
       } else if (message.op === "error") {
-        finish({ error: new SandboxExecError(String(message.code ?? "EFAIL"), String(message.message ?? "subscription refused")) });
+        const error = replyError(message);
+        finish({ error: new SandboxExecError(error.code, error.message) });
         connection.close();
+      } else {
+        connection.violate(`unexpected message ${JSON.stringify(message.op.slice(0, 32))} on a subscription`);
       }
     },
     onEnd(error) {
@@ -262,9 +284,14 @@ export function subscribeOutput(
 }
 
 export async function listProcesses(channel: SupervisorChannel): Promise<ProcessInfo[]> {
-  const reply = await request(channel, { op: "processes" });
+  const reply = await request(channel, { op: "processes" }, ["processes"], 30_000, LARGE_REPLY_LIMITS);
   if (!Array.isArray(reply.processes)) throw new SupervisorTransportError("the supervisor's process list is not a list");
   return reply.processes.filter((entry): entry is Record<string, unknown> => typeof entry === "object" && entry !== null).map(processInfoFrom);
+}
+
+function exitOrNull(exit: Record<string, unknown>): ExecExit | null {
+  const outcome = exitOf(exit);
+  return typeof outcome === "string" ? null : outcome;
 }
 
 function processInfoFrom(entry: Record<string, unknown>): ProcessInfo {
@@ -279,7 +306,7 @@ function processInfoFrom(entry: Record<string, unknown>): ProcessInfo {
     cwd: String(entry.cwd ?? ""),
     detached: entry.detached === true,
     running: entry.running === true,
-    exit: exit ? exitFrom({ op: "exit", ...exit }) : null,
+    exit: exit ? exitOrNull(exit) : null,
     startedAt: Number(entry.startedAt ?? 0),
     stdinOpen: entry.stdinOpen === true,
     output: { stdout: range("stdout"), stderr: range("stderr") },
@@ -288,7 +315,7 @@ function processInfoFrom(entry: Record<string, unknown>): ProcessInfo {
 
 export async function reapProcess(channel: SupervisorChannel, pid: number): Promise<void> {
   try {
-    await request(channel, { op: "reap", pid });
+    await request(channel, { op: "reap", pid }, ["reaped"]);
   } catch (error) {
     throw error instanceof SupervisorReplyError ? execError(error) : error;
   }

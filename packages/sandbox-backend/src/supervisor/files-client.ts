@@ -5,21 +5,23 @@
 import { Readable } from "node:stream";
 import { SandboxFileError } from "../errors.js";
 import type { FileInfo, FileScope, SandboxFiles } from "../types.js";
-import { Connection, SupervisorTransportError, type ControlMessage, type SupervisorChannel } from "./connection.js";
+import { Connection, LARGE_REPLY_LIMITS, replyError, reportViolation, SupervisorTransportError, type ControlMessage, type SupervisorChannel } from "./connection.js";
 import { FRAME_STDOUT } from "./protocol.js";
 
 const DEFAULT_MAX_READ_BYTES = 64 * 1024 * 1024;
 
 function fileError(message: ControlMessage, path: string): SandboxFileError {
-  return new SandboxFileError(String(message.code ?? "EFAIL"), String(message.message ?? "file op refused"), path);
+  const error = replyError(message);
+  return new SandboxFileError(error.code, error.message, path);
 }
 
 function scope(options: FileScope | undefined): Record<string, unknown> {
   return options?.roots === undefined ? {} : { roots: options.roots };
 }
 
-function fileInfoFrom(value: unknown): FileInfo {
-  if (typeof value !== "object" || value === null) throw new SupervisorTransportError("the supervisor sent no file info");
+/** File info from a reply; a reply without one breaks the protocol. */
+function fileInfoFrom(channel: SupervisorChannel, value: unknown): FileInfo {
+  if (typeof value !== "object" || value === null) throw reportViolation(channel, "the supervisor sent no file info");
   const entry = value as Record<string, unknown>;
   const type = entry.type === "file" || entry.type === "directory" || entry.type === "symlink" ? entry.type : "other";
   return {
@@ -41,19 +43,29 @@ function fileInfoFrom(value: unknown): FileInfo {
 function fileRequest(channel: SupervisorChannel, message: Record<string, unknown>, path: string): Promise<unknown> {
   return new Promise((resolve, reject) => {
     let answered = false;
-    const connection = new Connection(channel, {
-      onControl(reply) {
-        if (answered) return;
-        answered = true;
-        if (reply.op === "fs-done") resolve(reply.result);
-        else if (reply.op === "error") reject(fileError(reply, path));
-        else reject(new SupervisorTransportError(`unexpected reply ${reply.op.slice(0, 32)} to a file op`));
-        connection.end();
+    const connection = new Connection(
+      channel,
+      {
+        onControl(reply) {
+          if (answered) {
+            connection.violate("a second reply to a file op");
+            return;
+          }
+          answered = true;
+          if (reply.op === "fs-done") resolve(reply.result);
+          else if (reply.op === "error") reject(fileError(reply, path));
+          else reject(connection.violate(`unexpected reply ${JSON.stringify(reply.op.slice(0, 32))} to a file op`));
+          connection.end();
+        },
+        onData() {
+          connection.violate(`data frames in reply to a file ${String(message.action)}`);
+        },
+        onEnd(error) {
+          if (!answered) reject(error ?? new SupervisorTransportError("supervisor closed the connection during a file op"));
+        },
       },
-      onEnd(error) {
-        if (!answered) reject(error ?? new SupervisorTransportError("supervisor closed the connection during a file op"));
-      },
-    });
+      message.action === "list" ? LARGE_REPLY_LIMITS : undefined,
+    );
     connection.send({ op: "fs", ...message });
   });
 }
@@ -77,7 +89,14 @@ function openRead(channel: SupervisorChannel, path: string, options: FileScope &
     let finished = false;
     connection = new Connection(channel, {
       onData(type, payload) {
-        if (type !== FRAME_STDOUT) return;
+        if (type !== FRAME_STDOUT) {
+          connection.violate("stderr frames in a file read");
+          return;
+        }
+        if (finished) {
+          connection.violate("file data after the read was done");
+          return;
+        }
         received += payload.length;
         if (limit !== null && received > limit) {
           connection.fail(new SandboxFileError("EFBIG", `${path} is larger than ${limit} bytes (use readStream, or raise maxBytes)`, path));
@@ -99,7 +118,7 @@ function openRead(channel: SupervisorChannel, path: string, options: FileScope &
           }
           stream.push(null);
         } else {
-          const error = message.op === "error" ? fileError(message, path) : new SupervisorTransportError(`unexpected reply ${message.op.slice(0, 32)} to a read`);
+          const error = message.op === "error" ? fileError(message, path) : connection.violate(`unexpected reply ${JSON.stringify(message.op.slice(0, 32))} to a read`);
           if (started) stream.destroy(error);
           else reject(error);
         }
@@ -130,9 +149,9 @@ function write(channel: SupervisorChannel, path: string, data: Buffer | string |
         if (answered) return;
         answered = true;
         try {
-          if (reply.op === "fs-done") resolve(fileInfoFrom(reply.result));
+          if (reply.op === "fs-done") resolve(fileInfoFrom(channel, reply.result));
           else if (reply.op === "error") reject(fileError(reply, path));
-          else reject(new SupervisorTransportError(`unexpected reply ${reply.op.slice(0, 32)} to a write`));
+          else reject(connection.violate(`unexpected reply ${JSON.stringify(reply.op.slice(0, 32))} to a write`));
         } catch (error) {
           reject(error as Error);
         }
@@ -184,7 +203,7 @@ export function createFilesClient(channel: SupervisorChannel, guard: () => void)
     },
     async stat(path, options = {}) {
       guard();
-      return fileInfoFrom(await fileRequest(channel, { action: "stat", path, follow: options.follow === true, ...scope(options) }, path));
+      return fileInfoFrom(channel, await fileRequest(channel, { action: "stat", path, follow: options.follow === true, ...scope(options) }, path));
     },
     async list(path, options = {}) {
       guard();
@@ -193,8 +212,8 @@ export function createFilesClient(channel: SupervisorChannel, guard: () => void)
         { action: "list", path, ...scope(options), ...(options.depth === undefined ? {} : { depth: options.depth }), ...(options.maxEntries === undefined ? {} : { maxEntries: options.maxEntries }) },
         path,
       );
-      if (!Array.isArray(result)) throw new SupervisorTransportError("the supervisor's listing is not a list");
-      return result.map(fileInfoFrom);
+      if (!Array.isArray(result)) throw reportViolation(channel, "the supervisor's listing is not a list");
+      return result.map((entry) => fileInfoFrom(channel, entry));
     },
     async mkdir(path, options = {}) {
       guard();
@@ -211,7 +230,7 @@ export function createFilesClient(channel: SupervisorChannel, guard: () => void)
     },
     async move(from, to, options = {}) {
       guard();
-      return fileInfoFrom(await fileRequest(channel, { action: "move", from, to, overwrite: options.overwrite === true, ...scope(options) }, from));
+      return fileInfoFrom(channel, await fileRequest(channel, { action: "move", from, to, overwrite: options.overwrite === true, ...scope(options) }, from));
     },
   };
 }

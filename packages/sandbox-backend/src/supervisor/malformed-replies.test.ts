@@ -54,7 +54,7 @@ describe("malformed supervisor replies", () => {
     it(`${what}: every client call rejects, nothing is thrown into the worker`, async () => {
       const socketPath = await fakeSupervisor(reply);
       const channel = { socketPath };
-      await expect(request(channel, { op: "ping" }, 2_000)).rejects.toBeInstanceOf(Error);
+      await expect(request(channel, { op: "ping" }, ["pong"], 2_000)).rejects.toBeInstanceOf(Error);
       await expect(new SupervisorClient(channel).run("true", {})).rejects.toBeInstanceOf(SupervisorTransportError);
       await expect(startExec(channel, { script: "true" })).rejects.toBeInstanceOf(Error);
       await expect(attachExec(channel, 7)).rejects.toBeInstanceOf(Error);

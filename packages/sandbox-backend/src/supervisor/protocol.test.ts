@@ -30,10 +30,19 @@ describe("frame decoder", () => {
 
   it("rejects an unknown frame type and oversized control and data frames", () => {
     const decode = createFrameDecoder(() => undefined);
-    expect(() => decode(Buffer.from([9, 0, 0, 0, 0]))).toThrow(/bad frame type/);
+    expect(() => decode(Buffer.from([9, 0, 0, 0, 0]))).toThrow(/unexpected frame type 9/);
     const hugeData = Buffer.from([FRAME_STDOUT, 0xff, 0xff, 0xff, 0xff]);
     expect(() => createFrameDecoder(() => undefined)(hugeData)).toThrow(/data frame too large/);
     const huge = Buffer.from([FRAME_CONTROL, 0xff, 0xff, 0xff, 0xff]);
     expect(() => createFrameDecoder(() => undefined)(huge)).toThrow(/too large/);
+  });
+
+  it("holds each stream to its own caps and frame types, checked from the header", () => {
+    const replies = createFrameDecoder(() => undefined, { maxControlBytes: 100, maxDataBytes: 1000, types: new Set([FRAME_CONTROL, FRAME_STDOUT]) });
+    expect(() => replies(Buffer.from([FRAME_CONTROL, 0, 0, 0, 101]))).toThrow(/control frame too large \(101 bytes, cap 100\)/);
+    const data = createFrameDecoder(() => undefined, { maxDataBytes: 1000 });
+    expect(() => data(Buffer.from([FRAME_STDOUT, 0, 0, 0x03, 0xe9]))).toThrow(/data frame too large \(1001 bytes, cap 1000\)/);
+    const noStdin = createFrameDecoder(() => undefined, { types: new Set([FRAME_CONTROL, FRAME_STDOUT]) });
+    expect(() => noStdin(encodeFrame(2, Buffer.from("x")))).toThrow(/unexpected frame type 2/);
   });
 });

@@ -9,6 +9,7 @@ export {
   FRAME_STDIN,
   FRAME_STDOUT,
   FrameError,
+  type FrameLimits,
   MAX_CONTROL_BYTES,
   MAX_DATA_BYTES,
   createFrameDecoder,

@@ -2,3 +2,4 @@
 // internet, and a scan for what a test run left on this machine.
 export { selfSignedCert, startHttpServer, startHttpsServer, type TestServer } from "./servers.js";
 export { bubblewrapLeftovers, sandboxLeftovers } from "./leftovers.js";
+export { isStopped, supervisorPidOf } from "./supervisor-pid.js";

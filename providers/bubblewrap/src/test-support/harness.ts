@@ -24,14 +24,14 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function startHarness(options: { config?: Record<string, unknown>; env?: Record<string, string> } = {}): Promise<Harness> {
+export async function startHarness(options: { config?: Record<string, unknown>; env?: Record<string, string>; nodePath?: string } = {}): Promise<Harness> {
   const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), "bwrap-test-"));
   const pkg = await loadPluginPackage(pluginDir);
   const config = { stateDir, timeoutMs: 30_000, ...options.config };
   const leases = new Set<PluginEnvironmentLease>();
   const h: Harness = {
     stateDir,
-    client: await startWorker(pkg, { env: options.env }),
+    client: await startWorker(pkg, { env: options.env, nodePath: options.nodePath }),
     config,
     base: (cfg = config) => ({ driverKey: "bubblewrap", companyId: "company-test", environmentId: "environment-test", config: cfg }),
     async acquire(extra = {}, cfg = config) {
@@ -48,7 +48,7 @@ export async function startHarness(options: { config?: Record<string, unknown>; 
     async restartWorker(signal = "SIGKILL") {
       h.client.kill(signal);
       await h.client.exited;
-      h.client = await startWorker(pkg, { env: options.env });
+      h.client = await startWorker(pkg, { env: options.env, nodePath: options.nodePath });
     },
     async close() {
       for (const lease of leases) {

@@ -14,6 +14,8 @@ export interface SupervisorConfig {
   /** Per-stream output buffer of an exec when the request names none, and the most a request may ask for. */
   outputLimitBytes?: number;
   maxOutputLimitBytes?: number;
+  /** The jail's seccomp filter guards pids up to this bound (hardening.mts); 0 when it has no filter. */
+  guardedPidMax?: number;
 }
 
 export const CONFIG_DEFAULTS = {
@@ -36,5 +38,6 @@ export function readConfig(arg: string | undefined): SupervisorConfig {
     egress: parsed.egress,
     outputLimitBytes: parsed.outputLimitBytes ?? CONFIG_DEFAULTS.outputLimitBytes,
     maxOutputLimitBytes: parsed.maxOutputLimitBytes ?? CONFIG_DEFAULTS.maxOutputLimitBytes,
+    guardedPidMax: typeof parsed.guardedPidMax === "number" ? parsed.guardedPidMax : 0,
   };
 }

@@ -17,7 +17,16 @@ export const FRAME_HEADER_BYTES = 5;
 /** Largest control frame either side accepts (a directory listing is the biggest reply). */
 export const MAX_CONTROL_BYTES = 16 * 1024 * 1024;
 /** Largest data frame either side accepts (writers send at most 256 KiB per frame). */
-export const MAX_DATA_BYTES = 16 * 1024 * 1024;
+export const MAX_DATA_BYTES = 1024 * 1024;
+
+export interface FrameLimits {
+  /** Cap of a control frame on this stream (default MAX_CONTROL_BYTES). */
+  maxControlBytes?: number;
+  /** Cap of a data frame (default MAX_DATA_BYTES). */
+  maxDataBytes?: number;
+  /** Frame types this stream may carry (default all four). */
+  types?: ReadonlySet<number>;
+}
 
 export class FrameError extends Error {
   override name = "FrameError";
@@ -70,7 +79,9 @@ export function parseControl(payload: Buffer): Record<string, unknown> & { op: s
  * Returns a push-style decoder; throws FrameError on a malformed stream. Chunks are kept in a list
  * and a payload is copied only when it spans chunks, so bulk output is not re-copied per socket read.
  */
-export function createFrameDecoder(onFrame: (type: number, payload: Buffer) => void): (chunk: Buffer) => void {
+export function createFrameDecoder(onFrame: (type: number, payload: Buffer) => void, limits: FrameLimits = {}): (chunk: Buffer) => void {
+  const maxControl = limits.maxControlBytes ?? MAX_CONTROL_BYTES;
+  const maxData = limits.maxDataBytes ?? MAX_DATA_BYTES;
   // Queue of received chunks from `head` on (an index, not shift(): a payload assembled from many
   // small reads must stay linear).
   let chunks: Buffer[] = [];
@@ -121,11 +132,11 @@ export function createFrameDecoder(onFrame: (type: number, payload: Buffer) => v
         if (buffered < FRAME_HEADER_BYTES) return;
         const header = take(FRAME_HEADER_BYTES);
         pending = { type: header.readUInt8(0), length: header.readUInt32BE(1) };
-        if (pending.type < FRAME_CONTROL || pending.type > FRAME_STDERR) {
+        if (pending.type < FRAME_CONTROL || pending.type > FRAME_STDERR || (limits.types && !limits.types.has(pending.type))) {
           broken = true;
-          throw new FrameError(`bad frame type ${pending.type}`);
+          throw new FrameError(`unexpected frame type ${pending.type}`);
         }
-        const cap = pending.type === FRAME_CONTROL ? MAX_CONTROL_BYTES : MAX_DATA_BYTES;
+        const cap = pending.type === FRAME_CONTROL ? maxControl : maxData;
         if (pending.length > cap) {
           broken = true;
           throw new FrameError(`${pending.type === FRAME_CONTROL ? "control" : "data"} frame too large (${pending.length} bytes, cap ${cap})`);

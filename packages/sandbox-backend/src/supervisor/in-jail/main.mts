@@ -33,10 +33,11 @@
 import net from "node:net";
 import { FRAME_CONTROL, createFrameDecoder, parseControl, writeControl } from "./frames.mjs";
 import { ONE_SHOT, OpError, replyError, replyOnce, type Conversation } from "./conversation.mjs";
-import { readConfig } from "./config.mjs";
+import type { SupervisorConfig } from "./config.mjs";
 import { createRunnerCommands } from "./runner-commands.mjs";
 import { startEgressForwarder } from "./egress-forwarder.mjs";
 import { graceFrom } from "./process-group.mjs";
+import type { PidGuard } from "./hardening.mjs";
 import type { ExecOps } from "./exec-ops.mjs";
 
 /** Frames that arrive while an op is still being set up, kept until its conversation exists. */
@@ -46,119 +47,128 @@ function log(message: string): void {
   process.stderr.write(`[supervisor ${new Date().toISOString()}] ${message}\n`);
 }
 
-const config = readConfig(process.argv[2]);
-const runner = createRunnerCommands(config);
-// Exec runs and file ops load on first use: the cold path (the first runner command of a fresh
-// jail) only pays for the modules it needs, and an exec does not wait for the file modules.
-let execOps: Promise<ExecOps> | null = null;
-let loadedExecOps: ExecOps | null = null;
-const loadExecOps = (): Promise<ExecOps> =>
-  (execOps ??= import("./exec-ops.mjs").then((module) => (loadedExecOps = module.createExecOps(config))));
-let fileRequests: Promise<typeof import("./file-requests.mjs")> | null = null;
-const loadFileRequests = () => (fileRequests ??= import("./file-requests.mjs"));
+/** Serves the control socket (fd 3) once `guard` is in place (see hardening.mts and the entry, supervisor.mts). */
+export function startSupervisor(config: SupervisorConfig, guard: Promise<PidGuard | null>): void {
+  const runner = createRunnerCommands(config);
+  let pidGuard: PidGuard | null = null;
+  // Exec runs and file ops load on first use: the cold path (the first runner command of a fresh
+  // jail) only pays for the modules it needs, and an exec does not wait for the file modules.
+  let execOps: Promise<ExecOps> | null = null;
+  let loadedExecOps: ExecOps | null = null;
+  const loadExecOps = (): Promise<ExecOps> =>
+    (execOps ??= import("./exec-ops.mjs").then((module) => (loadedExecOps = module.createExecOps(config))));
+  let fileRequests: Promise<typeof import("./file-requests.mjs")> | null = null;
+  const loadFileRequests = () => (fileRequests ??= import("./file-requests.mjs"));
 
-/** Answers a one-shot op whose work is asynchronous. */
-function answer(sock: net.Socket, work: Promise<Record<string, unknown>>): Conversation {
-  work.then((reply) => replyOnce(sock, reply), (error: unknown) => replyError(sock, error));
-  return ONE_SHOT;
-}
-
-/** Decides what a connection is for from its first control message. */
-function dispatch(sock: net.Socket, message: Record<string, unknown> & { op: string }): Conversation | Promise<Conversation> {
-  switch (message.op) {
-    case "ping":
-      replyOnce(sock, { op: "pong", pid: process.pid, running: runner.size + (loadedExecOps?.runningCount ?? 0) });
-      return ONE_SHOT;
-    case "start":
-      return runner.start(sock, message);
-    case "kill":
-      return answer(sock, runner.kill(String(message.id), graceFrom(message.graceMs)).then((found) => ({ op: "killed", ids: found ? [message.id] : [] })));
-    case "kill-all": {
-      const graceMs = graceFrom(message.graceMs);
-      return answer(sock, Promise.all([runner.killAll(graceMs), loadedExecOps?.killAll(graceMs) ?? []]).then(([a, b]) => ({ op: "killed", ids: [...a, ...b] })));
-    }
-    case "fs":
-      return loadFileRequests().then((module) => module.handleFileRequest(sock, message));
-    default:
-      if (!EXEC_OPS.has(message.op)) throw new OpError("ENOSYS", `unknown op ${message.op.slice(0, 64)}`);
-      return loadExecOps().then((ops) => ops.dispatch(sock, message));
+  /** Answers a one-shot op whose work is asynchronous. */
+  function answer(sock: net.Socket, work: Promise<Record<string, unknown>>): Conversation {
+    work.then((reply) => replyOnce(sock, reply), (error: unknown) => replyError(sock, error));
+    return ONE_SHOT;
   }
-}
 
-const EXEC_OPS = new Set(["exec", "attach", "read", "subscribe", "signal", "processes", "reap"]);
-
-function serve(sock: net.Socket): void {
-  let conversation: Conversation | null = null;
-  let settingUp = false;
-  const pending: Array<[number, Buffer]> = [];
-  let pendingBytes = 0;
-
-  const begin = (message: Record<string, unknown> & { op: string }) => {
-    let chosen: Conversation | Promise<Conversation>;
-    try {
-      chosen = dispatch(sock, message);
-    } catch (error) {
-      replyError(sock, error);
-      conversation = ONE_SHOT;
-      return;
+  /** Decides what a connection is for from its first control message. */
+  function dispatch(sock: net.Socket, message: Record<string, unknown> & { op: string }): Conversation | Promise<Conversation> {
+    switch (message.op) {
+      case "ping":
+        replyOnce(sock, { op: "pong", pid: process.pid, running: runner.size + (loadedExecOps?.runningCount ?? 0), guard: pidGuard });
+        return ONE_SHOT;
+      case "start":
+        return runner.start(sock, message);
+      case "kill":
+        return answer(sock, runner.kill(String(message.id), graceFrom(message.graceMs)).then((found) => ({ op: "killed", ids: found ? [message.id] : [] })));
+      case "kill-all": {
+        const graceMs = graceFrom(message.graceMs);
+        return answer(sock, Promise.all([runner.killAll(graceMs), loadedExecOps?.killAll(graceMs) ?? []]).then(([a, b]) => ({ op: "killed", ids: [...a, ...b] })));
+      }
+      case "fs":
+        return loadFileRequests().then((module) => module.handleFileRequest(sock, message));
+      default:
+        if (!EXEC_OPS.has(message.op)) throw new OpError("ENOSYS", `unknown op ${message.op.slice(0, 64)}`);
+        return loadExecOps().then((ops) => ops.dispatch(sock, message));
     }
-    if (!(chosen instanceof Promise)) {
-      conversation = chosen;
-      return;
-    }
-    settingUp = true;
-    chosen.then(
-      (ready) => {
-        conversation = ready;
-        settingUp = false;
-        for (const [type, payload] of pending.splice(0)) ready.onFrame(type, payload);
-        if (sock.isPaused()) sock.resume();
-        if (sock.destroyed) ready.onClose();
-      },
-      (error: unknown) => {
-        settingUp = false;
-        conversation = ONE_SHOT;
-        pending.length = 0;
+  }
+
+  const EXEC_OPS = new Set(["exec", "attach", "read", "subscribe", "signal", "processes", "reap"]);
+
+  function serve(sock: net.Socket): void {
+    let conversation: Conversation | null = null;
+    let settingUp = false;
+    const pending: Array<[number, Buffer]> = [];
+    let pendingBytes = 0;
+
+    const begin = (message: Record<string, unknown> & { op: string }) => {
+      let chosen: Conversation | Promise<Conversation>;
+      try {
+        chosen = dispatch(sock, message);
+      } catch (error) {
         replyError(sock, error);
-      },
-    );
-  };
+        conversation = ONE_SHOT;
+        return;
+      }
+      if (!(chosen instanceof Promise)) {
+        conversation = chosen;
+        return;
+      }
+      settingUp = true;
+      chosen.then(
+        (ready) => {
+          conversation = ready;
+          settingUp = false;
+          for (const [type, payload] of pending.splice(0)) ready.onFrame(type, payload);
+          if (sock.isPaused()) sock.resume();
+          if (sock.destroyed) ready.onClose();
+        },
+        (error: unknown) => {
+          settingUp = false;
+          conversation = ONE_SHOT;
+          pending.length = 0;
+          replyError(sock, error);
+        },
+      );
+    };
 
-  const decode = createFrameDecoder((type, payload) => {
-    if (conversation) return conversation.onFrame(type, payload);
-    if (settingUp) {
-      pending.push([type, payload]);
-      pendingBytes += payload.length;
-      if (pendingBytes > MAX_PENDING_BYTES) sock.pause();
-      return;
-    }
-    // Data before any request has nothing to belong to.
-    if (type !== FRAME_CONTROL) return;
-    begin(parseControl(payload));
+    const decode = createFrameDecoder((type, payload) => {
+      if (conversation) return conversation.onFrame(type, payload);
+      if (settingUp) {
+        pending.push([type, payload]);
+        pendingBytes += payload.length;
+        if (pendingBytes > MAX_PENDING_BYTES) sock.pause();
+        return;
+      }
+      // Data before any request has nothing to belong to.
+      if (type !== FRAME_CONTROL) return;
+      begin(parseControl(payload));
+    });
+    sock.on("data", (chunk: Buffer) => {
+      try {
+        decode(chunk);
+      } catch (error) {
+        writeControl(sock, { op: "error", code: "EPROTO", message: (error as Error).message });
+        sock.destroy();
+      }
+    });
+    sock.on("error", () => undefined);
+    sock.on("close", () => {
+      if (conversation) conversation.onClose();
+    });
+  }
+
+  // A bug in one op must not end the jail (this process's exit would end every process in it).
+  process.on("uncaughtException", (error) => log(`uncaught: ${error.stack ?? error.message}`));
+  process.on("unhandledRejection", (error) => log(`unhandled rejection: ${String((error as Error)?.stack ?? error)}`));
+
+  if (config.egress) startEgressForwarder(config.egress, log);
+  const server = net.createServer(serve);
+  server.on("error", (error) => {
+    log(`control socket: ${error.message}`);
+    process.exit(1);
   });
-  sock.on("data", (chunk: Buffer) => {
-    try {
-      decode(chunk);
-    } catch (error) {
-      writeControl(sock, { op: "error", code: "EPROTO", message: (error as Error).message });
-      sock.destroy();
-    }
-  });
-  sock.on("error", () => undefined);
-  sock.on("close", () => {
-    if (conversation) conversation.onClose();
+  // Connections wait in the socket's backlog until the pids below the guard are used up: no command
+  // may start before that.
+  void guard.then((state) => {
+    pidGuard = state;
+    if (state && !state.complete) log(`pid guard incomplete: threads ${state.threads.join(",")} not all within 1..${state.guardedUpTo}`);
+    server.listen({ fd: 3 });
+    log(`ready pid=${process.pid}`);
   });
 }
-
-// A bug in one op must not end the jail (this process's exit would end every process in it).
-process.on("uncaughtException", (error) => log(`uncaught: ${error.stack ?? error.message}`));
-process.on("unhandledRejection", (error) => log(`unhandled rejection: ${String((error as Error)?.stack ?? error)}`));
-
-if (config.egress) startEgressForwarder(config.egress, log);
-const server = net.createServer(serve);
-server.on("error", (error) => {
-  log(`control socket: ${error.message}`);
-  process.exit(1);
-});
-server.listen({ fd: 3 });
-log(`ready pid=${process.pid}`);

@@ -55,3 +55,16 @@ export function preferForOom(pid: number, writeFile: (path: string, text: string
 export function graceFrom(value: unknown, fallback = 250): number {
   return typeof value === "number" && Number.isFinite(value) && value >= 0 ? Math.min(value, 60_000) : fallback;
 }
+
+/**
+ * The variable that carries a shell script to `sh`: never its argv, which any user of the host can
+ * read in /proc/<pid>/cmdline (scripts carry per-command secrets as `export KEY='value'`), while
+ * /proc/<pid>/environ is readable only by the sandbox user. The script unsets it first, so nothing it
+ * starts inherits it.
+ */
+export const SCRIPT_VARIABLE = "PAPERCLIP_SCRIPT";
+
+/** How to run `script` with `/bin/sh` without putting it in argv. */
+export function shellCommand(script: string, env: Record<string, string>): { file: string; args: string[]; env: Record<string, string> } {
+  return { file: "/bin/sh", args: ["-c", `eval "$${SCRIPT_VARIABLE}"`], env: { ...env, [SCRIPT_VARIABLE]: `unset ${SCRIPT_VARIABLE};${script}` } };
+}

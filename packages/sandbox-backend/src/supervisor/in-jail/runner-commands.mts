@@ -8,7 +8,7 @@ import type net from "node:net";
 import { spawn, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { FRAME_CONTROL, FRAME_STDERR, FRAME_STDIN, FRAME_STDOUT, parseControl, writeControl, writeFrame } from "./frames.mjs";
-import { graceFrom, killGroup, preferForOom, sleep } from "./process-group.mjs";
+import { graceFrom, killGroup, preferForOom, shellCommand, sleep } from "./process-group.mjs";
 import type { Conversation } from "./conversation.mjs";
 import type { SupervisorConfig } from "./config.mjs";
 
@@ -39,10 +39,11 @@ export function createRunnerCommands(config: SupervisorConfig): RunnerCommands {
     const id = String(message.id ?? "");
     const env = { ...config.baseEnv, ...((message.env as Record<string, string> | undefined) ?? {}) };
     const cwd = typeof message.cwd === "string" ? message.cwd : config.defaultCwd;
-    const argv = Array.isArray(message.argv) ? (message.argv as string[]) : ["/bin/sh", "-c", String(message.script ?? "")];
-    const [file, ...args] = argv as [string, ...string[]];
+    const command = Array.isArray(message.argv)
+      ? { file: String(message.argv[0]), args: (message.argv as string[]).slice(1), env }
+      : shellCommand(String(message.script ?? ""), env);
     // detached: a new session and process group per command, so the group can be ended as a unit.
-    const child = spawn(file, args, { cwd, env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn(command.file, command.args, { cwd, env: command.env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
     const run: RunnerCommand = { id, child, pgid: child.pid ?? -1, done: false, killing: null, timedOut: false, aborted: false };
     let stdinEnded = false;
 
