@@ -34,7 +34,9 @@ export function generateSelfSignedCertificate(options: SelfSignedOptions = {}): 
   const notBefore = new Date(Date.now() - 3_600_000);
   const notAfter = new Date(notBefore.getTime() + days * 86_400_000);
   const serial = randomBytes(16);
-  serial[0] = (serial[0] ?? 0) & 0x7f; // positive INTEGER
+  // A positive INTEGER in minimal DER: first byte 0x01..0x7f (a leading 0x00 before a byte < 0x80
+  // is "illegal padding" to OpenSSL, which a plain top-bit mask hit once in 256 certificates).
+  serial[0] = 1 + ((serial[0] ?? 0) % 0x7f);
   const ecdsaWithSha256 = sequence(oid("1.2.840.10045.4.3.2"));
 
   const altNames = hosts.map((host) => {
