@@ -5,6 +5,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { nodeMeeting } from "./host-node.js";
 import { npm } from "./npm.js";
 import { releasePack, type PackedPackage } from "./pack.js";
 import { listWorkspacePackages } from "./workspace.js";
@@ -12,7 +13,9 @@ import { listWorkspacePackages } from "./workspace.js";
 // Each packed provider installs into an empty folder with plain `npm install` of tarballs (its
 // internal dependencies are tarballs too; third-party ones come from the npm cache or registry),
 // then loads there with nothing of this repository reachable: the loader and the worker it forks
-// run in a bubblewrap jail that mounts the system's /usr and /etc and the install folder only.
+// run in a bubblewrap jail that mounts the system's /usr and /etc and the install folder only. The
+// Node is the package's engines.node choice: ours, or the host's Node 24 when its dependencies need
+// more (kubernetes: client-node's undici 8 needs 22.19; the repository overrides it for Node 20).
 
 const run = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
@@ -48,17 +51,18 @@ async function installInEmptyFolder(label: string, tarballs: string[], extraArgs
   return dir;
 }
 
-/** Runs node in a jail where only /usr, /etc and `dir` exist (no network, no repository). */
-async function jailedNode(dir: string, args: string[]): Promise<{ stdout: string; stderr: string }> {
+/** Runs `node` in a jail where only /usr, /etc, `dir` and that binary exist (no network, no repository). */
+async function jailedNode(dir: string, args: string[], node = process.execPath): Promise<{ stdout: string; stderr: string }> {
+  const nodeBind = node.startsWith("/usr/") ? [] : ["--ro-bind", node, node];
   return run(
     "bwrap",
     [
       "--unshare-all", "--die-with-parent",
       "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
       "--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-      "--bind", dir, dir, "--chdir", dir,
+      "--bind", dir, dir, ...nodeBind, "--chdir", dir,
       "--clearenv", "--setenv", "PATH", "/usr/bin", "--setenv", "HOME", dir,
-      process.execPath, ...args,
+      node, ...args,
     ],
     { timeout: 60_000, maxBuffer: 16 * 1024 * 1024 },
   );
@@ -87,10 +91,10 @@ console.log(JSON.stringify({
 const providers = listWorkspacePackages(ROOT).filter((p) => p.dir.startsWith("providers/") && p.isPublic);
 
 describe("a packed provider installs and loads on its own", () => {
-  it.each(providers.map((p) => [p.manifest.name ?? p.dir]))("%s", async (name) => {
+  it.each(providers.map((p) => [p.manifest.name ?? p.dir, p.manifest.engines?.node]))("%s (engines.node %s)", async (name, engines) => {
     const dir = await installInEmptyFolder(name.split("/")[1] ?? name, [...new Set([...tarballsFor(name), ...tarballsFor("@paperclip-sandbox/worker-client")])]);
     writeFileSync(path.join(dir, "load.mjs"), LOADER);
-    const { stdout } = await jailedNode(dir, ["load.mjs", name, ROOT]);
+    const { stdout } = await jailedNode(dir, ["load.mjs", name, ROOT], await nodeMeeting(engines));
     const loaded = JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}") as Record<string, unknown>;
     const version = packed.find((p) => p.name === name)?.version;
     expect(loaded).toMatchObject({ version, packageVersion: version, repoVisible: false, worker: path.join(dir, "node_modules", name, "dist", "worker.js") });

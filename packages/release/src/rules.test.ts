@@ -144,7 +144,7 @@ describe("checkPublicPackage", () => {
     for (const expected of [
       "name: must be in the @paperclip-sandbox/ scope",
       'license: must be "MIT"',
-      `engines.node: must be "${NODE_ENGINE}"`,
+      `engines.node: must be "${NODE_ENGINE}" or a higher ">=X.Y.Z", got ">=18"`,
       'publishConfig.access: must be "public"',
       'exports["."]: "types" must be the first condition',
       'exports["./extra"]: "./dist/extra.js" is not in the tarball',
@@ -152,6 +152,14 @@ describe("checkPublicPackage", () => {
       'types: must equal exports["."].types',
       'types: "./dist/other.d.ts" is not in the tarball',
     ]) expect(problems).toContain(expected);
+  });
+
+  it("takes a higher engines.node minimum, and refuses a lower one or another form", async () => {
+    for (const [node, ok] of [[">=22.19.0", true], [">=20.3.0", true], [">=20.2.9", false], ["^22.0.0", false], [">=22", false]] as const) {
+      const kit = fixture("packages/kit", { ...goodKit, engines: { node } }, KIT_FILES);
+      const problems = (await problemsOf(kit)).filter((p) => p.includes("engines.node"));
+      expect(problems.length === 0, `${node}: ${problems.join("; ")}`).toBe(ok);
+    }
   });
 
   it("names a provider after the host's plugin pattern and keeps its manifest version in step", async () => {

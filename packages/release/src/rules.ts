@@ -4,6 +4,7 @@ import { pathToFileURL } from "node:url";
 import { importedPackages } from "./imports.js";
 import type { PackedFile } from "./npm.js";
 import type { PackageManifest, WorkspacePackage } from "./workspace.js";
+import { minimumNodeVersion, nodeSatisfies } from "./node-engine.js";
 
 // The publishing rules of docs/PUBLISHING.md, as checks. Every function returns the problems it
 // found, each naming the package, the field and the rule; an empty list means the package passes.
@@ -12,7 +13,10 @@ export const SCOPE = "@paperclip-sandbox/";
 /** The host finds npm-installed plugins named `@scope/plugin-*` (plugin-loader isPluginPackageName). */
 export const PROVIDER_NAME_PREFIX = `${SCOPE}plugin-`;
 export const LICENSE = "MIT";
-/** The lowest Node whose APIs the built code uses (AbortSignal.any: 20.3); the host runs Node 24. */
+/**
+ * The lowest Node whose APIs the built code uses (AbortSignal.any: 20.3); the host runs Node 24. A
+ * package whose dependencies need more says so with a higher ">=X.Y.Z" (kubernetes: undici 8).
+ */
 export const NODE_ENGINE = ">=20.3.0";
 /** Linux-only packages: they run bubblewrap jails. */
 export const LINUX_ONLY = new Set(["@paperclip-sandbox/sandbox-backend", "@paperclip-sandbox/plugin-bubblewrap"]);
@@ -76,6 +80,11 @@ export async function checkPublicPackage(ctx: PackageContext): Promise<string[]>
   return problems.map((p) => `${label} (${pkg.dir}): ${p}`);
 }
 
+function nodeEngineAtLeastFloor(range: string | undefined): boolean {
+  const minimum = minimumNodeVersion(range);
+  return minimum !== null && nodeSatisfies(NODE_ENGINE, minimum.join("."));
+}
+
 function checkIdentity(pkg: WorkspacePackage): string[] {
   const m = pkg.manifest;
   const problems: string[] = [];
@@ -85,7 +94,7 @@ function checkIdentity(pkg: WorkspacePackage): string[] {
   if (m.license !== LICENSE) problems.push(`license: must be "${LICENSE}"`);
   if (m.type !== "module") problems.push(`type: must be "module"`);
   if (typeof m.description !== "string" || m.description.length < 10) problems.push("description: must say what the package is");
-  if (m.engines?.node !== NODE_ENGINE) problems.push(`engines.node: must be "${NODE_ENGINE}", got ${JSON.stringify(m.engines?.node)}`);
+  if (!nodeEngineAtLeastFloor(m.engines?.node)) problems.push(`engines.node: must be "${NODE_ENGINE}" or a higher ">=X.Y.Z", got ${JSON.stringify(m.engines?.node)}`);
   const linux = JSON.stringify(m.os) === JSON.stringify(["linux"]);
   if (LINUX_ONLY.has(m.name ?? "") && !linux) problems.push(`os: must be ["linux"] (it runs bubblewrap jails)`);
   if (!LINUX_ONLY.has(m.name ?? "") && m.os !== undefined) problems.push("os: only bubblewrap-based packages restrict the OS");

@@ -1,13 +1,11 @@
-import fs from "node:fs";
 import fsp from "node:fs/promises";
 import path from "node:path";
-import { pipeline } from "node:stream/promises";
 import type { PluginSyncFileMapping, PluginSyncOperation } from "@paperclipai/plugin-sdk";
 import type { ScriptRunner } from "../transport.js";
 import { BoundedTail } from "./bounded-tail.js";
 import { packToStageScript, parseStageReport, readStageChunkScript, removeStageScript } from "./download-scripts.js";
 import { SyncError } from "./errors.js";
-import { packHostDirectory, type TransferCounts } from "./host-pack.js";
+import { packHostDirectoryToFile, type TransferCounts } from "./host-pack.js";
 import { fileModeFor, statHostSource } from "./host-source.js";
 import type { ResolvedSyncOptions, SyncOptions } from "./options.js";
 import { runOperations, type SyncResult, type TransferContext } from "./operations.js";
@@ -114,19 +112,7 @@ async function base64DirectoryIn(
   const scratch = await fsp.mkdtemp(path.join(o.hostScratchDir, "paperclip-sync-"));
   try {
     const archive = path.join(scratch, "archive.tar");
-    const pack = await packHostDirectory(source, { exclude: mapping.exclude, followSymlinks: mapping.followSymlinks, sparse: o.sparseSyncIn });
-    let packError: Error | undefined;
-    try {
-      await pipeline(pack.stream, fs.createWriteStream(archive, { flags: "wx", mode: 0o600 }));
-      packError = await pack.finished();
-    } catch (error) {
-      pack.stop();
-      packError = pack.error() ?? (error instanceof Error ? error : new Error(String(error)));
-    }
-    if (packError !== undefined) {
-      throw new SyncError("SYNC_SOURCE_INVALID", `packing ${source} failed`, { cause: packError });
-    }
-    const { size } = await fsp.stat(archive);
+    const { archiveBytes: size, ...counts } = await packHostDirectoryToFile(source, archive, { exclude: mapping.exclude, followSymlinks: mapping.followSymlinks, sparse: o.sparseSyncIn });
     const folded = foldedFor(context, o);
     await uploadInChunks(runner, target, "directory", archive, size, o, chunkBytes, {
       // The archive's size is checked before tar reads it: a stream cut at a member boundary must not land.
@@ -134,7 +120,7 @@ async function base64DirectoryIn(
       folded,
       what: `extraction into ${target.path}`,
     });
-    return { ...pack.counts };
+    return counts;
   } finally {
     await fsp.rm(scratch, { recursive: true, force: true });
   }

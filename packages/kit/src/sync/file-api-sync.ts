@@ -11,7 +11,7 @@ import { BoundedTail } from "./bounded-tail.js";
 import { packToStageScript, parseStageReport } from "./download-scripts.js";
 import { SyncError } from "./errors.js";
 import type { ExcludeMatcher } from "./exclude-glob.js";
-import { packHostDirectory, type TransferCounts } from "./host-pack.js";
+import { packHostDirectoryToFile, type TransferCounts } from "./host-pack.js";
 import { fileModeFor, statHostSource } from "./host-source.js";
 import type { ResolvedSyncOptions, SyncOptions } from "./options.js";
 import { runOperations, type TransferContext } from "./operations.js";
@@ -124,17 +124,7 @@ async function directoryIn(
   const hostScratch = await fsp.mkdtemp(path.join(o.hostScratchDir, "paperclip-sync-")); // 0700
   try {
     const archive = path.join(hostScratch, "archive.tar");
-    const pack = await packHostDirectory(source, { exclude: mapping.exclude, followSymlinks: mapping.followSymlinks, sparse: o.sparseSyncIn });
-    let packError: Error | undefined;
-    try {
-      await pipeline(pack.stream, fs.createWriteStream(archive, { flags: "wx", mode: 0o600 }));
-      packError = await pack.finished();
-    } catch (error) {
-      pack.stop();
-      packError = pack.error() ?? (error instanceof Error ? error : new Error(String(error)));
-    }
-    if (packError !== undefined) throw new SyncError("SYNC_SOURCE_INVALID", `packing ${source} failed`, { cause: packError });
-    const { size } = await fsp.stat(archive);
+    const { archiveBytes: size, ...counts } = await packHostDirectoryToFile(source, archive, { exclude: mapping.exclude, followSymlinks: mapping.followSymlinks, sparse: o.sparseSyncIn });
     const scratch = scratchPath(scratchDir);
     await upload(files, scratch, fs.createReadStream(archive), size, o, target);
     const folded = foldedFor(context, o);
@@ -150,7 +140,7 @@ async function directoryIn(
       { env: folded.env, timeoutMs: folded.timeoutMs, outerSignal: o.signal, maxStderrBytes: o.maxStderrBytes },
     );
     expectFoldedSuccess(outcome, folded, `extraction into ${target.path}`);
-    return { ...pack.counts };
+    return counts;
   } finally {
     await fsp.rm(hostScratch, { recursive: true, force: true });
   }

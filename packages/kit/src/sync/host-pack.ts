@@ -1,8 +1,11 @@
+import fs from "node:fs";
 import fsp from "node:fs/promises";
 import path from "node:path";
 import { Readable, Transform, type Writable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import { create as createTar } from "tar";
 import type { WriteEntry } from "tar";
+import { SyncError } from "./errors.js";
 import { compileExcludes, type ExcludeMatcher } from "./exclude-glob.js";
 import { spawnTar, systemTar, tarFailure } from "./system-tar.js";
 import { REGULAR, TarParser } from "./tar-parse.js";
@@ -251,4 +254,23 @@ function packWithNodeTar(source: string, options: PackOptions): HostDirectoryPac
     stream.once("close", settle);
   });
   return state.handle(stream, done, () => stream.destroy());
+}
+
+/**
+ * Packs `source` into a new file `archive` (0600, must not exist) and returns the counts and its
+ * size: for transfers that need the whole archive, and its size, before sending any of it.
+ */
+export async function packHostDirectoryToFile(source: string, archive: string, options: PackOptions): Promise<TransferCounts & { archiveBytes: number }> {
+  const pack = await packHostDirectory(source, options);
+  let packError: Error | undefined;
+  try {
+    await pipeline(pack.stream, fs.createWriteStream(archive, { flags: "wx", mode: 0o600 }));
+    packError = await pack.finished();
+  } catch (error) {
+    pack.stop();
+    packError = pack.error() ?? (error instanceof Error ? error : new Error(String(error)));
+  }
+  if (packError !== undefined) throw new SyncError("SYNC_SOURCE_INVALID", `packing ${source} failed`, { cause: packError });
+  const { size } = await fsp.stat(archive);
+  return { ...pack.counts, archiveBytes: size };
 }
