@@ -1,6 +1,6 @@
 // The emulator through the real @daytonaio/sdk: every route the daytona provider uses, the state
 // machine, the lifecycle intervals on a compressed clock, and the errors the SDK maps.
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
@@ -196,6 +196,7 @@ describe("toolbox", () => {
 describe("close", () => {
   it("destroys every jail (no process left) and removes the state directory", async () => {
     const parent = mkdtempSync(join(tmpdir(), "dte-close-"));
+    chmodSync(parent, 0o711); // a root backend's jails run as another uid, which must pass it
     try {
       const { emu, sdk } = await start({ stateParentDir: parent });
       const sandbox = await sdk.create({});

@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -38,6 +38,8 @@ export const emulator: EmulatorDefinition<ModalEmulatorOptions> = {
     const resolved = resolveOptions(options, ids);
     // Short: the backend's socket paths live under it (at most 107 bytes).
     const scratch = await mkdtemp(join(resolved.scratchParent ?? tmpdir(), "mdl-"));
+    // The backend's state dir is inside: as root its jails run as another uid that must pass here.
+    await chmod(scratch, 0o711);
     kit.onClose(() => rm(scratch, { recursive: true, force: true }));
     const backend = createSandboxBackend({ stateDir: join(scratch, "b") });
     const clock = createVendorClock(resolved.timeScale);

@@ -1,4 +1,4 @@
-import { cp, lstat, mkdir, rm } from "node:fs/promises";
+import { cp, lchown, lstat, mkdir, readdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { Sandbox, SandboxPaths } from "@paperclip-sandbox/sandbox-backend";
 
@@ -37,7 +37,14 @@ export function createSnapshotStore(root: string) {
     },
     /** Before anything runs in a fresh sandbox: its directories get the image's contents. */
     async restore(imageId: string, sandbox: Sandbox): Promise<void> {
-      for (const name of WRITABLE) await cp(join(dirOf(imageId), name), sandbox.paths[name], COPY);
+      for (const name of WRITABLE) {
+        const dir = sandbox.paths[name];
+        await cp(join(dirOf(imageId), name), dir, COPY);
+        // Copied by this process: owned like the directory the backend made (a root backend's jails
+        // run as another host uid, which must own what it restored).
+        const owner = await stat(dir);
+        await chownTree(dir, owner.uid, owner.gid);
+      }
     },
     remove(imageId: string): Promise<void> {
       return rm(dirOf(imageId), { recursive: true, force: true });
@@ -46,3 +53,12 @@ export function createSnapshotStore(root: string) {
 }
 
 export type SnapshotStore = ReturnType<typeof createSnapshotStore>;
+
+/** lchown of everything below `dir` (links themselves, never followed). */
+async function chownTree(dir: string, uid: number, gid: number): Promise<void> {
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const at = join(dir, entry.name);
+    await lchown(at, uid, gid);
+    if (entry.isDirectory()) await chownTree(at, uid, gid);
+  }
+}

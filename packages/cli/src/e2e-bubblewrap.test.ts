@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, readdirSync, statSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync, readdirSync, statSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -22,6 +22,9 @@ import {
 describe.skipIf(!providerBuilt("bubblewrap"))("paperclip-sandbox against bubblewrap", () => {
   const home = makeSandboxHome("bwrap");
   const stateDir = path.join(home.root, "bwrap-state");
+  // As root, jails run as an unprivileged host uid that must pass every directory on the way to
+  // the state dir (the provider refuses one it cannot reach, naming it); mkdtemp makes 0700.
+  chmodSync(home.root, 0o711);
   const P = ["--db", home.db, "--set", `stateDir=${stateDir}`];
   const cli = (args: string[], timeoutMs?: number) => runCli(args, { env: home.env, timeoutMs });
   const leaseDirs = () => (existsSync(path.join(stateDir, "leases")) ? readdirSync(path.join(stateDir, "leases")) : []);

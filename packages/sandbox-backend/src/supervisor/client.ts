@@ -199,14 +199,18 @@ async function sendStdin(sock: net.Socket, stdin: ScriptIo["stdin"]): Promise<vo
       });
     }
   };
-  if (typeof stdin === "string" || Buffer.isBuffer(stdin)) {
-    const bytes = typeof stdin === "string" ? Buffer.from(stdin, "utf8") : stdin;
+  // Every chunk is split: the supervisor refuses a data frame over MAX_DATA_BYTES (1 MiB), and a
+  // stream may hand over larger chunks (a WebSocket message, a file read with a big highWaterMark).
+  const writeAll = async (bytes: Buffer) => {
     for (let offset = 0; offset < bytes.length; offset += STDIN_CHUNK_BYTES) {
       await write(bytes.subarray(offset, offset + STDIN_CHUNK_BYTES));
     }
+  };
+  if (typeof stdin === "string" || Buffer.isBuffer(stdin)) {
+    await writeAll(typeof stdin === "string" ? Buffer.from(stdin, "utf8") : stdin);
   } else if (stdin) {
     for await (const chunk of stdin as Readable) {
-      await write(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string));
+      await writeAll(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string));
     }
   }
   if (!sock.destroyed) sock.write(encodeControl({ op: "stdin-end" }));
