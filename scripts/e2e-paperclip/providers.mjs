@@ -114,7 +114,9 @@ export const PROVIDERS = [
       start: async (ctx) => {
         const { runEmulator } = await import("../../packages/emulator-kit/dist/index.js");
         const { emulator } = await import("../../emulators/daytona/dist/index.js");
-        fs.mkdirSync(path.join(ctx.runDir, "daytona"), { recursive: true, mode: 0o700 });
+        // Traversable: as root, the emulator's jails run as an unprivileged host uid that must pass it.
+        fs.mkdirSync(path.join(ctx.runDir, "daytona"), { recursive: true, mode: 0o711 });
+        fs.chmodSync(path.join(ctx.runDir, "daytona"), 0o711);
         return runEmulator(emulator, { options: { stateParentDir: path.join(ctx.runDir, "daytona") } });
       },
     },
@@ -151,7 +153,9 @@ export const PROVIDERS = [
         const { runEmulator } = await import("../../packages/emulator-kit/dist/index.js");
         const { emulator } = await import("../../emulators/modal/dist/index.js");
         const scratchParent = path.join(ctx.runDir, "modal-emu");
-        fs.mkdirSync(scratchParent, { recursive: true, mode: 0o700 });
+        // Traversable: as root, the emulator's jails run as an unprivileged host uid that must pass it.
+        fs.mkdirSync(scratchParent, { recursive: true, mode: 0o711 });
+        fs.chmodSync(scratchParent, 0o711);
         const running = await runEmulator(emulator, { options: { scratchParent } });
         return Object.assign(running, { scratchParent });
       },

@@ -246,6 +246,8 @@ export async function prepare(releaseDir, regDir) {
   const seed = await ensureSeed(releaseDir);
   fs.mkdirSync(path.join(regDir, "storage"), { recursive: true });
   fs.cpSync(path.join(seed, "storage", "thirdparty"), path.join(regDir, "storage", "thirdparty"), { recursive: true });
+  const trimmed = trimToStoredVersions(path.join(regDir, "storage", "thirdparty"));
+  log(`third-party metadata trimmed to the stored tarballs: ${trimmed} versions dropped`);
   const port = await freePort();
   const configFile = path.join(regDir, "config.yaml");
   fs.writeFileSync(configFile, verdaccioConfig({ storage: path.join(regDir, "storage"), port, upstream: null, logFile: path.join(regDir, "verdaccio.log") }));
@@ -255,6 +257,49 @@ export async function prepare(releaseDir, regDir) {
     await repackAtVersion(path.join(releaseDir, p.file), upgradeVersionOf(p.version), upgradeDir);
   }
   return { port, url: `http://127.0.0.1:${port}/`, configFile };
+}
+
+/**
+ * The seed keeps each package's whole metadata but only the tarballs installs fetched. With no
+ * uplink, a version listed without its tarball is a 500 that npm retries for 70 s (npm under Node
+ * 24 re-resolved undici to such a version on the host's `npm uninstall`), so each packument is cut
+ * down to its stored versions and its dist-tags to those. Returns how many versions were dropped.
+ */
+function trimToStoredVersions(thirdparty) {
+  let dropped = 0;
+  const dirs = fs.readdirSync(thirdparty).flatMap((name) =>
+    name.startsWith("@") ? fs.readdirSync(path.join(thirdparty, name)).map((sub) => path.join(thirdparty, name, sub)) : [path.join(thirdparty, name)],
+  );
+  for (const dir of dirs) {
+    const file = path.join(dir, "package.json");
+    if (!fs.existsSync(file)) continue;
+    const doc = JSON.parse(fs.readFileSync(file, "utf8"));
+    const tarballs = new Set(fs.readdirSync(dir).filter((f) => f.endsWith(".tgz")));
+    const stored = Object.keys(doc.versions ?? {}).filter((v) => tarballs.has(path.basename(new URL(doc.versions[v].dist?.tarball ?? "x:/none").pathname)));
+    const before = Object.keys(doc.versions ?? {}).length;
+    if (stored.length === before) continue;
+    dropped += before - stored.length;
+    doc.versions = Object.fromEntries(stored.map((v) => [v, doc.versions[v]]));
+    const newest = [...stored].sort(compareVersions).at(-1);
+    doc["dist-tags"] = Object.fromEntries(Object.entries(doc["dist-tags"] ?? {}).filter(([, v]) => stored.includes(v)));
+    if (newest && !doc["dist-tags"].latest) doc["dist-tags"].latest = newest;
+    if (doc.time) doc.time = Object.fromEntries(Object.entries(doc.time).filter(([k]) => k === "created" || k === "modified" || stored.includes(k)));
+    fs.writeFileSync(file, JSON.stringify(doc));
+  }
+  return dropped;
+}
+
+/** Semver order for release versions (prereleases before their release; enough for picking `latest`). */
+function compareVersions(a, b) {
+  const [ca, pa = ""] = a.split("-", 2);
+  const [cb, pb = ""] = b.split("-", 2);
+  const na = ca.split(".").map(Number);
+  const nb = cb.split(".").map(Number);
+  for (let i = 0; i < 3; i += 1) if ((na[i] ?? 0) !== (nb[i] ?? 0)) return (na[i] ?? 0) - (nb[i] ?? 0);
+  if (pa === pb) return 0;
+  if (!pa) return 1;
+  if (!pb) return -1;
+  return pa < pb ? -1 : 1;
 }
 
 /** The tarball as its next version (same contents, package.json version changed), into `outDir`. */

@@ -269,7 +269,11 @@ export function createSandboxManager(deps: SandboxManagerDeps) {
     const record = byTask.get(taskId);
     if (!record) throw new GrpcError(GrpcStatus.NOT_FOUND, `Task ${taskId} not found`);
     while (record.frozen) await record.frozen;
-    if (record.state !== "running" || !record.jail) throw new GrpcError(GrpcStatus.NOT_FOUND, `Task ${taskId} is not running (its Sandbox has finished)`);
+    if (record.state !== "running" || !record.jail) {
+      // The reason a sandbox failed to start is otherwise only in SandboxWait's result.
+      const why = record.result?.exception ? `: ${record.result.exception}` : "";
+      throw new GrpcError(GrpcStatus.NOT_FOUND, `Task ${taskId} is not running (its Sandbox has finished${why})`);
+    }
     touch(record);
     return record;
   }
