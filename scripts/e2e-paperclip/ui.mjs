@@ -120,6 +120,24 @@ export function createUiSession({ baseUrl, outDir, profileDir, chromiumPath, che
     return (await el.innerText()).trim();
   }
 
+  /** The form's last message now, or "" when there is none. */
+  async function formMessageNow() {
+    const el = page.locator("div.text-xs.text-green-600, div.text-xs.text-destructive").last();
+    return (await el.count()) ? (await el.innerText()).trim() : "";
+  }
+
+  /** The form's message once it differs from `before` and the Test button is back. */
+  async function waitForChange(before, timeoutMs) {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const testing = await page.getByRole("button", { name: "Testing..." }).count();
+      const now = await formMessageNow();
+      if (!testing && now && now !== before) return now;
+      await page.waitForTimeout(100);
+    }
+    throw new Error(`no new form message within ${timeoutMs} ms (still ${JSON.stringify(before.slice(0, 120))})`);
+  }
+
   /**
    * One provider's form. `p.ui` (providers.mjs) says what to enter:
    *   fill        { title: value } typed into text/number fields (e.g. a state dir)
@@ -209,9 +227,11 @@ export function createUiSession({ baseUrl, outDir, profileDir, chromiumPath, che
     await step("ui: Test shows the probe's warnings in its summary", async () => {
       for (const [list, value] of Object.entries(ui.goodItems ?? {})) await setItem(list, 0, value);
       for (const [title, value] of Object.entries(ui.probeFill ?? {})) await typeInto(title, value);
+      // The previous step's error is still on the form: the summary is the first message after it
+      // (waiting only for "Testing..." to go races a click whose state change has not shown yet).
+      const before = await formMessageNow();
       await button("Test").click();
-      await page.getByRole("button", { name: "Testing..." }).waitFor({ state: "detached" }).catch(() => {});
-      const summary = await formMessage("summary");
+      const summary = await waitForChange(before, 130_000);
       check(ui.probe.test(summary), `Test summary ${JSON.stringify(summary)} does not match ${ui.probe}`);
       return { detail: `"${summary.slice(0, 160)}"; ${await shot(next("test"))}` };
     });
