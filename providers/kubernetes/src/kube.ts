@@ -16,7 +16,7 @@ import {
 } from "@kubernetes/client-node";
 // Not re-exported from the package root; the raw socket is needed for back-pressured stdin and v5 close.
 import { WebSocketHandler } from "@kubernetes/client-node/dist/web-socket-handler.js";
-import { ProviderApiError, withRetry, type ChannelConnectRequest, type ChannelProtocolMemory, type ChannelSocket } from "@paperclip-sandbox/kit";
+import { apiErrorFromFailure, createRedactor, ProviderApiError, withRetry, type ChannelConnectRequest, type ChannelProtocolMemory, type ChannelSocket } from "@paperclip-sandbox/kit";
 import type { KubernetesConfig } from "./config.js";
 
 export interface KubeClients {
@@ -103,21 +103,13 @@ export function toApiError(error: unknown, operation: string): unknown {
       ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retryAfterMs: retryAfter * 1000 } : {}),
     });
   }
-  const code = (error as NodeJS.ErrnoException)?.code ?? (error as { cause?: NodeJS.ErrnoException })?.cause?.code;
-  if (code === "ECONNREFUSED" || code === "ECONNRESET" || code === "ETIMEDOUT" || code === "UND_ERR_SOCKET" || (error as Error)?.message === "fetch failed") {
-    return new ProviderApiError({
-      vendor: "kubernetes",
-      operation,
-      status: 0,
-      code: code === "ECONNREFUSED" ? "connect_failed" : "network",
-      detail: `${(error as Error).message}${code ? ` (${code})` : ""}`,
-      retryable: true,
-      gone: false,
-      mayHaveTakenEffect: code !== "ECONNREFUSED",
-    });
-  }
-  return error;
+  // No response at all: the kit's network classification (connect failures are safe to resend).
+  const network = apiErrorFromFailure({ vendor: "kubernetes", operation, error, timedOut: false, aborted: false, redact: NO_SECRETS });
+  return network.code === "request_failed" ? error : network;
 }
+
+/** The API server's network errors carry no credential (the token travels in a header). */
+const NO_SECRETS = createRedactor([]);
 
 /** One API call with retries (idempotent calls on any transient failure, others only when unprocessed). */
 export function call<T>(operation: string, idempotent: boolean, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
