@@ -13,6 +13,7 @@
 //
 //   node bench/envd.mjs [--provider e2b|novita|both] [--runs 100] [--sync-runs 3] [--latency 0,40]
 //                       [--sync-files 10000] [--sync-mib 100] [--task-runs 3] [--out bench/results]
+//                       [--scratch DIR]   (host side: tree, targets, worker TMPDIR; default the OS temp dir)
 import { createHash } from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
@@ -35,6 +36,10 @@ const { values: args } = parseArgs({
     "task-runs": { type: "string", default: "3" },
     latency: { type: "string", default: "0,40" },
     out: { type: "string", default: path.join(repoRoot, "bench/results") },
+    // Where the host side lives: the tree, every sync-out target, the worker's TMPDIR. On this
+    // machine's disk (ext4, online discard) removing 10,000 files stalls the next creates for
+    // seconds, the same for every strategy; a tmpfs here measures the strategies themselves.
+    scratch: { type: "string", default: os.tmpdir() },
   },
 });
 const runs = Number(args.runs);
@@ -65,7 +70,7 @@ const withoutKeepalive = (calls) => {
   return { ...calls, total: calls.total - refresh };
 };
 
-const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "envd-bench-"));
+const scratch = fs.mkdtempSync(path.join(args.scratch, "envd-bench-"));
 function makeTree(dir, files, totalBytes) {
   const fileBytes = Math.floor(totalBytes / files);
   for (let i = 0; i < files; i += 1) {
@@ -102,7 +107,7 @@ for (let i = 0; i < 4; i += 1) {
   smallTars.push(src);
 }
 
-const report = { date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, loadavg: os.loadavg(), runs, syncRuns, taskRuns, syncFiles, syncMiB: syncBytes / 1024 / 1024, results: {} };
+const report = { date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, loadavg: os.loadavg(), scratch: args.scratch, runs, syncRuns, taskRuns, syncFiles, syncMiB: syncBytes / 1024 / 1024, results: {} };
 
 const emu = await runEmulator(emulator, { options: { maxSandboxes: 50 } });
 // An interrupted run still destroys its jails.
@@ -117,7 +122,7 @@ for (const name of ["SIGINT", "SIGTERM"]) {
 try {
   for (const provider of providers) {
     const pkg = await loadPluginPackage(path.join(repoRoot, "providers", provider));
-    const client = await startWorker(pkg, { env: { TMPDIR: os.tmpdir() } });
+    const client = await startWorker(pkg, { env: { TMPDIR: args.scratch } });
     const workspace = `${SANDBOX_HOME}/paperclip-workspace`;
     const config = { apiKey: emu.credentials.apiKey, apiUrl: emu.url, sandboxUrl: emu.url, timeoutMs: 600_000, ...(provider === "novita" ? { requestedCwd: workspace } : {}) };
     const base = { driverKey: provider, companyId: "bench", environmentId: "bench", config };
@@ -303,7 +308,7 @@ async function hostLikeRun({ acquire, release, exec, client, base, smallTars, la
 fs.mkdirSync(args.out, { recursive: true });
 const file = path.join(args.out, `envd-${report.date.replace(/[:.]/g, "-")}.json`);
 fs.writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
-console.log(`\nenvd bench (node ${process.version}, ${os.cpus().length} cpus, load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}); ${syncFiles} files / ${syncBytes / 1024 / 1024} MiB tree`);
+console.log(`\nenvd bench (node ${process.version}, ${os.cpus().length} cpus, load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}); ${syncFiles} files / ${syncBytes / 1024 / 1024} MiB tree; host side in ${args.scratch}`);
 for (const [provider, byLatency] of Object.entries(report.results)) {
   for (const [latency, r] of Object.entries(byLatency)) {
     console.log(`-- ${provider}, ${latency} per vendor call`);

@@ -1,4 +1,3 @@
-import fs from "node:fs";
 import { SyncError } from "./errors.js";
 import type { ExcludeMatcher } from "./exclude-glob.js";
 import type { TransferCounts } from "./host-pack.js";
@@ -14,12 +13,8 @@ export interface ArchivePlan {
   fileMember: { path: string; mode: number | undefined } | undefined;
   /** Every member to land by normalized path (the last one when a path repeats), root excluded. */
   members: Map<string, PlannedMember>;
-  /** Byte ranges `[start, end)` of members not to land (excluded ones, skipped links), in order. */
-  droppedRanges: [number, number][];
   /** Symlinks left out because their target is unsafe on the host, by path. */
   skippedLinks: SkippedLink[];
-  /** Headers whose mode carries setuid/setgid (or a file's sticky bit): the mode to write there. */
-  modeFixes: ModeFix[];
 }
 
 export interface PlannedMember {
@@ -28,6 +23,8 @@ export interface PlannedMember {
   linkpath: string;
   /** Permission bits to land (setuid/setgid, and a file's sticky bit, already removed). */
   mode: number;
+  /** As archived (seconds), for the symlinks the landing creates itself. */
+  mtime: number | undefined;
 }
 
 export interface SkippedLink {
@@ -36,9 +33,16 @@ export interface SkippedLink {
   reason: "absolute target" | "empty target" | "points outside the target" | "loops";
 }
 
-export interface ModeFix {
-  headerAt: number;
-  mode: number;
+/**
+ * What the extractor gets of one member, decided as soon as its header is read: `extract` it (with
+ * `fixMode` written into its header first, when its mode carried setuid/setgid or a file's sticky
+ * bit), or `omit` it (excluded, refused, or a symlink: symlinks are judged only once every member is
+ * known, so the landing creates the safe ones itself after extraction).
+ */
+export interface MemberVerdict {
+  member: TarMember;
+  action: "extract" | "omit";
+  fixMode?: number;
 }
 
 export interface InspectOptions {
@@ -55,12 +59,13 @@ export function hostSafeMode(mode: number, directory: boolean): number {
 }
 
 /**
- * Read every member header of an outbound archive (a spooled file) and plan its landing.
+ * Reads every member header of an outbound archive as its bytes arrive and plans its landing.
  * A symlink whose target is absolute, empty, or (resolved from the link's directory through the
  * archive's own symlinks) leaves the root or loops is *skipped*: an ordinary tree has those (a
  * virtualenv's `bin/python -> /usr/bin/python3`), so the link is left out, named in the plan, and
- * everything else lands. The whole archive is refused, before anything is extracted, if any member
- * could write outside the target or is something an ordinary `tar -c` does not produce:
+ * everything else lands. The whole archive is refused (none of it lands, and a refused member is
+ * never extracted) if any member could write outside the target or is something an ordinary
+ * `tar -c` does not produce:
  * - a path that is absolute or contains `..`;
  * - a hardlink whose target is unsafe or is not an earlier regular member;
  * - any member below a symlink member (written "through" a symlink swapped in after validation),
@@ -68,68 +73,63 @@ export function hostSafeMode(mode: number, directory: boolean): number {
  * - devices, FIFOs and every other non file/dir/link type;
  * - any structural problem `TarParser` refuses (bad checksum, unknown format, pax extensions it
  *   does not accept, truncation, data after the end-of-archive marker...).
- * Members excluded by the mapping and skipped links are returned as byte ranges, dropped from the
- * archive before it is extracted. Modes with setuid/setgid (or a file's sticky bit) are returned
- * as header fixes, applied to the archive before extraction, so no extractor ever creates them.
- * The archive is read once, streaming, with a bounded buffer.
+ * Each member's verdict goes to `onVerdict` the moment its header is read (see `MemberVerdict`), so
+ * the archive can be extracted while it arrives; whatever is refused is never extracted, and a
+ * refusal (`refused`) means the landing throws the extraction away.
  */
-export async function inspectArchive(
-  archiveFile: string,
-  kind: "file" | "directory",
-  matcher: ExcludeMatcher,
-  options: InspectOptions,
-): Promise<ArchivePlan> {
-  const inspector = createArchiveInspector(kind, matcher, options);
-  const input = fs.createReadStream(archiveFile, { highWaterMark: 256 * 1024 });
-  try {
-    for await (const chunk of input) inspector.write(chunk as Buffer);
-  } finally {
-    input.destroy();
-  }
-  return inspector.finish();
-}
-
-/** Incremental form of `inspectArchive`: fed the archive bytes as they arrive (e.g. while spooling). */
 export interface ArchiveInspector {
   write(chunk: Buffer): void;
+  /** Something was refused already (or the bytes are malformed): the plan will be SYNC_ARCHIVE_UNSAFE. */
+  readonly refused: boolean;
+  /** The end-of-archive marker was read (what follows may only be zeros). */
+  readonly ended: boolean;
   /** The input is complete: the plan, or SYNC_ARCHIVE_UNSAFE. */
   finish(): ArchivePlan;
 }
 
-export function createArchiveInspector(kind: "file" | "directory", matcher: ExcludeMatcher, options: InspectOptions): ArchiveInspector {
+export function createArchiveInspector(
+  kind: "file" | "directory",
+  matcher: ExcludeMatcher,
+  options: InspectOptions,
+  onVerdict: (verdict: MemberVerdict) => void = () => {},
+): ArchiveInspector {
   const problems: string[] = [];
   const seen = new Map<string, PlannedMember>();
-  const droppedRanges: [number, number][] = [];
-  const modeFixes: ModeFix[] = [];
   const symlinks = new Map<string, string>();
-  const symlinkRanges = new Map<string, [number, number]>();
   const counts: TransferCounts = { files: 0, bytes: 0 };
   let rootMode: number | undefined;
   let firstRegular: { path: string; mode: number | undefined } | undefined;
   let memberCount = 0;
 
-  const refuse = (message: string): void => {
+  let refusals = 0;
+  const refuse = (message: string): false => {
+    refusals += 1;
     if (problems.length < 20) problems.push(message);
+    return false;
   };
 
   const onEntry = (entry: TarMember): void => {
+    const fixMode = judge(entry);
+    if (fixMode === false) onVerdict({ member: entry, action: "omit" });
+    else onVerdict({ member: entry, action: "extract", ...(fixMode === undefined ? {} : { fixMode }) });
+  };
+
+  /** `false` when the member must not be extracted; otherwise the mode fix its header needs, if any. */
+  const judge = (entry: TarMember): number | undefined | false => {
     const type = entry.type;
     memberCount += 1;
     const shownPath = JSON.stringify(String(entry.path).slice(0, 200));
     const memberPath = normalizeMemberPath(String(entry.path));
     if (memberPath === null) return refuse(`member ${shownPath} has an absolute or '..' path`);
-    if (memberPath !== "" && matcher.excludes(memberPath)) {
-      droppedRanges.push([entry.start, entry.end]);
-      return;
-    }
+    if (memberPath !== "" && matcher.excludes(memberPath)) return false;
     const directory = type === "Directory";
     const mode = hostSafeMode(entry.mode, directory);
-    if (mode !== entry.mode && (directory || REGULAR.has(type))) modeFixes.push({ headerAt: entry.headerAt, mode });
+    const fixMode = mode !== entry.mode && (directory || REGULAR.has(type)) ? mode : undefined;
 
     if (memberPath === "") {
       if (!directory) return refuse(`member ${shownPath} (${type}) would replace the target root`);
       rootMode = mode;
-      return;
+      return fixMode;
     }
     const previous = seen.get(memberPath);
     if (previous !== undefined && (previous.type === "SymbolicLink" || type === "SymbolicLink")) {
@@ -145,7 +145,6 @@ export function createArchiveInspector(kind: "file" | "directory", matcher: Excl
     } else if (type === "SymbolicLink") {
       // judged once every member is known: a later link may change where this one leads
       symlinks.set(memberPath, entry.linkpath);
-      symlinkRanges.set(memberPath, [entry.start, entry.end]);
     } else if (type === "Link") {
       const target = normalizeMemberPath(entry.linkpath);
       if (target === null || target === "") return refuse(`hardlink ${shownPath} points outside the target`);
@@ -156,7 +155,8 @@ export function createArchiveInspector(kind: "file" | "directory", matcher: Excl
     } else {
       return refuse(`member ${shownPath} has unsupported type ${type}`);
     }
-    seen.set(memberPath, { type, linkpath: entry.linkpath, mode });
+    seen.set(memberPath, { type, linkpath: entry.linkpath, mode, mtime: entry.mtime });
+    return type === "SymbolicLink" ? false : fixMode;
   };
 
   const parser = new TarParser(onEntry, { gnuSparse: options.gnuSparse });
@@ -184,7 +184,16 @@ export function createArchiveInspector(kind: "file" | "directory", matcher: Excl
     }
     return checkWholeArchive();
   };
-  return { write, finish };
+  return {
+    write,
+    finish,
+    get refused() {
+      return refusals > 0 || malformed !== undefined;
+    },
+    get ended() {
+      return parser.ended;
+    },
+  };
 
   function checkWholeArchive(): ArchivePlan {
     // Checks that need every member: a symlink declared later still poisons earlier paths below it,
@@ -199,10 +208,8 @@ export function createArchiveInspector(kind: "file" | "directory", matcher: Excl
       if (reason === undefined) continue;
       skippedLinks.push({ path: linkPath, reason });
       seen.delete(linkPath);
-      droppedRanges.push(symlinkRanges.get(linkPath) as [number, number]);
     }
     skippedLinks.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
-    droppedRanges.sort((a, b) => a[0] - b[0]);
 
     let fileMember: ArchivePlan["fileMember"];
     if (kind === "file") {
@@ -216,7 +223,7 @@ export function createArchiveInspector(kind: "file" | "directory", matcher: Excl
     if (problems.length > 0) {
       throw new SyncError("SYNC_ARCHIVE_UNSAFE", `refusing the outbound archive: ${problems.join("; ")}`);
     }
-    return { counts, rootMode, fileMember, members: seen, droppedRanges, skippedLinks, modeFixes };
+    return { counts, rootMode, fileMember, members: seen, skippedLinks };
   }
 }
 

@@ -1,7 +1,9 @@
 import fsp from "node:fs/promises";
+import { once } from "node:events";
 import path from "node:path";
 import type { PluginSyncFileMapping, PluginSyncOperation } from "@paperclipai/plugin-sdk";
 import type { ScriptRunner } from "../transport.js";
+import type { ArchiveLanding } from "./archive-land.js";
 import { BoundedTail } from "./bounded-tail.js";
 import { packToStageScript, parseStageReport, readStageChunkScript, removeStageScript } from "./download-scripts.js";
 import { SyncError } from "./errors.js";
@@ -70,7 +72,7 @@ export async function base64SyncOut(
 ): Promise<SyncResult> {
   const chunkBytes = chunkSizeOf(opts);
   return runOperations(runner, operations, opts, "out", (mapping, o) =>
-    receiveMapping(mapping, o, (source, archive, _matcher, format) => fetchArchiveInChunks(runner, mapping, source, archive, format, o, chunkBytes)),
+    receiveMapping(mapping, o, (source, sink, format) => fetchArchiveInChunks(runner, mapping, source, sink, format, o, chunkBytes)),
   );
 }
 
@@ -209,7 +211,7 @@ async function fetchArchiveInChunks(
   runner: ScriptRunner,
   mapping: PluginSyncFileMapping,
   source: ConfinedSandboxPath,
-  archiveFile: string,
+  sink: ArchiveLanding,
   format: ArchiveFormat,
   o: ResolvedSyncOptions,
   chunkBytes: number,
@@ -244,31 +246,31 @@ async function fetchArchiveInChunks(
     if (decoded.length !== stage.size) {
       throw new SyncError("SYNC_REMOTE_FAILED", `reading the archive of ${source.path}: got ${decoded.length} bytes, expected ${stage.size}`);
     }
-    await fsp.writeFile(archiveFile, decoded, { flag: "wx", mode: 0o600 });
+    await writeInto(sink, decoded);
     return;
   }
   let removed = false;
   try {
-    const out = await fsp.open(archiveFile, "wx", 0o600);
-    try {
-      const chunks = Math.ceil(stage.size / chunkBytes);
-      for (let index = 0, received = 0; received < stage.size; index++) {
-        const expected = Math.min(chunkBytes, stage.size - received);
-        const last = index === chunks - 1;
-        const decoded = await readChunk(runner, stage.stagePath, chunkBytes, index, o, last);
-        if (last) removed = true;
-        if (decoded.length !== expected) {
-          throw new SyncError("SYNC_REMOTE_FAILED", `reading the archive of ${source.path}: chunk ${index} has ${decoded.length} bytes, expected ${expected}`);
-        }
-        await out.write(decoded);
-        received += decoded.length;
+    const chunks = Math.ceil(stage.size / chunkBytes);
+    for (let index = 0, received = 0; received < stage.size && !sink.stopSignal.aborted; index++) {
+      const expected = Math.min(chunkBytes, stage.size - received);
+      const last = index === chunks - 1;
+      const decoded = await readChunk(runner, stage.stagePath, chunkBytes, index, o, last);
+      if (last) removed = true;
+      if (decoded.length !== expected) {
+        throw new SyncError("SYNC_REMOTE_FAILED", `reading the archive of ${source.path}: chunk ${index} has ${decoded.length} bytes, expected ${expected}`);
       }
-    } finally {
-      await out.close();
+      await writeInto(sink, decoded);
+      received += decoded.length;
     }
   } finally {
     if (!removed) await removeDownloadStageQuietly(runner, stage.stagePath);
   }
+}
+
+/** Writes with backpressure (the sink never errors: it records failures and keeps accepting). */
+async function writeInto(sink: ArchiveLanding, bytes: Buffer): Promise<void> {
+  if (!sink.write(bytes)) await once(sink, "drain");
 }
 
 /** One chunk (the last one also removes the stage): stdout is capped a little above the base64 size of a chunk. */

@@ -22,7 +22,7 @@ export type SyncErrorCode =
   | "SYNC_COMMAND_FAILED"
   /** A sandbox-side sync script failed (tar, mv, a short transfer...). */
   | "SYNC_REMOTE_FAILED"
-  /** A host-side filesystem step failed (spool, staging, rename). */
+  /** A host-side filesystem step failed (packing, staging, extraction, rename). */
   | "SYNC_HOST_FAILED"
   /** The runner itself rejected (sandbox gone, connection lost). */
   | "SYNC_TRANSPORT_FAILED"

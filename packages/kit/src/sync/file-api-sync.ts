@@ -6,11 +6,10 @@ import { pipeline } from "node:stream/promises";
 import type { PluginEnvironmentSyncResult, PluginPostUploadCommand, PluginSyncFileMapping, PluginSyncOperation } from "@paperclipai/plugin-sdk";
 import { shellQuote as quote } from "../exec/quote.js";
 import type { FileTransport, ScriptRunner } from "../transport.js";
-import { createArchiveInspector, type ArchivePlan } from "./archive-inspect.js";
+import type { ArchiveLanding } from "./archive-land.js";
 import { BoundedTail } from "./bounded-tail.js";
 import { packToStageScript, parseStageReport } from "./download-scripts.js";
 import { SyncError } from "./errors.js";
-import type { ExcludeMatcher } from "./exclude-glob.js";
 import { packHostDirectoryToFile, type TransferCounts } from "./host-pack.js";
 import { fileModeFor, statHostSource } from "./host-source.js";
 import type { ResolvedSyncOptions, SyncOptions } from "./options.js";
@@ -18,7 +17,6 @@ import { runOperations, type TransferContext } from "./operations.js";
 import { expectFoldedSuccess, foldedFor } from "./post-upload.js";
 import { expectSuccess, runScript } from "./run-script.js";
 import { confineSandboxPath, type ConfinedSandboxPath } from "./sandbox-path.js";
-import { ArchiveSpool } from "./spool.js";
 import { receiveMapping, type ArchiveFormat } from "./sync-out.js";
 import { beginStage, extractTree, installFile, newStageName, replaceWithTree, reportedSize } from "./upload-scripts.js";
 
@@ -61,7 +59,7 @@ export function fileApiSyncIn(
 
 /**
  * Sandbox → host through a vendor file API: one script packs the source into a stage, then one
- * download streams it through the same bounded spool and member inspection as streaming sync. The
+ * download streams it into the same inspecting, extracting sink as streaming sync. The
  * stage stays until the next sync-out through this transport (or the lease's end) removes it.
  */
 export function fileApiSyncOut(
@@ -71,7 +69,7 @@ export function fileApiSyncOut(
   opts: SyncOptions,
 ): Promise<PluginEnvironmentSyncResult> {
   return runOperations(runner, operations, opts, "out", (mapping, o) =>
-    receiveMapping(mapping, o, (source, archive, matcher, format) => downloadArchive(runner, files, mapping, source, archive, matcher, format, o)),
+    receiveMapping(mapping, o, (source, sink, format) => downloadArchive(runner, files, mapping, source, sink, format, o)),
   );
 }
 
@@ -151,11 +149,10 @@ async function downloadArchive(
   files: FileTransport,
   mapping: PluginSyncFileMapping,
   source: ConfinedSandboxPath,
-  archiveFile: string,
-  matcher: ExcludeMatcher,
+  sink: ArchiveLanding,
   format: ArchiveFormat,
   o: ResolvedSyncOptions,
-): Promise<ArchivePlan> {
+): Promise<void> {
   const stageName = `${DOWNLOAD_STAGE_PREFIX}${randomBytes(8).toString("hex")}`;
   const pending = pendingStages.get(files) ?? new Set<string>();
   pendingStages.set(files, pending);
@@ -175,25 +172,18 @@ async function downloadArchive(
   if (stage.size > o.maxOutboundBytes) {
     throw new SyncError("SYNC_TOO_LARGE", `the archive of ${source.path} is ${stage.size} bytes, over ${o.maxOutboundBytes}`);
   }
-  const limit = new AbortController();
-  const inspector = createArchiveInspector(mapping.kind, matcher, { gnuSparse: format.sparse });
-  const spool = new ArchiveSpool(archiveFile, o.maxOutboundBytes, () => limit.abort(), inspector);
-  const signal = o.signal ? AbortSignal.any([o.signal, limit.signal]) : limit.signal;
+  const signal = o.signal ? AbortSignal.any([o.signal, sink.stopSignal]) : sink.stopSignal;
   try {
     const stream = await files.download(`${stage.stagePath}/archive.tar`, { signal });
-    await pipeline(stream, spool, { signal });
+    await pipeline(stream, sink, { signal });
   } catch (error) {
-    spool.abandon();
-    if (spool.overLimit) throw new SyncError("SYNC_TOO_LARGE", `the archive of ${source.path} exceeds ${o.maxOutboundBytes} bytes; transfer aborted`);
+    if (sink.stopSignal.aborted) return;
     if (o.signal?.aborted) throw new SyncError("SYNC_ABORTED", "sync aborted", { cause: error });
     throw new SyncError("SYNC_TRANSPORT_FAILED", `downloading the archive of ${source.path} failed`, { cause: error });
   }
-  if (spool.fileError !== undefined) throw new SyncError("SYNC_HOST_FAILED", "writing the outbound archive to host scratch failed", { cause: spool.fileError });
-  const { size } = await fsp.stat(archiveFile);
-  if (size !== stage.size) {
-    throw new SyncError("SYNC_REMOTE_FAILED", `downloading the archive of ${source.path}: got ${size} of ${stage.size} bytes`);
+  if (sink.bytes !== stage.size) {
+    throw new SyncError("SYNC_REMOTE_FAILED", `downloading the archive of ${source.path}: got ${sink.bytes} of ${stage.size} bytes`);
   }
-  return inspector.finish();
 }
 
 async function upload(files: FileTransport, scratch: string, stream: fs.ReadStream, size: number, o: ResolvedSyncOptions, target: ConfinedSandboxPath): Promise<void> {

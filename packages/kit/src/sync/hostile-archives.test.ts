@@ -6,7 +6,7 @@ import { cannedArchiveRunner, rawTar, type RawMember } from "./__fixtures__/raw-
 import { listTree, makeWorldWithTarget, type World } from "./__fixtures__/world.js";
 
 /**
- * syncOut must refuse, before extracting anything, any archive a compromised sandbox could craft to
+ * syncOut must refuse (never extracting what it refuses) any archive a compromised sandbox could craft to
  * write outside the host target. Each case: the sandbox "answers" with a hand-built archive; the
  * sync must fail with SYNC_ARCHIVE_UNSAFE, the sentinel directory next to the target must stay
  * empty, the previous target must be intact, and no scratch or staging may remain. Symlinks that

@@ -9,7 +9,7 @@ export interface SyncOptions {
   maxOutboundBytes?: number;
   /** Sandbox stderr kept per script (the tail). Default 1 MiB. */
   maxStderrBytes?: number;
-  /** Host directory for spooled outbound archives. Default `os.tmpdir()`. */
+  /** Host directory for the archives sync-in packs before sending them. Default `os.tmpdir()`. */
   hostScratchDir?: string;
   /**
    * Sync-in of directory mappings packs host files with GNU tar's `--sparse` (when the host has

@@ -77,24 +77,21 @@ describe("host scratch and staging", () => {
     await fs.writeFile(path.join(w.root, "secret"), "s3cr3t");
     await fs.chmod(path.join(w.root, "secret"), 0o644);
     const target = path.join(w.host, "secret");
-    const seen: { stagingDirMode: number; fileMode: number; targetExists: boolean }[] = [];
+    const seen: { stagingDirMode: number; fileMode: number; targetExists: boolean; hostScratch: string[] }[] = [];
     const o = resolveSyncOptions({ roots: [w.root], hostScratchDir: w.scratch });
     const { packToStdoutScript } = await import("./download-scripts.js");
     const { confineSandboxPath } = await import("./sandbox-path.js");
-    const { ArchiveSpool } = await import("./spool.js");
     await receiveMapping(
       { sourcePath: path.join(w.root, "secret"), targetPath: target, kind: "file", mode: 0o600 },
       o,
-      async (_source, archive, _matcher, format) => {
-        const spool = new ArchiveSpool(archive, o.maxOutboundBytes, () => {});
+      async (_source, sink, format) => {
         const script = packToStdoutScript(confineSandboxPath(path.join(w.root, "secret"), o.roots, "s"), o.roots, {
           kind: "file",
           followSymlinks: false,
           exclude: undefined,
           sparse: format.sparse,
         });
-        expectSuccess(await runScript(w.runner, script, { stdout: spool, maxStderrBytes: 4096 }), "pack");
-        await spool.finish();
+        expectSuccess(await runScript(w.runner, script, { stdout: sink, maxStderrBytes: 4096 }), "pack");
       },
       {
         beforeRename: async (staged) => {
@@ -103,11 +100,13 @@ describe("host scratch and staging", () => {
             stagingDirMode: await modeOf(stagingDir),
             fileMode: await modeOf(staged),
             targetExists: await fs.access(target).then(() => true, () => false),
+            // The archive is extracted as it arrives: no copy of it waits in host scratch.
+            hostScratch: await listTree(w.scratch),
           });
         },
       },
     );
-    expect(seen).toEqual([{ stagingDirMode: 0o700, fileMode: 0o600, targetExists: false }]);
+    expect(seen).toEqual([{ stagingDirMode: 0o700, fileMode: 0o600, targetExists: false, hostScratch: [] }]);
     expect(await modeOf(target)).toBe(0o600);
     expect(await listTree(w.host)).toEqual(["secret"]);
   });

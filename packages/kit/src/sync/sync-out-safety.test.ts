@@ -248,7 +248,7 @@ describe("sparse files stay sparse", () => {
     }
   }
 
-  /** Wraps the test runner, counting the bytes it hands to the host's stdout sink: all the host spools. */
+  /** Wraps the test runner, counting the bytes it hands to the host's stdout sink: all the host receives. */
   function countingRunner(): ScriptRunner & { stdoutBytes: number } {
     const counting = {
       capabilities: w.runner.capabilities,
@@ -277,7 +277,7 @@ describe("sparse files stay sparse", () => {
     return counting;
   }
 
-  it("a sparse 1 GiB file stays sparse on the host and in the spool", async () => {
+  it("a sparse 1 GiB file stays sparse on the host and on the way", async () => {
     await fs.mkdir(path.join(w.root, "ws"));
     await writeSparse(path.join(w.root, "ws/disk.img"));
     await fs.writeFile(path.join(w.root, "ws/notes.txt"), "notes");
@@ -294,7 +294,7 @@ describe("sparse files stay sparse", () => {
     await expectSparseCopy(path.join(w.host, "ws/disk.img"));
     await expectSparseCopy(path.join(w.host, "disk.img"));
     expect(await fs.readFile(path.join(w.host, "ws/notes.txt"), "utf8")).toBe("notes");
-    // two archives went through the spool, each a few data blocks and headers
+    // two archives came over, each a few data blocks and headers
     expect(runner.stdoutBytes).toBeLessThan(256 * 1024);
     // bytesTransferred counts the data carried (holes excluded): 16 KiB a copy on 4 KiB blocks
     expect(result.operations[0]?.bytesTransferred).toBe(2 * DATA + 5);

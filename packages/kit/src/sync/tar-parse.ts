@@ -31,6 +31,8 @@ export interface TarMember {
   realSize: number;
   /** Permission bits from the header (0o7777). */
   mode: number;
+  /** Modification time in whole seconds (a pax `mtime`, else the header's); undefined if unreadable. */
+  mtime: number | undefined;
   /** Offset of the member's first block (its metadata headers included). */
   start: number;
   /** Offset of the member's own header block (after its metadata headers). */
@@ -123,6 +125,11 @@ export class TarParser {
   #zeroBlocks = 0;
   #ended = false;
   #failure: TarFormatError | undefined;
+
+  /** The end-of-archive marker has been read (only zero bytes may follow). */
+  get ended(): boolean {
+    return this.#ended;
+  }
 
   constructor(onMember: (member: TarMember) => void, options: TarParserOptions = {}) {
     this.#onMember = onMember;
@@ -248,6 +255,7 @@ export class TarParser {
     // GNU tar extracts a "regular" member whose name ends in "/" as a directory: refuse the ambiguity.
     if (REGULAR.has(type) && path.endsWith("/")) throw new TarFormatError(`the regular member at byte ${at} has a directory name`);
     const mode = parseNumber(h, 100, 8, "mode", at) & 0o7777;
+    const mtime = memberMtime(h, pax?.get("mtime"), at);
     const member: TarMember = {
       type,
       path,
@@ -255,6 +263,7 @@ export class TarParser {
       size: bodySize,
       realSize: bodySize,
       mode,
+      mtime,
       start: pending.start ?? at,
       headerAt: at,
       end: at + BLOCK + padded(bodySize),
@@ -404,6 +413,16 @@ function parseNumber(h: Buffer, offset: number, length: number, what: string, at
     throw new TarFormatError(`malformed ${what} field at byte ${at}`);
   }
   return value;
+}
+
+/** Only informative (a symlink's time is set from it), so an odd value is left out rather than refused. */
+function memberMtime(h: Buffer, paxMtime: string | undefined, at: number): number | undefined {
+  if (paxMtime !== undefined) return /^[0-9]{1,15}(\.[0-9]*)?$/.test(paxMtime) ? Math.floor(Number(paxMtime)) : undefined;
+  try {
+    return parseNumber(h, 136, 12, "mtime", at);
+  } catch {
+    return undefined;
+  }
 }
 
 function cString(buf: Buffer, offset: number, length: number): string {
