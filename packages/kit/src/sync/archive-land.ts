@@ -159,10 +159,12 @@ export class ArchiveLanding extends Writable {
 
   /** Ends the input (if the fetch did not) and waits until every byte written has been handled. */
   async finished(): Promise<void> {
+    // A pipeline that failed destroys its destination: nothing more will come, and no "finish".
+    if (this.destroyed || this.writableFinished) return;
     if (!this.writableEnded) this.end();
-    if (this.writableFinished) return;
     await new Promise<void>((resolve) => {
       this.once("finish", resolve);
+      this.once("close", resolve);
       this.once("error", () => resolve());
     });
   }

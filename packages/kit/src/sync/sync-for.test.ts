@@ -1,6 +1,7 @@
 import fs from "node:fs";
 import fsp from "node:fs/promises";
 import path from "node:path";
+import { Readable } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { FileTransport, ScriptRunner } from "../transport.js";
 import { createBufferedRunner } from "../transports/buffered-runner.js";
@@ -175,6 +176,31 @@ describe("syncFor", () => {
       ),
     ).rejects.toMatchObject({ code: "SYNC_COMMAND_FAILED", message: expect.stringContaining("post-upload command 2 of 2 exited with code 9") });
     expect(await listTree(w.sandboxTmp)).toEqual([]);
+  });
+
+  it("reports a download that breaks off as a transport failure, leaving no target, staging or scratch", async () => {
+    const vendor = fileApiVendor(w.runner);
+    const target = path.join(w.root, "tree");
+    await fsp.mkdir(target);
+    await fsp.writeFile(path.join(target, "big.bin"), Buffer.alloc(3 * 1024 * 1024, 7));
+    const breaking: FileTransport = {
+      ...vendor.files,
+      // Half a MiB of the archive, then the connection drops.
+      download: async (remote) =>
+        Readable.from(
+          (async function* () {
+            yield (await fsp.readFile(remote)).subarray(0, 512 * 1024);
+            throw new Error("connection reset");
+          })(),
+        ),
+    };
+    const strategy = syncFor(vendor.runner, breaking, { uploadScratchDir: w.sandboxTmp });
+    const back = path.join(w.host, "back");
+    await expect(
+      strategy.syncOut([{ operationId: "out", files: [{ sourcePath: target, targetPath: back, kind: "directory" }] }], { roots: [w.root], hostScratchDir: w.scratch }),
+    ).rejects.toMatchObject({ code: "SYNC_TRANSPORT_FAILED" });
+    expect(await listTree(w.host)).toEqual([]);
+    expect(await listTree(w.scratch)).toEqual([]);
   });
 
   it("refuses a file-API upload that the vendor stored short", async () => {
