@@ -61,7 +61,8 @@ describe("control plane (e2b SDK)", () => {
   it("pause is 204 then 409 (already paused: false); envd refuses a paused sandbox; connect resumes it with its processes", async () => {
     const sbx = await e2b.Sandbox.create("base", opts());
     try {
-      const counter = await sbx.commands.run("i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.05; done", { background: true });
+      // Replaced by a rename, so a read never meets the file truncated mid-write.
+      const counter = await sbx.commands.run("i=0; while :; do i=$((i+1)); echo $i > /tmp/n.new; mv /tmp/n.new /tmp/n; sleep 0.05; done", { background: true });
       await sleep(300);
       expect(await sbx.pause()).toBe(true);
       expect(await sbx.pause()).toBe(false);
