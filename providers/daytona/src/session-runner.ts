@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { Readable, type Writable } from "node:stream";
-import { ExitMarkerScanner, exitMarkerLine, isProviderApiError, shellQuote, withRemoteGroupKill, type FileTransport, type ScriptIo, type ScriptRunner } from "@paperclip-sandbox/kit";
+import { Readable } from "node:stream";
+import { ExitMarkerScanner, exitMarkerLine, isProviderApiError, scriptSink, shellQuote, withRemoteGroupKill, type FileTransport, type ScriptIo, type ScriptRunner } from "@paperclip-sandbox/kit";
 import type { DaytonaClient } from "./client.js";
 import { NOT_RUN_STATUSES } from "./exec.js";
 import type { DaytonaHandle } from "./sandboxes.js";
@@ -45,8 +45,9 @@ export function createSessionRunner(api: SessionApi, files: FileTransport): Scri
         sessionId = await api.session();
         commandId = await api.start(sessionId, command);
       }
-      const stdout = sinkOf(io.stdout);
-      const stderr = sinkOf(io.stderr);
+      // Daytona's log callbacks cannot pause: writes go on without waiting (a Writable buffers them).
+      const stdout = scriptSink(io.stdout);
+      const stderr = scriptSink(io.stderr);
       const scanner = new ExitMarkerScanner(`PCEXIT${nonce}`);
       let status: number | undefined;
       scanner.onExit((code) => (status = code));
@@ -55,23 +56,23 @@ export function createSessionRunner(api: SessionApi, files: FileTransport): Scri
       const onStdout = (text: string) => {
         const bytes = Buffer.from(text, "utf8");
         outBytes += bytes.length;
-        stdout.write(bytes);
+        void stdout.write(bytes);
       };
       const onStderr = (text: string) => {
         const bytes = Buffer.from(text, "utf8");
         errBytes += bytes.length;
-        stderr.write(scanner.filter.push(bytes));
+        void stderr.write(scanner.filter.push(bytes));
       };
       await api.follow(sessionId, commandId, onStdout, onStderr).catch(() => undefined);
       if (status === undefined) {
         // The stream ended before the exit line (cut, or never opened): wait for the end, read the rest.
         const code = await waitForExit(api, sessionId, commandId);
         const logs = await api.logs(sessionId, commandId);
-        stdout.write(Buffer.from(logs.stdout, "utf8").subarray(outBytes));
-        stderr.write(scanner.filter.push(Buffer.from(logs.stderr, "utf8").subarray(errBytes)));
+        void stdout.write(Buffer.from(logs.stdout, "utf8").subarray(outBytes));
+        void stderr.write(scanner.filter.push(Buffer.from(logs.stderr, "utf8").subarray(errBytes)));
         status ??= code;
       }
-      stderr.write(scanner.filter.flush());
+      void stderr.write(scanner.filter.flush());
       await Promise.all([stdout.end(), stderr.end()]);
       return { exitCode: status ?? null, signal: null, aborted: false, reason: "exit" };
     },
@@ -104,21 +105,6 @@ async function waitForExit(api: SessionApi, sessionId: string, commandId: string
     if (code !== undefined) return code;
     await sleep(wait);
   }
-}
-
-interface Sink {
-  write(bytes: Buffer): void;
-  end(): Promise<void>;
-}
-
-function sinkOf(target: ScriptIo["stdout"]): Sink {
-  if (!target) return { write: () => undefined, end: async () => undefined };
-  if (typeof target === "function") return { write: (bytes) => void (bytes.length > 0 && target(bytes)), end: async () => undefined };
-  const writable = target as Writable;
-  return {
-    write: (bytes) => void (bytes.length > 0 && writable.write(bytes)),
-    end: () => new Promise<void>((resolve) => writable.end(() => resolve())),
-  };
 }
 
 /** Daytona's session API through the SDK: one session per sandbox boot, made on first use. */

@@ -1,6 +1,6 @@
-import { Writable, type Readable } from "node:stream";
+import type { Readable } from "node:stream";
 import type { ContainerProcess, Sandbox } from "modal";
-import { TransportLimitError, withInlineEnv, withRemoteGroupKill, type ScriptExit, type ScriptIo, type ScriptRunner, type TransportCapabilities } from "@paperclip-sandbox/kit";
+import { scriptSink, TransportLimitError, withInlineEnv, withRemoteGroupKill, type ScriptExit, type ScriptIo, type ScriptRunner, type TransportCapabilities } from "@paperclip-sandbox/kit";
 
 /** Modal refuses an exec whose arguments add up to more than this (ARG_MAX, checked by the SDK too). */
 export const MODAL_ARGV_LIMIT = 64 * 1024;
@@ -129,18 +129,15 @@ function isDeadlineError(error: unknown): boolean {
   return error instanceof Error && /deadline exceeded/i.test(error.message);
 }
 
-/** A web stream from the SDK into the kit's sink; a Writable gets back-pressure and is ended at EOF. */
-async function pump(stream: ReadableStream<Uint8Array>, sink: NonNullable<ScriptIo["stdout"]>): Promise<void> {
+/** A web stream from the SDK into the kit's sink (back-pressure for a Writable, ended at EOF). */
+async function pump(stream: ReadableStream<Uint8Array>, target: NonNullable<ScriptIo["stdout"]>): Promise<void> {
+  const sink = scriptSink(target);
   const reader = stream.getReader();
-  const writable = sink instanceof Writable ? sink : undefined;
   try {
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
-      if (!value || value.length === 0) continue;
-      const chunk = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-      if (typeof sink === "function") sink(chunk);
-      else if (writable && !writable.write(chunk)) await drained(writable);
+      if (value) await sink.write(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
     }
   } catch (error) {
     await reader.cancel().catch(() => undefined);
@@ -148,26 +145,7 @@ async function pump(stream: ReadableStream<Uint8Array>, sink: NonNullable<Script
   } finally {
     reader.releaseLock();
   }
-  if (writable && !writable.writableEnded) {
-    await new Promise<void>((resolve) => {
-      writable.once("error", () => resolve());
-      writable.end(() => resolve());
-    });
-  }
-}
-
-function drained(writable: Writable): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      writable.off("drain", done);
-      writable.off("close", done);
-      writable.off("error", done);
-      resolve();
-    };
-    writable.once("drain", done);
-    writable.once("close", done);
-    writable.once("error", done);
-  });
+  await sink.end();
 }
 
 /** Bytes the SDK can (re)read from any offset it asks for: what its resumable stdin stream needs. */

@@ -3,7 +3,7 @@ import fsp from "node:fs/promises";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
 import { pipeline } from "node:stream/promises";
-import type { PluginEnvironmentSyncResult, PluginPostUploadCommand, PluginSyncFileMapping, PluginSyncOperation } from "@paperclipai/plugin-sdk";
+import type { PluginEnvironmentSyncResult, PluginSyncFileMapping, PluginSyncOperation } from "@paperclipai/plugin-sdk";
 import { shellQuote as quote } from "../exec/quote.js";
 import type { FileTransport, ScriptRunner } from "../transport.js";
 import type { ArchiveLanding } from "./archive-land.js";

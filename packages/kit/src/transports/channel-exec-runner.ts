@@ -2,9 +2,10 @@ import fs from "node:fs";
 import fsp from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { Writable, type Readable } from "node:stream";
+import type { Readable } from "node:stream";
 import { shellQuote } from "../exec/quote.js";
 import type { ScriptExit, ScriptIo, ScriptRunner, TransportCapabilities } from "../transport.js";
+import { scriptSink, type ScriptSink } from "./script-sink.js";
 
 /**
  * The Kubernetes "channel" exec protocols (`v4.channel.k8s.io`, `v5.channel.k8s.io`): every
@@ -200,34 +201,18 @@ async function spool(input: Readable, file: string, idleMs: number, protocol: st
   return size;
 }
 
-interface Sink {
-  write(chunk: Buffer): void;
-  end(): Promise<void>;
-}
-
-function sinkOf(target: ScriptIo["stdout"], socket: () => ChannelSocket | undefined): Sink {
-  if (target === undefined) return { write() {}, end: async () => {} };
-  if (typeof target === "function") return { write: (chunk) => target(chunk), end: async () => {} };
-  const writable = target as Writable;
-  let failed = false;
-  writable.once("error", () => (failed = true));
+/** The script's sink; while a Writable asks to wait, the socket is paused (back-pressure to the API server). */
+function sinkOf(target: ScriptIo["stdout"], socket: () => ChannelSocket | undefined): ScriptSink {
+  const sink = scriptSink(target);
   return {
     write(chunk) {
-      if (failed) return;
-      if (!writable.write(chunk)) {
-        const s = socket();
-        s?.pause?.();
-        writable.once("drain", () => s?.resume?.());
-      }
+      const waiting = sink.write(chunk);
+      if (waiting === undefined) return;
+      const s = socket();
+      s?.pause?.();
+      void waiting.then(() => s?.resume?.());
     },
-    end: () =>
-      new Promise<void>((resolve) => {
-        if (failed || writable.writableFinished) return resolve();
-        writable.once("finish", resolve);
-        writable.once("close", resolve);
-        writable.once("error", () => resolve());
-        if (!writable.writableEnded) writable.end();
-      }),
+    end: sink.end,
   };
 }
 

@@ -7,6 +7,7 @@ export { withRemoteGroupKill, type RemoteGroupKillOptions } from "./remote-group
 export { withInlineEnv, envPrologue } from "./inline-env.js";
 export { withLengthFramedStdin, type LengthFramedStdinOptions } from "./length-framed-stdin.js";
 export { collectStdin, TransportLimitError } from "./collect.js";
+export { scriptSink, type ScriptSink } from "./script-sink.js";
 export {
   createChannelExecRunner,
   exitCodeFromStatus,

@@ -1,6 +1,6 @@
-import { once } from "node:events";
-import { Readable, Writable } from "node:stream";
+import { Readable } from "node:stream";
 import type { ScriptExit, ScriptIo, ScriptRunner, TransportCapabilities } from "../transport.js";
+import { scriptSink } from "./script-sink.js";
 
 /** What the runner asks the vendor to start: `sh -c` of the script, as argv. */
 export interface StreamedProcessSpec {
@@ -108,8 +108,8 @@ export function createStreamedProcessRunner(opts: StreamedProcessRunnerOptions):
       const argv = inline ? ["/bin/sh", "-c", INLINE_STDIN_WRAPPER, "sh", known.toString("base64"), script] : ["/bin/sh", "-c", script];
 
       const connection = new AbortController();
-      const stdout = sinkOf(io.stdout);
-      const stderr = sinkOf(io.stderr);
+      const stdout = scriptSink(io.stdout);
+      const stderr = scriptSink(io.stderr);
       const proc = await opts.api.start(
         {
           argv,
@@ -224,33 +224,3 @@ async function pump(proc: StreamedProcess, source: Buffer | Readable, maxChunk: 
   if (!state.broken) await proc.closeStdin().catch(() => undefined);
 }
 
-interface Sink {
-  write(chunk: Buffer): void | Promise<void>;
-  /** Ends a Writable sink and waits for it to finish (as pipe() would at EOF). */
-  end(): Promise<void>;
-}
-
-function sinkOf(target: ScriptIo["stdout"]): Sink {
-  if (typeof target === "function") return { write: (chunk) => target(chunk), end: async () => undefined };
-  if (target instanceof Writable) {
-    let failed = false;
-    target.once("error", () => (failed = true));
-    return {
-      write(chunk) {
-        if (failed || chunk.length === 0) return;
-        if (!target.write(chunk)) return once(target, "drain").then(() => undefined, () => undefined);
-      },
-      async end() {
-        if (failed || target.writableFinished) return;
-        const done = new Promise<void>((resolve) => {
-          target.once("finish", resolve);
-          target.once("close", resolve);
-          target.once("error", () => resolve());
-        });
-        if (!target.writableEnded) target.end();
-        await done;
-      },
-    };
-  }
-  return { write: () => undefined, end: async () => undefined };
-}
