@@ -5,6 +5,7 @@ export { runSpawnedScript, DRAIN_AFTER_EXIT_MS, type SpawnedScriptOptions } from
 export { exitMarkerLine } from "./exit-marker.js";
 export { withRemoteGroupKill, type RemoteGroupKillOptions } from "./remote-group-kill.js";
 export { withInlineEnv, envPrologue } from "./inline-env.js";
+export { withStagedStdin, type StagedStdinOptions } from "./staged-stdin.js";
 export { withLengthFramedStdin, type LengthFramedStdinOptions } from "./length-framed-stdin.js";
 export { collectStdin, TransportLimitError } from "./collect.js";
 export { scriptSink, type ScriptSink } from "./script-sink.js";

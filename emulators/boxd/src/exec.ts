@@ -1,0 +1,91 @@
+import { constants } from "node:os";
+import { GrpcError, GrpcStatus, type GrpcCall } from "@paperclip-sandbox/emulator-kit";
+import type { ExecHandle } from "@paperclip-sandbox/sandbox-backend";
+import type { MachineManager } from "./machines.js";
+import type { BoxdAccount } from "./options.js";
+
+/** The decoded `ExecChunk` fields the emulator reads. */
+export interface ExecChunk {
+  data: Buffer;
+  stdin: boolean;
+  tty: boolean;
+  command: string;
+  vm_id: string;
+  exit_code: number;
+  is_stderr: boolean;
+}
+
+/** The guest user's home (the backend's sandbox user; boxd's is /home/boxd): commands start there. */
+export const GUEST_HOME = "/home/sandbox";
+/** Each output stream is kept up to this many bytes in the supervisor while the client reads. */
+const OUTPUT_RING_BYTES = 16 * 1024 * 1024;
+const SIGNALS = constants.signals as Record<string, number>;
+
+/**
+ * `Exec`: the first chunk names the machine and the command (run by the guest's `sh -c`), later
+ * chunks with `stdin` carry its stdin, and the client's half-close is EOF. Output goes back as it
+ * comes (`is_stderr` for stderr), then one chunk with the exit code (128 + the signal's number for a
+ * command a signal ended). A suspended or hibernated machine wakes first; a stopped one is refused.
+ * Cancelling the call ends the command's whole process group; background processes it left outside
+ * its group (`setsid`, `nohup … &` after its exit) keep running, as on a VM.
+ */
+export async function serveExec(machines: MachineManager, account: BoxdAccount, input: AsyncIterable<ExecChunk>, call: GrpcCall): Promise<void> {
+  const iterator = input[Symbol.asyncIterator]();
+  const first = await iterator.next();
+  if (first.done) throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "the first Exec chunk must carry vm_id and command");
+  const head = first.value;
+  if (!head.command) throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "command: required in the first Exec chunk");
+  if (head.tty) throw new GrpcError(GrpcStatus.UNIMPLEMENTED, "emulator limit: PTY commands (tty) are not emulated");
+  const machine = machines.find(account, head.vm_id);
+  const lease = await machines.use(machine);
+  let handle: ExecHandle;
+  try {
+    handle = await lease.jail.exec({ argv: ["/bin/sh", "-c", head.command], cwd: GUEST_HOME, stdin: true, outputLimitBytes: OUTPUT_RING_BYTES });
+  } catch (error) {
+    lease.done();
+    throw new GrpcError(GrpcStatus.FAILED_PRECONDITION, `exec failed: ${(error as Error).message}`);
+  }
+
+  const cancelled = () => {
+    // The client gave up: the command's process group ends with the call.
+    void handle.signal("SIGKILL", { group: true }).catch(() => undefined);
+  };
+  call.signal.addEventListener("abort", cancelled, { once: true });
+  // Stdin as it comes; the end of the client's stream is EOF. Bytes for an exited command go nowhere.
+  const feeding = (async () => {
+    try {
+      if (head.stdin && head.data.length > 0) await handle.write(head.data);
+      for (;;) {
+        const next = await iterator.next();
+        if (next.done) break;
+        if (next.value.stdin && next.value.data.length > 0) await handle.write(next.value.data).catch(() => undefined);
+      }
+    } catch {
+      // The call ended (cancelled): nothing more to feed.
+    } finally {
+      await handle.closeStdin().catch(() => undefined);
+    }
+  })();
+
+  try {
+    const subscription = handle.subscribe(
+      { stdout: 0, stderr: 0 },
+      {
+        onData: (stream, data) => call.write({ data, is_stderr: stream === "stderr" }),
+        onGap: (stream, from, to) => call.write({ data: Buffer.from(`\n[boxd emulator: ${stream} bytes ${from}-${to} dropped: the client read too slowly]\n`), is_stderr: true }),
+      },
+    );
+    const exit = await subscription.done.catch(() => null);
+    if (call.signal.aborted) return;
+    if (!exit) throw new GrpcError(GrpcStatus.ABORTED, `machine ${machine.name} stopped while the command ran`);
+    const code = exit.exitCode ?? 128 + (SIGNALS[exit.signal ?? "SIGKILL"] ?? 9);
+    call.write({ data: Buffer.alloc(0), exit_code: code });
+  } finally {
+    call.signal.removeEventListener("abort", cancelled);
+    void feeding;
+    // After the exit, dropping the connection ends nothing; the finished exec is forgotten.
+    handle.close();
+    void lease.jail.reap(handle.pid).catch(() => undefined);
+    lease.done();
+  }
+}
