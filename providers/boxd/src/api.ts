@@ -208,10 +208,25 @@ export function createBoxdApi(options: BoxdApiOptions): BoxdApi {
     },
     async createMachine(spec, signal) {
       const config = { vcpu: spec.vcpu ?? 0, memory_bytes: 0, disk_bytes: 0 };
-      // Not repeated: a lost answer is found again by the run's labels (the kit's clean-up lists them).
-      const created = spec.snapshot
-        ? await unary<CreatedWire>("CreateVmFromSnapshot", { snapshot: spec.snapshot, name: spec.name, config, org: spec.org ?? "", isolated: true, labels: spec.labels }, { idempotent: false, signal })
-        : await unary<CreatedWire>("CreateVm", { name: spec.name, config, org: spec.org ?? "", isolated: true, labels: spec.labels, restart_policy: "never" }, { idempotent: false, signal });
+      const [method, request] = spec.snapshot
+        ? ["CreateVmFromSnapshot", { snapshot: spec.snapshot, name: spec.name, config, org: spec.org ?? "", isolated: true, labels: spec.labels }]
+        : ["CreateVm", { name: spec.name, config, org: spec.org ?? "", isolated: true, labels: spec.labels, restart_policy: "never" }];
+      // Idempotent by name: the name is unique to this lease, so a retry whose first attempt took
+      // effect meets ALREADY_EXISTS, and the machine of that name carrying the same labels is ours.
+      const created = await withRetry(
+        async ({ attempt, remainingMs }) => {
+          try {
+            return await once<CreatedWire>(method, request, signal, Math.min(timeoutMs, remainingMs));
+          } catch (error) {
+            if (attempt === 1 || !(isProviderApiError(error) && error.code === "ALREADY_EXISTS")) throw error;
+            const found = await once<VmWire>("GetVm", { vm_id: spec.name }, signal, timeoutMs);
+            const same = Object.entries(spec.labels).every(([key, value]) => found.labels?.[key] === value);
+            if (!same) throw error;
+            return { vm_id: found.vm_id, name: found.name, status: found.status, url: "", boot_time_ms: 0 };
+          }
+        },
+        { ...RETRY, idempotent: true, signal },
+      );
       return { id: created.vm_id, name: created.name, status: created.status };
     },
     async getMachine(idOrName, signal) {

@@ -27,6 +27,7 @@ export function boxdError(operation: string, error: unknown, redact: Redactor): 
   if (code === undefined) return error instanceof Error ? new Error(redact(error.message)) : new Error(redact(String(error)));
   const details = redact(String((error as { details?: unknown }).details ?? (error as Error).message ?? ""));
   const unsent = code === grpc.status.UNAVAILABLE && notSent(details);
+  const retryAfter = Number((error as { metadata?: grpc.Metadata }).metadata?.get?.("retry-after")?.[0]);
   return new ProviderApiError({
     vendor: "boxd",
     operation,
@@ -36,6 +37,7 @@ export function boxdError(operation: string, error: unknown, redact: Redactor): 
     retryable: code === grpc.status.UNAVAILABLE || code === grpc.status.ABORTED || code === grpc.status.DEADLINE_EXCEEDED || code === grpc.status.RESOURCE_EXHAUSTED,
     gone: code === grpc.status.NOT_FOUND,
     mayHaveTakenEffect: !(unsent || code === grpc.status.RESOURCE_EXHAUSTED || code === grpc.status.UNAUTHENTICATED),
+    ...(Number.isFinite(retryAfter) && retryAfter >= 0 ? { retryAfterMs: retryAfter * 1000 } : {}),
   });
 }
 

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import {
   createStreamedProcessRunner,
   isProviderApiError,
+  retryDelay,
   shellQuote,
   withInlineEnv,
   withRemoteGroupKill,
@@ -20,6 +21,13 @@ import type { BoxdApi } from "./api.js";
 export const BOXD_INLINE_STDIN_BYTES = 32 * 1024;
 /** A command longer than this is staged as a file too, and a short bootstrap runs it. */
 export const BOXD_MAX_COMMAND_BYTES = 96 * 1024;
+
+/** Every command appends its nonce here as it starts (read back only after a failed call). */
+const START_LOG = "/tmp/.paperclip-exec-started";
+/** Attempts of one Exec refused or cut before it started. */
+const EXEC_ATTEMPTS = 4;
+
+const pause = (attempt: number, error: { retryAfterMs?: number }) => new Promise((resolve) => setTimeout(resolve, retryDelay(attempt, {}, Math.random, error.retryAfterMs)));
 
 /** Streamed both ways over one bidi `Exec` per command; a timeout or abort ends the remote group. */
 export const BOXD_TRANSPORT: TransportCapabilities = Object.freeze({
@@ -79,24 +87,66 @@ export function createBoxdRunner(target: BoxdTarget): ScriptRunner {
   };
   const stage = (where: { dir: string; path: string }, bytes: Buffer, signal: AbortSignal | undefined) => stageFile(target, where, bytes, signal, runRaw);
 
+  /** Whether the command of `nonce` started in the machine (it logged its nonce); a pure read, retried. */
+  const started = async (nonce: string): Promise<boolean> => {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        const code = await runRaw(`grep -qxF ${nonce} ${START_LOG} 2>/dev/null`);
+        return code === 0;
+      } catch (error) {
+        if (attempt >= EXEC_ATTEMPTS || !(isProviderApiError(error) && error.retryable)) throw error;
+        await pause(attempt, error);
+      }
+    }
+  };
+
   const processes: StreamedProcessApi = {
     async start(spec, output) {
-      let command = commandOf(spec.argv);
+      // The command logs its nonce first thing (a builtin append, no fork): after a failed call, a
+      // read of the log tells whether it started, so a command is never run twice.
+      const nonce = randomBytes(12).toString("hex");
+      let command = `{ printf '%s\\n' ${nonce} >>${START_LOG}; } 2>/dev/null\n${commandOf(spec.argv)}`;
       if (Buffer.byteLength(command) > BOXD_MAX_COMMAND_BYTES) {
         // Too long for one argument: the command goes as a file, a bootstrap reads and removes it.
         const dir = `/tmp/.paperclip-cmd.${randomBytes(12).toString("hex")}`;
         await stage({ dir, path: `${dir}/cmd` }, Buffer.from(command, "utf8"), spec.signal);
         command = `__pc_cmd=$(cat ${shellQuote(`${dir}/cmd`)}) && rm -rf -- ${shellQuote(dir)} && exec /bin/sh -c "$__pc_cmd"`;
       }
-      const call = await target.api.exec(target.id, command, output);
+      let answered = false;
+      const seen = {
+        stdout: (chunk: Buffer) => ((answered = true), output.stdout(chunk)),
+        stderr: (chunk: Buffer) => ((answered = true), output.stderr(chunk)),
+      };
+      let call = await target.api.exec(target.id, command, seen);
       if (!spec.stdin) call.end();
-      const cut = () => call.cancel();
-      if (spec.signal.aborted) cut();
-      else spec.signal.addEventListener("abort", cut, { once: true });
+      let cut = false;
+      const onAbort = () => {
+        cut = true;
+        call.cancel();
+      };
+      if (spec.signal.aborted) onAbort();
+      else spec.signal.addEventListener("abort", onAbort, { once: true });
+      // A call refused or broken before any output is tried again when nothing of it can be lost:
+      // no streamed stdin was consumed, and the command had not started (its nonce is not logged).
+      const exited = (async () => {
+        for (let attempt = 1; ; attempt += 1) {
+          try {
+            const r = await call.exited;
+            return { exitCode: r.exitCode, signal: r.cancelled ? "SIGKILL" : null };
+          } catch (error) {
+            const replayable = !spec.stdin && !answered && !cut && attempt < EXEC_ATTEMPTS;
+            if (!replayable || !(isProviderApiError(error) && error.retryable)) throw error;
+            await pause(attempt, error);
+            if (cut || (await started(nonce))) throw error;
+            call = await target.api.exec(target.id, command, seen);
+            call.end();
+          }
+        }
+      })();
       return {
         // boxd reports no pid; the group is reached by the wrapper's pid file or the call's cancel.
         pid: 0,
-        exited: call.exited.then((r) => ({ exitCode: r.exitCode, signal: r.cancelled ? "SIGKILL" : null })),
+        exited,
         writeStdin: (chunk) => call.write(chunk),
         closeStdin: async () => call.end(),
         kill: async () => call.cancel(),
