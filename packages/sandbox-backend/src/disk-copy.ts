@@ -43,9 +43,24 @@ export async function captureDisk(sandbox: Sandbox, target: string): Promise<num
 export async function restoreDisk(source: string, sandbox: Sandbox): Promise<void> {
   for (const name of DISK_DIRECTORIES) {
     const dir = sandbox.paths[name];
-    await cp(join(source, name), dir, COPY);
+    await copyOver(join(source, name), dir);
     const owner = await stat(dir);
     await chownTree(dir, owner.uid, owner.gid);
+  }
+}
+
+/**
+ * `cp` onto a starting jail's directories: bwrap makes its mount points (home/.cache) while the copy
+ * runs, so a directory can appear between cp's check and its mkdir (EEXIST). The copy overwrites,
+ * so it is simply made again.
+ */
+async function copyOver(from: string, to: string): Promise<void> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await cp(from, to, COPY);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST" || attempt >= 5) throw error;
+    }
   }
 }
 

@@ -22,6 +22,16 @@ export interface BoxdMachine {
   destroyAt: Date | null;
 }
 
+export interface BoxdSnapshot {
+  name: string;
+  version: number;
+  /** pending, ready or failed. */
+  status: string;
+  vcpu: number;
+  memoryBytes: number;
+  sizeBytes: number;
+}
+
 export interface CreateMachineSpec {
   name: string;
   labels: Record<string, string>;
@@ -71,6 +81,11 @@ export interface BoxdApi {
   /** The delete timer: boxd destroys the machine `seconds` from now (0 turns it off). */
   setDeleteTimer(id: string, seconds: number, signal?: AbortSignal): Promise<void>;
   exec(id: string, command: string, output: ExecOutput): Promise<ExecCall>;
+  /** A snapshot of a running machine's disk (and memory, at boxd), saved under `name` (latest version only). */
+  createSnapshot(vm: string, name: string, signal?: AbortSignal): Promise<BoxdSnapshot>;
+  /** null when there is no snapshot of that name. */
+  getSnapshot(name: string, org?: string, signal?: AbortSignal): Promise<BoxdSnapshot | null>;
+  deleteSnapshot(name: string, org?: string, signal?: AbortSignal): Promise<void>;
   /** The newer file API: the file is created with `mode`. UNIMPLEMENTED on machines whose agent predates it. */
   writeFile(id: string, path: string, data: Buffer, mode: number, signal?: AbortSignal): Promise<void>;
   /** The old upload: the file lands 0644, parents made. */
@@ -289,10 +304,23 @@ export function createBoxdApi(options: BoxdApiOptions): BoxdApi {
           if (cancelled && error.code === grpc.status.CANCELLED) resolve({ exitCode: null, cancelled: true });
           else reject(boxdError("Exec", error, redactor.redact));
         });
-        call.on("status", (status: grpc.StatusObject) => {
-          if (status.code !== grpc.status.OK) return; // reported by "error"
+        // Done once the status is OK and every message was read: with back-pressure (a paused
+        // stream) the status can arrive before the last buffered messages are handed over.
+        let statusOk = false;
+        let ended = false;
+        const finish = () => {
+          if (!statusOk || !ended) return;
           if (exitCode === undefined) reject(boxdError("Exec", Object.assign(new Error("the command's exit was not reported (the stream ended without it)"), { code: grpc.status.UNAVAILABLE, details: "the command's exit was not reported" }), redactor.redact));
           else resolve({ exitCode, cancelled: false });
+        };
+        call.on("status", (status: grpc.StatusObject) => {
+          if (status.code !== grpc.status.OK) return; // reported by "error"
+          statusOk = true;
+          finish();
+        });
+        call.on("end", () => {
+          ended = true;
+          finish();
         });
       });
       // Errors surface through `exited`; a write after the end is dropped.
@@ -315,6 +343,27 @@ export function createBoxdApi(options: BoxdApiOptions): BoxdApi {
       };
     },
 
+    async createSnapshot(vm, name, signal) {
+      const r = await unary<{ name: string; version: number; status: string }>("CreateSnapshot", { vm, name }, { idempotent: false, signal });
+      return { name: r.name, version: Number(r.version), status: r.status, vcpu: 0, memoryBytes: 0, sizeBytes: 0 };
+    },
+    async getSnapshot(name, org, signal) {
+      try {
+        const r = await unary<{ snapshot: { name: string; version: number; status: string; vcpu: number; memory_bytes: number; size_bytes: number } | null }>("GetSnapshot", { name, org: org ?? "" }, { idempotent: true, signal });
+        const s = r.snapshot;
+        return s ? { name: s.name, version: Number(s.version), status: s.status, vcpu: s.vcpu, memoryBytes: Number(s.memory_bytes), sizeBytes: Number(s.size_bytes) } : null;
+      } catch (error) {
+        if (isProviderApiError(error) && error.gone) return null;
+        throw error;
+      }
+    },
+    async deleteSnapshot(name, org, signal) {
+      try {
+        await unary("DeleteSnapshot", { name, org: org ?? "" }, { idempotent: true, signal });
+      } catch (error) {
+        if (!(isProviderApiError(error) && error.gone)) throw error;
+      }
+    },
     writeFile: (id, path, data, mode, signal) => upload("WriteFile", { vm_id: id, path, mode }, data, signal),
     uploadFile: (id, path, data, signal) => upload("UploadFileStream", { vm_id: id, path }, data, signal),
     close: () => client.close(),
