@@ -160,7 +160,7 @@ export function createMachineManager(deps: MachineManagerDeps) {
       size = sizeOf(spec.config);
     }
     if (inOrg(org).some((m) => m.name === name && m.status !== "destroying")) throw fail(GrpcStatus.ALREADY_EXISTS, `a machine named ${name} already exists`);
-    if (inOrg(org).length >= deps.maxMachinesPerOrg) throw fail(GrpcStatus.RESOURCE_EXHAUSTED, `org ${org} has reached its quota of ${deps.maxMachinesPerOrg} machines`);
+    if (inOrg(org).filter((m) => m.status !== "destroying").length >= deps.maxMachinesPerOrg) throw fail(GrpcStatus.RESOURCE_EXHAUSTED, `org ${org} has reached its quota of ${deps.maxMachinesPerOrg} machines`);
 
     const id = randomUUID();
     const started = Date.now();

@@ -5,6 +5,7 @@ import { UsageError } from "./errors.js";
 
 /** Our own provider packages, by driverKey, relative to the repository root. */
 export const BUILTIN_PROVIDERS: Readonly<Record<string, string>> = Object.freeze({
+  boxd: "providers/boxd",
   bubblewrap: "providers/bubblewrap",
   daytona: "providers/daytona",
   e2b: "providers/e2b",

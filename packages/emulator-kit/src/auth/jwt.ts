@@ -33,8 +33,10 @@ export function createJwtIssuer<C extends object>(now: () => number = Date.now):
   return {
     issue(claims, ttlSeconds) {
       if (!(ttlSeconds > 0)) throw new TypeError("ttlSeconds: must be greater than 0");
-      const iat = Math.floor(now() / 1000);
-      const exp = iat + Math.ceil(ttlSeconds);
+      const at = now();
+      const iat = Math.floor(at / 1000);
+      // Whole seconds, rounded up: a token lives at least `ttlSeconds`.
+      const exp = Math.ceil((at + ttlSeconds * 1000) / 1000);
       const body = `${HEADER}.${Buffer.from(JSON.stringify({ ...claims, iat, exp })).toString("base64url")}`;
       return { token: `${body}.${sign(body).toString("base64url")}`, expiresAt: exp };
     },

@@ -44,7 +44,8 @@ export function withStagedStdin(inner: ScriptRunner, opts: StagedStdinOptions): 
         throw error;
       }
       // Opened, then unlinked at once: the command still reads a regular file with a real EOF.
-      const staged = `exec 0<${shellQuote(path)} || { echo 'paperclip: could not open staged stdin' >&2; exit ${EXIT_STDIN_STAGING_FAILED}; }\nrm -rf -- ${shellQuote(dir)}\n${script}`;
+      // (A failed redirection of `exec` ends sh with status 2 before any `||`: test first.)
+      const staged = `[ -r ${shellQuote(path)} ] || { echo 'paperclip: could not open staged stdin' >&2; rm -rf -- ${shellQuote(dir)}; exit ${EXIT_STDIN_STAGING_FAILED}; }\nexec 0<${shellQuote(path)}\nrm -rf -- ${shellQuote(dir)}\n${script}`;
       try {
         return await inner.run(staged, { ...io, stdin: null });
       } catch (error) {
