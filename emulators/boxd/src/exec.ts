@@ -1,6 +1,6 @@
 import { constants } from "node:os";
 import { GrpcError, GrpcStatus, type GrpcCall } from "@paperclip-sandbox/emulator-kit";
-import type { ExecHandle } from "@paperclip-sandbox/sandbox-backend";
+import { SandboxExecError, type ExecHandle } from "@paperclip-sandbox/sandbox-backend";
 import type { MachineManager } from "./machines.js";
 import type { BoxdAccount } from "./options.js";
 
@@ -43,7 +43,9 @@ export async function serveExec(machines: MachineManager, account: BoxdAccount, 
     handle = await lease.jail.exec({ argv: ["/bin/sh", "-c", head.command], cwd: GUEST_HOME, stdin: true, outputLimitBytes: OUTPUT_RING_BYTES });
   } catch (error) {
     lease.done();
-    throw new GrpcError(GrpcStatus.FAILED_PRECONDITION, `exec failed: ${(error as Error).message}`);
+    // A refusal of the command itself vs the in-VM agent not answering (which boxd reports as unavailable).
+    if (error instanceof SandboxExecError) throw new GrpcError(GrpcStatus.FAILED_PRECONDITION, `exec failed: ${error.message}`);
+    throw new GrpcError(GrpcStatus.UNAVAILABLE, `the machine's agent did not answer: ${(error as Error).message}`);
   }
 
   const cancelled = () => {

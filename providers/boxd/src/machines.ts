@@ -95,8 +95,13 @@ export async function confirmGone(api: BoxdApi, id: string, signal?: AbortSignal
 
 /** Wakes a suspended or hibernated machine, starts a stopped one, and waits until it runs. */
 export async function makeRunning(api: BoxdApi, machine: BoxdMachine, signal?: AbortSignal): Promise<BoxdMachine> {
-  if (FROZEN.has(machine.status)) await api.resumeMachine(machine.id, signal);
-  else if (machine.status === "stopped") await api.startMachine(machine.id, signal);
+  if (machine.status === "running") return machine;
+  if (FROZEN.has(machine.status)) {
+    // ResumeVm answers once the machine runs again (it reports how long that took).
+    await api.resumeMachine(machine.id, signal);
+    return { ...machine, status: "running" };
+  }
+  if (machine.status === "stopped") await api.startMachine(machine.id, signal);
   else if (machine.status === "failed") throw new LeaseGoneError(`boxd machine ${machine.id} has failed`);
   const now = await poll(
     `machine ${machine.id} did not come back to running`,

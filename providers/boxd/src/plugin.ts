@@ -106,7 +106,11 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
       await api.setDeleteTimer(made.id, seconds, signal);
       deadline = new Date(setAt + seconds * 1000);
     }
-    let machine = made.status === "running" ? await api.getMachine(made.id, signal) : await settled(api, made.id, signal);
+    // Running at once (the usual answer): what boxd would report is what was asked, no GetVm needed.
+    let machine: BoxdMachine | null =
+      made.status === "running"
+        ? { id: made.id, name: made.name, status: "running", imageRef: "", vcpu: config.vcpu ?? 0, memoryBytes: 0, labels: { ...labels }, org: config.org ?? "", isolated: true, createdAt: null, destroyAt: deadline }
+        : await settled(api, made.id, signal);
     if (!machine) throw new LeaseGoneError(`boxd machine ${made.id} disappeared right after it was created`);
     if (machine.status !== "running") machine = await makeRunning(api, machine, signal);
     const handle = handleOf(api, account, machine, DEFAULT_WORKSPACE, deadline);
@@ -146,9 +150,18 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
   async function keep(handle: BoxdHandle): Promise<void> {
     const { api } = handle;
     const id = handle.machine.id;
-    const current = (await api.getMachine(id)) ?? handle.machine;
+    /** A refusal because the machine is already in (or past) the wanted state is no failure. */
+    const unlessAlready = async (call: Promise<unknown>, fine: readonly string[]) => {
+      try {
+        await call;
+      } catch (error) {
+        if (!(isProviderApiError(error) && error.code === "FAILED_PRECONDITION")) throw error;
+        const seen = await api.getMachine(id);
+        if (!seen || !fine.includes(seen.status)) throw error;
+      }
+    };
     if (coldStop.getStore() === true) {
-      if (current.status !== "stopped") await api.stopMachine(id);
+      await unlessAlready(api.stopMachine(id), ["stopped"]);
       const deadline = Date.now() + STOP_CONFIRM_MS;
       for (let pause = 25; ; pause = Math.min(pause * 2, 500)) {
         const seen = await api.getMachine(id);
@@ -158,7 +171,7 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
         await new Promise((resolve) => setTimeout(resolve, pause));
       }
     }
-    if (current.status === "running") await api.suspendMachine(id);
+    await unlessAlready(api.suspendMachine(id), ["suspended", "hibernated", "stopped"]);
   }
 
   const definition: SandboxProviderDefinition<typeof boxdConfigSchema, BoxdHandle> = {
@@ -169,14 +182,17 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
     // A change of any of these means another machine (resume then provisions a fresh one).
     shape: (config) => ({ snapshot: config.snapshot ?? null, vcpu: config.vcpu ?? null, org: config.org ?? null, apiUrl: config.apiUrl }),
     defaultTimeoutMs: (config) => config.timeoutMs,
-    leaseMetadata: (handle) => ({ machineName: handle.machine.name, account: handle.account, org: handle.machine.org, vcpu: handle.machine.vcpu }),
+    leaseMetadata: (handle) => ({ machineName: handle.machine.name, account: handle.account, ...(handle.machine.org ? { org: handle.machine.org } : {}), ...(handle.machine.vcpu ? { vcpu: handle.machine.vcpu } : {}) }),
     validate: (config) => ({ errors: apiKeyOf(config, env) ? [] : [MISSING_KEY] }),
     create,
     get,
     destroy,
     stop: (handle) => keep(handle),
     async start(handle, ref) {
-      const machine = await makeRunning(handle.api, (await handle.api.getMachine(handle.machine.id)) ?? handle.machine);
+      // A handle that says running is stale (a command found the machine stopped): look again.
+      const current = handle.state === "running" ? await handle.api.getMachine(handle.machine.id) : handle.machine;
+      if (!current || isGoneStatus(current.status)) throw new LeaseGoneError(`boxd machine ${handle.machine.id} is gone`);
+      const machine = await makeRunning(handle.api, current);
       return handleOf(handle.api, handle.account, machine, workspaceOf(ref.metadata));
     },
     // Exec on a stopped machine is refused (FAILED_PRECONDITION): the kit starts it and runs the command once more.
