@@ -35,7 +35,7 @@ export const boxdConfigSchema = z
     apiKey: fields.secretRef({
       envFallback: API_KEY_ENV,
       title: "API key",
-      description: "A boxd API key (bxd_...), from the boxd console or `boxd api-key create`. It is exchanged for short-lived tokens; it never enters a machine.",
+      description: "A boxd API key (bxd_...), from the boxd console or the boxd CLI (boxd api-key create). It is exchanged for short-lived tokens and never enters a machine.",
       group: BOXD,
     }),
     org: fields
