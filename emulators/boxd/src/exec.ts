@@ -54,7 +54,7 @@ export async function serveExec(machines: MachineManager, account: BoxdAccount, 
   };
   call.signal.addEventListener("abort", cancelled, { once: true });
   // Stdin as it comes; the end of the client's stream is EOF. Bytes for an exited command go nowhere.
-  const feeding = (async () => {
+  void (async () => {
     try {
       if (head.stdin && head.data.length > 0) await handle.write(head.data);
       for (;;) {
@@ -84,7 +84,6 @@ export async function serveExec(machines: MachineManager, account: BoxdAccount, 
     call.write({ data: Buffer.alloc(0), exit_code: code });
   } finally {
     call.signal.removeEventListener("abort", cancelled);
-    void feeding;
     // After the exit, dropping the connection ends nothing; the finished exec is forgotten.
     handle.close();
     void lease.jail.reap(handle.pid).catch(() => undefined);

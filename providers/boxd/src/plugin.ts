@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { createHash } from "node:crypto";
-import { definePlugin, type PluginContext, type PluginEnvironmentReleaseLeaseParams } from "@paperclipai/plugin-sdk";
+import { definePlugin, type PluginEnvironmentReleaseLeaseParams } from "@paperclipai/plugin-sdk";
 import {
   assertOwnedBy,
   defaultProbe,
@@ -224,7 +224,6 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
       }
       return probeResult("boxd sandbox", findings);
     },
-    setup(_context: PluginContext) {},
     shutdown() {
       for (const api of apis.values()) api.close();
       apis.clear();
