@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { LeaseGoneError, type SandboxHandle } from "@paperclip-sandbox/kit";
 import type { BoxdApi, BoxdMachine } from "./api.js";
-import { createBoxdRunner, type BoxdTarget } from "./transport.js";
+import type { BoxdTarget } from "./transport.js";
 
-/** Where the workspace goes when the lease does not say (boxd's user is `boxd`, home /home/boxd). */
-export const DEFAULT_WORKSPACE = "/home/boxd/paperclip-workspace";
+/** The workspace, under the machine user's home (boxd's user is `boxd`, home /home/boxd). */
+export const WORKSPACE_DIR = "paperclip-workspace";
 /** How long a deletion may take before the release reports it unconfirmed. */
 const DELETE_CONFIRM_MS = 120_000;
 /** How long a machine may stay in a transitional state (booting, starting, migrating) before we give up. */
@@ -21,14 +21,14 @@ export interface BoxdHandle extends SandboxHandle {
   account: string;
   machine: BoxdMachine;
   target: BoxdTarget;
-  /** The workspace (the lease's remoteCwd). */
-  workspace: string;
 }
 
 /** The kit's state for a boxd status: suspended and hibernated are frozen, stopped (and failed) stopped. */
 export function stateOf(status: string): SandboxHandle["state"] {
   if (FROZEN.has(status)) return "frozen";
-  if (status === "stopped" || status === "failed") return "stopped";
+  if (status === "stopped") return "stopped";
+  // Failed or being destroyed: still listed, never running again.
+  if (status === "failed" || GONE.has(status)) return "ended";
   return "running";
 }
 
@@ -114,19 +114,4 @@ export async function makeRunning(api: BoxdApi, machine: BoxdMachine, signal?: A
     signal,
   );
   return now;
-}
-
-/** Makes `$HOME/paperclip-workspace` (one Exec) and returns its absolute path. */
-export async function prepareWorkspace(target: BoxdTarget): Promise<string> {
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  const exit = await createBoxdRunner(target).run(`dir="$HOME/paperclip-workspace" && mkdir -p -- "$dir" && cd -- "$dir" && pwd -P`, {
-    stdout: (chunk) => out.push(chunk),
-    stderr: (chunk) => err.push(chunk),
-  });
-  const path = Buffer.concat(out).toString("utf8").trim();
-  if (exit.exitCode !== 0 || !path.startsWith("/")) {
-    throw new Error(`boxd: could not make the workspace in machine ${target.id} (exit ${exit.exitCode}): ${Buffer.concat(err).toString("utf8").slice(0, 500)}`);
-  }
-  return path;
 }

@@ -5,7 +5,7 @@ import { BOXD_TRANSPORT } from "./transport.js";
 export const BOXD_DRIVER_KEY = "boxd";
 export const BOXD_PLUGIN_ID = "paperclip-sandbox.boxd";
 /** Streamed exec over one bidi Exec per command, and kept (suspended) leases. */
-export const BOXD_SHAPE: DeclaredProviderShape = { transport: BOXD_TRANSPORT, canStop: true };
+export const BOXD_SHAPE: DeclaredProviderShape = { transport: BOXD_TRANSPORT, keepsLeases: true };
 
 export default defineSandboxProviderManifest({
   id: BOXD_PLUGIN_ID,

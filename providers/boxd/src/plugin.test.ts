@@ -35,7 +35,7 @@ describe("boxd plugin guards", () => {
       `refusing to delete boxd machine ${lease.providerLeaseId}: its lease was made by boxd account owner, the configured key belongs to intruder`,
     );
     await expect(owner.hooks.onEnvironmentDestroyLease({ ...scope, environmentId: "env-2", config: owner.config, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata })).rejects.toThrow(
-      /refusing to touch boxd machine .*paperclip-environment is "env-1", expected "env-2"/,
+      /refusing to touch boxd sandbox .*paperclip-environment is "env-1", expected "env-2"/,
     );
     expect((await owner.api.getMachine(lease.providerLeaseId!))?.status).toBe("running");
     expect(await owner.hooks.onEnvironmentDestroyLease({ ...scope, config: owner.config, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata })).toEqual({ providerLeaseId: lease.providerLeaseId, state: "destroyed" });

@@ -16,7 +16,7 @@ import {
 } from "@paperclip-sandbox/kit";
 import { createBoxdApi, type BoxdApi, type BoxdApiOptions, type BoxdMachine } from "./api.js";
 import { apiKeyOf, boxdConfig, MEMORY_GIB, MISSING_KEY, type BoxdConfig, type boxdConfigSchema } from "./config.js";
-import { confirmGone, DEFAULT_WORKSPACE, isGoneStatus, machineName, makeRunning, prepareWorkspace, settled, stateOf, type BoxdHandle } from "./machines.js";
+import { confirmGone, isGoneStatus, machineName, makeRunning, settled, stateOf, WORKSPACE_DIR, type BoxdHandle } from "./machines.js";
 import { BOXD_DRIVER_KEY } from "./manifest.js";
 import { createTokenCache, type TokenCache } from "./tokens.js";
 import { BOXD_TRANSPORT, createBoxdRunner } from "./transport.js";
@@ -63,8 +63,8 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
   /** Set while a release or stop must end the machine's processes (a cold stop), not suspend them. */
   const coldStop = new AsyncLocalStorage<boolean>();
 
-  function apiOf(config: BoxdConfig): BoxdApi {
-    const apiKey = apiKeyOf(config, env);
+  function apiOf(config: BoxdConfig, from: NodeJS.ProcessEnv = env): BoxdApi {
+    const apiKey = apiKeyOf(config, from);
     if (!apiKey) throw new Error(MISSING_KEY);
     const key = createHash("sha256").update(`${apiKey}\0${config.apiUrl}\0${config.exchangeUrl}`).digest("hex");
     let api = apis.get(key);
@@ -78,7 +78,7 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
     return agent;
   };
 
-  const handleOf = (api: BoxdApi, account: string, machine: BoxdMachine, workspace: string, expiresAt?: Date | null): BoxdHandle => ({
+  const handleOf = (api: BoxdApi, account: string, machine: BoxdMachine, expiresAt?: Date | null): BoxdHandle => ({
     providerLeaseId: machine.id,
     state: stateOf(machine.status),
     labels: machine.labels,
@@ -87,10 +87,7 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
     account,
     machine,
     target: { api, id: machine.id, agent: agentOf(machine.id) },
-    workspace,
   });
-
-  const workspaceOf = (metadata: Record<string, unknown>) => (typeof metadata.remoteCwd === "string" && metadata.remoteCwd.startsWith("/") ? metadata.remoteCwd : DEFAULT_WORKSPACE);
 
   async function create({ config, params, labels, expiresAt, signal, created }: CreateInput<BoxdConfig>): Promise<BoxdHandle> {
     const api = apiOf(config);
@@ -113,32 +110,29 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
         : await settled(api, made.id, signal);
     if (!machine) throw new LeaseGoneError(`boxd machine ${made.id} disappeared right after it was created`);
     if (machine.status !== "running") machine = await makeRunning(api, machine, signal);
-    const handle = handleOf(api, account, machine, DEFAULT_WORKSPACE, deadline);
-    handle.workspace = await prepareWorkspace(handle.target);
-    return handle;
+    return handleOf(api, account, machine, deadline);
   }
 
+  /** The machine in whatever state boxd has it (a destroying or failed one is `ended`); null once boxd no longer has it. */
   async function get(ref: LeaseRef<BoxdConfig>): Promise<BoxdHandle | null> {
     const api = apiOf(ref.config);
     let machine = await api.getMachine(ref.providerLeaseId);
-    if (!machine || isGoneStatus(machine.status)) return null;
-    if (stateOf(machine.status) === "running" && machine.status !== "running") machine = await settled(api, machine.id);
+    if (!machine || machine.status === "destroyed" || machine.status === "deleted") return null;
+    // A transitional status (booting, starting, migrating) settles first.
+    if (stateOf(machine.status) === "running" && machine.status !== "running" && !isGoneStatus(machine.status)) machine = await settled(api, machine.id);
     if (!machine) return null;
-    return handleOf(api, await api.account(), machine, workspaceOf(ref.metadata));
+    return handleOf(api, await api.account(), machine);
   }
 
-  async function destroy(ref: LeaseRef<BoxdConfig>, handle: BoxdHandle | undefined): Promise<void> {
-    const api = apiOf(ref.config);
-    const machine = handle?.machine ?? (await api.getMachine(ref.providerLeaseId));
-    if (!machine || isGoneStatus(machine.status)) return;
-    // The account first (a lease made with another key is not this key's to delete), then the labels.
-    const account = await api.account();
+  /** The kit has checked the labels; the account is boxd's own fence: a lease made with another key is not this key's to delete. */
+  async function destroy(ref: LeaseRef<BoxdConfig>, handle: BoxdHandle): Promise<void> {
+    const { api, machine } = handle;
+    if (isGoneStatus(machine.status) && machine.status !== "destroying") return;
     const owner = typeof ref.metadata.account === "string" ? ref.metadata.account : undefined;
-    if (owner !== undefined && owner !== account) {
-      throw new BoxdAccountMismatchError(`refusing to delete boxd machine ${machine.id}: its lease was made by boxd account ${owner}, the configured key belongs to ${account}`);
+    if (owner !== undefined && owner !== handle.account) {
+      throw new BoxdAccountMismatchError(`refusing to delete boxd machine ${machine.id}: its lease was made by boxd account ${owner}, the configured key belongs to ${handle.account}`);
     }
-    assertOwnedBy(machine.labels, { driverKey: BOXD_DRIVER_KEY, companyId: ref.companyId, environmentId: ref.environmentId }, { resource: `boxd machine ${machine.id}` });
-    await api.destroyMachine(machine.id);
+    if (machine.status !== "destroying") await api.destroyMachine(machine.id);
     await confirmGone(api, machine.id);
   }
 
@@ -178,40 +172,48 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
     driverKey: BOXD_DRIVER_KEY,
     config: boxdConfig,
     transport: BOXD_TRANSPORT,
-    workspaceDir: (handle) => handle.workspace,
+    // `$HOME/paperclip-workspace` (/home/boxd/paperclip-workspace on boxd), made by the kit with one Exec.
+    workspace: { homeSubdir: WORKSPACE_DIR },
     // A change of any of these means another machine (resume then provisions a fresh one).
     shape: (config) => ({ snapshot: config.snapshot ?? null, vcpu: config.vcpu ?? null, org: config.org ?? null, apiUrl: config.apiUrl }),
-    defaultTimeoutMs: (config) => config.timeoutMs,
+    // A reused lease is kept by `stop`: suspended at a plain release, stopped cold when work must end.
+    keep: { reusable: (config) => config.reuseLease, by: "stop" },
+    options: { commandTimeoutMs: (config) => config.timeoutMs },
     leaseMetadata: (handle) => ({ machineName: handle.machine.name, account: handle.account, ...(handle.machine.org ? { org: handle.machine.org } : {}), ...(handle.machine.vcpu ? { vcpu: handle.machine.vcpu } : {}) }),
     validate: (config) => ({ errors: apiKeyOf(config, env) ? [] : [MISSING_KEY] }),
     create,
     get,
     destroy,
     stop: (handle) => keep(handle),
-    async start(handle, ref) {
+    async start(handle) {
       // A handle that says running is stale (a command found the machine stopped): look again.
       const current = handle.state === "running" ? await handle.api.getMachine(handle.machine.id) : handle.machine;
       if (!current || isGoneStatus(current.status)) throw new LeaseGoneError(`boxd machine ${handle.machine.id} is gone`);
       const machine = await makeRunning(handle.api, current);
-      return handleOf(handle.api, handle.account, machine, workspaceOf(ref.metadata));
+      return handleOf(handle.api, handle.account, machine);
     },
     // Exec on a stopped machine is refused (FAILED_PRECONDITION): the kit starts it and runs the command once more.
     notRunning: (error) => isProviderApiError(error) && error.vendor === "boxd" && error.code === "FAILED_PRECONDITION" && /stopped/i.test(error.detail),
     runner: (handle) => createBoxdRunner(handle.target),
-    async list(config, labels) {
-      const machines = await apiOf(config).listMachines({ org: config.org, labels });
-      return machines
-        .filter((m) => !isGoneStatus(m.status))
-        .map((m) => ({
-          providerLeaseId: m.id,
-          labels: m.labels,
-          state: m.status,
+    // Suspended, stopped and failed machines too (whatever the state); inside the worker without `env`.
+    async list(config, labels, { env: from, signal }) {
+      const api = from ? createBoxdApi({ apiKey: apiKeyOf(config, from) ?? "", apiUrl: config.apiUrl, exchangeUrl: config.exchangeUrl, tokens }) : apiOf(config);
+      try {
+        return (await api.listMachines({ org: config.org, labels }, signal))
+          .filter((m) => m.status !== "destroyed" && m.status !== "deleted")
+          .map((m) => ({
+            providerLeaseId: m.id,
+            labels: m.labels,
+            state: m.status,
           ...(m.createdAt ? { createdAt: m.createdAt.toISOString() } : {}),
           expiresAt: m.destroyAt ? m.destroyAt.toISOString() : null,
+          metadata: { machineName: m.name },
         }));
+      } finally {
+        if (from) api.close();
+      }
     },
     async probe(config, params) {
-      if (!apiKeyOf(config, env)) return probeResult("boxd sandbox", [{ severity: "error", code: "BOXD_API_KEY_MISSING", message: MISSING_KEY }]);
       // The probe's machine carries a 15-minute delete timer: boxd removes it even if the probe is cut off.
       const probing: typeof definition = {
         ...definition,
@@ -261,7 +263,10 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
     onEnvironmentInspectLease: inspect,
   } as Parameters<typeof definePlugin>[0]);
 
-  return { plugin, definition, tokens, apiOf };
+  return { plugin, definition, tokens, apiOf, listLeases: provider.listLeases };
 }
 
-export default createBoxdPlugin().plugin;
+const boxd = createBoxdPlugin();
+export default boxd.plugin;
+/** For `leases gc`: the org's machines labelled for this provider (derived from `list` by the kit). */
+export const listLeases = boxd.listLeases;
