@@ -260,7 +260,7 @@ describe("boxd emulator: files and snapshots", () => {
   });
 
   it("records every call with its gRPC code, and leaves nothing behind", async () => {
-    const codes = new Set(emu.requests.list().map((r) => `${r.route.split("/").pop()} ${r.code}`));
+    const codes = new Set(emu.requests.list().map((r) => `${r.path.split("/").pop()} ${r.code}`));
     expect(codes).toEqual(expect.objectContaining({}));
     for (const expected of ["CreateVm OK", "CreateVm ALREADY_EXISTS", "Exec FAILED_PRECONDITION", "WriteFile UNIMPLEMENTED", "GetVm NOT_FOUND"]) expect(codes).toContain(expected);
     for (let i = 0; i < 100 && (await emu.leftovers()).length > 0; i++) await sleep(20);

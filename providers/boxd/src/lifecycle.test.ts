@@ -151,7 +151,7 @@ function describeList() {
     const result = await sh(lease, script, { stdin: big, env: { FOO: "bar baz 'q'" }, args });
     expect(result).toMatchObject({ exitCode: 7, timedOut: false, stderr: "oops\n" });
     expect(result.stdout).toBe(`a b|c'd|$HOME|\`x\`|line\nbreak|\nFOO=bar baz 'q'\n${Buffer.byteLength(big)}\n`);
-    if (!LIVE) expect(emu!.requests.list({ since: marks }).map((r) => r.route.split("/").pop())).toEqual(["WriteFile", "Exec"]);
+    if (!LIVE) expect(emu!.requests.list({ since: marks }).map((r) => r.path.split("/").pop())).toEqual(["WriteFile", "Exec"]);
     const small = await sh(lease, "cat; echo; echo $#", { stdin: "small stdin", args: ["1", "2"] });
     expect(small).toMatchObject({ exitCode: 0, stdout: "small stdin\n2\n" });
     const left = await sh(lease, "ls -A /tmp | grep -c paperclip-stdin || true");
@@ -178,7 +178,7 @@ function describeList() {
       expect(exit.exitCode).toBe(0);
       expect(Buffer.concat(lines).toString()).toBe(`dir-removed\n644 ${big.length}\n`);
       expect(legacy.agent.legacy).toBe(true);
-      expect(emu!.requests.list({ since: marks }).map((r) => `${r.route.split("/").pop()} ${r.code}`)).toEqual(["WriteFile UNIMPLEMENTED", "Exec OK", "UploadFileStream OK", "Exec OK"]);
+      expect(emu!.requests.list({ since: marks }).map((r) => `${r.path.split("/").pop()} ${r.code}`)).toEqual(["WriteFile UNIMPLEMENTED", "Exec OK", "UploadFileStream OK", "Exec OK"]);
       expect((await sh(lease, "ls -A /tmp | grep -c paperclip-stdin || true")).stdout.trim()).toBe("0");
     }
     await destroy(lease);
@@ -272,7 +272,7 @@ function describeList() {
     expect(await sh(lease, "echo ran")).toMatchObject({ exitCode: 0, stdout: "ran\n" });
     expect(await status(lease.providerLeaseId!)).toBe("running");
     if (!LIVE) {
-      const calls = emu!.requests.list({ since: marks }).map((r) => `${r.route.split("/").pop()} ${r.code}`);
+      const calls = emu!.requests.list({ since: marks }).map((r) => `${r.path.split("/").pop()} ${r.code}`);
       expect(calls[0]).toBe("Exec FAILED_PRECONDITION");
       expect(calls).toContain("StartVm OK");
       expect(calls.filter((c) => c === "Exec OK")).toHaveLength(1);
