@@ -40,13 +40,16 @@ export async function serveExec(machines: MachineManager, account: BoxdAccount, 
   const lease = await machines.use(machine);
   let handle: ExecHandle;
   try {
-    handle = await lease.jail.exec({ argv: ["/bin/sh", "-c", head.command], cwd: GUEST_HOME, stdin: true, outputLimitBytes: OUTPUT_RING_BYTES });
+    // Detached: a blip of the emulator's connection to the jail's supervisor must not end the
+    // command (a VM's processes do not die with its agent's connection); it is re-attached by pid.
+    handle = await lease.jail.exec({ argv: ["/bin/sh", "-c", head.command], cwd: GUEST_HOME, stdin: true, detached: true, outputLimitBytes: OUTPUT_RING_BYTES });
   } catch (error) {
     lease.done();
     // A refusal of the command itself vs the in-VM agent not answering (which boxd reports as unavailable).
     if (error instanceof SandboxExecError) throw new GrpcError(GrpcStatus.FAILED_PRECONDITION, `exec failed: ${error.message}`);
     throw new GrpcError(GrpcStatus.UNAVAILABLE, `the machine's agent did not answer: ${(error as Error).message}`);
   }
+  const pid = handle.pid;
 
   const cancelled = () => {
     // The client gave up: the command's process group ends with the call.
@@ -69,24 +72,38 @@ export async function serveExec(machines: MachineManager, account: BoxdAccount, 
     }
   })();
 
+  // Output from where the client is: a re-attached handle continues at the next byte of each stream.
+  const next = { stdout: 0, stderr: 0 };
   try {
-    const subscription = handle.subscribe(
-      { stdout: 0, stderr: 0 },
-      {
-        onData: (stream, data) => call.write({ data, is_stderr: stream === "stderr" }),
-        onGap: (stream, from, to) => call.write({ data: Buffer.from(`\n[boxd emulator: ${stream} bytes ${from}-${to} dropped: the client read too slowly]\n`), is_stderr: true }),
-      },
-    );
-    const exit = await subscription.done.catch(() => null);
-    if (call.signal.aborted) return;
-    if (!exit) throw new GrpcError(GrpcStatus.ABORTED, `machine ${machine.name} stopped while the command ran`);
-    const code = exit.exitCode ?? 128 + (SIGNALS[exit.signal ?? "SIGKILL"] ?? 9);
-    call.write({ data: Buffer.alloc(0), exit_code: code });
+    for (let attempt = 0; ; attempt += 1) {
+      const subscription = handle.subscribe(
+        { ...next },
+        {
+          onData: (stream, data, offset) => {
+            next[stream] = offset + data.length;
+            call.write({ data, is_stderr: stream === "stderr" });
+          },
+          onGap: (stream, from, to) => call.write({ data: Buffer.from(`\n[boxd emulator: ${stream} bytes ${from}-${to} dropped: the client read too slowly]\n`), is_stderr: true }),
+        },
+      );
+      const exit = await subscription.done.catch(() => null);
+      if (call.signal.aborted) return;
+      if (exit) {
+        const code = exit.exitCode ?? 128 + (SIGNALS[exit.signal ?? "SIGKILL"] ?? 9);
+        call.write({ data: Buffer.alloc(0), exit_code: code });
+        return;
+      }
+      // The connection to the supervisor broke, or the machine stopped (then nothing is left to attach).
+      const again = machine.status === "running" && attempt < 3 ? await lease.jail.attach(pid).catch(() => null) : null;
+      if (!again) throw new GrpcError(GrpcStatus.ABORTED, `machine ${machine.name} stopped while the command ran`);
+      handle.close();
+      handle = again;
+    }
   } finally {
     call.signal.removeEventListener("abort", cancelled);
     // After the exit, dropping the connection ends nothing; the finished exec is forgotten.
     handle.close();
-    void lease.jail.reap(handle.pid).catch(() => undefined);
+    void lease.jail.reap(pid).catch(() => undefined);
     lease.done();
   }
 }
