@@ -132,6 +132,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
     server.addService(wrapped as grpc.ServiceDefinition, implementation);
   }
 
+  recordUnknownMethods(server, options);
   const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
   listener = await listen(
     { http1: (socket) => socket.destroy(), http2: (socket) => injector.injectConnection(socket) },
@@ -155,6 +156,26 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
       })();
       return closed;
     },
+  };
+}
+
+/**
+ * grpc-js answers a method outside every service with UNIMPLEMENTED before any handler runs; the
+ * recorder must still see the call (a missing method is what a fidelity report looks for). The
+ * server's handler lookup (`_retrieveHandler`, grpc-js 1.14) is the one place such a call passes.
+ */
+function recordUnknownMethods(server: grpc.Server, options: GrpcServerOptions): void {
+  const internals = server as unknown as { _retrieveHandler?: (path: string) => unknown };
+  const lookup = internals._retrieveHandler;
+  if (typeof lookup !== "function") throw new TypeError("emulator-kit: this @grpc/grpc-js has no _retrieveHandler; unknown gRPC methods could not be recorded");
+  internals._retrieveHandler = function (this: unknown, path: string) {
+    const handler = lookup.call(this, path);
+    if (handler === null || handler === undefined) {
+      const record = options.recorder.start({ protocol: "grpc", method: "POST", route: null, path: String(path), headers: {} });
+      record.markUnserved("not in the proto");
+      record.finish(grpc.status.UNIMPLEMENTED, grpcCodeName(grpc.status.UNIMPLEMENTED));
+    }
+    return handler;
   };
 }
 
@@ -265,7 +286,10 @@ function makeImplementation(init: ImplementationInit) {
         return;
       }
       await options.authorize?.(grpcCall);
-      if (!init.handler) throw new GrpcError(grpc.status.UNIMPLEMENTED, `${path} is not implemented by this emulator`);
+      if (!init.handler) {
+        record.markUnserved("no handler");
+        throw new GrpcError(grpc.status.UNIMPLEMENTED, `${path} is not implemented by this emulator`);
+      }
       if (kind === "server-stream" || kind === "bidi") {
         drop = takeFault("drop-stream");
         if (drop && (drop.afterMessages ?? 1) === 0) {
