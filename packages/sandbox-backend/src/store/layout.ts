@@ -32,11 +32,18 @@ export interface SandboxLayout {
   home: string;
   cache: string;
   tmp: string;
+  /** Parent of the further writable directories (`mounts/<index>`). */
+  mounts: string;
   etc: string;
   socketDir: string;
   socket: string;
   egress: string;
   egressSocket: string;
+}
+
+/** Host directory of a sandbox's `index`-th further writable directory. */
+export function mountDirOf(layout: SandboxLayout, index: number): string {
+  return path.join(layout.mounts, String(index));
 }
 
 export function sandboxesDir(stateDir: string): string {
@@ -67,6 +74,7 @@ export function sandboxLayout(stateDir: string, id: string, options: { legacy?: 
     home: path.join(data, "home"),
     cache: path.join(data, "cache"),
     tmp: path.join(data, "tmp"),
+    mounts: path.join(data, "mounts"),
     etc: path.join(dir, "etc"),
     socketDir,
     socket: path.join(socketDir, "sup.sock"),

@@ -5,7 +5,7 @@ import path from "node:path";
 import { SandboxExistsError } from "../errors.js";
 import { unreachableBy, type HostUser } from "../jail/host-user.js";
 import { createDisk, removeDisk } from "./disk.js";
-import { sandboxesDir, socketsDir, type SandboxLayout } from "./layout.js";
+import { mountDirOf, sandboxesDir, socketsDir, type SandboxLayout } from "./layout.js";
 
 /**
  * Creates (or checks) the state directory: owned by us and 0700 (0711 when jails run as another host
@@ -50,6 +50,7 @@ export async function createSandboxDirs(
   etcFiles: Record<string, string>,
   owner: HostUser | null = null,
   diskMb: number | null = null,
+  mountCount = 0,
 ): Promise<void> {
   const passage = owner ? 0o711 : 0o700;
   try {
@@ -64,8 +65,12 @@ export async function createSandboxDirs(
   // The writable directories' parent: only the jail's host user may pass (its setuid files stay its own).
   await fsp.chmod(layout.disk, 0o700);
   if (owner) await fsp.chown(layout.disk, owner.uid, owner.gid);
-  const owned = [layout.workspace, layout.home, layout.cache, layout.tmp, layout.etc];
-  await Promise.all(owned.map((dir) => fsp.mkdir(dir, { mode: 0o700 })));
+  const mounts = Array.from({ length: mountCount }, (_, index) => mountDirOf(layout, index));
+  if (mountCount > 0) await fsp.mkdir(layout.mounts, { mode: 0o700 });
+  const owned = [layout.workspace, layout.home, layout.cache, layout.tmp, layout.etc, ...(mountCount > 0 ? [layout.mounts] : []), ...mounts];
+  await Promise.all(owned.filter((dir) => dir !== layout.mounts).map((dir) => fsp.mkdir(dir, { mode: 0o700 })));
+  // Like a Kubernetes emptyDir: open to every user of the jail (the disk above stays the jail user's only).
+  await Promise.all(mounts.map((dir) => fsp.chmod(dir, 0o777)));
   // The sandbox's /tmp is shared by every process of the sandbox, as on a normal host.
   await fsp.chmod(layout.tmp, 0o1777);
   await Promise.all(
