@@ -1,6 +1,4 @@
-import { mkdtemp, rm } from "node:fs/promises";
-import { createRouter, type EmulatorDefinition, type ErrorEnvelope } from "@paperclip-sandbox/emulator-kit";
-import { createSandboxBackend } from "@paperclip-sandbox/sandbox-backend";
+import { createRouter, createVendorClock, type EmulatorDefinition, type ErrorEnvelope } from "@paperclip-sandbox/emulator-kit";
 import { controlPlaneRoutes } from "./control-plane.js";
 import { filesRoutes } from "./files-rest.js";
 import { filesystemRoutes } from "./filesystem-service.js";
@@ -10,6 +8,7 @@ import { SandboxRegistry } from "./sandboxes.js";
 
 export type { EnvdEmulatorOptions } from "./options.js";
 export { SANDBOX_HOME } from "./envd-access.js";
+export { ENVD_USER } from "./sandboxes.js";
 
 /** E2B's error body: the numeric status again in `code` (both SDKs test `error.code === 404`). */
 const envdErrorEnvelope: ErrorEnvelope = ({ status, message }) => ({ code: status, message });
@@ -26,12 +25,9 @@ export const emulator: EmulatorDefinition<EnvdEmulatorOptions> = {
   async start(kit, raw) {
     const options = resolveEnvdOptions(raw ?? {});
     const apiKey = options.apiKey ?? kit.credential("e2b_");
-    // Short: the jails' socket paths live under it and must fit in 107 bytes.
-    const stateDir = await mkdtemp("/tmp/envd-");
-    kit.onClose(() => rm(stateDir, { recursive: true, force: true }));
-    const backend = createSandboxBackend({ stateDir });
-    kit.onClose(() => backend.close());
-    const sandboxes = new SandboxRegistry(backend, options);
+    const { backend, stateDir } = await kit.backend();
+    const clock = options.clock ?? createVendorClock({ timeScale: options.timeScale });
+    const sandboxes = new SandboxRegistry(backend, options, clock);
 
     const router = createRouter({ errorEnvelope: envdErrorEnvelope, bodyLimit: 1024 * 1024 });
     controlPlaneRoutes(router, { sandboxes, options, apiKey });
