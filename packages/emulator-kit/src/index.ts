@@ -66,6 +66,8 @@ export type { ManualClock, VendorClock, VendorClockOptions } from "./clock/clock
 export { createSerial } from "./serial.js";
 export type { Serial } from "./serial.js";
 export { startEmulatorBackend } from "./backend.js";
+export { coverageReport, coverageTable, withCoverageTable } from "./coverage.js";
+export type { CoverageEntry, CoverageReport, CoverageSpec, CoverageStatus, SdkOperation } from "./coverage.js";
 export type { EmulatorBackend, EmulatorBackendOptions } from "./backend.js";
 
 export { ECHO_PROTO_PATH, echoEmulator } from "./example/echo.js";
