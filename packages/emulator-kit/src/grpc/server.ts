@@ -53,6 +53,11 @@ export interface GrpcServerOptions {
   faults: FaultInjector;
   /** Runs before every handler: throw GrpcError (see requireGrpcCredential) to refuse. */
   authorize?: (call: GrpcCall) => void | Promise<void>;
+  /**
+   * Methods refused on purpose, by path (`/pkg.Service/Method`, outside the proto's services) → the reason:
+   * answered UNIMPLEMENTED `emulator limit: <reason>` and recorded as unserved (`refused`).
+   */
+  refused?: Record<string, string>;
   host?: string;
   port?: number;
   /** Serve TLS too (same port, sniffed); `true` makes a self-signed certificate. */
@@ -132,6 +137,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
     server.addService(wrapped as grpc.ServiceDefinition, implementation);
   }
 
+  registerRefusals(server, options);
   recordUnknownMethods(server, options);
   const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
   listener = await listen(
@@ -157,6 +163,21 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
       return closed;
     },
   };
+}
+
+/** Refused methods get a handler of their own (any message shape: bytes in, nothing out). */
+function registerRefusals(server: grpc.Server, options: GrpcServerOptions): void {
+  for (const [path, reason] of Object.entries(options.refused ?? {})) {
+    const refuse = (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
+      const record = options.recorder.start({ protocol: "grpc", method: "POST", route: path, path, headers: redactHeaders(call.metadata.getMap() as Record<string, string>, options.secretHeaders ?? []) });
+      record.markUnserved("refused");
+      record.finish(grpc.status.UNIMPLEMENTED, grpcCodeName(grpc.status.UNIMPLEMENTED));
+      callback({ code: grpc.status.UNIMPLEMENTED, details: `emulator limit: ${reason}` });
+    };
+    if (!server.register(path, refuse, (value: Buffer) => value, (bytes: Buffer) => bytes, "unary")) {
+      throw new TypeError(`grpc refused: ${path} is also a method of the proto's services (refuse it in its handler instead)`);
+    }
+  }
 }
 
 /**

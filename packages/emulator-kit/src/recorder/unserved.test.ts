@@ -53,6 +53,22 @@ describe("the recorder records calls the emulator does not serve", () => {
     expect(emulator.requests.unserved()).toEqual([{ protocol: "grpc", method: "POST", target: "/echo.v1.Echo/Missing", reason: "not in the proto", count: 2 }]);
   });
 
+  it("a gRPC method refused on purpose answers UNIMPLEMENTED with the reason, recorded as refused", async () => {
+    const { echoEmulator: base } = await import("../example/echo.js");
+    emulator = await runEmulator({
+      ...base,
+      name: "echo-refusing",
+      async start(kit, options) {
+        const parts = await base.start({ ...kit, grpc: (grpcOptions) => kit.grpc({ ...grpcOptions, refused: { "/echo.v1.Echo/Snapshot": "no snapshots here" } }) }, options);
+        return parts;
+      },
+    });
+    const error = await callPath(emulator.endpoints.grpc!, "/echo.v1.Echo/Snapshot");
+    expect(error).toMatchObject({ code: grpc.status.UNIMPLEMENTED, details: "emulator limit: no snapshots here" });
+    await emulator.requests.idle();
+    expect(emulator.requests.unserved()).toEqual([{ protocol: "grpc", method: "POST", target: "/echo.v1.Echo/Snapshot", reason: "refused", count: 1 }]);
+  });
+
   it("a vendor's own answer for unknown paths replaces the kit's 404, and the call still counts as unserved", async () => {
     emulator = await runEmulator({
       name: "gin",
