@@ -135,7 +135,7 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
         if (problem) throw new SandboxInputError(`mounts[${index}].path: ${problem}`);
       });
       try {
-        await createSandboxDirs(layout, spec.id, generatedEtcFiles(spec.user), hostUser, diskMb, spec.mounts.length);
+        await createSandboxDirs(layout, spec.id, generatedEtcFiles(spec.user), hostUser, diskMb, spec.mounts);
       } catch (error) {
         if (!(error instanceof SandboxExistsError)) await removeSandboxTree(layout).catch(() => undefined);
         throw error;

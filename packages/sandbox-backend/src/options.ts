@@ -26,7 +26,14 @@ export interface NormalizedCreate {
   labels: Record<string, string>;
   metadata: Record<string, unknown>;
   user: ResolvedSandboxUser;
-  mounts: Array<Required<SandboxMount>>;
+  mounts: ResolvedMount[];
+}
+
+export interface ResolvedMount {
+  path: string;
+  readOnly: boolean;
+  volume?: string;
+  subPath?: string;
 }
 
 /** The sandbox user with every default filled in. */
@@ -69,7 +76,7 @@ export function checkUser(value: unknown): ResolvedSandboxUser {
   return { name, uid: id("uid"), gid: id("gid"), home };
 }
 
-export function checkMounts(value: unknown): Array<Required<SandboxMount>> {
+export function checkMounts(value: unknown): ResolvedMount[] {
   if (value === undefined) return [];
   if (!Array.isArray(value) || value.length > 32) throw new SandboxInputError("mounts must be a list of at most 32 {path, readOnly}");
   const seen = new Set<string>();
@@ -82,7 +89,14 @@ export function checkMounts(value: unknown): Array<Required<SandboxMount>> {
     if (seen.has(at)) throw new SandboxInputError(`mounts[${index}].path ${at} is given twice`);
     seen.add(at);
     if (mount.readOnly !== undefined && typeof mount.readOnly !== "boolean") throw new SandboxInputError(`mounts[${index}].readOnly must be a boolean`);
-    return { path: at, readOnly: mount.readOnly === true };
+    if (mount.volume !== undefined && (typeof mount.volume !== "string" || !/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(mount.volume))) {
+      throw new SandboxInputError(`mounts[${index}].volume must be a DNS label (1-63 of [a-z0-9-])`);
+    }
+    const sub = mount.subPath;
+    if (sub !== undefined && (typeof sub !== "string" || sub === "" || sub.startsWith("/") || sub.includes("\0") || sub.split("/").some((part) => part === ".." || part === "." || part === ""))) {
+      throw new SandboxInputError(`mounts[${index}].subPath must be a relative path without . or .. segments`);
+    }
+    return { path: at, readOnly: mount.readOnly === true, ...(mount.volume !== undefined ? { volume: mount.volume } : {}), ...(sub !== undefined ? { subPath: sub } : {}) };
   });
 }
 

@@ -427,7 +427,7 @@ export class LocalSandbox implements Sandbox {
           seccompFd: runtime.seccomp ? JAIL_FDS.seccompFd : undefined,
           shmBytes: shmBytesFor(spec.limits),
           ...(spec.user ? { user: spec.user } : {}),
-          mounts: (spec.mounts ?? []).map((mount, index) => ({ hostDir: mountDirOf(this.layout, index), path: mount.path, readOnly: mount.readOnly })),
+          mounts: (spec.mounts ?? []).map((mount, index) => ({ hostDir: mountDirOf(this.layout, mount, index), path: mount.path, readOnly: mount.readOnly })),
         },
         JAIL_FDS,
       );

@@ -103,6 +103,10 @@ export interface SandboxMount {
   path: string;
   /** Bound read-only (default false). */
   readOnly?: boolean;
+  /** Mounts naming the same volume share one directory (a DNS label); default: a directory of its own. */
+  volume?: string;
+  /** Bind this relative directory of the volume (made at create) instead of its root. */
+  subPath?: string;
 }
 
 export interface SandboxSummary {

@@ -54,6 +54,13 @@ describe("further writable directories (emptyDir)", () => {
     expect((await sh(sandbox, "cat /data/a /var/lib/app/c")).stdout).toBe("a\nc\n");
   });
 
+  it("mounts naming one volume share its directory; a subPath binds a directory inside it", async () => {
+    const sandbox = await world.create({ id: "shared-volume", mounts: [{ path: "/a", volume: "data" }, { path: "/b", volume: "data" }, { path: "/c", volume: "data", subPath: "inner/deep" }] });
+    const out = await sh(sandbox, "echo one > /a/x && cat /b/x && echo two > /c/y && cat /a/inner/deep/y");
+    expect(out.stdout).toBe("one\ntwo\n");
+    await expect(world.create({ mounts: [{ path: "/d", subPath: "../escape" }] })).rejects.toThrow("mounts[0].subPath must be a relative path without . or .. segments");
+  });
+
   it("a mount point that would have to be made inside the read-only host tree is refused before anything starts", async () => {
     await expect(world.create({ id: "bad-mount", mounts: [{ path: "/usr/no-such-dir-here" }] })).rejects.toThrow(
       "mounts[0].path: /usr/no-such-dir-here does not exist in the sandbox's read-only tree (a mount point there must exist)",

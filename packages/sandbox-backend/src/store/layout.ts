@@ -41,9 +41,15 @@ export interface SandboxLayout {
   egressSocket: string;
 }
 
-/** Host directory of a sandbox's `index`-th further writable directory. */
-export function mountDirOf(layout: SandboxLayout, index: number): string {
-  return path.join(layout.mounts, String(index));
+/** Host directory holding a mount's storage: its volume's (shared by every mount naming it) or its own. */
+export function mountStorageOf(layout: SandboxLayout, mount: { volume?: string }, index: number): string {
+  return path.join(layout.mounts, mount.volume !== undefined ? `v-${mount.volume}` : String(index));
+}
+
+/** Host directory bound for a mount: its storage, or the `subPath` inside it. */
+export function mountDirOf(layout: SandboxLayout, mount: { volume?: string; subPath?: string }, index: number): string {
+  const storage = mountStorageOf(layout, mount, index);
+  return mount.subPath ? path.join(storage, mount.subPath) : storage;
 }
 
 export function sandboxesDir(stateDir: string): string {

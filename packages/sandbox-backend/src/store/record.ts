@@ -14,7 +14,7 @@ export interface SandboxSpec {
   egress: EgressSpec;
   /** Absent in records written before users and mounts existed: the defaults. */
   user?: { name: string; uid: number; gid: number; home: string };
-  mounts?: Array<{ path: string; readOnly: boolean }>;
+  mounts?: Array<{ path: string; readOnly: boolean; volume?: string; subPath?: string }>;
 }
 
 export interface SandboxRecord {
