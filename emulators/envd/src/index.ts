@@ -1,5 +1,6 @@
-import { createRouter, createVendorClock, type EmulatorDefinition, type ErrorEnvelope } from "@paperclip-sandbox/emulator-kit";
+import { createRouter, createVendorClock, requireApiKey, type EmulatorDefinition, type ErrorEnvelope } from "@paperclip-sandbox/emulator-kit";
 import { controlPlaneRoutes } from "./control-plane.js";
+import { refusalRoutes } from "./coverage.js";
 import { filesRoutes } from "./files-rest.js";
 import { filesystemRoutes } from "./filesystem-service.js";
 import { resolveEnvdOptions, type EnvdEmulatorOptions } from "./options.js";
@@ -9,6 +10,7 @@ import { SandboxRegistry } from "./sandboxes.js";
 export type { EnvdEmulatorOptions } from "./options.js";
 export { SANDBOX_HOME } from "./envd-access.js";
 export { ENVD_USER } from "./sandboxes.js";
+export { ENVD_COVERAGE } from "./coverage.js";
 
 /** E2B's error body: the numeric status again in `code` (both SDKs test `error.code === 404`). */
 const envdErrorEnvelope: ErrorEnvelope = ({ status, message }) => ({ code: status, message });
@@ -30,6 +32,8 @@ export const emulator: EmulatorDefinition<EnvdEmulatorOptions> = {
     const sandboxes = new SandboxRegistry(backend, options, clock);
 
     const router = createRouter({ errorEnvelope: envdErrorEnvelope, bodyLimit: 1024 * 1024 });
+    // Refusals first: `/sandboxes/metrics` would otherwise be taken for a sandbox id.
+    refusalRoutes(router, (ctx) => void requireApiKey(ctx, { header: "x-api-key", accept: [apiKey], missingMessage: "missing API key (X-API-KEY)", invalidMessage: "invalid API key" }));
     controlPlaneRoutes(router, { sandboxes, options, apiKey });
     filesRoutes(router, sandboxes);
     processRoutes(router, sandboxes);

@@ -158,6 +158,17 @@ export class SandboxRegistry {
     });
   }
 
+  /** `refreshes`: a running sandbox lives at least `seconds` more from now (never shortened). */
+  refresh(id: string, seconds: number): Promise<EnvdSandbox | undefined> {
+    return this.locked(id, async () => {
+      const sandbox = this.sandboxes.get(id);
+      if (!sandbox || sandbox.state !== "running") return undefined;
+      const wanted = this.now() + this.scaled(seconds);
+      if (wanted > sandbox.endAt) await this.moveEnd(sandbox, wanted);
+      return sandbox;
+    });
+  }
+
   /** `pause`: "paused", "already" (409), or undefined when there is no such sandbox. */
   pause(id: string): Promise<"paused" | "already" | undefined> {
     return this.locked(id, async () => {
