@@ -2,7 +2,7 @@ import grpc from "@grpc/grpc-js";
 import { afterEach, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import { runEmulator, type RunningEmulator } from "../emulator.js";
-import { echoEmulator } from "../example/echo.js";
+import { echoEmulator, type EchoOptions } from "../example/echo.js";
 import { createRouter } from "../http/router.js";
 
 let emulator: RunningEmulator | undefined;
@@ -55,7 +55,7 @@ describe("the recorder records calls the emulator does not serve", () => {
 
   it("a gRPC method refused on purpose answers UNIMPLEMENTED with the reason, recorded as refused", async () => {
     const { echoEmulator: base } = await import("../example/echo.js");
-    emulator = await runEmulator({
+    emulator = await runEmulator<EchoOptions>({
       ...base,
       name: "echo-refusing",
       async start(kit, options) {
