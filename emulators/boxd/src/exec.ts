@@ -1,7 +1,7 @@
 import { constants } from "node:os";
 import { GrpcError, GrpcStatus, type GrpcCall } from "@paperclip-sandbox/emulator-kit";
 import { SandboxExecError, type ExecHandle } from "@paperclip-sandbox/sandbox-backend";
-import type { MachineManager } from "./machines.js";
+import { GUEST_USER, type MachineManager } from "./machines.js";
 import type { BoxdAccount } from "./options.js";
 
 /** The decoded `ExecChunk` fields the emulator reads. */
@@ -15,8 +15,8 @@ export interface ExecChunk {
   is_stderr: boolean;
 }
 
-/** The guest user's home (the backend's sandbox user; boxd's is /home/boxd): commands start there. */
-export const GUEST_HOME = "/home/sandbox";
+/** The guest user's home: commands start there. */
+export const GUEST_HOME = GUEST_USER.home;
 /** Each output stream is kept up to this many bytes in the supervisor while the client reads. */
 const OUTPUT_RING_BYTES = 16 * 1024 * 1024;
 const SIGNALS = constants.signals as Record<string, number>;

@@ -1,11 +1,7 @@
-import { chmod, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { createJwtIssuer, createRouter, HttpError, type EmulatorDefinition } from "@paperclip-sandbox/emulator-kit";
-import { createSandboxBackend } from "@paperclip-sandbox/sandbox-backend";
-import { createVendorClock } from "./clock.js";
+import { createJwtIssuer, createRouter, createVendorClock, HttpError, type EmulatorDefinition } from "@paperclip-sandbox/emulator-kit";
 import { boxdHandlers, SERVICE, type TokenClaims } from "./handlers.js";
+import { refusedPaths } from "./coverage.js";
 import { createMachineManager } from "./machines.js";
 import { resolveOptions, type BoxdEmulatorControl, type BoxdEmulatorOptions } from "./options.js";
 
@@ -13,6 +9,7 @@ export type { BoxdAccount, BoxdEmulatorControl, BoxdEmulatorOptions } from "./op
 export { newApiKey } from "./options.js";
 export { SIZE_CLASSES, DISK_BYTES } from "./machines.js";
 export { GUEST_HOME } from "./exec.js";
+export { BOXD_COVERAGE, REFUSED_RPCS, boxdOperations } from "./coverage.js";
 
 export const BOXD_PROTO_PATH = fileURLToPath(new URL("../proto/boxd.proto", import.meta.url));
 /** The token exchange's path (boxd serves it at https://app.boxd.sh/api/v1/auth/token). */
@@ -30,16 +27,12 @@ export const emulator: EmulatorDefinition<BoxdEmulatorOptions> = {
   description: "boxd's gRPC API (boxd.api.v1.BoxdApi: machines, exec, files, snapshots) and its token exchange",
   async start(kit, options) {
     const resolved = resolveOptions(options);
-    // Short: the backend's socket paths live under it (at most 107 bytes).
-    const scratch = await mkdtemp(join(resolved.scratchParent ?? tmpdir(), "bxd-"));
-    // As root the jails run as another uid, which must pass through here to its state directory.
-    await chmod(scratch, 0o711);
-    kit.onClose(() => rm(scratch, { recursive: true, force: true }));
-    const backend = createSandboxBackend({ stateDir: join(scratch, "b") });
+    // Jails under <root>/b, snapshots beside them under <root>/snapshots.
+    const { backend, root } = await kit.backend({ ...(resolved.scratchParent ? { parentDir: resolved.scratchParent } : {}), prefix: "bxd", stateSubdir: "b" });
     const machines = createMachineManager({
       backend,
-      clock: createVendorClock(resolved.timeScale),
-      scratch,
+      clock: resolved.clock ?? createVendorClock({ timeScale: resolved.timeScale }),
+      scratch: root,
       maxMachinesPerOrg: resolved.maxMachinesPerOrg,
       legacyAgent: resolved.legacyAgent,
       log: (message) => process.stderr.write(`${message}\n`),
@@ -65,6 +58,8 @@ export const emulator: EmulatorDefinition<BoxdEmulatorOptions> = {
       loaderOptions: { longs: Number, enums: String },
       port: resolved.port,
       services: { [SERVICE]: boxdHandlers({ machines, tokens, accounts: resolved.accounts }) },
+      // boxd's documented RPCs outside the proto subset: UNIMPLEMENTED with the reason, recorded.
+      refused: refusedPaths(),
     });
 
     const control: BoxdEmulatorControl = {
@@ -107,7 +102,6 @@ export const emulator: EmulatorDefinition<BoxdEmulatorOptions> = {
       },
       async close() {
         await machines.close();
-        await backend.close();
       },
     };
   },

@@ -1,9 +1,8 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { GrpcError, GrpcStatus } from "@paperclip-sandbox/emulator-kit";
+import { createSerial, GrpcError, GrpcStatus, type VendorClock } from "@paperclip-sandbox/emulator-kit";
 import { captureDisk, restoreDisk, type Sandbox, type SandboxBackend } from "@paperclip-sandbox/sandbox-backend";
-import type { VendorClock } from "./clock.js";
 import type { BoxdAccount } from "./options.js";
 
 export type MachineStatus = "running" | "suspended" | "hibernated" | "stopped" | "destroying";
@@ -25,6 +24,8 @@ const DEFAULT_AUTO_HIBERNATE_SECS = 4 * 3600;
 const NAME_RULE = /^[a-z0-9](?:[a-z0-9-]{0,53}[a-z0-9])?$/;
 /** A backend jail outlives the emulator's own timers by this much (its keeper is the last resort). */
 const BACKEND_TTL_MS = 24 * 3600_000;
+/** The guest's user: boxd's machines run commands as `boxd`, home /home/boxd. */
+export const GUEST_USER = { name: "boxd", home: "/home/boxd" } as const;
 const LABEL_KEY = /^[a-z0-9]([a-z0-9._/-]{0,61}[a-z0-9])?$/;
 
 export interface Machine {
@@ -41,7 +42,7 @@ export interface Machine {
   vcpu: number;
   memoryBytes: number;
   status: MachineStatus;
-  /** The delete timer's deadline (epoch ms of boxd time as the API reports it), or null. */
+  /** The delete timer's deadline (epoch ms on the clock's time line, as the API reports it), or null. */
   destroyAt: number | null;
   legacyAgent: boolean;
   jail: Sandbox;
@@ -50,8 +51,6 @@ export interface Machine {
 }
 
 interface Internals {
-  /** Transitions of one machine run one at a time, in order. */
-  queue: Promise<unknown>;
   cancelDestroy?: () => void;
   cancelIdle?: () => void;
   /** Commands and uploads in flight (a machine is idle only without any). */
@@ -99,6 +98,8 @@ const fail = (code: number, message: string) => new GrpcError(code, message);
 export function createMachineManager(deps: MachineManagerDeps) {
   const machines = new Map<string, Machine>();
   const internals = new WeakMap<Machine, Internals>();
+  /** Transitions of one machine run one at a time, in order. */
+  const queue = createSerial();
   const snapshots = new Map<string, SnapshotRecord>();
   let closing = false;
 
@@ -110,12 +111,7 @@ export function createMachineManager(deps: MachineManagerDeps) {
   const inOrg = (org: string) => [...machines.values()].filter((m) => m.org === org);
 
   /** Runs `fn` after the machine's earlier transitions. */
-  const serial = <T>(m: Machine, fn: () => Promise<T>): Promise<T> => {
-    const i = inner(m);
-    const run = i.queue.then(fn, fn);
-    i.queue = run.catch(() => undefined);
-    return run;
-  };
+  const serial = <T>(m: Machine, fn: () => Promise<T>): Promise<T> => queue(m.id, fn);
 
   function sizeOf(config: CreateSpec["config"]): { vcpu: number; memoryBytes: number } {
     const vcpu = config?.vcpu || DEFAULT_VCPU;
@@ -163,12 +159,13 @@ export function createMachineManager(deps: MachineManagerDeps) {
     if (inOrg(org).filter((m) => m.status !== "destroying").length >= deps.maxMachinesPerOrg) throw fail(GrpcStatus.RESOURCE_EXHAUSTED, `org ${org} has reached its quota of ${deps.maxMachinesPerOrg} machines`);
 
     const id = randomUUID();
-    const started = Date.now();
+    const started = deps.clock.now();
     const jail = await deps.backend.create({
       id,
       ttlMs: BACKEND_TTL_MS,
       limits: { cpu: size.vcpu, memoryMb: Math.floor(size.memoryBytes / 1024 ** 2) },
       labels: { "boxd-org": org },
+      user: GUEST_USER,
     });
     try {
       if (source) await restoreDisk(source.dir, jail);
@@ -198,7 +195,7 @@ export function createMachineManager(deps: MachineManagerDeps) {
       autoSuspendSecs: 0,
       autoHibernateSecs: DEFAULT_AUTO_HIBERNATE_SECS,
     };
-    internals.set(machine, { queue: Promise.resolve(), active: 0, gone, markGone });
+    internals.set(machine, { active: 0, gone, markGone });
     machines.set(id, machine);
     armIdle(machine);
     return machine;
@@ -328,10 +325,11 @@ export function createMachineManager(deps: MachineManagerDeps) {
     i.cancelDestroy = undefined;
     m.destroyAt = null;
     if (secs <= 0) return;
-    m.destroyAt = Date.now() + secs * 1000;
-    i.cancelDestroy = deps.clock.after(secs * 1000, () => destroy(m));
+    const when = deps.clock.now() + deps.clock.duration(secs * 1000);
+    m.destroyAt = when;
+    i.cancelDestroy = deps.clock.at(when, () => destroy(m));
     // The jail's own keeper ends it then too, even if this emulator is gone.
-    void m.jail.extendTtl(Date.now() + deps.clock.realMs(secs * 1000) + 60_000).catch(() => undefined);
+    void m.jail.extendTtl(deps.clock.realDeadline(when) + 60_000).catch(() => undefined);
   }
 
   function setIdleTimeout(m: Machine, kind: "suspend" | "hibernate", secs: number): void {

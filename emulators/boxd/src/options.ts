@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { checkTimeScale, type VendorClock } from "@paperclip-sandbox/emulator-kit";
 
 /** One boxd account: an API key fenced to one org, as boxd issues them. */
 export interface BoxdAccount {
@@ -25,10 +26,12 @@ export interface BoxdEmulatorOptions {
   /** The accounts whose keys the exchange accepts; default one account with a random key, org "personal". */
   accounts?: BoxdAccount[];
   /**
-   * Speed of boxd's clocks (the delete timer, auto-suspend, auto-hibernate): real ms per boxd ms.
-   * Default 1; 0.001 makes a 15-minute delete timer fire after 0.9 s.
+   * Speed of boxd's clocks (the delete timer, auto-suspend, auto-hibernate): boxd ms per real ms.
+   * Default 1; 1000 makes a 15-minute delete timer fire after 0.9 s.
    */
   timeScale?: number;
+  /** The clock itself (a test's manual clock); overrides `timeScale`. */
+  clock?: VendorClock;
   /** Lifetime of the exchanged JWTs (real seconds). Default 3600 (boxd's ~1 h). */
   tokenTtlSeconds?: number;
   /** Machines an org may have at once (destroyed ones do not count). Default 50. */
@@ -48,6 +51,7 @@ export interface BoxdEmulatorOptions {
 export interface ResolvedOptions {
   accounts: BoxdAccount[];
   timeScale: number;
+  clock: VendorClock | undefined;
   tokenTtlSeconds: number;
   maxMachinesPerOrg: number;
   legacyAgent: boolean;
@@ -87,7 +91,8 @@ export function resolveOptions(options: BoxdEmulatorOptions): ResolvedOptions {
   }
   return {
     accounts,
-    timeScale: positive("timeScale", options.timeScale, 1),
+    timeScale: checkTimeScale(options.timeScale, "boxd emulator option timeScale"),
+    clock: options.clock,
     tokenTtlSeconds: positive("tokenTtlSeconds", options.tokenTtlSeconds, 3600),
     maxMachinesPerOrg: options.maxMachinesPerOrg ?? 50,
     legacyAgent: options.legacyAgent === true,

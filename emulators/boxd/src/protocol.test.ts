@@ -3,8 +3,9 @@
 import grpc from "@grpc/grpc-js";
 import protoLoader from "@grpc/proto-loader";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runEmulator, type RunningEmulator } from "@paperclip-sandbox/emulator-kit";
-import { BOXD_PROTO_PATH, emulator, newApiKey, type BoxdEmulatorControl } from "./index.js";
+import { readFileSync, writeFileSync } from "node:fs";
+import { coverageReport, coverageTable, createManualClock, runEmulator, withCoverageTable, type RunningEmulator } from "@paperclip-sandbox/emulator-kit";
+import { BOXD_COVERAGE, BOXD_PROTO_PATH, boxdOperations, emulator, newApiKey, type BoxdEmulatorControl } from "./index.js";
 
 type Client = grpc.Client & Record<string, (...args: unknown[]) => unknown>;
 const definition = protoLoader.loadSync(BOXD_PROTO_PATH, { keepCase: true, longs: Number, enums: String, defaults: true });
@@ -57,8 +58,7 @@ const create = (request: object = {}) => call<{ vm_id: string; name: string; sta
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 beforeAll(async () => {
-  // boxd's clocks 1000x faster: a 60 s delete timer fires after 60 ms.
-  emu = await runEmulator(emulator, { options: { timeScale: 0.001, maxMachinesPerOrg: 4, accounts: [{ apiKey: newApiKey(), userId: "octo", org: "personal", displayName: "Octo" }, other], expose: (c) => (control = c) } });
+  emu = await runEmulator(emulator, { options: { maxMachinesPerOrg: 4, accounts: [{ apiKey: newApiKey(), userId: "octo", org: "personal", displayName: "Octo" }, other], expose: (c) => (control = c) } });
   client = new Service(emu.url.replace("http://", ""), grpc.credentials.createInsecure()) as Client;
   token = ((await (await exchange(emu.credentials.apiKey!)).json()) as { token: string }).token;
 });
@@ -204,27 +204,44 @@ describe("boxd emulator: machines", () => {
     await expect(call("DestroyVm", { vm_id: vm.vm_id })).rejects.toEqual(code("NOT_FOUND"));
   });
 
-  it("the delete timer destroys the machine on boxd's (compressed) clock; 0 turns it off", async () => {
-    const kept = await create({ name: "timer-off" });
-    await call("SetAutoDestroyTimeout", { vm_id: kept.vm_id, timeout_secs: 60 });
-    await call("SetAutoDestroyTimeout", { vm_id: kept.vm_id, timeout_secs: 0 });
-    const doomed = await create({ name: "timer-on" });
-    await call("SetAutoDestroyTimeout", { vm_id: doomed.vm_id, timeout_secs: 60 });
-    const view = await call<{ destroy_at_unix: number }>("GetVm", { vm_id: doomed.vm_id });
-    expect(view.destroy_at_unix).toBeGreaterThanOrEqual(Math.floor(Date.now() / 1000) + 55);
-    for (let i = 0; i < 100 && (await call("GetVm", { vm_id: doomed.vm_id }).then(() => true, () => false)); i++) await sleep(20);
-    await expect(call("GetVm", { vm_id: doomed.vm_id })).rejects.toEqual(code("NOT_FOUND"));
-    await sleep(150);
-    expect(await call("GetVm", { vm_id: kept.vm_id })).toMatchObject({ status: "running", destroy_at_unix: 0 });
-    await call("DestroyVm", { vm_id: kept.vm_id });
-  });
+  it("the delete timer destroys the machine on boxd's clock; 0 turns it off; auto-suspend counts idle time", async () => {
+    // boxd's clock by hand: nothing fires until the test moves it.
+    const clock = createManualClock({ start: Date.now() });
+    const e3 = await runEmulator(emulator, { options: { clock } });
+    const c3 = new Service(e3.url.replace("http://", ""), grpc.credentials.createInsecure()) as Client;
+    const t3 = ((await (await exchange(e3.credentials.apiKey!, e3)).json()) as { token: string }).token;
+    const call3 = <T = Record<string, unknown>>(method: string, request: object): Promise<T> =>
+      new Promise((resolve, reject) => c3[method]!.call(c3, request, auth(t3), (error: Error | null, response: T) => (error ? reject(error) : resolve(response))));
+    const gone = async (id: string) => {
+      while (await call3("GetVm", { vm_id: id }).then(() => true, () => false)) await sleep(20);
+    };
+    try {
+      const kept = await call3<{ vm_id: string }>("CreateVm", { name: "timer-off", config: { vcpu: 1 } });
+      await call3("SetAutoDestroyTimeout", { vm_id: kept.vm_id, timeout_secs: 60 });
+      await call3("SetAutoDestroyTimeout", { vm_id: kept.vm_id, timeout_secs: 0 });
+      const doomed = await call3<{ vm_id: string }>("CreateVm", { name: "timer-on", config: { vcpu: 1 } });
+      await call3("SetAutoDestroyTimeout", { vm_id: doomed.vm_id, timeout_secs: 60 });
+      expect((await call3<{ destroy_at_unix: number }>("GetVm", { vm_id: doomed.vm_id })).destroy_at_unix).toBe(Math.floor((clock.now() + 60_000) / 1000));
+      await clock.advance(59_000);
+      expect(await call3("GetVm", { vm_id: doomed.vm_id })).toMatchObject({ status: "running" });
+      await clock.advance(1_000);
+      await gone(doomed.vm_id);
+      await expect(call3("GetVm", { vm_id: doomed.vm_id })).rejects.toEqual(code("NOT_FOUND"));
+      expect(await call3("GetVm", { vm_id: kept.vm_id })).toMatchObject({ status: "running", destroy_at_unix: 0 });
 
-  it("auto-suspend on an idle machine, counted on boxd's clock", async () => {
-    const vm = await create({ name: "idler" });
-    await call("SetAutoSuspendTimeout", { vm_id: vm.vm_id, timeout_secs: 60 });
-    for (let i = 0; i < 100 && (await call<{ status: string }>("GetVm", { vm_id: vm.vm_id })).status === "running"; i++) await sleep(20);
-    expect(await call("GetVm", { vm_id: vm.vm_id })).toMatchObject({ status: "suspended" });
-    await call("DestroyVm", { vm_id: vm.vm_id });
+      // Auto-suspend after 60 s idle (no command in flight).
+      await call3("SetAutoSuspendTimeout", { vm_id: kept.vm_id, timeout_secs: 60 });
+      await clock.advance(59_000);
+      expect(await call3("GetVm", { vm_id: kept.vm_id })).toMatchObject({ status: "running" });
+      await clock.advance(1_000);
+      while ((await call3<{ status: string }>("GetVm", { vm_id: kept.vm_id })).status === "running") await sleep(20);
+      expect(await call3("GetVm", { vm_id: kept.vm_id })).toMatchObject({ status: "suspended" });
+      await call3("DestroyVm", { vm_id: kept.vm_id });
+      await gone(kept.vm_id);
+    } finally {
+      c3.close();
+      await e3.close();
+    }
   });
 });
 
@@ -265,5 +282,24 @@ describe("boxd emulator: files and snapshots", () => {
     for (const expected of ["CreateVm OK", "CreateVm ALREADY_EXISTS", "Exec FAILED_PRECONDITION", "WriteFile UNIMPLEMENTED", "GetVm NOT_FOUND"]) expect(codes).toContain(expected);
     for (let i = 0; i < 100 && (await emu.leftovers()).length > 0; i++) await sleep(20);
     expect(await emu.leftovers()).toEqual([]);
+  });
+});
+
+describe("boxd emulator: coverage", () => {
+  it("every RPC of the proto and the documented ones outside it is classified, the refused answer UNIMPLEMENTED with their reason, and the README's table is current", async () => {
+    const methods = Object.keys(Service.service);
+    const report = coverageReport(BOXD_COVERAGE, boxdOperations(methods));
+    expect(report.unclassified).toEqual([]);
+    expect(report.stale).toEqual([]);
+    expect(report.counts["not yet"]).toBe(0);
+    const reboot = await new Promise<grpc.ServiceError | null>((resolve) =>
+      client.makeUnaryRequest("/boxd.api.v1.BoxdApi/RebootVm", (x: Buffer) => x, (x: Buffer) => x, Buffer.alloc(0), auth(), (error) => resolve(error)),
+    );
+    expect(reboot).toMatchObject({ code: grpc.status.UNIMPLEMENTED, details: expect.stringMatching(/^emulator limit: not emulated/) });
+    const readmeUrl = new URL("../README.md", import.meta.url);
+    const readme = readFileSync(readmeUrl, "utf8");
+    // UPDATE_COVERAGE=1 rewrites the README's generated table (between its coverage markers).
+    if (process.env.UPDATE_COVERAGE) writeFileSync(readmeUrl, withCoverageTable(readme, coverageTable(report)));
+    else expect(readme).toContain(coverageTable(report));
   });
 });

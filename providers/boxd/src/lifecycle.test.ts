@@ -60,7 +60,7 @@ function describeList() {
       };
     } else {
       // boxd's timers 100x faster: the probe's 15-minute delete timer fires after 9 s.
-      emu = await runEmulator(emulator, { options: { timeScale: 0.01, expose: (c) => (control = c) } });
+      emu = await runEmulator(emulator, { options: { timeScale: 100, expose: (c) => (control = c) } });
       config = { apiKey: emu.credentials.apiKey!, apiUrl: emu.url, exchangeUrl: emu.endpoints.exchange!, timeoutMs: 60_000 };
     }
     reuseConfig = { ...config, reuseLease: true };

@@ -13,7 +13,7 @@ const scope = { driverKey: "boxd", companyId: "co-1", environmentId: "env-1" };
 
 beforeAll(async () => {
   // Two accounts in one org (two members' keys); boxd's clocks 100x faster (15 min → 9 s).
-  emu = await runEmulator(emulator, { options: { timeScale: 0.01, accounts: [{ apiKey: newApiKey(), userId: "owner", org: "personal" }, intruder] } });
+  emu = await runEmulator(emulator, { options: { timeScale: 100, accounts: [{ apiKey: newApiKey(), userId: "owner", org: "personal" }, intruder] } });
 });
 afterAll(() => emu.close());
 
