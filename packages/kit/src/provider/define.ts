@@ -19,8 +19,7 @@ import { buildSentinel, sentinelNamesFingerprint } from "../lease/sentinel.js";
 import { execRequestFrom } from "../plugin/exec-request.js";
 import { probeResult } from "../probe/summary.js";
 import { createRedactor, type Redactor } from "../redact/redactor.js";
-import { downloadStagesCleanupScript } from "../sync/file-api-sync.js";
-import { syncFor } from "../sync/sync-for.js";
+import { syncFor, type SyncStrategy } from "../sync/sync-for.js";
 import { createWithinBudget, destroyConfirmed, planAcquire, shapeFingerprintOf, type AcquirePlan } from "./acquire.js";
 import { deriveSandboxCapabilities, supportsDuplex, type DerivedSandboxCapabilities } from "./capabilities.js";
 import { LeaseGoneError, redactedError, secretValuesOf } from "./errors.js";
@@ -100,9 +99,9 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     metadata: ref.metadata,
     workspace,
     files: def.files?.(handle, ref.config),
+    sync: undefined,
     work: new Set(),
     abort: new AbortController(),
-    downloadStages: false,
   });
 
   // Made per use from the latest config (cheap: providers keep their clients on the handle).
@@ -124,6 +123,8 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
   const workspaceOf = async (entry: LeaseEntry<H, C>): Promise<string> =>
     (entry.workspace ??= await makeWorkspace(def.workspace, entry.handle, entry.config, () => runnerOf(entry), entry.abort.signal));
   const syncRootsOf = (entry: LeaseEntry<H, C>, workspace: string) => [workspace, ...(def.workspace.syncRoots?.(entry.handle, entry.config) ?? [])];
+  const prefer = def.options?.syncPrefer;
+  const syncOf = (entry: LeaseEntry<H, C>): SyncStrategy => (entry.sync ??= syncFor(() => runnerOf(entry), entry.files, prefer ? { prefer } : {}));
 
   /** The lease a hook works on: held by this worker, or looked up (checked, started when stopped). */
   const activeLease = async (params: PluginEnvironmentDriverBaseParams, lease: PluginEnvironmentLease, config: C): Promise<LeaseEntry<H, C>> => {
@@ -226,7 +227,8 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
         // A stop that fails is an error, never a silent delete: the host retries.
         if (!def.keep) throw new Error(`${def.driverKey} cannot keep a sandbox (it declares no keep)`);
         if (keepModeOf(handle, config) === "stop" && handle.state !== "stopped") {
-          if (entry?.downloadStages) await runnerOf(entry).run(downloadStagesCleanupScript(), {}).catch(() => undefined);
+          // What sync left in the sandbox goes before its disk is kept.
+          await entry?.sync?.dispose().catch(() => undefined);
           if (!def.stop) throw new Error(`${def.driverKey} keeps a sandbox by stopping it, but declares no stop`);
           await def.stop(handle, ref);
         }
@@ -370,8 +372,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       return guarded(params.config, async (config) => {
         const entry = await activeLease(params, params.lease, config);
         const roots = syncRootsOf(entry, await workspaceOf(entry));
-        const prefer = def.options?.syncPrefer;
-        return registry.track(entry, syncFor(runnerOf(entry), entry.files, prefer ? { prefer } : {}).syncIn(params.operations, { roots, signal: entry.abort.signal, log: info }));
+        return registry.track(entry, syncOf(entry).syncIn(params.operations, { roots, signal: entry.abort.signal, log: info }));
       });
     },
 
@@ -379,10 +380,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       return guarded(params.config, async (config) => {
         const entry = await activeLease(params, params.lease, config);
         const roots = syncRootsOf(entry, await workspaceOf(entry));
-        const prefer = def.options?.syncPrefer;
-        const strategy = syncFor(runnerOf(entry), entry.files, prefer ? { prefer } : {});
-        if (strategy.kind === "file-api") entry.downloadStages = true;
-        return registry.track(entry, strategy.syncOut(params.operations, { roots, signal: entry.abort.signal, log: info }));
+        return registry.track(entry, syncOf(entry).syncOut(params.operations, { roots, signal: entry.abort.signal, log: info }));
       });
     },
 

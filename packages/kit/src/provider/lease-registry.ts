@@ -1,3 +1,4 @@
+import type { SyncStrategy } from "../sync/sync-for.js";
 import type { FileTransport } from "../transport.js";
 import type { SandboxHandle } from "./types.js";
 
@@ -10,14 +11,14 @@ export interface LeaseEntry<H extends SandboxHandle, C> {
   metadata: Record<string, unknown>;
   /** The lease's workspace (absolute), once known. */
   workspace: string | undefined;
-  /** The vendor file API, made once per entry (sync-out stages are tracked per transport). */
+  /** The vendor file API, made once per entry. */
   files: FileTransport | undefined;
+  /** The lease's sync strategy, made on its first sync (it remembers what it left in the sandbox). */
+  sync: SyncStrategy | undefined;
   /** Executes and syncs running now, so release can drain or cancel them. */
   readonly work: Set<Promise<unknown>>;
   /** Aborted by a cancelling release or destroy: every command of the lease ends. */
   readonly abort: AbortController;
-  /** A file-API sync-out left archive stages in the sandbox (removed before a kept lease stops). */
-  downloadStages: boolean;
 }
 
 /**

@@ -4,10 +4,12 @@ export { muxScript, demuxOutput, MuxFormatError, type MuxOptions } from "./stdio
 export { runSpawnedScript, DRAIN_AFTER_EXIT_MS, type SpawnedScriptOptions } from "./spawn-process.js";
 export { exitMarkerLine } from "./exit-marker.js";
 export { withRemoteGroupKill, type RemoteGroupKillOptions } from "./remote-group-kill.js";
+export { withDeadline } from "./deadline.js";
 export { withInlineEnv, envPrologue } from "./inline-env.js";
 export { withLengthFramedStdin, type LengthFramedStdinOptions } from "./length-framed-stdin.js";
 export { collectStdin, TransportLimitError } from "./collect.js";
 export { scriptSink, type ScriptSink } from "./script-sink.js";
+export { stageStdin, runWithStagedStdin, INLINE_STDIN_BYTES, type StagedStdin, type StageStdinOptions } from "./staged-stdin.js";
 export {
   createChannelExecRunner,
   exitCodeFromStatus,
