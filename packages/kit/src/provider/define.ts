@@ -24,7 +24,7 @@ import { createWithinBudget, destroyConfirmed, planAcquire, shapeFingerprintOf, 
 import { deriveSandboxCapabilities, supportsDuplex, type DerivedSandboxCapabilities } from "./capabilities.js";
 import { LeaseGoneError, redactedError, secretValuesOf } from "./errors.js";
 import { LeaseRegistry, type LeaseEntry } from "./lease-registry.js";
-import { defaultProbe } from "./probe.js";
+import { defaultProbe } from "../probe/default-probe.js";
 import { sentinelHolds, writeSentinelVia } from "./sentinel-io.js";
 import type { KeepMode, LeaseRef, SandboxHandle, SandboxProviderDefinition } from "./types.js";
 import { knownWorkspace, makeWorkspace } from "./workspace.js";

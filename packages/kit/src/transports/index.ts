@@ -10,20 +10,3 @@ export { withLengthFramedStdin, type LengthFramedStdinOptions } from "./length-f
 export { collectStdin, TransportLimitError } from "./collect.js";
 export { scriptSink, type ScriptSink } from "./script-sink.js";
 export { stageStdin, runWithStagedStdin, INLINE_STDIN_BYTES, type StagedStdin, type StageStdinOptions } from "./staged-stdin.js";
-export {
-  createChannelExecRunner,
-  exitCodeFromStatus,
-  ChannelExecError,
-  CHANNEL_EXEC_CAPABILITIES,
-  CHANNEL_PROTOCOL_V4,
-  CHANNEL_PROTOCOL_V5,
-  CHANNEL_STDIN,
-  CHANNEL_STDOUT,
-  CHANNEL_STDERR,
-  CHANNEL_STATUS,
-  CHANNEL_CLOSE,
-  type ChannelSocket,
-  type ChannelConnectRequest,
-  type ChannelProtocolMemory,
-  type ChannelExecRunnerOptions,
-} from "./channel-exec-runner.js";

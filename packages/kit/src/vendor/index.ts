@@ -25,5 +25,3 @@ export { readEventStream, type ServerSentEvent } from "./sse.js";
 export type { VendorClient, VendorClientOptions, VendorClientRequest } from "./client.js";
 export { defineLeaseIdCodec, opaqueLeaseIdCodec, LeaseIdError } from "./lease-id.js";
 export type { LeaseIdCodec, LeaseIdCodecSpec } from "./lease-id.js";
-export { runProbeChecks, DEFAULT_PROBE_CHECK_TIMEOUT_MS } from "./probe-checks.js";
-export type { ProbeCheck, ProbeCheckOutcome, ProbeCheckStatus, ProbeChecksResult, ProbeChecksOptions } from "./probe-checks.js";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createRedactor } from "../redact/index.js";
-import { envdApiError } from "../envd/errors.js";
+import { envdApiError } from "../families/envd/errors.js";
 import { apiErrorFromFailure, classifyNetworkError } from "./network-error.js";
 
 const withCode = (code: string, message = `connect ${code} 10.0.0.1:443`) => Object.assign(new Error(message), { code });

@@ -3,9 +3,9 @@ import fsp from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type { Readable } from "node:stream";
-import { shellQuote } from "../exec/quote.js";
-import { abortedExit, type ScriptExit, type ScriptIo, type ScriptRunner, type TransportCapabilities } from "../transport.js";
-import { scriptSink, type ScriptSink } from "./script-sink.js";
+import { shellQuote } from "../../exec/quote.js";
+import { abortedExit, type ScriptExit, type ScriptIo, type ScriptRunner, type TransportCapabilities } from "../../transport.js";
+import { scriptSink, type ScriptSink } from "../../transports/script-sink.js";
 
 /**
  * The Kubernetes "channel" exec protocols (`v4.channel.k8s.io`, `v5.channel.k8s.io`): every

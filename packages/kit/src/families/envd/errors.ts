@@ -1,11 +1,11 @@
-import { ProviderApiError, isProviderApiError } from "../vendor/api-error.js";
-import { isRetryableStatus } from "../vendor/classify.js";
-import { CONNECT_CODE_STATUS, grpcCodeName, type ConnectCode } from "../vendor/grpc-codes.js";
-import { classifyNetworkError } from "../vendor/network-error.js";
-import { parseRetryAfter } from "../vendor/retry-after.js";
-import { type RetryPolicy } from "../vendor/retry.js";
-import { createVendorCall } from "../vendor/vendor-call.js";
-import { vendorText } from "../vendor/vendor-text.js";
+import { ProviderApiError, isProviderApiError } from "../../vendor/api-error.js";
+import { isRetryableStatus } from "../../vendor/classify.js";
+import { CONNECT_CODE_STATUS, grpcCodeName, type ConnectCode } from "../../vendor/grpc-codes.js";
+import { classifyNetworkError } from "../../vendor/network-error.js";
+import { parseRetryAfter } from "../../vendor/retry-after.js";
+import { type RetryPolicy } from "../../vendor/retry.js";
+import { createVendorCall } from "../../vendor/vendor-call.js";
+import { vendorText } from "../../vendor/vendor-text.js";
 
 /** The code a provider's `notRunning` recognises: envd answered that the sandbox is not running (paused, or gone). */
 export const SANDBOX_NOT_RUNNING = "sandbox_not_running";
