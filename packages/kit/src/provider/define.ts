@@ -13,6 +13,7 @@ import { secretFieldPaths } from "../config/secret-paths.js";
 import { createDuplexChannels } from "../duplex/duplex-channels.js";
 import { executeCommand } from "../exec/execute.js";
 import { labelValue } from "../lease/labels.js";
+import { createTtlKeepers } from "../lease/ttl-keeper.js";
 import { defineLeaseLister, type ProviderLeaseLister } from "../lease/lister.js";
 import { assertOwnedBy, ownershipMismatches } from "../lease/ownership.js";
 import { buildSentinel, sentinelNamesFingerprint } from "../lease/sentinel.js";
@@ -20,6 +21,7 @@ import { execRequestFrom } from "../plugin/exec-request.js";
 import { probeResult } from "../probe/summary.js";
 import { createRedactor, type Redactor } from "../redact/redactor.js";
 import { syncFor, type SyncStrategy } from "../sync/sync-for.js";
+import { isProviderApiError } from "../vendor/api-error.js";
 import { createWithinBudget, destroyConfirmed, planAcquire, shapeFingerprintOf, type AcquirePlan } from "./acquire.js";
 import { deriveSandboxCapabilities, supportsDuplex, type DerivedSandboxCapabilities } from "./capabilities.js";
 import { LeaseGoneError, redactedError, secretValuesOf } from "./errors.js";
@@ -54,7 +56,8 @@ type Disposition = "keep_running" | "stop_and_retain" | "destroy";
  */
 export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHandle>(def: SandboxProviderDefinition<S, H>): SandboxProvider {
   type C = z.output<S>;
-  const registry = new LeaseRegistry<H, C>();
+  const keepers = createTtlKeepers();
+  const registry = new LeaseRegistry<H, C>({ held: (entry) => keepAlive(entry), released: (id) => keepers.stop(id) });
   const secretPaths = secretFieldPaths(def.config.jsonSchema);
   let ctx: PluginContext | undefined;
   const log = (message: string) => ctx?.logger?.warn(message);
@@ -62,6 +65,25 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
   const duplexOk = supportsDuplex(def.transport);
   if (def.keep && typeof def.keep.by === "string" && def.keep.by === "stop" && !def.stop) {
     throw new TypeError(`${def.driverKey}: keep.by "stop" needs a stop function`);
+  }
+
+  /** One keeper per held lease, judging "in use" by the same work the registry drains. */
+  function keepAlive(entry: LeaseEntry<H, C>): void {
+    const spec = def.keepAlive;
+    if (!spec) return;
+    const id = entry.providerLeaseId;
+    const ttlMs = spec.ttlMs(entry.config);
+    const idleMs = spec.idleMs?.(entry.config) ?? Math.max(60 * 60_000, ttlMs);
+    keepers.keep(id, {
+      ttlMs,
+      capAt: entry.handle.expiresAt?.getTime() ?? null,
+      active: () => entry.work.size > 0 || Date.now() - entry.lastActive < idleMs,
+      refresh: (ms) => spec.refresh(entry.handle, entry.config, ms),
+      onError: (error) => {
+        if (isProviderApiError(error) && error.gone) keepers.stop(id);
+        log(`${def.driverKey}: refreshing the timeout of sandbox ${id} failed: ${(error as Error).message}`);
+      },
+    });
   }
 
   const parse = (raw: unknown): { config: C; redact: Redactor } => {
@@ -101,6 +123,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     files: def.files?.(handle, ref.config),
     sync: undefined,
     work: new Set(),
+    lastActive: Date.now(),
     abort: new AbortController(),
   });
 
@@ -193,7 +216,9 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
         runnerFor: async ({ providerLeaseId }) => {
           const entry = registry.held(providerLeaseId);
           if (!entry) throw new LeaseGoneError(`${def.driverKey} lease ${providerLeaseId} is not held by this worker`);
-          return { runner: runnerOf(entry), leaseSignal: entry.abort.signal };
+          const runner = runnerOf(entry);
+          // A channel's command is the lease's work like an execute (release drains it; it keeps the lease alive).
+          return { runner: { capabilities: runner.capabilities, run: (script, io) => registry.track(entry, runner.run(script, io)) }, leaseSignal: entry.abort.signal };
         },
         notify: () => ctx?.duplexChannel,
         log: (message) => log(message),
@@ -246,6 +271,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     },
 
     async onShutdown() {
+      keepers.stopAll();
       await def.shutdown?.();
     },
 
