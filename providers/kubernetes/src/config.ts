@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import { KubeConfig } from "@kubernetes/client-node";
 import { z } from "zod";
 import { defineProviderConfig, FIELD_MAX_LENGTH, fields } from "@paperclip-sandbox/kit";
 import { ADAPTER_TYPES, ADAPTERS, imageAllowed, withRegistry } from "./adapters.js";
@@ -109,11 +110,62 @@ export function missingCredentials(config: KubernetesConfig, env: NodeJS.Process
   return "Credentials: none set: set Kubeconfig, Kubeconfig secret or In-cluster credentials (the worker is not running in a cluster)";
 }
 
-/** Rules across fields (exactly one credential source; the job backend's limits; the allow-list). */
+/** auth-provider names client-node can use (a tokenFile config is its file authenticator). */
+const AUTH_PROVIDERS = new Set(["oidc", "azure", "gcp"]);
+
+function isLoopbackHost(hostname: string): boolean {
+  const host = hostname.toLowerCase().replace(/^\[|\]$/g, "");
+  return host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/**
+ * The kubeconfig itself, at validation (not first at probe): readable, a current context naming a
+ * cluster and a user, credentials of a kind client-node can use, and never credentials over plain
+ * http to anything but loopback. Messages name the field and never repeat its content.
+ */
+export function kubeconfigProblems(config: KubernetesConfig): string[] {
+  const text = config.inCluster ? undefined : (config.kubeconfig ?? config.kubeconfigSecretRef);
+  if (!text) return [];
+  const title = config.kubeconfig ? "Kubeconfig" : "Kubeconfig secret";
+  const kc = new KubeConfig();
+  try {
+    kc.loadFromString(text);
+  } catch (error) {
+    // The parser's first line says what and where (line:column); later lines quote the document.
+    return [`${title}: not a readable kubeconfig (${String((error as Error).message).split("\n")[0]!.slice(0, 200)})`];
+  }
+  const contextName = kc.getCurrentContext();
+  const context = contextName ? kc.getContextObject(contextName) : null;
+  if (!context) return [`${title}: no current context (current-context must name one of its contexts)`];
+  const cluster = kc.getCluster(context.cluster);
+  if (!cluster) return [`${title}: the current context names no cluster of its clusters`];
+  const user = context.user ? kc.getUser(context.user) : null;
+  if (!user) return [`${title}: the current context names no user of its users`];
+  const provider = user.authProvider as { name?: unknown; config?: { tokenFile?: unknown } } | null | undefined;
+  const hasAuth = Boolean(user.token || (user.certData || user.certFile) || user.username || user.exec || provider);
+  if (provider && !AUTH_PROVIDERS.has(String(provider.name)) && !provider.config?.tokenFile) {
+    return [`${title}: the user's auth-provider ${JSON.stringify(String(provider.name).slice(0, 40))} is not supported (use a token, a client certificate, exec, or auth-provider oidc, azure or gcp)`];
+  }
+  if (!hasAuth) return [`${title}: the current context's user has no credentials client-node can use (a token, a client certificate, username and password, exec or auth-provider)`];
+  let server: URL;
+  try {
+    server = new URL(cluster.server);
+  } catch {
+    return [`${title}: the cluster's server is not a URL`];
+  }
+  if (server.protocol === "http:" && !isLoopbackHost(server.hostname)) {
+    return [`${title}: the cluster's server http://${server.host} is plain http: its credentials would travel in clear text; use https (http is allowed only for localhost, 127.0.0.0/8 and ::1)`];
+  }
+  if (server.protocol !== "https:" && server.protocol !== "http:") return [`${title}: the cluster's server must be an https URL`];
+  return [];
+}
+
+/** Rules across fields (exactly one credential source; the kubeconfig; the job backend's limits; the allow-list). */
 export function crossFieldProblems(config: KubernetesConfig): string[] {
   const problems: string[] = [];
   const sources = credentialSources(config);
   if (sources > 1) problems.push(`Credentials: set exactly one of In-cluster credentials, Kubeconfig or Kubeconfig secret (${sources} set)`);
+  else problems.push(...kubeconfigProblems(config));
   if (config.backend === "job" && config.reuseLease) problems.push("Reuse lease: the job backend cannot keep a lease (its pod runs once); use the sandbox-cr backend");
   if (config.image && !imageAllowed(config.image, config.imageAllowList) && !defaultImages(config).includes(config.image)) {
     problems.push(`Image override: ${config.image} is not in the image allow-list`);
