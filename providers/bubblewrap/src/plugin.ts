@@ -103,7 +103,7 @@ export function createBubblewrapProvider(deps: BubblewrapPluginDeps = {}) {
       const sandbox = await backendFor(config).create({
         id,
         rootfs: config.rootfs,
-        limits: { cpu: config.cpu, memoryMb: config.memoryMb, pids: config.pids },
+        limits: { cpu: config.cpu, memoryMb: config.memoryMb, pids: config.pids, diskMb: config.diskMb },
         expiresAt: expiresAt!.getTime(), // the kit always bounds it (defaultTtlMs)
         egress: grant,
         labels: { ...labels },
