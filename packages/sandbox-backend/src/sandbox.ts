@@ -424,6 +424,7 @@ export class LocalSandbox implements Sandbox {
           rootfs: spec.rootfs ?? undefined,
           loaderFd: loader ? JAIL_FDS.loaderFd : undefined,
           seccompFd: runtime.seccomp ? JAIL_FDS.seccompFd : undefined,
+          reaperFd: runtime.reaper ? JAIL_FDS.reaperFd : undefined,
           shmBytes: shmBytesFor(spec.limits),
         },
         JAIL_FDS,
@@ -433,6 +434,7 @@ export class LocalSandbox implements Sandbox {
         defaultCwd: SANDBOX_PATHS.workspace,
         egress: this.proxy ? { port: EGRESS_PROXY_PORT, socketPath: `${SANDBOX_PATHS.egressDir}/proxy.sock` } : undefined,
         guardedPidMax: runtime.seccomp ? GUARDED_PID_MAX : 0,
+        reaper: runtime.reaper ? SANDBOX_PATHS.reaper : null,
       };
       const launched = await launchJail({
         bwrapPath: this.context.bwrapPath,
@@ -441,6 +443,7 @@ export class LocalSandbox implements Sandbox {
         startPrefix: await runtime.startPrefix(),
         seccompProgram: runtime.seccomp,
         loaderFile: loader,
+        reaperProgram: runtime.reaper,
         socketPath: this.layout.socket,
         logPath: this.layout.log,
         cgroupProcs: cgroups.procsFiles,

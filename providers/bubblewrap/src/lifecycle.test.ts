@@ -59,6 +59,25 @@ describe("bubblewrap lease lifecycle", () => {
     expect(fs.existsSync(path.join(h.stateDir, "leases", lease.providerLeaseId!))).toBe(false);
   });
 
+  it("a timed-out execute ends the processes it started in sessions of their own (setsid, setsid -f, orphaned) by its result, not at release", async () => {
+    const lease = await h.acquire();
+    const tag = marker();
+    const script = [
+      `setsid sleep ${tag}1 >/dev/null 2>&1 </dev/null &`,
+      `setsid -f sleep ${tag}2 >/dev/null 2>&1 </dev/null`,
+      `(setsid sh -c 'trap "" TERM; sleep ${tag}3' >/dev/null 2>&1 </dev/null &)`,
+      "sleep 30",
+    ].join("\n");
+    const running = h.sh(lease, script, { timeoutMs: 1_500 });
+    expect((await eventually(() => hostProcessesMatching(`sleep ${tag}`), (pids) => pids.length >= 3)).length).toBeGreaterThanOrEqual(3);
+    const result = await running;
+    expect(result.timedOut).toBe(true);
+    // Checked right after the result: the lease is still there, its escaped processes are not.
+    expect(hostProcessesMatching(`sleep ${tag}`)).toEqual([]);
+    expect((await h.sh(lease, "echo still-usable")).stdout).toBe("still-usable\n");
+    await h.release(lease);
+  });
+
   it("cancelActiveWork does not wait for a running command; a plain release drains it", async () => {
     const cancelled = await h.acquire();
     const running = h.sh(cancelled, "sleep 30; echo finished");

@@ -22,6 +22,8 @@ export const SANDBOX_PATHS = {
    * ptrace it, read its memory or take its descriptors (/proc/2/{mem,fd}, pidfd_getfd).
    */
   loader: "/opt/paperclip/ld.so",
+  /** The command reaper every command is started through (jail/reaper.ts). */
+  reaper: "/opt/paperclip/reaper",
   egressDir: "/run/paperclip-egress",
 } as const;
 
@@ -79,6 +81,8 @@ export interface JailLayout {
   loaderFd?: number;
   /** The inherited descriptor of the compiled seccomp filter (seccomp.ts). */
   seccompFd?: number;
+  /** The inherited descriptor of the command reaper (reaper.ts), read by bwrap into an execute-and-read-only file. */
+  reaperFd?: number;
   /** Size of the jail's /dev/shm (a tmpfs counted against the memory limit). */
   shmBytes: number;
 }
@@ -180,6 +184,7 @@ export function buildJailArgv(layout: JailLayout, fds: JailFds): JailCommand {
   }
   if (layout.egressDir) args.push("--ro-bind", layout.egressDir, SANDBOX_PATHS.egressDir);
   if (layout.loaderFd !== undefined) args.push("--perms", "0111", "--ro-bind-data", String(layout.loaderFd), SANDBOX_PATHS.loader);
+  if (layout.reaperFd !== undefined) args.push("--perms", "0555", "--ro-bind-data", String(layout.reaperFd), SANDBOX_PATHS.reaper);
   if (layout.seccompFd !== undefined) args.push("--seccomp", String(layout.seccompFd));
 
   // Everything not bound writable above (the jail's root, /etc, /opt, /run) becomes read-only.

@@ -16,6 +16,8 @@ export interface SupervisorConfig {
   maxOutputLimitBytes?: number;
   /** The jail's seccomp filter guards pids up to this bound (hardening.mts); 0 when it has no filter. */
   guardedPidMax?: number;
+  /** The command reaper every command is started through (jail/reaper.ts on the host), or null. */
+  reaper?: string | null;
 }
 
 export const CONFIG_DEFAULTS = {
@@ -39,5 +41,6 @@ export function readConfig(arg: string | undefined): SupervisorConfig {
     outputLimitBytes: parsed.outputLimitBytes ?? CONFIG_DEFAULTS.outputLimitBytes,
     maxOutputLimitBytes: parsed.maxOutputLimitBytes ?? CONFIG_DEFAULTS.maxOutputLimitBytes,
     guardedPidMax: typeof parsed.guardedPidMax === "number" ? parsed.guardedPidMax : 0,
+    reaper: typeof parsed.reaper === "string" ? parsed.reaper : null,
   };
 }
