@@ -31,9 +31,11 @@ export const SANDBOX_PATHS = {
  * The jail's init (pid 1; bwrap runs with --as-pid-1): starts the supervisor with the sandbox's log
  * as its stderr, keeps nothing itself but /dev/null (commands may open /proc/1/fd/*), and reaps
  * orphaned processes (dash's `wait` collects any child) until the supervisor exits, which ends the
- * jail. bwrap's own init would keep bwrap's stdio, the host's log file among it.
+ * jail with the supervisor's exit status (bwrap passes it on to the keeper, which records it: an idle
+ * supervisor's status is how the host tells an idle jail from one that ended otherwise). bwrap's own
+ * init would keep bwrap's stdio, the host's log file among it.
  */
-export const JAIL_INIT_SCRIPT = 'exec 8>&2 2>/dev/null; "$@" 2>&8 8>&- & exec 3>&- 4>&- 5<&- 6<&- 7<&- 8>&- 9<&-; wait';
+export const JAIL_INIT_SCRIPT = 'exec 8>&2 2>/dev/null; "$@" 2>&8 8>&- & exec 3>&- 4>&- 5<&- 6<&- 7<&- 8>&- 9<&-; wait $!';
 export const JAIL_INIT_NAME = "paperclip-init";
 
 export const SANDBOX_UID = 1000;

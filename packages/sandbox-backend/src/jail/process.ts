@@ -86,6 +86,8 @@ export interface LaunchOptions {
   expiresAt: number;
   /** What the keeper writes where at the deadline, so a frozen jail can die (cgroup freezer). */
   thaw?: { file: string; value: string };
+  /** Where the keeper records the jail's exit status when it ends on its own (removed first). */
+  exitFile?: string;
   /** The supervisor's JSON config, written to its config pipe. */
   supervisorConfig: string;
 }
@@ -128,6 +130,7 @@ function serverFd(server: net.Server): number {
 
 export async function launchJail(options: LaunchOptions): Promise<LaunchedJail> {
   await writeDeadline(options.deadlineFile, options.expiresAt);
+  if (options.exitFile) await fsp.rm(options.exitFile, { force: true });
   const server = await listenAt(options.socketPath);
   const opened: number[] = [];
   const open = (file: string, flags: string | number) => {
@@ -152,6 +155,7 @@ export async function launchJail(options: LaunchOptions): Promise<LaunchedJail> 
         String(firstNapMs),
         options.thaw?.file ?? "",
         options.thaw?.value ?? "",
+        options.exitFile ?? "",
         ...options.cgroupProcs,
         "--",
         ...options.startPrefix,
@@ -290,6 +294,16 @@ export async function namespaceMembers(jail: JailIdentity): Promise<number[]> {
 
 export function jailAlive(record: JailRecord): boolean {
   return processAlive(record.initPid, record.initStartTime);
+}
+
+/** The exit status the keeper recorded for a jail that ended on its own; null when none is recorded. */
+export function recordedJailExit(exitFile: string): number | null {
+  try {
+    const text = fs.readFileSync(exitFile, "utf8").trim();
+    return /^\d{1,3}$/.test(text) ? Number(text) : null;
+  } catch {
+    return null;
+  }
 }
 
 export interface StopOptions {

@@ -13,7 +13,8 @@ import { dropPrivilegesCommand, unreachableBy, type HostUser } from "./host-user
 import { buildSeccompProgram, seccompArch } from "./seccomp.js";
 import { installPrelude } from "./prelude.js";
 import { buildReaper } from "./reaper.js";
-import { installSupervisor } from "../store/supervisor-copy.js";
+import { installEtcFiles, installSupervisor } from "../store/supervisor-copy.js";
+import { generatedEtcFiles } from "./argv.js";
 
 export type ProtectionName = "seccomp-filter" | "supervisor-not-dumpable" | "fresh-session-keyring" | "timeout-ends-descendants";
 
@@ -27,6 +28,8 @@ export interface JailRuntime {
   readonly hostUser: HostUser | null;
   /** The installed supervisor entry (bound into every jail). */
   supervisorScript(): Promise<string>;
+  /** The directory of the generated passwd, group and hosts every jail binds (one per state dir). */
+  etcDir(): Promise<string>;
   /** The seccomp program, or null (with the reason in `unenforced`). */
   readonly seccomp: Buffer | null;
   /** The command reaper (reaper.ts) every command starts through, or null (with the reason in `unenforced`). */
@@ -61,6 +64,7 @@ export function createJailRuntime(options: { stateDir: string; supervisorEntry: 
         },
       ];
   let installed: Promise<string> | null = null;
+  let etc: Promise<string> | null = null;
   let prefix: Promise<string[]> | null = null;
   const nodeCopies = new Map<string, Promise<string>>();
   const loaders = new Map<string, string | null>();
@@ -75,6 +79,13 @@ export function createJailRuntime(options: { stateDir: string; supervisorEntry: 
         throw error;
       });
       return installed;
+    },
+    etcDir() {
+      etc ??= installEtcFiles(options.stateDir, generatedEtcFiles()).catch((error: unknown) => {
+        etc = null;
+        throw error;
+      });
+      return etc;
     },
     startPrefix() {
       prefix ??= (async () => {

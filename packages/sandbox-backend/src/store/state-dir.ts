@@ -47,7 +47,6 @@ async function checkReachable(dir: string, user: HostUser): Promise<void> {
 export async function createSandboxDirs(
   layout: SandboxLayout,
   id: string,
-  etcFiles: Record<string, string>,
   owner: HostUser | null = null,
   diskMb: number | null = null,
 ): Promise<void> {
@@ -64,17 +63,10 @@ export async function createSandboxDirs(
   // The writable directories' parent: only the jail's host user may pass (its setuid files stay its own).
   await fsp.chmod(layout.disk, 0o700);
   if (owner) await fsp.chown(layout.disk, owner.uid, owner.gid);
-  const owned = [layout.workspace, layout.home, layout.cache, layout.tmp, layout.etc];
+  const owned = [layout.workspace, layout.home, layout.cache, layout.tmp];
   await Promise.all(owned.map((dir) => fsp.mkdir(dir, { mode: 0o700 })));
   // The sandbox's /tmp is shared by every process of the sandbox, as on a normal host.
   await fsp.chmod(layout.tmp, 0o1777);
-  await Promise.all(
-    Object.entries(etcFiles).map(async ([name, text]) => {
-      const file = path.join(layout.etc, name);
-      await fsp.writeFile(file, text, { mode: 0o644 });
-      if (owner) await fsp.chown(file, owner.uid, owner.gid);
-    }),
-  );
   await fsp.rm(layout.socketDir, { recursive: true, force: true });
   await fsp.mkdir(layout.egress, { recursive: true, mode: 0o700 });
   if (owner) {

@@ -18,6 +18,8 @@ export interface SupervisorConfig {
   guardedPidMax?: number;
   /** The command reaper every command is started through (jail/reaper.ts on the host), or null. */
   reaper?: string | null;
+  /** Exit (ending the jail) after this long with nothing to do (idle.mts); 0: never. */
+  idleExitMs?: number;
 }
 
 export const CONFIG_DEFAULTS = {
@@ -42,5 +44,6 @@ export function readConfig(arg: string | undefined): SupervisorConfig {
     maxOutputLimitBytes: parsed.maxOutputLimitBytes ?? CONFIG_DEFAULTS.maxOutputLimitBytes,
     guardedPidMax: typeof parsed.guardedPidMax === "number" ? parsed.guardedPidMax : 0,
     reaper: typeof parsed.reaper === "string" ? parsed.reaper : null,
+    idleExitMs: typeof parsed.idleExitMs === "number" && parsed.idleExitMs > 0 ? parsed.idleExitMs : 0,
   };
 }
