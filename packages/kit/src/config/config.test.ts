@@ -162,10 +162,20 @@ describe("fields", () => {
     expect(check(fields.ui(z.string().max(FIELD_MAX_LENGTH.image), {}), "r".repeat(300)).ok).toBe(true);
   });
 
-  it("the bounds are in the JSON Schema, where the host's form checks them (never on list items)", () => {
-    const schema = defineProviderConfig(z.object({ name: fields.ui(z.string(), { title: "Name", group: "G" }), hosts: fields.stringList({ title: "Hosts", group: "G" }) }))
-      .jsonSchema as { properties: Record<string, Record<string, unknown>> };
-    expect(schema.properties.name).toMatchObject({ maxLength: 256 });
+  it("the bounds are in the JSON Schema: up to 200 characters as maxLength (the host's form checks it and keeps a one-line input), longer ones for the server only", () => {
+    const schema = defineProviderConfig(
+      z.object({
+        short: fields.ui(z.string().max(64), { title: "Short", group: "G" }),
+        name: fields.ui(z.string(), { title: "Name", group: "G" }),
+        endpoint: fields.url({ title: "Endpoint", group: "G" }),
+        hosts: fields.stringList({ title: "Hosts", group: "G" }),
+      }),
+    ).jsonSchema as { properties: Record<string, Record<string, unknown>> };
+    expect(schema.properties.short).toMatchObject({ maxLength: 64 });
+    expect(schema.properties.name).not.toHaveProperty("maxLength");
+    expect(schema.properties.name).toMatchObject({ "x-paperclip-max-length": 256 });
+    expect(schema.properties.endpoint).not.toHaveProperty("maxLength");
+    expect(schema.properties.endpoint).toMatchObject({ "x-paperclip-max-length": 2048 });
     expect(schema.properties.hosts).toMatchObject({ maxItems: 256 });
     expect(schema.properties.hosts!.items).not.toHaveProperty("maxLength");
   });

@@ -6,7 +6,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
-import { ADVANCED_KEYWORD, configSchemaUiProblems, FIELD_MAX_LENGTH, GROUP_KEYWORD } from "./index.js";
+import { ADVANCED_KEYWORD, configSchemaUiProblems, FIELD_MAX_LENGTH, GROUP_KEYWORD, HOST_SINGLE_LINE_MAX_LENGTH, SERVER_MAX_LENGTH_KEYWORD } from "./index.js";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../..");
 const providersDir = path.join(repoRoot, "providers");
@@ -62,8 +62,11 @@ describe("every provider's config schema in the host's form", () => {
         for (const [key, field] of Object.entries(driver.configSchema?.properties ?? {})) {
           const types = [field.type, ...((field.anyOf as Array<Record<string, unknown>> | undefined) ?? []).map((option) => option.type)];
           if (types.includes("string") && field.enum === undefined) {
-            expect(field.maxLength, `${driver.driverKey}.${key}`).toEqual(expect.any(Number));
-            expect(field.maxLength as number, `${driver.driverKey}.${key}`).toBeLessThanOrEqual(FIELD_MAX_LENGTH.document);
+            const bound = field.maxLength ?? field[SERVER_MAX_LENGTH_KEYWORD];
+            expect(bound, `${driver.driverKey}.${key}`).toEqual(expect.any(Number));
+            expect(bound as number, `${driver.driverKey}.${key}`).toBeLessThanOrEqual(FIELD_MAX_LENGTH.document);
+            // Over 200 the host's form shows a multi-line box: a longer bound is the server's only.
+            if (field.maxLength !== undefined) expect(field.maxLength as number, `${driver.driverKey}.${key}`).toBeLessThanOrEqual(HOST_SINGLE_LINE_MAX_LENGTH);
           }
           if (types.includes("array")) expect(field.maxItems, `${driver.driverKey}.${key}`).toEqual(expect.any(Number));
         }
