@@ -14,7 +14,6 @@ import { buildSeccompProgram, seccompArch } from "./seccomp.js";
 import { installPrelude } from "./prelude.js";
 import { buildReaper } from "./reaper.js";
 import { installEtcFiles, installSupervisor } from "../store/supervisor-copy.js";
-import { generatedEtcFiles } from "./argv.js";
 
 export type ProtectionName = "seccomp-filter" | "supervisor-not-dumpable" | "fresh-session-keyring" | "timeout-ends-descendants";
 
@@ -28,8 +27,8 @@ export interface JailRuntime {
   readonly hostUser: HostUser | null;
   /** The installed supervisor entry (bound into every jail). */
   supervisorScript(): Promise<string>;
-  /** The directory of the generated passwd, group and hosts every jail binds (one per state dir). */
-  etcDir(): Promise<string>;
+  /** The directory of generated passwd, group and hosts a jail binds (one per content: per sandbox user). */
+  etcDir(files: Record<string, string>): Promise<string>;
   /** The seccomp program, or null (with the reason in `unenforced`). */
   readonly seccomp: Buffer | null;
   /** The command reaper (reaper.ts) every command starts through, or null (with the reason in `unenforced`). */
@@ -64,7 +63,7 @@ export function createJailRuntime(options: { stateDir: string; supervisorEntry: 
         },
       ];
   let installed: Promise<string> | null = null;
-  let etc: Promise<string> | null = null;
+  const etcDirs = new Map<string, Promise<string>>();
   let prefix: Promise<string[]> | null = null;
   const nodeCopies = new Map<string, Promise<string>>();
   const loaders = new Map<string, string | null>();
@@ -80,12 +79,17 @@ export function createJailRuntime(options: { stateDir: string; supervisorEntry: 
       });
       return installed;
     },
-    etcDir() {
-      etc ??= installEtcFiles(options.stateDir, generatedEtcFiles()).catch((error: unknown) => {
-        etc = null;
-        throw error;
-      });
-      return etc;
+    etcDir(files) {
+      const key = JSON.stringify(Object.entries(files).sort());
+      let dir = etcDirs.get(key);
+      if (!dir) {
+        dir = installEtcFiles(options.stateDir, files).catch((error: unknown) => {
+          etcDirs.delete(key);
+          throw error;
+        });
+        etcDirs.set(key, dir);
+      }
+      return dir;
     },
     startPrefix() {
       prefix ??= (async () => {

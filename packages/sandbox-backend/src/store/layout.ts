@@ -10,7 +10,7 @@
  *   jail.exit       the jail's exit status when it ended on its own (the keeper writes it)
  *   disk/           workspace/ home/ cache/ tmp/: the sandbox's writable directories; with a disk
  *                   limit (root) the mount point of disk.img, a filesystem of that size (disk.ts)
- * <stateDir>/etc/<sha256>/  generated passwd, group, hosts, the same for every sandbox (bound read-only)
+ * <stateDir>/etc/<sha256>/  generated passwd, group, hosts, one per content (per sandbox user; bound read-only)
  * <stateDir>/run/<shortName(id)>/
  *   sup.sock        supervisor control socket (held open by the supervisor inside the jail)
  *   egress/         egress proxy socket directory (bound read-only; only with a grant)
@@ -35,10 +35,23 @@ export interface SandboxLayout {
   home: string;
   cache: string;
   tmp: string;
+  /** Parent of the further writable directories (`mounts/<index>`). */
+  mounts: string;
   socketDir: string;
   socket: string;
   egress: string;
   egressSocket: string;
+}
+
+/** Host directory holding a mount's storage: its volume's (shared by every mount naming it) or its own. */
+export function mountStorageOf(layout: SandboxLayout, mount: { volume?: string }, index: number): string {
+  return path.join(layout.mounts, mount.volume !== undefined ? `v-${mount.volume}` : String(index));
+}
+
+/** Host directory bound for a mount: its storage, or the `subPath` inside it. */
+export function mountDirOf(layout: SandboxLayout, mount: { volume?: string; subPath?: string }, index: number): string {
+  const storage = mountStorageOf(layout, mount, index);
+  return mount.subPath ? path.join(storage, mount.subPath) : storage;
 }
 
 export function sandboxesDir(stateDir: string): string {
@@ -70,6 +83,7 @@ export function sandboxLayout(stateDir: string, id: string, options: { legacy?: 
     home: path.join(data, "home"),
     cache: path.join(data, "cache"),
     tmp: path.join(data, "tmp"),
+    mounts: path.join(data, "mounts"),
     socketDir,
     socket: path.join(socketDir, "sup.sock"),
     egress: path.join(socketDir, "egress"),

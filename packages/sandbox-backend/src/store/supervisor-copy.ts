@@ -50,9 +50,10 @@ export async function installSupervisor(stateDir: string, entry: string): Promis
 }
 
 /**
- * The generated passwd, group and hosts every jail binds read-only at /etc (the same for every
- * sandbox), under `<stateDir>/etc/<sha256>/`, written once: bound from there rather than from each
- * sandbox's directory, the jail's /proc/self/mountinfo does not name the sandbox. Returns the directory.
+ * Generated passwd, group and hosts a jail binds read-only at /etc (the same for every sandbox of
+ * one user), under `<stateDir>/etc/<sha256 of the content>/`, written once: bound from there rather
+ * than from each sandbox's directory, the jail's /proc/self/mountinfo does not name the sandbox.
+ * Returns the directory.
  */
 export async function installEtcFiles(stateDir: string, files: Record<string, string>): Promise<string> {
   const names = Object.keys(files).sort();
