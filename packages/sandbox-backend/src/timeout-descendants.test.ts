@@ -70,6 +70,6 @@ describe("a timeout ends every process the command started", () => {
     const exit = await sandbox.runner.run(ESCAPES(t), { timeoutMs: 10_000 });
     expect(exit).toMatchObject({ exitCode: 0, timedOut: false });
     await waitForEscapes(t);
-    await sandbox.runner.run(`pkill -f 'sleep ${t}' ; true`);
+    await sandbox.runner.run(`pkill -f 'sleep ${t}' ; true`, {});
   });
 });
