@@ -53,7 +53,7 @@ describe("a timeout ends every process the command started", () => {
     })();
     const exit = await sandbox.runner.run(`${ESCAPES(t)}\nsleep 30`, { timeoutMs: 1_500, killGraceMs: 200 });
     await watching;
-    expect(exit.timedOut).toBe(true);
+    expect(exit.reason).toBe("timeout");
     expect(left(`sleep ${t}`)).toEqual([]);
   });
 
@@ -68,7 +68,7 @@ describe("a timeout ends every process the command started", () => {
   it("a command that completes leaves its background processes running, also those in a session of their own", async () => {
     const t = tag();
     const exit = await sandbox.runner.run(ESCAPES(t), { timeoutMs: 10_000 });
-    expect(exit).toMatchObject({ exitCode: 0, timedOut: false });
+    expect(exit).toMatchObject({ exitCode: 0, reason: "exit" });
     await waitForEscapes(t);
     await sandbox.runner.run(`pkill -f 'sleep ${t}' ; true`, {});
   });
