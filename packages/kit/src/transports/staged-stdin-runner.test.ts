@@ -5,7 +5,7 @@ import { Readable } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createLocalScriptRunner } from "../exec/local/local-runner.js";
 import type { ScriptRunner } from "../transport.js";
-import { withStagedStdin } from "./staged-stdin.js";
+import { withStagedStdin } from "./staged-stdin-runner.js";
 
 let base: string;
 beforeEach(async () => {
