@@ -1,5 +1,5 @@
 import grpc from "@grpc/grpc-js";
-import { createSecretRedactor, isProviderApiError, withRetry, type Redactor } from "@paperclip-sandbox/kit";
+import { createSecretRedactor, createVendorCall, isProviderApiError, type Redactor } from "@paperclip-sandbox/kit";
 import { checkExchangeUrl, parseApiUrl } from "./endpoint.js";
 import { boxdCode, boxdError } from "./errors.js";
 import type { TokenCache, TokenSource } from "./tokens.js";
@@ -159,7 +159,7 @@ export function createBoxdApi(options: BoxdApiOptions): BoxdApi {
           else signal?.addEventListener("abort", abort, { once: true });
         });
       } catch (error) {
-        if (attempt === 0 && boxdCode(error) === "UNAUTHENTICATED") {
+        if (attempt === 0 && boxdCode(error) === "unauthenticated") {
           tokens.invalidate(token);
           continue;
         }
@@ -168,8 +168,11 @@ export function createBoxdApi(options: BoxdApiOptions): BoxdApi {
     }
   };
 
+  /** The kit's one vendor-call wrapper: failures typed by `boxdError`, retried as they allow. */
+  const call = createVendorCall({ translate: (error, operation) => boxdError(operation, error, redactor.redact), retry: RETRY });
+
   const unary = <T>(method: string, request: object, opts: { idempotent: boolean; signal?: AbortSignal }): Promise<T> =>
-    withRetry(({ remainingMs }) => once<T>(method, request, opts.signal, Math.min(timeoutMs, remainingMs)), { ...RETRY, idempotent: opts.idempotent, signal: opts.signal });
+    call(method, ({ remainingMs }) => once<T>(method, request, opts.signal, Math.min(timeoutMs, remainingMs)), { idempotent: opts.idempotent, ...(opts.signal ? { signal: opts.signal } : {}) });
 
   const chunks = (data: Buffer): Buffer[] => {
     const out: Buffer[] = [];
@@ -203,7 +206,7 @@ export function createBoxdApi(options: BoxdApiOptions): BoxdApi {
         });
         return;
       } catch (error) {
-        if (attempt === 0 && boxdCode(error) === "UNAUTHENTICATED") {
+        if (attempt === 0 && boxdCode(error) === "unauthenticated") {
           tokens.invalidate(token);
           continue;
         }
@@ -228,19 +231,20 @@ export function createBoxdApi(options: BoxdApiOptions): BoxdApi {
         : ["CreateVm", { name: spec.name, config, org: spec.org ?? "", isolated: true, labels: spec.labels, restart_policy: "never" }];
       // Idempotent by name: the name is unique to this lease, so a retry whose first attempt took
       // effect meets ALREADY_EXISTS, and the machine of that name carrying the same labels is ours.
-      const created = await withRetry(
+      const created = await call(
+        method,
         async ({ attempt, remainingMs }) => {
           try {
             return await once<CreatedWire>(method, request, signal, Math.min(timeoutMs, remainingMs));
           } catch (error) {
-            if (attempt === 1 || !(isProviderApiError(error) && error.code === "ALREADY_EXISTS")) throw error;
+            if (attempt === 1 || !(isProviderApiError(error) && error.code === "already_exists")) throw error;
             const found = await once<VmWire>("GetVm", { vm_id: spec.name }, signal, timeoutMs);
             const same = Object.entries(spec.labels).every(([key, value]) => found.labels?.[key] === value);
             if (!same) throw error;
             return { vm_id: found.vm_id, name: found.name, status: found.status, url: "", boot_time_ms: 0 };
           }
         },
-        { ...RETRY, idempotent: true, signal },
+        { idempotent: true, ...(signal ? { signal } : {}) },
       );
       return { id: created.vm_id, name: created.name, status: created.status };
     },

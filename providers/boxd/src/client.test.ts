@@ -68,9 +68,9 @@ describe("boxd client", () => {
     expect(await api.getMachine("no-such-machine")).toBeNull();
     await api.destroyMachine("no-such-machine"); // a machine already gone is success
     const made = await api.createMachine({ name: "taken-name", labels: { "paperclip-run": "r1" } });
-    await expect(api.createMachine({ name: "taken-name", labels: { "paperclip-run": "r2" } })).rejects.toMatchObject({ code: "ALREADY_EXISTS", retryable: false });
-    await expect(api.createMachine({ name: "elsewhere", labels: {}, org: "other-org" })).rejects.toMatchObject({ code: "PERMISSION_DENIED" });
-    await expect(api.createMachine({ name: "three", labels: {}, vcpu: 3 })).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
+    await expect(api.createMachine({ name: "taken-name", labels: { "paperclip-run": "r2" } })).rejects.toMatchObject({ code: "already_exists", retryable: false });
+    await expect(api.createMachine({ name: "elsewhere", labels: {}, org: "other-org" })).rejects.toMatchObject({ code: "permission_denied" });
+    await expect(api.createMachine({ name: "three", labels: {}, vcpu: 3 })).rejects.toMatchObject({ code: "invalid_argument" });
     await api.destroyMachine(made.id);
     api.close();
   });

@@ -149,7 +149,7 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
       try {
         await call;
       } catch (error) {
-        if (!(isProviderApiError(error) && error.code === "FAILED_PRECONDITION")) throw error;
+        if (!(isProviderApiError(error) && error.code === "failed_precondition")) throw error;
         const seen = await api.getMachine(id);
         if (!seen || !fine.includes(seen.status)) throw error;
       }
@@ -193,7 +193,7 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
       return handleOf(handle.api, handle.account, machine);
     },
     // Exec on a stopped machine is refused (FAILED_PRECONDITION): the kit starts it and runs the command once more.
-    notRunning: (error) => isProviderApiError(error) && error.vendor === "boxd" && error.code === "FAILED_PRECONDITION" && /stopped/i.test(error.detail),
+    notRunning: (error) => isProviderApiError(error) && error.vendor === "boxd" && error.code === "failed_precondition" && /stopped/i.test(error.detail),
     runner: (handle) => createBoxdRunner(handle.target),
     // Suspended, stopped and failed machines too (whatever the state); inside the worker without `env`.
     async list(config, labels, { env: from, signal }) {

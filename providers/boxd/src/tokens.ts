@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { ProviderApiError, vendorFetch, withRetry } from "@paperclip-sandbox/kit";
+import { createVendorCall, ProviderApiError, vendorFetch } from "@paperclip-sandbox/kit";
 
 /** A JWT from the exchange, with what the exchange said about it. */
 export interface ExchangedToken {
@@ -27,6 +27,9 @@ export interface TokenCacheOptions {
 
 const DEFAULT_REFRESH_BEFORE_MS = 30_000;
 
+/** The exchange over the kit's vendor call: `vendorFetch` already types its failures; the exchange has no effect but the token, so repeating it is harmless. */
+const exchangeCall = createVendorCall({ translate: (error) => error, retry: { attempts: 3, totalMs: 30_000 } });
+
 interface Held extends ExchangedToken {
   issuedAt: number;
 }
@@ -49,14 +52,15 @@ export function createTokenCache(options: TokenCacheOptions = {}) {
   async function exchange(apiKey: string, url: URL, signal: AbortSignal | undefined): Promise<Held> {
     exchanges += 1;
     const issuedAt = now();
-    const response = await withRetry(
+    const response = await exchangeCall(
+      "exchangeApiKey",
       ({ remainingMs }) =>
         vendorFetch(
           { operation: "exchangeApiKey", method: "POST", url, json: { api_key: apiKey }, timeoutMs: Math.min(options.timeoutMs ?? 30_000, remainingMs), signal },
           { vendor: "boxd", secrets: [apiKey], fetch: options.fetch },
         ),
       // The exchange has no effect but the token: repeating it is harmless.
-      { idempotent: true, attempts: 3, totalMs: 30_000, signal },
+      { idempotent: true, ...(signal ? { signal } : {}) },
     );
     const body = response.json<{ token?: unknown; expires_at?: unknown; user_id?: unknown }>();
     if (typeof body?.token !== "string" || body.token === "" || typeof body.expires_at !== "number") {

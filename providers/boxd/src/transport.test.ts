@@ -4,7 +4,7 @@ import { ProviderApiError } from "@paperclip-sandbox/kit";
 import type { BoxdApi, ExecCall, ExecOutput } from "./api.js";
 import { BOXD_INLINE_STDIN_BYTES, createBoxdRunner } from "./transport.js";
 
-const unavailable = () => new ProviderApiError({ vendor: "boxd", operation: "Exec", status: 0, code: "UNAVAILABLE", detail: "connection reset", retryable: true, gone: false, mayHaveTakenEffect: true });
+const unavailable = () => new ProviderApiError({ vendor: "boxd", operation: "Exec", status: 0, code: "unavailable", detail: "connection reset", retryable: true, gone: false, mayHaveTakenEffect: true });
 
 /** A fake machine: each Exec is answered by `answer(command, n)` (an exit code, or an error). */
 function fakeApi(answer: (command: string, n: number, output: ExecOutput) => Promise<number> | number) {
@@ -61,7 +61,7 @@ describe("boxd runner", () => {
       if (command.startsWith("grep -qxF")) return 0; // the nonce is logged: it ran
       return 0;
     });
-    await expect(createBoxdRunner(target(fake.api)).run("rm -rf ./once-only", {})).rejects.toMatchObject({ code: "UNAVAILABLE" });
+    await expect(createBoxdRunner(target(fake.api)).run("rm -rf ./once-only", {})).rejects.toMatchObject({ code: "unavailable" });
     expect(fake.commands.filter((c) => c.includes("once-only"))).toHaveLength(1);
   });
 
@@ -73,15 +73,15 @@ describe("boxd runner", () => {
       }
       return 0;
     });
-    await expect(createBoxdRunner(target(fake.api)).run("echo partial; sleep 9", {})).rejects.toMatchObject({ code: "UNAVAILABLE" });
+    await expect(createBoxdRunner(target(fake.api)).run("echo partial; sleep 9", {})).rejects.toMatchObject({ code: "unavailable" });
     expect(fake.commands).toHaveLength(1);
   });
 
   it("a final refusal (FAILED_PRECONDITION) is reported at once", async () => {
     const fake = fakeApi(() => {
-      throw new ProviderApiError({ vendor: "boxd", operation: "Exec", status: 0, code: "FAILED_PRECONDITION", detail: "machine x is stopped", retryable: false, gone: false, mayHaveTakenEffect: true });
+      throw new ProviderApiError({ vendor: "boxd", operation: "Exec", status: 0, code: "failed_precondition", detail: "machine x is stopped", retryable: false, gone: false, mayHaveTakenEffect: true });
     });
-    await expect(createBoxdRunner(target(fake.api)).run("true", {})).rejects.toMatchObject({ code: "FAILED_PRECONDITION" });
+    await expect(createBoxdRunner(target(fake.api)).run("true", {})).rejects.toMatchObject({ code: "failed_precondition" });
     expect(fake.commands).toHaveLength(1);
   });
 });

@@ -64,7 +64,7 @@ export async function stageFile(target: BoxdTarget, where: { dir: string; path: 
       await target.api.writeFile(target.id, where.path, bytes, 0o600, signal);
       return;
     } catch (error) {
-      if (!(isProviderApiError(error) && error.code === "UNIMPLEMENTED")) throw error;
+      if (!(isProviderApiError(error) && error.code === "unimplemented")) throw error;
       target.agent.legacy = true;
     }
   }
