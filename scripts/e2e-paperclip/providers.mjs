@@ -324,7 +324,7 @@ PROVIDERS.push({
   config: (ctx) => ({ apiKey: ctx.emulator.credentials.apiKey, apiUrl: ctx.emulator.url, exchangeUrl: ctx.emulator.endpoints.exchange }),
   invalidConfig: { config: { vcpu: 3 }, error: /vCPUs: must be one of 1, 2, 4, 8 \(boxd's sizes\)/ },
   // Nothing listens on port 9: the probe's create cannot reach boxd and says so.
-  missingBackend: { config: { apiUrl: "http://127.0.0.1:9" }, diagnostic: /boxd CreateVm failed: .*UNAVAILABLE/ },
+  missingBackend: { config: { apiUrl: "http://127.0.0.1:9" }, diagnostic: /boxd CreateVm failed: .*unavailable/ },
   reuse: true,
   reuseKeepsProcess: true,
   timingRuns: 3,
