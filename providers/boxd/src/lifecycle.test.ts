@@ -137,7 +137,7 @@ function describeList() {
     expect(look.stdout).not.toMatch(/bxd_|Bearer |eyJhbGci/);
     if (!LIVE) {
       // A key fenced to one org cannot make machines in another.
-      await expect(acquire({ ...config, org: "someone-elses-org" })).rejects.toThrow(/boxd CreateVm failed: .*PERMISSION_DENIED.*this API key is fenced to org personal, not someone-elses-org/);
+      await expect(acquire({ ...config, org: "someone-elses-org" })).rejects.toThrow(/boxd CreateVm failed: .*permission_denied.*this API key is fenced to org personal, not someone-elses-org/);
     }
     await destroy(lease);
   });
