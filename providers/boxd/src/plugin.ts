@@ -2,7 +2,6 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { createHash } from "node:crypto";
 import { definePlugin, type PluginEnvironmentReleaseLeaseParams } from "@paperclipai/plugin-sdk";
 import {
-  assertOwnedBy,
   defaultProbe,
   defineSandboxProvider,
   isProviderApiError,
