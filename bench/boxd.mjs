@@ -21,6 +21,7 @@ import { runEmulator } from "../packages/emulator-kit/dist/index.js";
 import { emulator } from "../emulators/boxd/dist/index.js";
 import { loadPluginPackage, startWorker } from "../packages/worker-client/dist/index.js";
 import { createBoxdApi, createTokenCache, createBoxdPlugin } from "../providers/boxd/dist/index.js";
+import { summarize } from "./lib/stats.mjs";
 
 const repoRoot = fileURLToPath(new URL("..", import.meta.url));
 const { values: args } = parseArgs({
@@ -36,11 +37,6 @@ if (!(runs >= 10)) throw new Error("--runs must be at least 10");
 if (!(cycles >= 3)) throw new Error("--cycles must be at least 3");
 
 const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
-function summarize(samples) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
-  return { n: sorted.length, median: at(0.5), p95: at(0.95), min: sorted[0], max: sorted.at(-1) };
-}
 
 let control;
 const emu = await runEmulator(emulator, { options: { expose: (c) => (control = c) } });
