@@ -8,6 +8,7 @@ import type { Router } from "./http/router.js";
 import { startHttpServer, type HttpServer, type HttpServerOptions } from "./http/server.js";
 import { generateSelfSignedCertificate, type SelfSignedCertificate } from "./http/tls-cert.js";
 import { createRequestRecorder, type RequestRecorder } from "./recorder/recorder.js";
+import { startSshServer, type SshServer, type SshServerOptions } from "./ssh/server.js";
 
 /** What an emulator's `start` gets from the kit: shared recorder and faults, and server starters. */
 export interface EmulatorKitContext {
@@ -27,6 +28,8 @@ export interface EmulatorKitContext {
   credential(prefix?: string): string;
   /** Cleanup run on close, last registered first. */
   onClose(cleanup: () => void | Promise<void>): void;
+  /** Starts a real OpenSSH server (see `startSshServer`) recorded by this emulator, closed with it. */
+  ssh(options: Omit<SshServerOptions, "recorder">): Promise<SshServer>;
 }
 
 /** What an emulator's `start` returns. */
@@ -123,6 +126,11 @@ export async function runEmulator<Options>(definition: EmulatorDefinition<Option
     credential: (prefix = "") => `${prefix}${randomBytes(18).toString("base64url")}`,
     onClose(cleanup) {
       cleanups.push(cleanup);
+    },
+    async ssh(options) {
+      const server = await startSshServer({ ...options, recorder });
+      cleanups.push(() => server.close());
+      return server;
     },
   };
 

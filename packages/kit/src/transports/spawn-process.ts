@@ -26,6 +26,12 @@ export interface SpawnedScriptOptions {
    * `exitMarkerLine(marker, status)` on stderr as its last act, and that line is taken as the exit.
    */
   exitMarker?: string;
+  /**
+   * With `exitMarker`: the client exited without printing it (and was not aborted), so the remote
+   * script's outcome is unknown (a dropped connection). The run rejects with this error instead of
+   * reporting the client's own exit status as the script's.
+   */
+  missingExitMarker?: (clientExit: { exitCode: number | null; signal: NodeJS.Signals | null }) => Error;
 }
 
 /** After exit, a stream that holds no data and stays silent this long is held open by a background child. */
@@ -92,6 +98,16 @@ export function runSpawnedScript(opts: SpawnedScriptOptions, io: ScriptIo): Prom
     });
     child.once("exit", (exitCode, signal) => {
       if (marker?.seen) return;
+      if (marker && opts.missingExitMarker && !aborted) {
+        // The client's exit can be seen before its last stderr bytes: judge once the output is in.
+        void Promise.all([settleAfterExit(outputs, DRAIN_AFTER_EXIT_MS), killing]).then(() => {
+          if (settled || marker.seen) return;
+          settled = true;
+          io.signal?.removeEventListener("abort", onAbort);
+          reject(opts.missingExitMarker!({ exitCode, signal }));
+        });
+        return;
+      }
       void exited(exitCode, signal);
     });
   });
