@@ -65,6 +65,8 @@ export interface ExeDevControl {
   vmNames(): string[];
   /** sshd's recent error lines. */
   sshLog(): string[];
+  /** The next `count` SSH sessions (any VM) end at once with status 255 and no output, as a broken VM would. */
+  failSessions(count: number): void;
 }
 
 const API_NAMESPACE = "v0@exe.dev";
@@ -92,10 +94,16 @@ async function startExeDevParts(kit: EmulatorKitContext, options: ExeDevEmulator
   }
 
   let fleet: ReturnType<typeof createFleet> | undefined;
+  let failingSessions = 0;
   const ssh = await kit.ssh({
     stateParentDir: stateDir,
-    onSession: (session) => {
+    onSession: async (session) => {
       if (!fleet) throw new Error("not ready");
+      if (failingSessions > 0) {
+        failingSessions -= 1;
+        session.stdin.resume();
+        return { exitCode: 255 };
+      }
       return fleet.session(session);
     },
   });
@@ -191,6 +199,7 @@ async function startExeDevParts(kit: EmulatorKitContext, options: ExeDevEmulator
     sshHost: (vm) => ssh.host(vm),
     vmNames: () => fleet!.all().map((vm) => vm.name),
     sshLog: () => ssh.log(),
+    failSessions: (count) => void (failingSessions = count),
   };
   return {
     url,

@@ -263,7 +263,11 @@ function prepend(head: Buffer, stdin: ScriptIo["stdin"]): Buffer | Readable {
   return Readable.from(
     (async function* () {
       yield head;
-      for await (const chunk of stdin) yield chunk as Buffer;
+      try {
+        for await (const chunk of stdin) yield chunk as Buffer;
+      } catch {
+        // A stdin source destroyed by its owner (a stopped duplex channel) just ends the input.
+      }
     })(),
     { objectMode: false },
   );
