@@ -52,13 +52,15 @@ export function createExeDevApi(opts: { apiUrl: string; apiKey: string; onRetry?
     timeoutMs: CALL_TIMEOUT_MS,
     retry: { attempts: 4, totalMs: 60_000 },
     fetch: opts.fetch,
-    extractError: ({ text }) => {
+    extractError: ({ status, text }) => {
+      // exe.dev rate-limits a token before it reads the command: a 429 never ran anything.
+      const notProcessed = status === 429 ? { notProcessed: true } : {};
       try {
         const lines = text.trim().split("\n");
         const error = (JSON.parse(lines[lines.length - 1]!) as { error?: unknown }).error;
-        return typeof error === "string" ? { message: error } : {};
+        return typeof error === "string" ? { message: error, ...notProcessed } : notProcessed;
       } catch {
-        return {};
+        return notProcessed;
       }
     },
     onRetry: opts.onRetry && ((event) => opts.onRetry!(`exe.dev ${event.operation}: retrying in ${event.delayMs} ms after: ${event.error.message}`)),

@@ -9,7 +9,7 @@ import { shellQuote } from "../../exec/quote.js";
 import type { ScriptExit, ScriptIo, ScriptRunner, TransportCapabilities } from "../../transport.js";
 import { exitMarkerLine } from "../exit-marker.js";
 import { runSpawnedScript } from "../spawn-process.js";
-import { sshFailure, SshTransportError } from "./errors.js";
+import { classifySshFailure, sshFailure, SshTransportError } from "./errors.js";
 
 /** Where the server is: the host and port to dial and the login user (absent: ssh's default). */
 export interface SshDestination {
@@ -207,16 +207,20 @@ export async function createOpenSshSession(opts: OpenSshSessionOptions): Promise
           args: [...channelArgs, `exec /bin/sh -c ${shellQuote(bootstrap)}`],
           env,
           exitMarker: marker,
-          missingExitMarker: () => sshFailure(opts.name, stderrTail.text() || "the channel closed without an exit status", undefined),
+          // No exit marker: the channel ended without the script's status, whatever ssh said about it.
+          missingExitMarker: () => {
+            const said = stderrTail.text();
+            const code = classifySshFailure(said);
+            return sshFailure(opts.name, said || "the channel closed without an exit status", code === "unknown" ? "connection_lost" : code);
+          },
         },
         { ...io, env: undefined, stdin: prepend(payload, io.stdin), stderr: stderrTail.sink },
       );
     } catch (error) {
-      if (error instanceof SshTransportError && (error.code === "connection_lost" || error.code === "unknown")) {
+      if (error instanceof SshTransportError && error.code === "connection_lost") {
         // The connection may be half dead: end it, so the next command opens a fresh one.
         state = "down";
         await stopMaster().catch(() => undefined);
-        if (error.code === "unknown") throw new SshTransportError("connection_lost", error.message, error.detail);
       }
       throw error;
     }
