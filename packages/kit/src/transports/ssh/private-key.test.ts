@@ -31,6 +31,8 @@ describe("checkPrivateKey", () => {
     ["escaped \\n on one line (JSON, .env)", () => plain.privateKey.trimEnd().replace(/\n/g, "\\n"), [KEY_REPAIRS.escapedNewlines, KEY_REPAIRS.finalNewline]],
     ["escaped \\n with a final escape", () => plain.privateKey.replace(/\n/g, "\\n"), [KEY_REPAIRS.escapedNewlines]],
     ["indented lines", () => plain.privateKey.replace(/^/gm, "  "), [KEY_REPAIRS.indentation]],
+    ["line breaks lost in a one-line field", () => plain.privateKey.replace(/\n/g, ""), [KEY_REPAIRS.joinedLines]],
+    ["line breaks turned into spaces", () => plain.privateKey.trimEnd().replace(/\n/g, " "), [KEY_REPAIRS.joinedLines]],
   ])("repairs and names %s", (_what, damage, repaired) => {
     expect(checkPrivateKey(damage())).toEqual({ ok: true, key: plain.privateKey, format: "openssh", repaired });
   });

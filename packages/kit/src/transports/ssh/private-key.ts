@@ -17,6 +17,7 @@ export const KEY_REPAIRS = {
   crlf: "it had Windows line ends (CR LF); converted to LF",
   escapedNewlines: "it had literal \\n escapes instead of line breaks (a key pasted from JSON or a .env file); converted to line breaks",
   finalNewline: "it lacked the final newline OpenSSH requires; added",
+  joinedLines: "its line breaks were lost (pasted into a one-line field); restored",
   indentation: "its lines were indented or had trailing spaces; trimmed",
 } as const;
 
@@ -53,6 +54,15 @@ export function checkPrivateKey(raw: string): PrivateKeyCheck {
   if (/-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----\\n/.test(text) || (!text.trim().includes("\n") && text.includes("\\n"))) {
     text = text.replace(/\\r\\n|\\n/g, "\n");
     repaired.push(KEY_REPAIRS.escapedNewlines);
+  }
+  // A key pasted into a one-line input: the armor, body and footer run together on one line.
+  const joined = /^\s*-----BEGIN ([A-Z0-9 ]*PRIVATE KEY)-----[ \t]*([A-Za-z0-9+/=][A-Za-z0-9+/= \t]*?)[ \t]*-----END ([A-Z0-9 ]*PRIVATE KEY)-----\s*$/.exec(text);
+  if (joined && !/Proc-Type:/i.test(text)) {
+    const width = joined[1] === "OPENSSH PRIVATE KEY" ? 70 : 64;
+    const body = joined[2]!.replace(/\s+/g, "");
+    const wrapped = body.match(new RegExp(`.{1,${width}}`, "g")) ?? [];
+    text = [`-----BEGIN ${joined[1]}-----`, ...wrapped, `-----END ${joined[3]}-----`, ""].join("\n");
+    repaired.push(KEY_REPAIRS.joinedLines);
   }
   const trimmedLines = text.split("\n").map((line) => line.trim());
   const original = text.split("\n");
