@@ -323,8 +323,9 @@ PROVIDERS.push({
   },
   config: (ctx) => ({ apiKey: ctx.emulator.credentials.apiKey, apiUrl: ctx.emulator.endpoints.http, sshPrivateKey: ctx.emulator.credentials.sshPrivateKey }),
   invalidConfig: { config: { namePrefix: "Paperclip" }, error: /VM name prefix: must start with a lower-case letter and hold lower-case letters and digits, with single hyphens between them/ },
-  // Nothing listens on port 9: the probe's create fails on the connection, and says so.
-  missingBackend: { config: { apiUrl: "http://127.0.0.1:9/exec" }, diagnostic: /exe\.dev new failed: no response \(connect_failed\)/ },
+  // Nothing listens on port 49 (fetch refuses port 9 outright, as a "bad port"): the probe's create
+  // fails on the connection, and says so.
+  missingBackend: { config: { apiUrl: "http://127.0.0.1:49/exec" }, diagnostic: /exe\.dev new failed: no response \(connect_failed\)/ },
   reuse: true,
   timingRuns: 3,
   duplex: { runs: 1 },

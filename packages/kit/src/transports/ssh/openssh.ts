@@ -191,9 +191,9 @@ export async function createOpenSshSession(opts: OpenSshSessionOptions): Promise
     const marker = `PCSSH${randomBytes(9).toString("hex")}`;
     // The fixed remote command: read exactly the script's bytes from the channel, run it in a
     // subshell (an `exit` inside it still reaches the marker), print the marker with its status.
+    // (The substitution drops trailing newlines, which a script does not need.)
     const bootstrap = [
-      `__pc_s=$(head -c ${payload.length} && printf .) || exit 125`,
-      `__pc_s=\${__pc_s%.}`,
+      `__pc_s=$(head -c ${payload.length}) || exit 125`,
       `(eval "$__pc_s")`,
       `__pc_r=$?`,
       exitMarkerLine(marker, "$__pc_r"),
