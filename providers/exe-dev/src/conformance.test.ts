@@ -6,7 +6,7 @@ import { afterAll } from "vitest";
 import { describeConformance } from "@paperclip-sandbox/conformance";
 import { startExeDevEmulator } from "@paperclip-sandbox/emulator-exe-dev";
 import { KEY_AND_FILE, KEY_REQUIRED } from "./config.js";
-import { listLeases } from "./lister.js";
+import { listLeases } from "./plugin.js";
 
 const emu = await startExeDevEmulator();
 afterAll(() => emu.close(), 60_000);

@@ -4,7 +4,7 @@
 import { fileURLToPath } from "node:url";
 import { describe, it } from "vitest";
 import { describeConformance } from "@paperclip-sandbox/conformance";
-import { listLeases } from "./lister.js";
+import { listLeases } from "./plugin.js";
 
 const apiKey = process.env.EXE_API_KEY;
 const sshPrivateKey = process.env.EXE_SSH_PRIVATE_KEY;

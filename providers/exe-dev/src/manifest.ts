@@ -10,7 +10,7 @@ export const EXE_DEV_PLUGIN_ID = "paperclip-sandbox.exe-dev";
  */
 export const EXE_DEV_SHAPE: DeclaredProviderShape = {
   transport: { stdin: "stream", stdinEof: true, binarySafe: true, liveOutput: true, separateStderr: true, signals: "group", remoteTimeout: false },
-  canStop: true,
+  keepsLeases: true,
 };
 
 export default defineSandboxProviderManifest({

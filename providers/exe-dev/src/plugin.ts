@@ -1,13 +1,11 @@
 import { rm } from "node:fs/promises";
 import type { PluginContext } from "@paperclipai/plugin-sdk";
 import {
-  assertOwnedBy,
   createIdempotently,
   defineSandboxProvider,
   OPENSSH_TRANSPORT,
   withInlineEnv,
   withRemoteGroupKill,
-  type LeaseRef,
   type SandboxHandle,
   type ScriptRunner,
   type SshDestination,
@@ -22,8 +20,6 @@ import type { OpenSshSession } from "@paperclip-sandbox/kit";
 export interface ExeDevHandle extends SandboxHandle {
   vm: VmRecord;
   destination: SshDestination;
-  /** The lease's workspace (`$HOME/paperclip-workspace` on the VM). */
-  workdir: string;
   /** The VM's host-key lines as first recorded (lease metadata; restored in a fresh worker). */
   hostKeys: string[];
   /** The lease's company and environment as the host names them (the host-key directory is theirs). */
@@ -33,10 +29,12 @@ export interface ExeDevHandle extends SandboxHandle {
 export interface ExeDevPluginDeps {
   /** Where the EXE_API_KEY fallback is read (default the worker's environment). */
   env?: NodeJS.ProcessEnv;
-  /** The API client for a config (default: one per endpoint and token). */
-  apiFor?: (config: ExeDevConfig) => ExeDevApi;
+  /** The API client for a config (default: one per endpoint and token); `env` when listing outside the worker. */
+  apiFor?: (config: ExeDevConfig, env?: NodeJS.ProcessEnv) => ExeDevApi;
   /** Parent of the worker's SSH state directory (default the OS temp dir). */
   runtimeParent?: string;
+  /** A connection no command used for this long is closed (default 5 minutes). */
+  idleCloseMs?: number;
 }
 
 interface Connection {
@@ -44,17 +42,18 @@ interface Connection {
   knownHostsFile: string;
 }
 
-const WORKSPACE_SCRIPT = `set -e; __pc_d="\${HOME:-/root}/paperclip-workspace"; mkdir -p "$__pc_d"; cd "$__pc_d"; pwd -P`;
+/** A connection no command used for this long is closed (a kept lease's included); the next command opens one. */
+const IDLE_CLOSE_MS = 5 * 60_000;
 /** How long release waits for `ls` to stop listing a deleted VM. */
 const GONE_WAIT_MS = 60_000;
 
-export function createExeDevPlugin(deps: ExeDevPluginDeps = {}) {
+export function createExeDevProvider(deps: ExeDevPluginDeps = {}) {
   let ctx: PluginContext | undefined;
   const clients = new Map<string, ExeDevApi>();
   const apiFor =
     deps.apiFor ??
-    ((config: ExeDevConfig) => {
-      const apiKey = apiKeyOf(config, deps.env);
+    ((config: ExeDevConfig, env?: NodeJS.ProcessEnv) => {
+      const apiKey = apiKeyOf(config, env ?? deps.env);
       if (!apiKey) throw new Error(`exe.dev: no API token: set API token, or EXE_API_KEY in the plugin worker's environment`);
       const apiUrl = normalizeApiUrl(config.apiUrl);
       const key = `${apiUrl}\0${apiKey}`;
@@ -68,6 +67,10 @@ export function createExeDevPlugin(deps: ExeDevPluginDeps = {}) {
 
   /** One SSH connection per VM this worker serves, opened on first use. */
   const connections = new Map<string, Promise<Connection>>();
+  /** When each connection was last used, and how many commands run on it now (never idle while one does). */
+  const lastUse = new Map<string, number>();
+  const active = new Map<string, number>();
+  let idleSweep: NodeJS.Timeout | undefined;
   const base = () => runtimeBase(deps.runtimeParent);
 
   const identityOf = (config: ExeDevConfig) => {
@@ -78,6 +81,7 @@ export function createExeDevPlugin(deps: ExeDevPluginDeps = {}) {
   };
 
   const connectionFor = (handle: ExeDevHandle, config: ExeDevConfig): Promise<Connection> => {
+    lastUse.set(handle.providerLeaseId, Date.now());
     let connection = connections.get(handle.providerLeaseId);
     if (!connection) {
       connection = (async () => {
@@ -102,32 +106,34 @@ export function createExeDevPlugin(deps: ExeDevPluginDeps = {}) {
   const closeConnection = async (vmName: string) => {
     const connection = connections.get(vmName);
     connections.delete(vmName);
+    lastUse.delete(vmName);
     await (await connection?.catch(() => undefined))?.session.close();
-  };
-
-  /** Runs a script on the VM and returns its stdout (setup steps of the provider itself). */
-  const capture = async (runner: ScriptRunner, script: string): Promise<string> => {
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    const exit = await runner.run(script, { stdout: (chunk) => out.push(chunk), stderr: (chunk) => err.push(chunk) });
-    if (exit.exitCode !== 0) throw new Error(`exe.dev VM setup step failed (exit ${exit.exitCode}): ${Buffer.concat(err).toString("utf8").trim().slice(0, 400)}`);
-    return Buffer.concat(out).toString("utf8").trim();
   };
 
   return defineSandboxProvider({
     driverKey: EXE_DEV_DRIVER_KEY,
     config: exeDevConfig,
     transport: EXE_DEV_SHAPE.transport,
-    workspaceDir: (handle: ExeDevHandle) => handle.workdir,
+    // Under the VM user's home, as upstream's provider puts it (the kit makes it and reads its real path back).
+    workspace: { homeSubdir: "paperclip-workspace" },
     // A change of any of these means another VM.
     shape: (config) => ({ image: config.image, cpu: config.cpu, memory: config.memory, disk: config.disk, setupScript: config.setupScript, env: config.env, tags: config.tags }),
-    defaultTimeoutMs: (config) => config.timeoutMs,
+    options: { commandTimeoutMs: (config) => config.timeoutMs },
+    // exe.dev has no stop: a kept lease keeps its VM running (this worker's connection closes when idle).
+    keep: { reusable: (config) => config.reuseLease, by: "leave-running" },
     validate: (config) => configProblems(config, deps.env),
     setup: async (context) => {
       ctx = context;
       await sweepStaleSessions(await base()).catch(() => 0);
+      const idleMs = deps.idleCloseMs ?? IDLE_CLOSE_MS;
+      idleSweep = setInterval(() => {
+        const now = Date.now();
+        for (const [name, at] of lastUse) if (!active.get(name) && now - at > idleMs) void closeConnection(name).catch(() => undefined);
+      }, Math.min(60_000, Math.max(50, idleMs / 4)));
+      idleSweep.unref();
     },
     shutdown: async () => {
+      if (idleSweep) clearInterval(idleSweep);
       await Promise.allSettled([...connections.keys()].map((name) => closeConnection(name)));
     },
 
@@ -156,14 +162,13 @@ export function createExeDevPlugin(deps: ExeDevPluginDeps = {}) {
       });
       connections.set(vm.name, connection);
       const { session, knownHostsFile } = await connection;
+      lastUse.set(vm.name, Date.now());
       // A new VM's sshd may still be starting; its key is recorded on this first connection.
       await connectWhenUp(session, signal);
-      const workdir = await capture(session.runner, WORKSPACE_SCRIPT);
       return {
         providerLeaseId: vm.name,
         vm,
         destination,
-        workdir,
         hostKeys: await recordedHostKeys(knownHostsFile, destination),
         labels: labelsOf(vm.tags),
         owner: { companyId: params.companyId, environmentId: params.environmentId },
@@ -177,47 +182,41 @@ export function createExeDevPlugin(deps: ExeDevPluginDeps = {}) {
       const vm = await apiFor(ref.config).find(ref.providerLeaseId);
       if (!vm) return null;
       const metadata = ref.metadata;
-      const destination = destinationOf(vm, ref.config, numberOr(metadata.vmSshPort));
-      const handle: ExeDevHandle = {
+      return {
         providerLeaseId: vm.name,
         vm,
-        destination,
-        workdir: typeof metadata.remoteCwd === "string" ? metadata.remoteCwd : "",
+        destination: destinationOf(vm, ref.config, numberOr(metadata.vmSshPort)),
         hostKeys: Array.isArray(metadata.vmHostKeys) ? metadata.vmHostKeys.filter((line): line is string => typeof line === "string") : [],
         labels: labelsOf(vm.tags),
         owner: { companyId: ref.companyId, environmentId: ref.environmentId },
-        state: "running",
+        state: vm.status === "running" || vm.status === undefined ? "running" : "ended",
         expiresAt: null,
-      };
-      // Only another company's or environment's VM (the kit refuses it) is left unopened.
-      if (!handle.workdir && ownedByRef(handle, ref)) handle.workdir = await capture((await connectionFor(handle, ref.config)).session.runner, WORKSPACE_SCRIPT);
-      return handle;
+      } satisfies ExeDevHandle;
     },
 
     async destroy(ref, handle) {
-      const name = ref.providerLeaseId;
-      if (!isVmName(name)) return;
-      await closeConnection(name);
+      await closeConnection(handle.providerLeaseId);
       const api = apiFor(ref.config);
-      const vm = handle?.vm ?? (await api.find(name));
-      if (vm) {
-        // Never another company's or environment's VM, whatever name the call gives.
-        assertOwnedBy(labelsOf(vm.tags), { driverKey: EXE_DEV_DRIVER_KEY, companyId: ref.companyId, environmentId: ref.environmentId }, { resource: `exe.dev VM ${name}` });
-        await api.remove(name);
-        // The receipt only once exe.dev no longer lists it.
-        await waitUntilUnlisted(api, name);
-      }
+      await api.remove(handle.providerLeaseId);
+      // The receipt only once exe.dev no longer lists it.
+      await waitUntilUnlisted(api, handle.providerLeaseId);
       const root = await base();
-      await rm(`${await environmentDir(root, ref.companyId, ref.environmentId)}/${name}.known_hosts`, { force: true });
+      await rm(`${await environmentDir(root, ref.companyId, ref.environmentId)}/${handle.providerLeaseId}.known_hosts`, { force: true });
     },
-
-    // exe.dev has no stop: a kept lease keeps its VM running; only this worker's connection ends.
-    stop: (handle) => closeConnection(handle.providerLeaseId),
 
     runner(handle, config) {
       const lazy = (pick: (connection: Connection) => ScriptRunner): ScriptRunner => ({
         capabilities: OPENSSH_TRANSPORT,
-        run: async (script, io) => pick(await connectionFor(handle, config)).run(script, io),
+        run: async (script, io) => {
+          const name = handle.providerLeaseId;
+          active.set(name, (active.get(name) ?? 0) + 1);
+          try {
+            return await pick(await connectionFor(handle, config)).run(script, io);
+          } finally {
+            active.set(name, (active.get(name) ?? 1) - 1);
+            lastUse.set(name, Date.now());
+          }
+        },
       });
       return withRemoteGroupKill(withInlineEnv(lazy((c) => c.session.runner)), { killRunner: lazy((c) => c.session.controlRunner) });
     },
@@ -231,20 +230,22 @@ export function createExeDevPlugin(deps: ExeDevPluginDeps = {}) {
       ...(handle.vm.httpsUrl ? { httpsUrl: handle.vm.httpsUrl } : {}),
     }),
 
-    async list(config, labels) {
+    async list(config, labels, { env, signal }) {
       const filter = labels["paperclip-environment"] ? tagOf("paperclip-environment", labels["paperclip-environment"]) : tagOf("paperclip-provider", EXE_DEV_DRIVER_KEY);
-      return (await apiFor(config).list(filter))
+      return (await apiFor(config, env).list(filter, signal))
         .map((vm) => ({ vm, labels: labelsOf(vm.tags) }))
         .filter(({ labels: have }) => Object.entries(labels).every(([key, value]) => have[key] === value))
         .map(({ vm, labels: have }) => ({ providerLeaseId: vm.name, labels: have, state: vm.status }));
     },
-  }).plugin;
+  });
 }
 
-function ownedByRef(handle: ExeDevHandle, ref: LeaseRef<ExeDevConfig>): boolean {
-  const labels = handle.labels ?? {};
-  return labels["paperclip-environment"] === undefined || labels["paperclip-environment"] === ref.environmentId.toLowerCase();
-}
+export const createExeDevPlugin = (deps: ExeDevPluginDeps = {}) => createExeDevProvider(deps).plugin;
+
+const provider = createExeDevProvider();
+/** For `paperclip-sandbox leases gc --provider exe-dev`: this provider's VMs, found at exe.dev by their tags. */
+export const listLeases = provider.listLeases;
+export default provider.plugin;
 
 async function waitUntilUnlisted(api: ExeDevApi, name: string): Promise<void> {
   const deadline = Date.now() + GONE_WAIT_MS;
@@ -260,4 +261,3 @@ function numberOr(value: unknown): number | undefined {
   return typeof value === "number" && Number.isInteger(value) && value > 0 && value < 65_536 ? value : undefined;
 }
 
-export default createExeDevPlugin();

@@ -134,12 +134,29 @@ describe("lifecycle", () => {
     const receipt = await h.release(kept, { reuseLease: true });
     expect(receipt).toEqual({ providerLeaseId: kept.providerLeaseId, state: "stopped" });
     expect(h.emu.control.vmNames()).toContain(kept.providerLeaseId);
-    expect(vmOf(kept).liveConnections).toBe(0);
     const resumed = await h.resume(kept, { reuseLease: true });
     expect(resumed.providerLeaseId).toBe(kept.providerLeaseId);
     expect((await h.sh(resumed, "echo back")).stdout).toBe("back\n");
     await h.destroy(resumed, { reuseLease: true });
     expect(h.emu.control.vmNames()).not.toContain(kept.providerLeaseId);
+  }, 60_000);
+
+  it("closes a connection left idle (a kept lease's), key file included, and opens a new one for the next command", async () => {
+    const idle = await startHarness({}, { idleCloseMs: 300 });
+    try {
+      const lease = await idle.acquire({ reuseLease: true }, { agentId: "agent-1", executionWorkspaceId: "ws-1" });
+      await idle.release(lease, { reuseLease: true });
+      const host = idle.emu.control.sshHost(lease.providerLeaseId!)!;
+      const base = join(idle.runtimeParent, `paperclip-exe-dev-${process.getuid!()}`);
+      await waitFor("the idle connection to close", async () => host.liveConnections === 0 && (await readdir(base)).every((name) => !name.startsWith("pcssh-")));
+      const resumed = await idle.resume(lease, { reuseLease: true });
+      expect((await idle.sh(resumed, "echo again")).stdout).toBe("again\n");
+      // (Under load a pause between the resume's sentinel check and this command may close one more.)
+      expect(host.connections).toBeGreaterThanOrEqual(2);
+      await idle.destroy(resumed, { reuseLease: true });
+    } finally {
+      await idle.close();
+    }
   }, 60_000);
 
   it("answers release with the receipt only once exe.dev no longer lists the VM", async () => {
@@ -159,6 +176,14 @@ describe("lifecycle", () => {
     }
   }, 60_000);
 });
+
+async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 20_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
 
 async function startHarnessWith(options: Parameters<typeof startHarness>[0]) {
   return startHarness(options);
