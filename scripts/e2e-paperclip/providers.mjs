@@ -342,7 +342,8 @@ PROVIDERS.push({
     cleared: ["Image", "SSH user"],
     badItems: [{ list: "Tags", value: "Not A Tag" }],
     goodItems: { Tags: "ci" },
-    probe: /^exe-dev sandbox ready/,
+    // The probe names the repair (the form shows no validation warning, only this summary).
+    probe: /^exe-dev sandbox ready — SSH private key: its line breaks were lost \(pasted into a one-line field\); restored$/,
     saved: (config) => [
       ...expectEqual("apiUrl", config.apiUrl, ctx.emulator.endpoints.http),
       ...expectEqual("image", config.image, undefined),

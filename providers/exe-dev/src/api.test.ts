@@ -58,6 +58,15 @@ describe("token permissions", () => {
   }, 60_000);
 });
 
+describe("probe", () => {
+  it("names a repaired key in the summary the host's form shows (its validation warnings are not shown)", async () => {
+    const joined = h.emu.credentials.sshPrivateKey!.replace(/\n/g, "");
+    const probe = await h.hooks.onEnvironmentProbe({ driverKey: "exe-dev", companyId: "company-1", environmentId: "env-1", config: { ...h.config, sshPrivateKey: joined } });
+    expect(probe).toMatchObject({ ok: true, summary: "exe-dev sandbox ready — SSH private key: its line breaks were lost (pasted into a one-line field); restored" });
+    expect(await h.emu.leftovers()).toEqual([]);
+  }, 60_000);
+});
+
 describe("calls and retries", () => {
   it("costs one API call to acquire and rm plus ls to release", async () => {
     const mark = h.emu.requests.mark();

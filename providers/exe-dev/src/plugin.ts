@@ -2,6 +2,8 @@ import { rm } from "node:fs/promises";
 import type { PluginContext } from "@paperclipai/plugin-sdk";
 import {
   createIdempotently,
+  defaultProbe,
+  type SandboxProviderDefinition,
   defineSandboxProvider,
   OPENSSH_TRANSPORT,
   withInlineEnv,
@@ -11,7 +13,7 @@ import {
   type SshDestination,
 } from "@paperclip-sandbox/kit";
 import { createExeDevApi, type ExeDevApi, type VmRecord } from "./api.js";
-import { apiKeyOf, configProblems, envOf, exeDevConfig, normalizeApiUrl, sshIdentityOf, type ExeDevConfig } from "./config.js";
+import { apiKeyOf, configProblems, envOf, exeDevConfig, exeDevConfigSchema, normalizeApiUrl, sshIdentityOf, type ExeDevConfig } from "./config.js";
 import { EXE_DEV_DRIVER_KEY, EXE_DEV_SHAPE } from "./manifest.js";
 import { isVmName, labelsOf, tagOf, tagsOf, vmNameFor } from "./vm-names.js";
 import { connectWhenUp, destinationOf, environmentDir, openVmSession, recordedHostKeys, runtimeBase, sweepStaleSessions } from "./vm-ssh.js";
@@ -110,7 +112,7 @@ export function createExeDevProvider(deps: ExeDevPluginDeps = {}) {
     await (await connection?.catch(() => undefined))?.session.close();
   };
 
-  return defineSandboxProvider({
+  const definition: SandboxProviderDefinition<typeof exeDevConfigSchema, ExeDevHandle> = {
     driverKey: EXE_DEV_DRIVER_KEY,
     config: exeDevConfig,
     transport: EXE_DEV_SHAPE.transport,
@@ -237,7 +239,15 @@ export function createExeDevProvider(deps: ExeDevPluginDeps = {}) {
         .filter(({ labels: have }) => Object.entries(labels).every(([key, value]) => have[key] === value))
         .map(({ vm, labels: have }) => ({ providerLeaseId: vm.name, labels: have, state: vm.status }));
     },
-  });
+  };
+  // The kit's probe (create, one command, delete), its summary carrying the config's warnings: the
+  // host's form shows no validation warning, only this summary (a repaired key is named there).
+  definition.probe = async (config, params) => {
+    const result = await defaultProbe(definition, config, params);
+    const warnings = configProblems(config, deps.env).warnings;
+    return result.ok && warnings.length > 0 ? { ...result, summary: `${result.summary} — ${warnings.join("; ")}` } : result;
+  };
+  return defineSandboxProvider(definition);
 }
 
 export const createExeDevPlugin = (deps: ExeDevPluginDeps = {}) => createExeDevProvider(deps).plugin;
