@@ -105,9 +105,9 @@ export function createFleet(backend: SandboxBackend, ssh: SshServer, opts: { max
         request.stderr.end("exe.dev emulator: interactive shells are not supported (no PTY); pass a command\n");
         return { exitCode: 1 };
       }
-      // As sshd does: the user's shell runs the command from the home directory. The command reaches
-      // the shell in a variable (not spliced into a script), unset before it runs.
-      const exit = await vm.jail.runner.run(`cd "$HOME" 2>/dev/null || cd /; __c=$SSH_ORIGINAL_COMMAND; unset SSH_ORIGINAL_COMMAND; exec /bin/sh -c "$__c"`, {
+      // As sshd does: the user's shell runs the command from the home directory (`$SHELL -c`). The
+      // command reaches the shell in a variable (not spliced into a script), unset before it runs.
+      const exit = await vm.jail.runner.run(`cd "$HOME" 2>/dev/null || cd /; __c=$SSH_ORIGINAL_COMMAND; unset SSH_ORIGINAL_COMMAND; eval "$__c"`, {
         env: { SSH_ORIGINAL_COMMAND: request.command },
         stdin: request.stdin,
         stdout: request.stdout,
