@@ -7,9 +7,7 @@ import {
   defineSandboxProvider,
   OPENSSH_TRANSPORT,
   withInlineEnv,
-  withRemoteGroupKill,
   type SandboxHandle,
-  type ScriptRunner,
   type SshDestination,
 } from "@paperclip-sandbox/kit";
 import { createExeDevApi, type ExeDevApi, type VmRecord } from "./api.js";
@@ -207,20 +205,20 @@ export function createExeDevProvider(deps: ExeDevPluginDeps = {}) {
     },
 
     runner(handle, config) {
-      const lazy = (pick: (connection: Connection) => ScriptRunner): ScriptRunner => ({
+      // The session's runner ends a command's remote process group itself on abort (a second channel).
+      return withInlineEnv({
         capabilities: OPENSSH_TRANSPORT,
         run: async (script, io) => {
           const name = handle.providerLeaseId;
           active.set(name, (active.get(name) ?? 0) + 1);
           try {
-            return await pick(await connectionFor(handle, config)).run(script, io);
+            return await (await connectionFor(handle, config)).session.runner.run(script, io);
           } finally {
             active.set(name, (active.get(name) ?? 1) - 1);
             lastUse.set(name, Date.now());
           }
         },
       });
-      return withRemoteGroupKill(withInlineEnv(lazy((c) => c.session.runner)), { killRunner: lazy((c) => c.session.controlRunner) });
     },
 
     leaseMetadata: (handle) => ({

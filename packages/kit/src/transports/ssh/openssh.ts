@@ -41,7 +41,7 @@ export interface OpenSshSessionOptions {
   connectTimeoutMs?: number;
   /**
    * Sessions open at once on the connection. OpenSSH's sshd allows 10 per connection (MaxSessions);
-   * the default 8 leaves room for the group kills of `controlRunner`, which do not count.
+   * the default 8 leaves room for group kills, which do not count.
    */
   maxChannels?: number;
   /** The connection closes itself after this long without a session (a worker that died leaks nothing longer). */
@@ -54,7 +54,7 @@ export interface OpenSshSessionOptions {
 export interface OpenSshSession {
   /** Commands: one channel each on the shared connection, at most `maxChannels` at once. */
   readonly runner: ScriptRunner;
-  /** Same channels, outside the limit: for the group kill of a command that holds a channel. */
+  /** Same channels, outside the limit (the runner's own group kills use it too). */
   readonly controlRunner: ScriptRunner;
   /** Opens the connection now (the first command would otherwise). */
   connect(): Promise<void>;
@@ -65,9 +65,8 @@ export interface OpenSshSession {
 }
 
 /**
- * What the runner does: stdin streams (with EOF), bytes unchanged, output live and apart, the
- * remote group ended by a second channel (`withRemoteGroupKill`, which the provider wraps around
- * `runner`), no vendor-side deadline.
+ * What the runner does: stdin streams (with EOF), bytes unchanged, output live and apart, an abort
+ * ends the remote process group (from a second channel), no vendor-side deadline.
  */
 export const OPENSSH_TRANSPORT: TransportCapabilities = Object.freeze({
   stdin: "stream",
@@ -207,6 +206,12 @@ export async function createOpenSshSession(opts: OpenSshSessionOptions): Promise
           args: [...channelArgs, `exec /bin/sh -c ${shellQuote(bootstrap)}`],
           env,
           exitMarker: marker,
+          // An abort ends the remote process group from a second channel (sshd ends nothing when a
+          // channel closes), then this client.
+          terminate: async (child, graceMs) => {
+            await runChannel(groupKillScript(marker, graceMs), {}).catch(() => undefined);
+            if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+          },
           // No exit marker: the channel ended without the script's status, whatever ssh said about it.
           missingExitMarker: () => {
             const said = stderrTail.text();
@@ -246,6 +251,41 @@ export async function createOpenSshSession(opts: OpenSshSessionOptions): Promise
     },
   };
   return session;
+}
+
+/**
+ * Ends the process group of the channel whose bootstrap carries `marker`, found by its command line
+ * (no pid file, so a command pays nothing for it). sshd makes each session's shell a session and
+ * group leader, and the bootstrap keeps that process (exec), so the group is the command's whole
+ * tree. A group is signalled only when its leader is one of the bootstrap's own processes; anything
+ * else found is signalled by pid. SIGTERM, then SIGKILL after the grace.
+ */
+export function groupKillScript(marker: string, graceMs: number): string {
+  // A bracket in the pattern keeps grep from matching its own command line.
+  const pattern = `${marker.slice(0, -1)}[${marker.slice(-1)}]`;
+  const graceTicks = Math.max(1, Math.ceil(graceMs / 50));
+  return [
+    `__pc_ps=; __pc_i=0`,
+    // The command may not have started yet: look for it for up to 5 s.
+    `while :; do`,
+    `  for __pc_f in $(grep -l '${pattern}' /proc/[0-9]*/cmdline 2>/dev/null); do __pc_p=\${__pc_f#/proc/}; __pc_ps="$__pc_ps \${__pc_p%/cmdline}"; done`,
+    `  [ -n "$__pc_ps" ] && break`,
+    `  [ "$__pc_i" -ge 50 ] && exit 0`,
+    `  sleep 0.1; __pc_i=$((__pc_i + 1))`,
+    `done`,
+    `__pc_ts=`,
+    `for __pc_p in $__pc_ps; do`,
+    `  read -r __pc_st < "/proc/$__pc_p/stat" 2>/dev/null || continue`,
+    `  set -- $__pc_st; __pc_g=$5`,
+    `  case " $__pc_ps " in *" $__pc_g "*) __pc_t="-$__pc_g" ;; *) __pc_t="$__pc_p" ;; esac`,
+    `  case " $__pc_ts " in *" $__pc_t "*) ;; *) __pc_ts="$__pc_ts $__pc_t" ;; esac`,
+    `done`,
+    `for __pc_t in $__pc_ts; do kill -TERM "$__pc_t" 2>/dev/null; done`,
+    `__pc_i=0`,
+    `while [ "$__pc_i" -lt ${graceTicks} ]; do __pc_a=; for __pc_t in $__pc_ts; do kill -0 "$__pc_t" 2>/dev/null && __pc_a=1; done; [ -z "$__pc_a" ] && exit 0; sleep 0.05; __pc_i=$((__pc_i + 1)); done`,
+    `for __pc_t in $__pc_ts; do kill -KILL "$__pc_t" 2>/dev/null; done`,
+    `exit 0`,
+  ].join("\n");
 }
 
 /** The control socket accepts a connection: the master is alive (cheaper than `ssh -O check`). */
