@@ -39,12 +39,16 @@ my $cmd = $ENV{SSH_ORIGINAL_COMMAND};
 frame(1, "$host\0$user\0" . (defined $cmd ? "1$cmd" : "0"));
 my $in_open = 1;
 my $buf = '';
+# sshd is the parent: when it is gone (the connection dropped), so is the session.
+my $sshd = getppid();
 while (1) {
   my $rin = '';
   vec($rin, fileno($s), 1) = 1;
   vec($rin, fileno(STDIN), 1) = 1 if $in_open;
-  my $n = select(my $rout = $rin, undef, undef, undef);
+  my $n = select(my $rout = $rin, undef, undef, 1.0);
   if ($n < 0) { next if ($! + 0) == 4; bail("select: $!"); }
+  exit 255 if getppid() != $sshd;
+  next if $n == 0;
   if ($in_open && vec($rout, fileno(STDIN), 1)) {
     my $r = sysread(STDIN, my $data, 65536);
     if (!defined $r) { next if ($! + 0) == 4; $r = 0; }

@@ -24,7 +24,7 @@ export interface SshSessionRequest {
   /** The channel's stdout and stderr, with back-pressure; they swallow writes once the session is gone. */
   stdout: Writable;
   stderr: Writable;
-  /** Aborts when the session is gone on the client side (channel closed, connection dropped). */
+  /** Aborts when the session is over: it ended, or its client is gone (channel closed; a dropped connection within a second). */
   signal: AbortSignal;
 }
 
