@@ -124,7 +124,10 @@ export function createExeDevProvider(deps: ExeDevPluginDeps = {}) {
     validate: (config) => configProblems(config, deps.env),
     setup: async (context) => {
       ctx = context;
-      await sweepStaleSessions(await base()).catch(() => 0);
+      // A directory that is not ours fails the lease that needs it (with the reason), not the worker.
+      await base()
+        .then((root) => sweepStaleSessions(root))
+        .catch((error: Error) => ctx?.logger.warn(`exe.dev: ${error.message}`));
       const idleMs = deps.idleCloseMs ?? IDLE_CLOSE_MS;
       idleSweep = setInterval(() => {
         const now = Date.now();
