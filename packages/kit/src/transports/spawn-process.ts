@@ -36,6 +36,8 @@ export interface SpawnedScriptOptions {
 
 /** After exit, a stream that holds no data and stays silent this long is held open by a background child. */
 export const DRAIN_AFTER_EXIT_MS = 200;
+/** After an exit marker, how long the client's own exit (the channel's end) is waited for. */
+const MARKER_EXIT_WAIT_MS = 1_000;
 const DEFAULT_KILL_GRACE_MS = 250;
 
 /**
@@ -92,9 +94,14 @@ export function runSpawnedScript(opts: SpawnedScriptOptions, io: ScriptIo): Prom
       finish({ exitCode, signal, aborted, reason: aborted ? "aborted" : signal ? "signal" : "exit", pid: child.pid });
     };
     // The remote script's own exit, announced in-band: the local client may not exit while a remote
-    // background child keeps the channel open, so stop waiting for it and end the client.
+    // background child keeps the channel open, so stop waiting for it and end the client. The marker
+    // can outrun the last stdout bytes (stdout and stderr travel apart): the client's own exit, which
+    // follows the channel's end, is waited for a moment before the output is judged idle.
+    const clientExit = new Promise<void>((resolve) => child.once("exit", () => resolve()));
     marker?.onExit((status) => {
-      void exited(status, null).then(() => child.kill("SIGKILL"));
+      void Promise.race([clientExit, new Promise((resolve) => setTimeout(resolve, MARKER_EXIT_WAIT_MS).unref())])
+        .then(() => exited(status, null))
+        .then(() => child.kill("SIGKILL"));
     });
     child.once("exit", (exitCode, signal) => {
       if (marker?.seen) return;
