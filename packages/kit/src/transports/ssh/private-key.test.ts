@@ -25,7 +25,7 @@ describe("checkPrivateKey", () => {
     expect(checkPrivateKey(pem.privateKey)).toMatchObject({ ok: true, key: pem.privateKey, format: "pem", repaired: [] });
   });
 
-  it.each([
+  it.each<[string, () => string, string[]]>([
     ["Windows line ends", () => plain.privateKey.replace(/\n/g, "\r\n"), [KEY_REPAIRS.crlf]],
     ["a missing final newline", () => plain.privateKey.trimEnd(), [KEY_REPAIRS.finalNewline]],
     ["escaped \\n on one line (JSON, .env)", () => plain.privateKey.trimEnd().replace(/\n/g, "\\n"), [KEY_REPAIRS.escapedNewlines, KEY_REPAIRS.finalNewline]],
@@ -37,7 +37,7 @@ describe("checkPrivateKey", () => {
     expect(checkPrivateKey(damage())).toEqual({ ok: true, key: plain.privateKey, format: "openssh", repaired });
   });
 
-  it.each([
+  it.each<[string, () => string, string]>([
     ["a public key", () => plain.publicKey, KEY_PROBLEMS.publicKey],
     ["an RSA public key", () => pem.publicKey, KEY_PROBLEMS.publicKey],
     ["an OpenSSH key encrypted with a passphrase", () => encrypted.privateKey, KEY_PROBLEMS.encrypted],
