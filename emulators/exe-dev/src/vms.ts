@@ -57,6 +57,9 @@ export function createFleet(backend: SandboxBackend, ssh: SshServer, opts: { max
       });
       let host: SshHost;
       try {
+        // The VM answers SSH only once its jail runs commands (a loaded machine starts the
+        // supervisor late; a session arriving earlier would find nothing to run in).
+        await untilRunning(jail);
         host = await ssh.addHost(spec.name);
       } catch (error) {
         await backend.destroy(spec.name).catch(() => undefined);
@@ -128,3 +131,17 @@ export function createFleet(backend: SandboxBackend, ssh: SshServer, opts: { max
 }
 
 export const bytesGiB = (bytes: number) => bytes / GIB;
+
+async function untilRunning(jail: Sandbox, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const exit = await jail.runner.run("true", {});
+      if (exit.exitCode === 0) return;
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+    }
+    if (Date.now() > deadline) throw new Error(`VM jail ${jail.id} did not start running commands within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

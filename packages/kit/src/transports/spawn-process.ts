@@ -38,6 +38,8 @@ export interface SpawnedScriptOptions {
 export const DRAIN_AFTER_EXIT_MS = 200;
 /** After an exit marker, how long the client's own exit (the channel's end) is waited for. */
 const MARKER_EXIT_WAIT_MS = 1_000;
+/** After an exit marker, the silence that means a background child holds the output open. */
+const MARKER_DRAIN_MS = 2_000;
 const DEFAULT_KILL_GRACE_MS = 250;
 
 /**
@@ -89,18 +91,19 @@ export function runSpawnedScript(opts: SpawnedScriptOptions, io: ScriptIo): Prom
       deliverStream(child.stderr, io.stderr, marker?.filter),
     ];
 
-    const exited = async (exitCode: number | null, signal: NodeJS.Signals | null) => {
-      await Promise.all([settleAfterExit(outputs, DRAIN_AFTER_EXIT_MS), killing]);
+    const exited = async (exitCode: number | null, signal: NodeJS.Signals | null, drainMs = DRAIN_AFTER_EXIT_MS) => {
+      await Promise.all([settleAfterExit(outputs, drainMs), killing]);
       finish({ exitCode, signal, aborted, reason: aborted ? "aborted" : signal ? "signal" : "exit", pid: child.pid });
     };
     // The remote script's own exit, announced in-band: the local client may not exit while a remote
     // background child keeps the channel open, so stop waiting for it and end the client. The marker
-    // can outrun the last stdout bytes (stdout and stderr travel apart): the client's own exit, which
-    // follows the channel's end, is waited for a moment before the output is judged idle.
+    // can outrun the last stdout bytes (stdout and stderr travel apart, and an ssh multiplexing
+    // master still writes what it buffered after its client has exited): the client's own exit is
+    // waited for a moment, and output is judged held open only after a longer silence.
     const clientExit = new Promise<void>((resolve) => child.once("exit", () => resolve()));
     marker?.onExit((status) => {
       void Promise.race([clientExit, new Promise((resolve) => setTimeout(resolve, MARKER_EXIT_WAIT_MS).unref())])
-        .then(() => exited(status, null))
+        .then(() => exited(status, null, MARKER_DRAIN_MS))
         .then(() => child.kill("SIGKILL"));
     });
     child.once("exit", (exitCode, signal) => {
