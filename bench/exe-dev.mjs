@@ -53,7 +53,8 @@ function run(file, argv) {
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "exe-dev-bench-"));
 const emu = await startExeDevEmulator();
 const pkg = await loadPluginPackage(path.join(repoRoot, "providers/exe-dev"));
-const client = await startWorker(pkg, { env: {} });
+// The worker keeps its SSH state under its TMPDIR: the bench's scratch directory.
+const client = await startWorker(pkg, { env: { TMPDIR: scratch } });
 const config = { apiKey: emu.credentials.apiKey, apiUrl: emu.endpoints.http, sshPrivateKey: emu.credentials.sshPrivateKey, timeoutMs: 120_000 };
 const base = () => ({ driverKey: "exe-dev", companyId: "bench", environmentId: "bench", config });
 let leaseCount = 0;

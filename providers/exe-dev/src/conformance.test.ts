@@ -1,6 +1,9 @@
 // The exe-dev provider through the whole suite: the built worker, forked as the host does, against
 // the exe.dev emulator (its HTTPS API, and a real OpenSSH server per VM whose sessions run in the
 // VM's bubblewrap jail).
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll } from "vitest";
 import { describeConformance } from "@paperclip-sandbox/conformance";
@@ -9,7 +12,12 @@ import { KEY_AND_FILE, KEY_REQUIRED } from "./config.js";
 import { listLeases } from "./plugin.js";
 
 const emu = await startExeDevEmulator();
-afterAll(() => emu.close(), 60_000);
+// The workers keep their SSH state (key files, host keys per environment) under their TMPDIR: one of the test's own.
+const workerTmp = mkdtempSync(join(tmpdir(), "exe-conf-"));
+afterAll(async () => {
+  await emu.close();
+  rmSync(workerTmp, { recursive: true, force: true });
+}, 60_000);
 
 const config = { apiKey: emu.credentials.apiKey!, apiUrl: emu.url, sshPrivateKey: emu.credentials.sshPrivateKey!, timeoutMs: 60_000 };
 const exact = (message: string) => new RegExp(`^${message.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`);
@@ -20,7 +28,7 @@ describeConformance({
   driverKey: "exe-dev",
   config,
   // The worker trusts the emulator's self-signed certificate as a host would trust exe.dev's.
-  workerEnv: { NODE_EXTRA_CA_CERTS: emu.env.NODE_EXTRA_CA_CERTS! },
+  workerEnv: { NODE_EXTRA_CA_CERTS: emu.env.NODE_EXTRA_CA_CERTS!, TMPDIR: workerTmp },
   invalidConfigs: [
     { config: { apiKey: config.apiKey, apiUrl: config.apiUrl }, error: exact(KEY_REQUIRED) },
     { config: { ...config, sshIdentityFile: "/root/.ssh/id_ed25519" }, error: exact(KEY_AND_FILE) },
