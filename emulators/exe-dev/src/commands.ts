@@ -250,6 +250,11 @@ export function isImplemented(words: readonly string[]): boolean {
   return words[0] === "help" || (words[0] !== undefined && words[0] in COMMANDS);
 }
 
+/** Every exe.dev command and command group the emulator knows of (what its coverage table lists). */
+export function exeDevCommandNames(): string[] {
+  return [...KNOWN_COMMANDS, ...COMMAND_GROUPS];
+}
+
 function helpOf(name: string, def: CommandDef) {
   return { name, description: def.description, usage: def.usage, flags: Object.keys(def.flags).map((flag) => `--${flag}`) };
 }
