@@ -27,7 +27,8 @@ beforeAll(async () => {
   expect(path.relative(ROOT, tmp).startsWith("..")).toBe(true); // the install folders are outside the repository
   packed = await releasePack({ root: ROOT, outDir: releaseDir });
 }, 180_000);
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+// One install folder per provider, node_modules each: removing them outlasts the default hook timeout on a loaded machine.
+afterAll(() => rmSync(tmp, { recursive: true, force: true }), 60_000);
 
 /** The package and every internal package it needs, as tarball paths. */
 function tarballsFor(name: string): string[] {
