@@ -151,7 +151,7 @@ const COMMANDS: Record<string, CommandDef> = {
       if (env.newDelayMs > 0) await abortableSleep(env.newDelayMs, env.signal);
       if (env.signal.aborted) throw new CommandError("cancelled");
       const vm = await env.fleet.create({ name, image, cpu, memoryBytes: memory, diskBytes: disk, env: vars, tags, comment, setupScript });
-      const dest = sshDest(env, vm);
+      const dest = sshDest(env);
       out.json({
         vm_name: vm.name,
         ssh_command: `ssh -p ${vm.host.port} ${dest}`,
@@ -259,14 +259,15 @@ function helpOf(name: string, def: CommandDef) {
   return { name, description: def.description, usage: def.usage, flags: Object.keys(def.flags).map((flag) => `--${flag}`) };
 }
 
-function sshDest(env: CommandEnvironment, vm: Vm): string {
+// Every emulated VM answers on 127.0.0.1 (a port of its own): the destination names no VM.
+function sshDest(env: CommandEnvironment): string {
   return `${env.loginUser}@${env.sshHost}`;
 }
 
 function listEntry(env: CommandEnvironment, vm: Vm) {
   return {
     vm_name: vm.name,
-    ssh_dest: sshDest(env, vm),
+    ssh_dest: sshDest(env),
     ssh_host: env.sshHost,
     ssh_user: env.loginUser,
     // Not in exe.dev's listing (its VMs all answer on port 22): every emulated VM has a port of its own.
