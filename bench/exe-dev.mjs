@@ -20,6 +20,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { loadPluginPackage, startWorker } from "../packages/worker-client/dist/index.js";
 import { startExeDevEmulator } from "../emulators/exe-dev/dist/index.js";
+import { summarize } from "./lib/stats.mjs";
 
 const repoRoot = fileURLToPath(new URL("..", import.meta.url));
 const { values: args } = parseArgs({
@@ -34,11 +35,6 @@ const lifecycles = Number(args.lifecycles);
 if (!(runs >= 20) || !(lifecycles >= 1)) throw new Error("--runs must be at least 20 and --lifecycles at least 1");
 
 const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
-function summarize(samples) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
-  return { n: sorted.length, median: at(0.5), p95: at(0.95), min: sorted[0], max: sorted.at(-1) };
-}
 /** Runs a client process to its end; its exit code (asynchronously: the emulator shares this event loop). */
 function run(file, argv) {
   return new Promise((resolve, reject) => {
