@@ -5,7 +5,6 @@ import { UsageError } from "./errors.js";
 
 /** Our own provider packages, by driverKey, relative to the repository root. */
 export const BUILTIN_PROVIDERS: Readonly<Record<string, string>> = Object.freeze({
-  boxd: "providers/boxd",
   bubblewrap: "providers/bubblewrap",
   daytona: "providers/daytona",
   e2b: "providers/e2b",
@@ -13,6 +12,8 @@ export const BUILTIN_PROVIDERS: Readonly<Record<string, string>> = Object.freeze
   kubernetes: "providers/kubernetes",
   modal: "providers/modal",
   novita: "providers/novita",
+  "exe-dev": "providers/exe-dev",
+  boxd: "providers/boxd",
 });
 
 export const DEFAULT_PROVIDER = "bubblewrap";
