@@ -128,10 +128,11 @@ export class CommandRun {
     try {
       const result = await target.exec(script, { cwd: "/", timeout: this.spec.timeoutMs, stream: true, onOutput: (stream, data) => void (timedOut ? undefined : onOutput(stream, data)) });
       if (!timedOut) return mapResult(result);
+      await this.cleanupAfterTimeout();
       return timeoutResult(this.spec.timeoutMs, result.stdout);
     } catch (error) {
       if (timedOut || isTimeout(error)) {
-        if (!timedOut) await this.cleanupAfterTimeout();
+        await this.cleanupAfterTimeout();
         return timeoutResult(this.spec.timeoutMs, "");
       }
       throw error;

@@ -51,5 +51,5 @@ export const loginShell = (script: string): string => `sh -lc ${quote(script)}`;
 /** Ends the group recorded in `groupFile` (TERM, then KILL), then removes the file. */
 export function killGroupScript(groupFile: string): string {
   const f = quote(groupFile);
-  return `pg=$(cat ${f} 2>/dev/null); if [ -n "$pg" ]; then kill -TERM -- "-$pg" 2>/dev/null || kill -TERM "$pg" 2>/dev/null; sleep 0.25; kill -KILL -- "-$pg" 2>/dev/null || kill -KILL "$pg" 2>/dev/null; fi; rm -f ${f}; true`;
+  return `pg=$(cat ${f} 2>/dev/null); if [ -n "$pg" ]; then kill -TERM "-$pg" 2>/dev/null || kill -TERM "$pg" 2>/dev/null; sleep 0.25; kill -KILL "-$pg" 2>/dev/null || kill -KILL "$pg" 2>/dev/null; fi; rm -f ${f}; true`;
 }
