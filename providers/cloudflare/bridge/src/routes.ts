@@ -152,8 +152,19 @@ const routes: Array<[string, RegExp, Handler]> = [
     "GET",
     /^\/leases$/,
     async (request, env) => {
+      const query = new URL(request.url).searchParams;
       const wanted: Record<string, string> = {};
-      for (const pair of new URL(request.url).searchParams.getAll("label")) {
+      const asJson = query.get("labels");
+      if (asJson !== null) {
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(asJson);
+        } catch {
+          throw new BridgeError(400, "invalid_request", "labels must be a JSON object of strings.");
+        }
+        Object.assign(wanted, labelsOf(parsed));
+      }
+      for (const pair of query.getAll("label")) {
         const at = pair.indexOf("=");
         if (at <= 0) throw new BridgeError(400, "invalid_request", "label must be key=value.");
         wanted[pair.slice(0, at)] = pair.slice(at + 1);

@@ -1,0 +1,119 @@
+import { assertOwnedBy, defineSandboxProvider, type SandboxHandle } from "@paperclip-sandbox/kit";
+import { createClientCache, type BridgeClient, type LeaseRecord } from "./bridge-client.js";
+import { cloudflareConfig, configProblems, sessionIdOf, type CloudflareConfig } from "./config.js";
+import { CLOUDFLARE_DRIVER_KEY, CLOUDFLARE_SHAPE } from "./manifest.js";
+import { bridgeFiles, bridgeRunner, SessionPool } from "./runner.js";
+
+export interface CloudflareHandle extends SandboxHandle {
+  remoteCwd: string;
+  /** Session names of this lease's concurrent commands (per worker). */
+  sessions: SessionPool;
+}
+
+export interface CloudflarePluginDeps {
+  /** The bridge client for a config (default one cached client per bridge URL and token). */
+  clientFor?: (config: CloudflareConfig) => BridgeClient;
+}
+
+const handleOf = (config: CloudflareConfig, providerLeaseId: string, remoteCwd: string, labels?: Record<string, string>): CloudflareHandle => ({
+  providerLeaseId,
+  remoteCwd,
+  sessions: new SessionPool(sessionIdOf(config)),
+  state: "running",
+  expiresAt: null,
+  ...(labels ? { labels } : {}),
+});
+
+const listed = (record: LeaseRecord) => ({ providerLeaseId: record.providerLeaseId, labels: record.labels, createdAt: record.createdAt, state: "running" });
+
+export function createCloudflarePlugin(deps: CloudflarePluginDeps = {}) {
+  const clientFor = deps.clientFor ?? createClientCache();
+
+  return defineSandboxProvider({
+    driverKey: CLOUDFLARE_DRIVER_KEY,
+    config: cloudflareConfig,
+    transport: CLOUDFLARE_SHAPE.transport,
+    workspaceDir: (handle: CloudflareHandle) => handle.remoteCwd,
+    // A change of any of these means another sandbox (the kit adds company, environment, agent, workspace).
+    shape: (config) => ({ bridgeBaseUrl: config.bridgeBaseUrl, requestedCwd: config.requestedCwd, sessionStrategy: config.sessionStrategy }),
+    defaultTimeoutMs: (config) => config.timeoutMs,
+    validate: (config) => ({ errors: configProblems(config) }),
+
+    async create({ config, params, labels, signal, created }) {
+      const problems = configProblems(config);
+      if (problems.length > 0) throw new Error(problems.join("; "));
+      const client = clientFor(config);
+      const remoteCwd = params.requestedCwd?.trim() || config.requestedCwd;
+      const lease = await client.acquire(
+        {
+          environmentId: params.environmentId,
+          runId: params.runId,
+          issueId: params.issueId ?? null,
+          // Always a sandbox of its own: the kit keeps and resumes a reusable lease by its id
+          // (upstream's reuseLease would share one sandbox per environment between runs).
+          reuseLease: false,
+          keepAlive: config.keepAlive,
+          sleepAfter: config.sleepAfter,
+          normalizeId: config.normalizeId,
+          requestedCwd: remoteCwd,
+          sessionStrategy: config.sessionStrategy,
+          sessionId: sessionIdOf(config),
+          timeoutMs: config.timeoutMs,
+          labels: { ...labels },
+        },
+        signal,
+      );
+      created(lease.providerLeaseId);
+      const cwd = typeof lease.metadata?.remoteCwd === "string" ? lease.metadata.remoteCwd : remoteCwd;
+      return handleOf(config, lease.providerLeaseId, cwd, { ...labels });
+    },
+
+    async get(ref) {
+      const client = clientFor(ref.config);
+      const remoteCwd = typeof ref.metadata.remoteCwd === "string" ? ref.metadata.remoteCwd : ref.config.requestedCwd;
+      if (!(await client.extensionsOf()).leaseLabels) return handleOf(ref.config, ref.providerLeaseId, remoteCwd);
+      const record = await client.lease(ref.providerLeaseId);
+      return record ? handleOf(ref.config, ref.providerLeaseId, remoteCwd, record.labels) : null;
+    },
+
+    async destroy(ref, handle) {
+      const client = clientFor(ref.config);
+      const labels = handle?.labels ?? ((await client.extensionsOf()).leaseLabels ? (await client.lease(ref.providerLeaseId))?.labels : undefined);
+      // Never another company's or environment's sandbox, whatever id the call names (when the bridge keeps labels).
+      if (labels) assertOwnedBy(labels, { driverKey: CLOUDFLARE_DRIVER_KEY, companyId: ref.companyId, environmentId: ref.environmentId }, { resource: `cloudflare sandbox ${ref.providerLeaseId}` });
+      await client.destroy(ref.providerLeaseId);
+    },
+
+    // A Cloudflare container cannot keep its files stopped: a reusable lease's keep-alive sandbox
+    // stays running between runs (release tells the bridge to keep it).
+    stop: (handle, ref) => clientFor(ref.config).release({ providerLeaseId: handle.providerLeaseId, reuseLease: true, keepAlive: true }),
+
+    runner(handle, config) {
+      const client = clientFor(config);
+      const target = { providerLeaseId: handle.providerLeaseId, sessionStrategy: config.sessionStrategy, sessions: handle.sessions };
+      return lazyFiles(client, handle, (files) => bridgeRunner(client, target, files));
+    },
+    files: (handle, config) => bridgeFiles(clientFor(config), handle.providerLeaseId),
+    syncPrefer: "file-api",
+    async list(config, labels) {
+      const client = clientFor(config);
+      if (!(await client.extensionsOf()).leaseLabels) return [];
+      return (await client.list(labels)).map(listed);
+    },
+  });
+}
+
+/**
+ * The runner, built once the bridge's health has said whether it has file routes (with them, large
+ * stdin is one upload; without, everything rides in the command).
+ */
+function lazyFiles(client: BridgeClient, handle: CloudflareHandle, make: (files: ReturnType<typeof bridgeFiles> | undefined) => ReturnType<typeof bridgeRunner>): ReturnType<typeof bridgeRunner> {
+  let inner: Promise<ReturnType<typeof bridgeRunner>> | undefined;
+  const resolve = () => (inner ??= client.extensionsOf().then((ext) => make(ext.files ? bridgeFiles(client, handle.providerLeaseId) : undefined)));
+  return {
+    capabilities: make(undefined).capabilities,
+    run: async (script, io) => (await resolve()).run(script, io),
+  };
+}
+
+export default createCloudflarePlugin().plugin;
