@@ -13,9 +13,10 @@ export interface BridgeExtensions {
   leaseLabels: boolean;
   stdinBase64: boolean;
   streamDeadline: boolean;
+  expiry: boolean;
 }
 
-export const NO_EXTENSIONS: BridgeExtensions = Object.freeze({ files: false, leaseLabels: false, stdinBase64: false, streamDeadline: false });
+export const NO_EXTENSIONS: BridgeExtensions = Object.freeze({ files: false, leaseLabels: false, stdinBase64: false, streamDeadline: false, expiry: false });
 
 export interface ExecBody {
   providerLeaseId: string;
@@ -39,6 +40,8 @@ export interface ExecAnswer {
 export interface LeaseAnswer {
   providerLeaseId: string;
   metadata: Record<string, unknown>;
+  /** Our bridge, when asked for a bound: when it destroys the sandbox. */
+  expiresAt?: string | null;
 }
 
 export interface LeaseRecord {
@@ -49,13 +52,15 @@ export interface LeaseRecord {
 }
 
 /** The bridge's error body `{error, message, details?}`: code and message. */
-const bridgeErrorFields: VendorErrorExtractor = ({ json }) => {
+const bridgeErrorFields: VendorErrorExtractor = ({ json, status }) => {
   const parsed = json as { error?: unknown; message?: unknown } | undefined;
   return {
     ...(typeof parsed?.error === "string" ? { code: parsed.error } : {}),
     ...(typeof parsed?.message === "string" && parsed.message.trim() !== "" ? { message: parsed.message } : {}),
     // A route the bridge does not have (an upstream-template bridge) is not a gone lease.
     gone: parsed?.error === "sandbox_state_lost" || parsed?.error === "lease_not_found",
+    // Refused before the Worker ran it: the edge's rate limit, an unreachable or overloaded Worker.
+    ...(status === 429 || status === 502 || status === 503 ? { notProcessed: true } : {}),
   };
 };
 
@@ -81,7 +86,7 @@ export class BridgeClient {
       .json<{ capabilities?: { extensions?: Partial<Record<keyof BridgeExtensions, unknown>> } }>({ operation: "health", path: "/health", idempotent: true, ...(signal ? { signal } : {}) })
       .then((health) => {
         const ext = health?.capabilities?.extensions ?? {};
-        return { files: ext.files === true, leaseLabels: ext.leaseLabels === true, stdinBase64: ext.stdinBase64 === true, streamDeadline: ext.streamDeadline === true };
+        return { files: ext.files === true, leaseLabels: ext.leaseLabels === true, stdinBase64: ext.stdinBase64 === true, streamDeadline: ext.streamDeadline === true, expiry: ext.expiry === true };
       })
       .catch((error: unknown) => {
         this.extensions = undefined;

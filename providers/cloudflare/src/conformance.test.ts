@@ -30,8 +30,9 @@ describeConformance({
   leftovers: () => emu.leftovers(),
   labelsOf: async (providerLeaseId, leaseConfig) => (await listLeases(leaseConfig, { env: {} })).find((lease) => lease.providerLeaseId === providerLeaseId)?.labels,
   faults: {
-    // The first call after the acquire is a command (the workspace or the sentinel).
-    failAfterCreate: async () => void emu.faults.inject({ kind: "status", status: 500, route: "/api/paperclip-sandbox/v1/exec", times: 2 }),
+    // The bridge makes the sandbox, then the connection breaks before its answer: the kit finds it by
+    // the run's labels (GET /leases) and destroys it.
+    failAfterCreate: async () => void emu.faults.inject({ kind: "reset", route: "/api/paperclip-sandbox/v1/leases/:action", method: "POST", times: 1 }),
     transient: async (kind, count) =>
       void emu.faults.inject(kind === "429" ? { kind: "rate-limit", route: "*", times: count, retryAfterSeconds: 1 } : { kind: "status", status: 503, route: "*", times: count }),
     reset: async () => emu.faults.clear(),

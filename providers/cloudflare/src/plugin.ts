@@ -39,11 +39,13 @@ export function createCloudflarePlugin(deps: CloudflarePluginDeps = {}) {
     defaultTimeoutMs: (config) => config.timeoutMs,
     validate: (config) => ({ errors: configProblems(config) }),
 
-    async create({ config, params, labels, signal, created }) {
+    async create({ config, params, labels, expiresAt, signal, created }) {
       const problems = configProblems(config);
       if (problems.length > 0) throw new Error(problems.join("; "));
       const client = clientFor(config);
       const remoteCwd = params.requestedCwd?.trim() || config.requestedCwd;
+      // Only this repository's bridge can bound a sandbox's life (its registry's alarm destroys it).
+      const bounded = expiresAt !== null && (await client.extensionsOf(signal)).expiry;
       const lease = await client.acquire(
         {
           environmentId: params.environmentId,
@@ -60,12 +62,14 @@ export function createCloudflarePlugin(deps: CloudflarePluginDeps = {}) {
           sessionId: sessionIdOf(config),
           timeoutMs: config.timeoutMs,
           labels: { ...labels },
+          ...(bounded ? { expiresAt: expiresAt.toISOString() } : {}),
         },
         signal,
       );
       created(lease.providerLeaseId);
       const cwd = typeof lease.metadata?.remoteCwd === "string" ? lease.metadata.remoteCwd : remoteCwd;
-      return handleOf(config, lease.providerLeaseId, cwd, { ...labels });
+      const handle = handleOf(config, lease.providerLeaseId, cwd, { ...labels });
+      return bounded && lease.expiresAt ? { ...handle, expiresAt: new Date(lease.expiresAt) } : handle;
     },
 
     async get(ref) {

@@ -35,6 +35,8 @@ export const EXTENSIONS = {
   stdinBase64: true,
   /** A streamed exec ends at its `timeoutMs` (`timedOut: true`); the SDK's own streamed exec never does. */
   streamDeadline: true,
+  /** `expiresAt` on acquire: the bridge destroys the sandbox then (an alarm), whatever keeps it alive. */
+  expiry: true,
 } as const;
 
 const DEFAULT_KEEPALIVE_MS = 15_000;
@@ -103,11 +105,13 @@ const routes: Array<[string, RegExp, Handler]> = [
       const settings = settingsOf(body);
       const reuseLease = bool(body.reuseLease);
       const labels = labelsOf(body.labels);
+      const expiresAt = str(body.expiresAt);
+      if (expiresAt !== undefined && !Number.isFinite(Date.parse(expiresAt))) throw new BridgeError(400, "invalid_request", "expiresAt must be an ISO timestamp.");
       const id = buildLeaseSandboxId({ environmentId, runId, reuseLease, normalizeId: settings.normalizeId });
       const sandbox = sandboxFor(env, id, settings);
       try {
         await sandbox.setKeepAlive(settings.keepAlive);
-        await registryOf(env.LeaseRegistry).put({ providerLeaseId: id, labels, createdAt: new Date().toISOString(), keepAlive: settings.keepAlive });
+        await registryOf(env.LeaseRegistry).put({ providerLeaseId: id, labels, createdAt: new Date().toISOString(), keepAlive: settings.keepAlive, expiresAt: expiresAt ? new Date(expiresAt).toISOString() : null });
         await prepareWorkspace(sandbox, settings.remoteCwd);
         await writeSentinel(sandbox, id, settings, false);
       } catch (error) {
@@ -117,7 +121,7 @@ const routes: Array<[string, RegExp, Handler]> = [
         }
         throw new BridgeError(500, "acquisition_failed", error instanceof Error ? error.message : String(error), { providerLeaseId: id });
       }
-      return json(200, leaseResponse(id, settings, false, labels));
+      return json(200, { ...leaseResponse(id, settings, false, labels), expiresAt: expiresAt ? new Date(expiresAt).toISOString() : null });
     },
   ],
   [
