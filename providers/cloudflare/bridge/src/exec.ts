@@ -90,7 +90,7 @@ export class CommandRun {
   }
 
   /** Runs it to the end; a timeout is a result (`timedOut: true`), after the per-strategy cleanup. */
-  async run(onOutput?: (stream: "stdout" | "stderr", data: string) => void): Promise<ExecResult> {
+  async run(onOutput?: (stream: "stdout" | "stderr", data: string) => void, onStart?: () => void): Promise<ExecResult> {
     try {
       if (this.spec.stdin) {
         this.stdinFile = `/tmp/.paperclip-bridge-stdin-${this.id}`;
@@ -99,6 +99,7 @@ export class CommandRun {
       }
       const script = loginShell(buildCommandScript({ ...this.spec, ...(this.stdinFile ? { stdinFile: this.stdinFile } : {}), groupFile: this.groupFile }));
       const target = await targetFor(this.sandbox, this.spec);
+      onStart?.();
       return onOutput ? await this.streamed(target, script, onOutput) : await this.buffered(target, script);
     } finally {
       if (this.stdinFile) await this.sandbox.deleteFile(this.stdinFile).catch(() => undefined);

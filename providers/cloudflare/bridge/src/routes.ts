@@ -206,7 +206,7 @@ const routes: Array<[string, RegExp, Handler]> = [
       const sse = openSse(int(env.KEEPALIVE_INTERVAL_MS, DEFAULT_KEEPALIVE_MS));
       void (async () => {
         try {
-          const result = await run.run((stream, data) => void sse.send(stream, { data }));
+          const result = await run.run((stream, data) => void sse.send(stream, { data }), () => sse.keepalive());
           await sse.send("complete", result);
         } catch (error) {
           await sse.send("error", { error: error instanceof Error ? error.message : String(error) });

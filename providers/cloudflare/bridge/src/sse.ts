@@ -6,6 +6,8 @@
 export interface SseChannel {
   response: Response;
   send(event: "stdout" | "stderr" | "complete" | "error", data: unknown): Promise<void>;
+  /** Starts the keepalive comments (call from the task that runs the command). */
+  keepalive(): void;
   close(): Promise<void>;
 }
 
@@ -16,13 +18,25 @@ export function openSse(keepaliveMs: number): SseChannel {
   let closed = false;
   // A client that went away makes writes fail; the command still runs to its end.
   const write = (text: string) => (closed ? Promise.resolve() : writer.write(encoder.encode(text)).catch(() => undefined));
-  const timer = setInterval(() => void write(": keepalive\n\n"), keepaliveMs);
+  // A chain of timeouts armed from the task that runs the command (an interval armed before the
+  // response is returned never fired in workerd while the Durable Object call was pending).
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const tick = () => {
+    timer = setTimeout(() => {
+      if (closed) return;
+      void write(": keepalive\n\n");
+      tick();
+    }, keepaliveMs);
+  };
   return {
     response: new Response(readable, { status: 200, headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } }),
     send: (event, data) => write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`),
+    keepalive: () => {
+      if (timer === undefined) tick();
+    },
     async close() {
       if (closed) return;
-      clearInterval(timer);
+      clearTimeout(timer);
       closed = true;
       await writer.close().catch(() => undefined);
     },
