@@ -235,7 +235,8 @@ export function registerContainerRoutes(router: Router, fleet: ContainerFleet): 
       pending[stream] = flush ? "" : parts.pop()!;
       for (const line of flush ? parts.filter((l, i) => i < parts.length - 1 || l !== "") : parts) send({ type: stream, data: `${line}\n` });
     };
-    const sub = command.handle.subscribe({ stdout: 0, stderr: 0 }, { onData: (stream, data) => lines(stream, Buffer.from(data).toString("utf8"), false) });
+    // The container's labelers are `IFS= read -r` loops in bash: a NUL never reaches the log.
+    const sub = command.handle.subscribe({ stdout: 0, stderr: 0 }, { onData: (stream, data) => lines(stream, Buffer.from(data).toString("utf8").replace(/\0/g, ""), false) });
     await sub.done.catch(() => undefined);
     lines("stdout", "", true);
     lines("stderr", "", true);

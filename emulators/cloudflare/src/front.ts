@@ -12,6 +12,9 @@ const EXTRA_ROUTES: Array<[string, RegExp]> = [
   ["GET", /^\/leases\/[^/]+$/],
   ["PUT", /^\/files$/],
   ["GET", /^\/files$/],
+  ["PUT", /^\/exec\/[^/]+\/stdin$/],
+  ["POST", /^\/exec\/[^/]+\/stdin\/close$/],
+  ["POST", /^\/exec\/[^/]+\/kill$/],
 ];
 
 export interface FrontOptions {
@@ -72,6 +75,9 @@ export function registerFront(router: Router, options: FrontOptions): void {
   };
   for (const method of ["GET", "POST", "PUT", "DELETE"] as const) {
     router.route(method, `${PREFIX}/exec`, forward);
+    router.route(method, `${PREFIX}/exec/:processId/stdin`, forward);
+    router.route(method, `${PREFIX}/exec/:processId/stdin/close`, forward);
+    router.route(method, `${PREFIX}/exec/:processId/kill`, forward);
     router.route(method, `${PREFIX}/files`, forward);
     router.route(method, `${PREFIX}/leases/:action`, forward);
     router.route(method, `${PREFIX}/*rest`, forward);

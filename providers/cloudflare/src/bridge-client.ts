@@ -14,9 +14,16 @@ export interface BridgeExtensions {
   stdinBase64: boolean;
   streamDeadline: boolean;
   expiry: boolean;
+  /** Streamed processes: binary-safe live output, stdin in parts, a kill that reaches the group. */
+  streams: boolean;
 }
 
-export const NO_EXTENSIONS: BridgeExtensions = Object.freeze({ files: false, leaseLabels: false, stdinBase64: false, streamDeadline: false, expiry: false });
+export const NO_EXTENSIONS: BridgeExtensions = Object.freeze({ files: false, leaseLabels: false, stdinBase64: false, streamDeadline: false, expiry: false, streams: false });
+
+/** What starting a streamed process sends besides the command (the `streams` extension). */
+export interface ProcessBody extends ExecBody {
+  stdinStream: boolean;
+}
 
 export interface ExecBody {
   providerLeaseId: string;
@@ -86,7 +93,14 @@ export class BridgeClient {
       .json<{ capabilities?: { extensions?: Partial<Record<keyof BridgeExtensions, unknown>> } }>({ operation: "health", path: "/health", idempotent: true, ...(signal ? { signal } : {}) })
       .then((health) => {
         const ext = health?.capabilities?.extensions ?? {};
-        return { files: ext.files === true, leaseLabels: ext.leaseLabels === true, stdinBase64: ext.stdinBase64 === true, streamDeadline: ext.streamDeadline === true, expiry: ext.expiry === true };
+        return {
+          files: ext.files === true,
+          leaseLabels: ext.leaseLabels === true,
+          stdinBase64: ext.stdinBase64 === true,
+          streamDeadline: ext.streamDeadline === true,
+          expiry: ext.expiry === true,
+          streams: ext.streams === true,
+        };
       })
       .catch((error: unknown) => {
         this.extensions = undefined;
@@ -133,6 +147,43 @@ export class BridgeClient {
       timeoutMs: Math.max(this.config.bridgeRequestTimeoutMs, body.timeoutMs + EXEC_MARGIN_MS),
       ...(signal ? { signal } : {}),
     });
+  }
+
+  /** Starts a streamed process: the SSE body (`start`, `stdout`/`stderr` frames, `complete` or `error`). */
+  async startProcess(body: ProcessBody, signal?: AbortSignal): Promise<ReadableStream<Uint8Array>> {
+    const response = await this.api.stream({
+      operation: "startProcess",
+      method: "POST",
+      path: "/exec",
+      json: { ...body, streamOutput: true, outputEncoding: "base64" },
+      idempotent: false,
+      // The stream lasts as long as the command (the bridge ends it at its timeout).
+      timeoutMs: Math.max(this.config.bridgeRequestTimeoutMs, body.timeoutMs + EXEC_MARGIN_MS),
+      ...(signal ? { signal } : {}),
+    });
+    return response.body;
+  }
+
+  /** Stdin part `seq` of a streamed process (repeated only when it certainly did not arrive: a rewrite could meet the feeder reading it). */
+  async writeStdin(providerLeaseId: string, processId: string, seq: number, bytes: Uint8Array): Promise<void> {
+    await this.api.json({
+      operation: "writeStdin",
+      method: "PUT",
+      path: ["exec", processId, "stdin"],
+      query: { providerLeaseId, seq },
+      headers: { "content-type": "application/octet-stream" },
+      body: bytes,
+      idempotent: false,
+    });
+  }
+
+  async closeStdin(providerLeaseId: string, processId: string, seq: number): Promise<void> {
+    await this.api.json({ operation: "closeStdin", method: "POST", path: ["exec", processId, "stdin", "close"], json: { providerLeaseId, seq }, idempotent: true });
+  }
+
+  /** Signals a streamed process's whole group. */
+  async killProcess(providerLeaseId: string, processId: string, signal: "SIGTERM" | "SIGKILL"): Promise<void> {
+    await this.api.json({ operation: "killProcess", method: "POST", path: ["exec", processId, "kill"], json: { providerLeaseId, signal }, idempotent: true });
   }
 
   async upload(providerLeaseId: string, path: string, source: Readable, mode: number | undefined, signal?: AbortSignal): Promise<void> {

@@ -8,7 +8,7 @@ import { emulator } from "@paperclip-sandbox/emulator-cloudflare";
 
 /** The real interval is 15 s; here 100 ms, so a silent 40 s command takes ~270 ms. */
 const SCALE = 150;
-const emu = await runEmulator(emulator, { keepaliveMs: 15_000 / SCALE });
+const emu = await runEmulator(emulator, { options: { keepaliveMs: 15_000 / SCALE } });
 afterAll(() => emu.close(), 60_000);
 
 const base = `${emu.url}/api/paperclip-sandbox/v1`;
@@ -32,6 +32,28 @@ const sh = (providerLeaseId: string, script: string, extra: Record<string, unkno
 async function running(providerLeaseId: string): Promise<string> {
   const answer = await postJson<{ stdout: string }>("/exec", { providerLeaseId, command: "sh", args: ["-c", "ps -eo args"], sessionId: "inspector" });
   return answer.stdout;
+}
+
+/** The raw frames of an SSE body as they arrive (comments included); null at its end. */
+function frameReader(body: ReadableStream<Uint8Array>): { next(): Promise<string | null> } {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  return {
+    async next() {
+      for (;;) {
+        const at = buffer.indexOf("\n\n");
+        if (at >= 0) {
+          const frame = buffer.slice(0, at);
+          buffer = buffer.slice(at + 2);
+          return frame;
+        }
+        const { value, done } = await reader.read();
+        if (done) return null;
+        buffer += decoder.decode(value, { stream: true });
+      }
+    },
+  };
 }
 
 function events(text: string): Array<{ event: string; data: unknown } | { comment: string }> {
@@ -67,17 +89,27 @@ describe("bridge auth", () => {
 });
 
 describe("bridge exec", () => {
-  // Not yet passing: in workerd the keepalive timer never fires while the Durable Object's streamed
-  // exec is pending (the deadline's timer, armed later in the same task, does). Open in the report.
-  it.skip("keeps a silent streamed command's connection alive with keepalive comments, then completes", async () => {
+  it("keeps a silent streamed command's connection alive with keepalive comments, then completes", async () => {
     const id = await lease();
+    const release = `/tmp/keepalive-release-${Math.random().toString(36).slice(2)}`;
+    // Silent for 40 s of the bridge's clock, then until this test has seen two keepalive comments
+    // (no upper bound on time: the command waits for the test, not the other way round).
     const silent40s = (40 / SCALE).toFixed(3);
-    const response = await sh(id, `sleep ${silent40s}; echo woke`, { streamOutput: true });
+    const response = await sh(id, `sleep ${silent40s}; while [ ! -e ${release} ]; do sleep 0.02; done; echo woke`, { streamOutput: true });
     expect(response.headers.get("content-type")).toBe("text/event-stream");
-    const frames = events(await response.text());
-    const beforeOutput = frames.slice(0, frames.findIndex((f) => "event" in f));
-    expect(beforeOutput.filter((f) => "comment" in f && f.comment === "keepalive").length).toBeGreaterThanOrEqual(2);
-    expect(frames.at(-1)).toEqual({ event: "complete", data: { exitCode: 0, signal: null, timedOut: false, stdout: "woke\n", stderr: "" } });
+    const frames = frameReader(response.body!);
+    let keepalives = 0;
+    while (keepalives < 2) {
+      const frame = await frames.next();
+      expect(frame, "the stream ended while the command was silent").not.toBeNull();
+      expect(frame, "an event before the command printed anything").toBe(": keepalive");
+      keepalives += 1;
+    }
+    await postJson("/exec", { providerLeaseId: id, command: "touch", args: [release], sessionId: "inspector" });
+    const rest: string[] = [];
+    for (let frame = await frames.next(); frame !== null; frame = await frames.next()) rest.push(frame);
+    const last = events(rest.filter((f) => !f.startsWith(":")).join("\n\n")).at(-1);
+    expect(last).toEqual({ event: "complete", data: { exitCode: 0, signal: null, timedOut: false, stdout: "woke\n", stderr: "" } });
   });
 
   it("keeps the last chunk of a command that prints and exits in the same tick (bridge channel: never streamed)", async () => {

@@ -1,6 +1,6 @@
 // Every validation rule of the cloudflare config, with the message the operator sees (field title first).
 import { describe, expect, it } from "vitest";
-import { cloudflareConfig, REUSE_NEEDS_KEEP_ALIVE } from "./config.js";
+import { cloudflareConfig, NAMED_NEEDS_SESSION_ID, REUSE_NEEDS_KEEP_ALIVE } from "./config.js";
 import { createCloudflarePlugin } from "./plugin.js";
 
 const good = { bridgeBaseUrl: "https://bridge.example.workers.dev", bridgeAuthToken: "t0ken" };
@@ -37,6 +37,22 @@ describe("cloudflare config validation", () => {
     const result = await validate({ ...good, reuseLease: true });
     expect(result).toMatchObject({ ok: false, errors: [REUSE_NEEDS_KEEP_ALIVE] });
     expect((await validate({ ...good, reuseLease: true, keepAlive: true })).ok).toBe(true);
+  });
+
+  it.each([
+    ["cleared in the form", ""],
+    ["only spaces", "   "],
+  ])("refuses a Session ID given blank (%s) under the named strategy, named or by default", async (_name, sessionId) => {
+    expect(await validate({ ...good, sessionStrategy: "named", sessionId })).toMatchObject({ ok: false, errors: [NAMED_NEEDS_SESSION_ID] });
+    expect(await validate({ ...good, sessionId })).toMatchObject({ ok: false, errors: [NAMED_NEEDS_SESSION_ID] });
+    expect(NAMED_NEEDS_SESSION_ID).toMatch(/^Session ID: required when Session strategy is named/);
+  });
+
+  it("takes the default session id when the field is left out, and needs none under the default strategy", async () => {
+    expect(await validate({ ...good, sessionStrategy: "named" })).toMatchObject({ ok: true });
+    expect(cloudflareConfig.parse({ ...good, sessionStrategy: "named" }).sessionId).toBeUndefined();
+    expect(await validate({ ...good, sessionStrategy: "default", sessionId: "" })).toMatchObject({ ok: true });
+    expect(await validate({ ...good, sessionStrategy: "named", sessionId: "agent-1" })).toMatchObject({ ok: true });
   });
 
   it("accepts plain http to a bridge on this machine", async () => {

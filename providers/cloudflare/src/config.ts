@@ -5,7 +5,7 @@ export const DEFAULT_CWD = "/workspace/paperclip";
 export const DEFAULT_SESSION_ID = "paperclip";
 export const REUSE_NEEDS_KEEP_ALIVE =
   "Reuse lease: needs Keep alive on (a Cloudflare sandbox's files live only while its container runs; without keep-alive it sleeps and loses them)";
-export const NAMED_NEEDS_SESSION_ID = "Session ID: required when Session strategy is named";
+export const NAMED_NEEDS_SESSION_ID = `Session ID: required when Session strategy is named (leave the field out for the default, ${DEFAULT_SESSION_ID})`;
 
 const CONNECTION = "Bridge";
 const SANDBOX = "Sandbox";
@@ -58,7 +58,7 @@ export const cloudflareConfigSchema = z.object({
   sessionId: fields
     .ui(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, { error: "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit" }), {
       title: "Session ID",
-      description: `Name of the named session (more sessions for concurrent commands get -2, -3, ... appended). Empty: ${DEFAULT_SESSION_ID}.`,
+      description: `Name of the named session (more sessions for concurrent commands get -2, -3, ... appended). Required when Session strategy is named; when left out: ${DEFAULT_SESSION_ID}.`,
       group: SESSIONS,
       advanced: true,
     })
@@ -73,10 +73,17 @@ export const cloudflareConfigSchema = z.object({
 
 export type CloudflareConfig = z.output<typeof cloudflareConfigSchema>;
 
-/** Rules across fields, checked by validation and again by acquire. */
-export function configProblems(config: CloudflareConfig): string[] {
+const isBlank = (value: unknown) => typeof value === "string" && value.trim() === "";
+
+/**
+ * Rules across fields, checked by validation and again by acquire. `raw` (validation only) is the
+ * config as sent: a Session ID given blank under the named strategy is refused (the schema would
+ * otherwise treat it as left out and use the default).
+ */
+export function configProblems(config: CloudflareConfig, raw?: Record<string, unknown>): string[] {
   const problems: string[] = [];
   if (config.reuseLease && !config.keepAlive) problems.push(REUSE_NEEDS_KEEP_ALIVE);
+  if (config.sessionStrategy === "named" && raw && "sessionId" in raw && isBlank(raw.sessionId)) problems.push(NAMED_NEEDS_SESSION_ID);
   return problems;
 }
 

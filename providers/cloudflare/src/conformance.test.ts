@@ -37,7 +37,4 @@ describeConformance({
       void emu.faults.inject(kind === "429" ? { kind: "rate-limit", route: "*", times: count, retryAfterSeconds: 1 } : { kind: "status", status: 503, route: "*", times: count }),
     reset: async () => emu.faults.clear(),
   },
-  skip: {
-    "execute-live-output": "the bridge's exec answers when the command ends (the SDK's streamed exec is text-only and line-based)",
-  },
 });

@@ -4,12 +4,15 @@ import { cloudflareConfig } from "./config.js";
 export const CLOUDFLARE_DRIVER_KEY = "cloudflare";
 export const CLOUDFLARE_PLUGIN_ID = "paperclip-sandbox.cloudflare";
 /**
- * The bridge's `POST /exec` through the kit's file-stdio runner: buffered stdin, binary-safe (base64
- * between markers), output when the command ends, group kill by a second command, the bridge's
- * deadline. Reusable leases are kept running (keep-alive sandboxes).
+ * With this repository's bridge, every command is a streamed process (its `streams` extension):
+ * stdin streamed, output live and binary-safe, the group signalled, the bridge's deadline; so duplex
+ * channels are declared. Against a bridge from upstream's template the runner is the weaker
+ * file-stdio one (its own capabilities: buffered stdin, output at the end) and a duplex open is
+ * refused with a clear error: a manifest cannot depend on which bridge a config names.
+ * Reusable leases are kept running (keep-alive sandboxes).
  */
 export const CLOUDFLARE_SHAPE: DeclaredProviderShape = {
-  transport: { stdin: "buffered", stdinEof: true, binarySafe: true, liveOutput: false, separateStderr: true, signals: "group", remoteTimeout: true },
+  transport: { stdin: "stream", stdinEof: true, binarySafe: true, liveOutput: true, separateStderr: true, signals: "group", remoteTimeout: true },
   canStop: true,
 };
 

@@ -1,13 +1,15 @@
 import { assertOwnedBy, defineSandboxProvider, type SandboxHandle } from "@paperclip-sandbox/kit";
-import { createClientCache, type BridgeClient, type LeaseRecord } from "./bridge-client.js";
+import { createClientCache, type BridgeClient, type BridgeExtensions, type LeaseRecord } from "./bridge-client.js";
 import { cloudflareConfig, configProblems, sessionIdOf, type CloudflareConfig } from "./config.js";
 import { CLOUDFLARE_DRIVER_KEY, CLOUDFLARE_SHAPE } from "./manifest.js";
-import { bridgeFiles, bridgeRunner, SessionPool } from "./runner.js";
+import { bridgeFiles, bridgeProcessRunner, bridgeRunner, SessionPool } from "./runner.js";
 
 export interface CloudflareHandle extends SandboxHandle {
   remoteCwd: string;
   /** Session names of this lease's concurrent commands (per worker). */
   sessions: SessionPool;
+  /** What the bridge offers beyond upstream's contract (from its health answer): picks runner and file API. */
+  extensions: BridgeExtensions;
 }
 
 export interface CloudflarePluginDeps {
@@ -15,10 +17,11 @@ export interface CloudflarePluginDeps {
   clientFor?: (config: CloudflareConfig) => BridgeClient;
 }
 
-const handleOf = (config: CloudflareConfig, providerLeaseId: string, remoteCwd: string, labels?: Record<string, string>): CloudflareHandle => ({
+const handleOf = (config: CloudflareConfig, extensions: BridgeExtensions, providerLeaseId: string, remoteCwd: string, labels?: Record<string, string>): CloudflareHandle => ({
   providerLeaseId,
   remoteCwd,
   sessions: new SessionPool(sessionIdOf(config)),
+  extensions,
   state: "running",
   expiresAt: null,
   ...(labels ? { labels } : {}),
@@ -37,15 +40,16 @@ export function createCloudflarePlugin(deps: CloudflarePluginDeps = {}) {
     // A change of any of these means another sandbox (the kit adds company, environment, agent, workspace).
     shape: (config) => ({ bridgeBaseUrl: config.bridgeBaseUrl, requestedCwd: config.requestedCwd, sessionStrategy: config.sessionStrategy }),
     defaultTimeoutMs: (config) => config.timeoutMs,
-    validate: (config) => ({ errors: configProblems(config) }),
+    validate: (config, raw) => ({ errors: configProblems(config, raw) }),
 
     async create({ config, params, labels, expiresAt, signal, created }) {
       const problems = configProblems(config);
       if (problems.length > 0) throw new Error(problems.join("; "));
       const client = clientFor(config);
       const remoteCwd = params.requestedCwd?.trim() || config.requestedCwd;
+      const extensions = await client.extensionsOf(signal);
       // Only this repository's bridge can bound a sandbox's life (its registry's alarm destroys it).
-      const bounded = expiresAt !== null && (await client.extensionsOf(signal)).expiry;
+      const bounded = expiresAt !== null && extensions.expiry;
       const lease = await client.acquire(
         {
           environmentId: params.environmentId,
@@ -68,16 +72,17 @@ export function createCloudflarePlugin(deps: CloudflarePluginDeps = {}) {
       );
       created(lease.providerLeaseId);
       const cwd = typeof lease.metadata?.remoteCwd === "string" ? lease.metadata.remoteCwd : remoteCwd;
-      const handle = handleOf(config, lease.providerLeaseId, cwd, { ...labels });
+      const handle = handleOf(config, extensions, lease.providerLeaseId, cwd, { ...labels });
       return bounded && lease.expiresAt ? { ...handle, expiresAt: new Date(lease.expiresAt) } : handle;
     },
 
     async get(ref) {
       const client = clientFor(ref.config);
       const remoteCwd = typeof ref.metadata.remoteCwd === "string" ? ref.metadata.remoteCwd : ref.config.requestedCwd;
-      if (!(await client.extensionsOf()).leaseLabels) return handleOf(ref.config, ref.providerLeaseId, remoteCwd);
+      const extensions = await client.extensionsOf();
+      if (!extensions.leaseLabels) return handleOf(ref.config, extensions, ref.providerLeaseId, remoteCwd);
       const record = await client.lease(ref.providerLeaseId);
-      return record ? handleOf(ref.config, ref.providerLeaseId, remoteCwd, record.labels) : null;
+      return record ? handleOf(ref.config, extensions, ref.providerLeaseId, remoteCwd, record.labels) : null;
     },
 
     async destroy(ref, handle) {
@@ -92,12 +97,15 @@ export function createCloudflarePlugin(deps: CloudflarePluginDeps = {}) {
     // stays running between runs (release tells the bridge to keep it).
     stop: (handle, ref) => clientFor(ref.config).release({ providerLeaseId: handle.providerLeaseId, reuseLease: true, keepAlive: true }),
 
+    // This repository's bridge: streamed processes and its file routes. Upstream's template: one
+    // JSON exec per command (file-stdio), sync by base64 over exec.
     runner(handle, config) {
       const client = clientFor(config);
       const target = { providerLeaseId: handle.providerLeaseId, sessionStrategy: config.sessionStrategy, sessions: handle.sessions };
-      return lazyFiles(client, handle, (files) => bridgeRunner(client, target, files));
+      if (handle.extensions.streams) return bridgeProcessRunner(client, target);
+      return bridgeRunner(client, target, handle.extensions.files ? bridgeFiles(client, handle.providerLeaseId) : undefined);
     },
-    files: (handle, config) => bridgeFiles(clientFor(config), handle.providerLeaseId),
+    files: (handle, config) => (handle.extensions.files ? bridgeFiles(clientFor(config), handle.providerLeaseId) : undefined),
     syncPrefer: "file-api",
     async list(config, labels) {
       const client = clientFor(config);
@@ -105,19 +113,6 @@ export function createCloudflarePlugin(deps: CloudflarePluginDeps = {}) {
       return (await client.list(labels)).map(listed);
     },
   });
-}
-
-/**
- * The runner, built once the bridge's health has said whether it has file routes (with them, large
- * stdin is one upload; without, everything rides in the command).
- */
-function lazyFiles(client: BridgeClient, handle: CloudflareHandle, make: (files: ReturnType<typeof bridgeFiles> | undefined) => ReturnType<typeof bridgeRunner>): ReturnType<typeof bridgeRunner> {
-  let inner: Promise<ReturnType<typeof bridgeRunner>> | undefined;
-  const resolve = () => (inner ??= client.extensionsOf().then((ext) => make(ext.files ? bridgeFiles(client, handle.providerLeaseId) : undefined)));
-  return {
-    capabilities: make(undefined).capabilities,
-    run: async (script, io) => (await resolve()).run(script, io),
-  };
 }
 
 export default createCloudflarePlugin().plugin;

@@ -159,7 +159,13 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
         runnerFor: async ({ providerLeaseId }) => {
           const entry = registry.held(providerLeaseId);
           if (!entry) throw new LeaseGoneError(`${def.driverKey} lease ${providerLeaseId} is not held by this worker`);
-          return { runner: runnerOf(entry), leaseSignal: entry.abort.signal };
+          const runner = runnerOf(entry);
+          // The declared transport is the provider's best; this lease's runner may be weaker (e.g. a
+          // vendor endpoint without streams) and then cannot carry a channel.
+          if (!supportsDuplex(runner.capabilities)) {
+            throw new Error(`${def.driverKey} lease ${providerLeaseId}: its transport cannot carry a duplex channel (it needs streamed stdin with EOF and binary-safe live output)`);
+          }
+          return { runner, leaseSignal: entry.abort.signal };
         },
         notify: () => ctx?.duplexChannel,
         log: (message) => log(message),
@@ -215,7 +221,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     async onEnvironmentValidateConfig(params: { config: Record<string, unknown> }) {
       const result = def.config.validate(params.config);
       if (!result.ok || !def.validate) return result;
-      const extra = def.validate(def.config.parse(params.config));
+      const extra = def.validate(def.config.parse(params.config), params.config);
       const errors = extra.errors ?? [];
       const warnings = [...(result.warnings ?? []), ...(extra.warnings ?? [])];
       return errors.length > 0 ? { ok: false, errors, warnings } : { ...result, warnings };

@@ -118,13 +118,18 @@ export interface SandboxProviderDefinition<S extends z.ZodObject, H extends Sand
     read(handle: H, config: z.output<S>): Promise<string | null>;
     write(handle: H, text: string, config: z.output<S>): Promise<void>;
   };
-  files?(handle: H, config: z.output<S>): FileTransport;
+  /** The vendor file API for this sandbox; undefined when this sandbox has none (sync then goes over exec). */
+  files?(handle: H, config: z.output<S>): FileTransport | undefined;
   /** Resources of this provider carrying all these labels (vendor-side listing). */
   list?(config: z.output<S>, labels: Record<string, string>): Promise<ListedResource[]>;
 
   probe?(config: z.output<S>, params: PluginEnvironmentProbeParams, hook: HookContext): Promise<PluginEnvironmentProbeResult>;
-  /** Checks beyond the schema (e.g. a path length); errors fail validation, warnings are shown. */
-  validate?(config: z.output<S>): { errors?: string[]; warnings?: string[] };
+  /**
+   * Checks beyond the schema (e.g. a path length); errors fail validation, warnings are shown. `raw`
+   * is the config as the operator sent it, for a rule about a field given blank (blanks are unset
+   * before the schema sees them).
+   */
+  validate?(config: z.output<S>, raw: Record<string, unknown>): { errors?: string[]; warnings?: string[] };
   /** Extra lease metadata (never secrets: the host stores it). */
   leaseMetadata?(handle: H, config: z.output<S>): Record<string, unknown>;
   /** Rewrites an execute's final stderr (e.g. a blocked-network note naming the refused destination). */

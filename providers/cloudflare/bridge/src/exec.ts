@@ -25,6 +25,10 @@ export interface ExecSpec {
   stdin: { text: string } | { base64: string } | null;
   timeoutMs: number;
   stream: boolean;
+  /** A streamed process (`outputEncoding: "base64"`, the `streams` extension): binary frames, a process id. */
+  processMode: boolean;
+  /** Stdin arrives in parts (`PUT /exec/{processId}/stdin`); process mode only. */
+  stdinStream: boolean;
   sessionStrategy: SessionStrategy;
   sessionId: string;
 }
@@ -38,8 +42,10 @@ export function parseExecBody(body: Record<string, unknown>): ExecSpec {
     for (const [key, value] of Object.entries(body.env as Record<string, unknown>)) if (typeof value === "string") env[key] = value;
   }
   let stream = body.streamOutput === true;
-  // The host's bridge channel is answered on the non-streaming path, whatever the client asked.
-  if (env[EXEC_CHANNEL_ENV] === "bridge") stream = false;
+  const processMode = stream && body.outputEncoding === "base64";
+  // The host's bridge channel is answered on the non-streaming path, whatever the client asked (a
+  // streamed process proves its output complete by its end frame, so it is left streamed).
+  if (env[EXEC_CHANNEL_ENV] === "bridge" && !processMode) stream = false;
   delete env[EXEC_CHANNEL_ENV];
   const stdin = typeof body.stdinBase64 === "string" && body.stdinBase64 !== "" ? { base64: body.stdinBase64 } : typeof body.stdin === "string" && body.stdin !== "" ? { text: body.stdin } : null;
   return {
@@ -51,6 +57,8 @@ export function parseExecBody(body: Record<string, unknown>): ExecSpec {
     stdin,
     timeoutMs: int(body.timeoutMs, DEFAULT_TIMEOUT_MS),
     stream,
+    processMode,
+    stdinStream: processMode && body.stdinStream === true,
     sessionStrategy: body.sessionStrategy === "default" ? "default" : "named",
     sessionId: str(body.sessionId) ?? DEFAULT_SESSION_ID,
   };
@@ -90,7 +98,7 @@ export class CommandRun {
   }
 
   /** Runs it to the end; a timeout is a result (`timedOut: true`), after the per-strategy cleanup. */
-  async run(onOutput?: (stream: "stdout" | "stderr", data: string) => void, onStart?: () => void): Promise<ExecResult> {
+  async run(onOutput?: (stream: "stdout" | "stderr", data: string) => void): Promise<ExecResult> {
     try {
       if (this.spec.stdin) {
         this.stdinFile = `/tmp/.paperclip-bridge-stdin-${this.id}`;
@@ -99,7 +107,6 @@ export class CommandRun {
       }
       const script = loginShell(buildCommandScript({ ...this.spec, ...(this.stdinFile ? { stdinFile: this.stdinFile } : {}), groupFile: this.groupFile }));
       const target = await targetFor(this.sandbox, this.spec);
-      onStart?.();
       return onOutput ? await this.streamed(target, script, onOutput) : await this.buffered(target, script);
     } finally {
       if (this.stdinFile) await this.sandbox.deleteFile(this.stdinFile).catch(() => undefined);

@@ -1,6 +1,7 @@
 import type { Env } from "./env.js";
 import { CommandRun, parseExecBody } from "./exec.js";
 import { absolutePath, downloadFile, parseMode, uploadFile } from "./files.js";
+import { assertLeaseLive, closeStdin, MAX_STDIN_PART_BYTES, processIdOf, ProcessRun, seqOf, signalProcess, writeStdinPart } from "./process.js";
 import { API_PREFIX, BridgeError, bool, int, json, readBody, str } from "./http.js";
 import { registryOf } from "./registry.js";
 import {
@@ -18,7 +19,7 @@ import {
   type LeaseSettings,
 } from "./sandboxes.js";
 import { openSse } from "./sse.js";
-import { quote } from "./shell.js";
+import { PROCESS_SIGNALS, quote, type ProcessSignal } from "./shell.js";
 
 export const BRIDGE_VERSION = "0.2.0";
 
@@ -37,6 +38,14 @@ export const EXTENSIONS = {
   streamDeadline: true,
   /** `expiresAt` on acquire: the bridge destroys the sandbox then (an alarm), whatever keeps it alive. */
   expiry: true,
+  /**
+   * Streamed processes: `POST /exec` with `streamOutput` and `outputEncoding: "base64"` answers
+   * `event: start` `{processId, pid}`, then `stdout`/`stderr` `{base64}` frames as the command writes
+   * (binary-safe), then `complete`; `stdinStream: true` takes stdin in parts (`PUT
+   * /exec/{processId}/stdin?seq=n`, `POST .../stdin/close`); `POST /exec/{processId}/kill` signals
+   * the process group. A process whose client went away is ended.
+   */
+  streams: true,
 } as const;
 
 const DEFAULT_KEEPALIVE_MS = 15_000;
@@ -201,12 +210,19 @@ const routes: Array<[string, RegExp, Handler]> = [
     /^\/exec$/,
     async (request, env) => {
       const spec = parseExecBody(await readBody(request));
+      const keepaliveMs = int(env.KEEPALIVE_INTERVAL_MS, DEFAULT_KEEPALIVE_MS);
+      if (spec.processMode) {
+        const run = new ProcessRun(env, spec);
+        const sse = openSse(keepaliveMs);
+        void run.run(sse).finally(() => sse.close());
+        return sse.response;
+      }
       const run = new CommandRun(env, spec);
       if (!spec.stream) return json(200, await run.run());
-      const sse = openSse(int(env.KEEPALIVE_INTERVAL_MS, DEFAULT_KEEPALIVE_MS));
+      const sse = openSse(keepaliveMs);
       void (async () => {
         try {
-          const result = await run.run((stream, data) => void sse.send(stream, { data }), () => sse.keepalive());
+          const result = await run.run((stream, data) => void sse.send(stream, { data }));
           await sse.send("complete", result);
         } catch (error) {
           await sse.send("error", { error: error instanceof Error ? error.message : String(error) });
@@ -215,6 +231,51 @@ const routes: Array<[string, RegExp, Handler]> = [
         }
       })();
       return sse.response;
+    },
+  ],
+  [
+    "PUT",
+    /^\/exec\/([^/]+)\/stdin$/,
+    async (request, env, match) => {
+      const query = new URL(request.url).searchParams;
+      const id = str(query.get("providerLeaseId"));
+      if (!id) throw new BridgeError(400, "invalid_request", "providerLeaseId is required.");
+      const processId = processIdOf(match[1]!);
+      const seq = seqOf(query.get("seq"));
+      const bytes = new Uint8Array(await request.arrayBuffer());
+      if (bytes.byteLength > MAX_STDIN_PART_BYTES) throw new BridgeError(413, "payload_too_large", `A stdin part is at most ${MAX_STDIN_PART_BYTES} bytes.`);
+      await assertLeaseLive(env, id);
+      await writeStdinPart(sandboxFor(env, id), processId, seq, bytes);
+      return json(200, { ok: true });
+    },
+  ],
+  [
+    "POST",
+    /^\/exec\/([^/]+)\/stdin\/close$/,
+    async (request, env, match) => {
+      const body = await readBody(request);
+      const id = str(body.providerLeaseId);
+      if (!id) throw new BridgeError(400, "invalid_request", "providerLeaseId is required.");
+      const processId = processIdOf(match[1]!);
+      const seq = seqOf(body.seq);
+      await assertLeaseLive(env, id);
+      await closeStdin(sandboxFor(env, id), processId, seq);
+      return json(200, { ok: true });
+    },
+  ],
+  [
+    "POST",
+    /^\/exec\/([^/]+)\/kill$/,
+    async (request, env, match) => {
+      const body = await readBody(request);
+      const id = str(body.providerLeaseId);
+      if (!id) throw new BridgeError(400, "invalid_request", "providerLeaseId is required.");
+      const raw = (str(body.signal) ?? "TERM").replace(/^SIG/, "");
+      if (!(PROCESS_SIGNALS as readonly string[]).includes(raw)) throw new BridgeError(400, "invalid_request", `signal must be one of ${PROCESS_SIGNALS.join(", ")}.`);
+      const processId = processIdOf(match[1]!);
+      await assertLeaseLive(env, id);
+      await signalProcess(sandboxFor(env, id), processId, raw as ProcessSignal);
+      return json(200, { ok: true });
     },
   ],
   [

@@ -1,13 +1,13 @@
 /**
  * The bridge's SSE answer to a streamed exec: `event: <type>` + one `data:` JSON line per frame,
- * and a `: keepalive` comment from the start every interval so a silent command's connection is not
- * dropped by the edge. The stream closes after `complete` or `error`.
+ * and a `: keepalive` comment every interval from the stream's start, so a silent command's
+ * connection is not dropped by the edge. The stream closes after `complete` or `error`.
  */
 export interface SseChannel {
   response: Response;
-  send(event: "stdout" | "stderr" | "complete" | "error", data: unknown): Promise<void>;
-  /** Starts the keepalive comments (call from the task that runs the command). */
-  keepalive(): void;
+  send(event: string, data: unknown): Promise<void>;
+  /** Called once when a write fails: the client went away. */
+  onBroken(listener: () => void): void;
   close(): Promise<void>;
 }
 
@@ -16,27 +16,26 @@ export function openSse(keepaliveMs: number): SseChannel {
   const writer = writable.getWriter();
   const encoder = new TextEncoder();
   let closed = false;
-  // A client that went away makes writes fail; the command still runs to its end.
-  const write = (text: string) => (closed ? Promise.resolve() : writer.write(encoder.encode(text)).catch(() => undefined));
-  // A chain of timeouts armed from the task that runs the command (an interval armed before the
-  // response is returned never fired in workerd while the Durable Object call was pending).
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const tick = () => {
-    timer = setTimeout(() => {
-      if (closed) return;
-      void write(": keepalive\n\n");
-      tick();
-    }, keepaliveMs);
-  };
+  let broken = false;
+  const listeners: Array<() => void> = [];
+  // A client that went away makes writes fail: told to whoever listens (a streamed process is then
+  // ended); upstream's text stream runs its command to the end regardless.
+  const write = (text: string) =>
+    closed || broken
+      ? Promise.resolve()
+      : writer.write(encoder.encode(text)).catch(() => {
+          if (broken) return;
+          broken = true;
+          for (const listener of listeners.splice(0)) listener();
+        });
+  const keepalive = setInterval(() => void write(": keepalive\n\n"), keepaliveMs);
   return {
     response: new Response(readable, { status: 200, headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } }),
     send: (event, data) => write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`),
-    keepalive: () => {
-      if (timer === undefined) tick();
-    },
+    onBroken: (listener) => void (broken ? listener() : listeners.push(listener)),
     async close() {
       if (closed) return;
-      clearTimeout(timer);
+      clearInterval(keepalive);
       closed = true;
       await writer.close().catch(() => undefined);
     },
