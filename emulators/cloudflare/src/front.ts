@@ -17,6 +17,23 @@ const EXTRA_ROUTES: Array<[string, RegExp]> = [
   ["POST", /^\/exec\/[^/]+\/kill$/],
 ];
 
+/** A command request's body at most (inline stdin is up to 48 KiB, base64 in JSON). */
+const EXEC_BODY_LIMIT = 16 * 1024 * 1024;
+
+/**
+ * How a `POST /exec` asked to run, noted on its record (`execMode`): `process` (a streamed process,
+ * this bridge's extension), `stream` (upstream's text SSE), `json` (one answer at the end).
+ */
+function execModeOf(body: Buffer): "process" | "stream" | "json" | "invalid" {
+  try {
+    const parsed = JSON.parse(body.toString("utf8")) as { streamOutput?: unknown; outputEncoding?: unknown };
+    if (parsed.streamOutput === true) return parsed.outputEncoding === "base64" ? "process" : "stream";
+    return "json";
+  } catch {
+    return "invalid";
+  }
+}
+
 export interface FrontOptions {
   /** The workerd socket miniflare serves the Worker on. */
   workerUrl: () => string;
@@ -47,12 +64,15 @@ export function registerFront(router: Router, options: FrontOptions): void {
       headers.set(name, Array.isArray(value) ? value.join(", ") : value);
     }
     const hasBody = ctx.method !== "GET" && ctx.method !== "HEAD";
+    // A command's request is small JSON: read whole, so the record says how it asked to run.
+    const execBody = ctx.method === "POST" && path === `${PREFIX}/exec` ? await ctx.readBytes(EXEC_BODY_LIMIT) : undefined;
+    if (execBody) ctx.record.note("execMode", execModeOf(execBody));
     let response: Response;
     try {
       response = await fetch(target, {
         method: ctx.method,
         headers,
-        ...(hasBody ? { body: Readable.toWeb(ctx.body()) as ReadableStream, duplex: "half" } : {}),
+        ...(execBody ? { body: execBody } : hasBody ? { body: Readable.toWeb(ctx.body()) as ReadableStream, duplex: "half" } : {}),
         signal: ctx.signal,
         redirect: "manual",
       } as RequestInit);

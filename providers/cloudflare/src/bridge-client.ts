@@ -113,6 +113,19 @@ export class BridgeClient {
     return this.api.json<LeaseAnswer>({ operation: "acquireLease", method: "POST", path: "/leases/acquire", json: body, idempotent: false, ...(signal ? { signal } : {}) });
   }
 
+  /**
+   * Upstream's resume: the bridge checks the sandbox's sentinel (409 `sandbox_state_lost` without
+   * it), rewrites it and sets keep-alive again. Null when the state is lost.
+   */
+  async resume(body: Record<string, unknown>): Promise<LeaseAnswer | null> {
+    try {
+      return await this.api.json<LeaseAnswer>({ operation: "resumeLease", method: "POST", path: "/leases/resume", json: body, idempotent: true });
+    } catch (error) {
+      if ((error as { gone?: boolean }).gone) return null;
+      throw error;
+    }
+  }
+
   release(body: Record<string, unknown>): Promise<void> {
     return this.api.json({ operation: "releaseLease", method: "POST", path: "/leases/release", json: body, idempotent: true }).then(() => undefined);
   }

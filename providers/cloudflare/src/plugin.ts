@@ -2,7 +2,8 @@ import { assertOwnedBy, defineSandboxProvider, type SandboxHandle } from "@paper
 import { createClientCache, type BridgeClient, type BridgeExtensions, type LeaseRecord } from "./bridge-client.js";
 import { cloudflareConfig, configProblems, sessionIdOf, type CloudflareConfig } from "./config.js";
 import { CLOUDFLARE_DRIVER_KEY, CLOUDFLARE_SHAPE } from "./manifest.js";
-import { bridgeFiles, bridgeProcessRunner, bridgeRunner, SessionPool } from "./runner.js";
+import { bridgeFiles, bridgeProcessRunner, legacyBridgeRunner } from "./runner.js";
+import { SessionPool } from "./sessions.js";
 
 export interface CloudflareHandle extends SandboxHandle {
   remoteCwd: string;
@@ -76,13 +77,31 @@ export function createCloudflarePlugin(deps: CloudflarePluginDeps = {}) {
       return bounded && lease.expiresAt ? { ...handle, expiresAt: new Date(lease.expiresAt) } : handle;
     },
 
+    // The sandbox as it is now: upstream's resume checks its sentinel (a container that slept without
+    // keep-alive, or was destroyed, has none). A call on a destroyed sandbox boots an empty container,
+    // so this bridge's registry is asked first, and a container found without its state is destroyed.
     async get(ref) {
       const client = clientFor(ref.config);
-      const remoteCwd = typeof ref.metadata.remoteCwd === "string" ? ref.metadata.remoteCwd : ref.config.requestedCwd;
+      const config = ref.config;
+      const remoteCwd = typeof ref.metadata.remoteCwd === "string" ? ref.metadata.remoteCwd : config.requestedCwd;
       const extensions = await client.extensionsOf();
-      if (!extensions.leaseLabels) return handleOf(ref.config, extensions, ref.providerLeaseId, remoteCwd);
-      const record = await client.lease(ref.providerLeaseId);
-      return record ? handleOf(ref.config, extensions, ref.providerLeaseId, remoteCwd, record.labels) : null;
+      const record = extensions.leaseLabels ? await client.lease(ref.providerLeaseId) : undefined;
+      if (record === null) return null;
+      const resumed = await client.resume({
+        providerLeaseId: ref.providerLeaseId,
+        requestedCwd: remoteCwd,
+        keepAlive: config.keepAlive,
+        sleepAfter: config.sleepAfter,
+        normalizeId: config.normalizeId,
+        sessionStrategy: config.sessionStrategy,
+        sessionId: sessionIdOf(config),
+        timeoutMs: config.timeoutMs,
+      });
+      if (!resumed) {
+        await client.destroy(ref.providerLeaseId).catch(() => undefined);
+        return null;
+      }
+      return handleOf(config, extensions, ref.providerLeaseId, remoteCwd, record?.labels);
     },
 
     async destroy(ref, handle) {
@@ -102,8 +121,7 @@ export function createCloudflarePlugin(deps: CloudflarePluginDeps = {}) {
     runner(handle, config) {
       const client = clientFor(config);
       const target = { providerLeaseId: handle.providerLeaseId, sessionStrategy: config.sessionStrategy, sessions: handle.sessions };
-      if (handle.extensions.streams) return bridgeProcessRunner(client, target);
-      return bridgeRunner(client, target, handle.extensions.files ? bridgeFiles(client, handle.providerLeaseId) : undefined);
+      return handle.extensions.streams ? bridgeProcessRunner(client, target) : legacyBridgeRunner(client, target);
     },
     files: (handle, config) => (handle.extensions.files ? bridgeFiles(clientFor(config), handle.providerLeaseId) : undefined),
     syncPrefer: "file-api",
