@@ -55,7 +55,11 @@ export const emulator: EmulatorDefinition<CloudflareEmulatorOptions> = {
       modules: true,
       script,
       compatibilityDate: COMPATIBILITY_DATE,
-      compatibilityFlags: ["nodejs_compat"],
+      // The bridge's own flags (wrangler.jsonc): request.signal fires when the client goes away.
+      compatibilityFlags: ["nodejs_compat", "enable_request_signal"],
+      // Straight to the Worker, not through miniflare's entry Worker: only then does a client's
+      // disconnect reach the Worker (request.signal), as it does at Cloudflare's edge.
+      unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
       durableObjects: { Sandbox: { className: "Sandbox", useSQLite: true }, LeaseRegistry: { className: "LeaseRegistry", useSQLite: true } },
       // The SDK logs a JSON line per call; shown only with CLOUDFLARE_EMULATOR_LOG=1.
       handleRuntimeStdio(stdout: NodeJS.ReadableStream, stderr: NodeJS.ReadableStream) {
@@ -65,7 +69,8 @@ export const emulator: EmulatorDefinition<CloudflareEmulatorOptions> = {
       bindings: { BRIDGE_AUTH_TOKEN: token, KEEPALIVE_INTERVAL_MS: String(options.keepaliveMs ?? 15_000), EMULATOR_CONTAINER_URL: containers.url },
     });
     kit.onClose(() => mf.dispose());
-    const workerUrl = (await mf.ready).toString();
+    await mf.ready;
+    const workerUrl = (await mf.unsafeGetDirectURL()).toString();
 
     const front = createRouter({ errorEnvelope: ({ status, message, code }) => ({ error: code ?? `http_${status}`, message }), bodyLimit: 1024 * 1024 });
     registerFront(front, { workerUrl: () => workerUrl, legacy: options.legacyBridge === true });

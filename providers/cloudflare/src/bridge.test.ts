@@ -56,6 +56,16 @@ function frameReader(body: ReadableStream<Uint8Array>): { next(): Promise<string
   };
 }
 
+/** The next event of a frame reader, keepalive comments skipped. */
+async function nextEvent(frames: { next(): Promise<string | null> }): Promise<{ event: string; data: unknown }> {
+  for (;;) {
+    const frame = await frames.next();
+    if (frame === null) throw new Error("the stream ended");
+    if (frame.startsWith(":")) continue;
+    return events(frame)[0] as { event: string; data: unknown };
+  }
+}
+
 function events(text: string): Array<{ event: string; data: unknown } | { comment: string }> {
   return text
     .split("\n\n")
@@ -159,5 +169,105 @@ describe("bridge exec", () => {
     const bad = await post("/exec", { command: "true" });
     expect(bad.status).toBe(400);
     expect(await bad.json()).toEqual({ error: "invalid_request", message: "providerLeaseId and command are required." });
+  });
+});
+
+describe("bridge streamed processes (the streams extension)", () => {
+  const startProcess = (providerLeaseId: string, script: string, extra: Record<string, unknown> = {}, signal?: AbortSignal) =>
+    fetch(`${base}/exec`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ providerLeaseId, command: "sh", args: ["-c", script], streamOutput: true, outputEncoding: "base64", ...extra }),
+      ...(signal ? { signal } : {}),
+    });
+
+  /** The events of a process stream, frames decoded. */
+  async function collect(response: Response): Promise<{ started?: { processId: string; pid: number }; stdout: Buffer; stderr: Buffer; complete?: Record<string, unknown>; error?: string }> {
+    const out = { stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) } as Awaited<ReturnType<typeof collect>>;
+    for (const frame of events(await response.text())) {
+      if (!("event" in frame)) continue;
+      const data = frame.data as Record<string, string>;
+      if (frame.event === "start") out.started = frame.data as { processId: string; pid: number };
+      else if (frame.event === "stdout" || frame.event === "stderr") out[frame.event] = Buffer.concat([out[frame.event], Buffer.from(data.base64!, "base64")]);
+      else if (frame.event === "complete") out.complete = frame.data as Record<string, unknown>;
+      else if (frame.event === "error") out.error = data.error;
+    }
+    return out;
+  }
+
+  it("relays every byte of stdout and stderr unchanged (NULs, invalid UTF-8, no last newline) with the exit code", async () => {
+    const id = await lease();
+    const result = await collect(await startProcess(id, "printf 'a\\000b\\377\\376'; printf 'e\\000rr' >&2; exit 7"));
+    expect(result.started?.pid).toBeGreaterThan(0);
+    expect(result.stdout).toEqual(Buffer.from([0x61, 0, 0x62, 0xff, 0xfe]));
+    expect(result.stderr).toEqual(Buffer.from("e\0rr", "latin1"));
+    expect(result.complete).toEqual({ exitCode: 7, signal: null, timedOut: false, stdout: "", stderr: "" });
+  });
+
+  it("feeds stdin parts in order and ends it at the close mark, bytes unchanged", async () => {
+    const id = await lease();
+    const response = await startProcess(id, "od -An -tx1 -v | tr -s ' \\n' ' '", { stdinStream: true });
+    const frames = frameReader(response.body!);
+    const start = (await nextEvent(frames)).data as { processId: string };
+    const parts = [Buffer.from([0, 1, 2]), Buffer.from([0xff, 0x0a]), Buffer.from("z")];
+    for (const [seq, bytes] of parts.entries()) {
+      const put = await fetch(`${base}/exec/${start.processId}/stdin?providerLeaseId=${id}&seq=${seq}`, { method: "PUT", headers: auth, body: bytes });
+      expect(put.status).toBe(200);
+    }
+    expect((await post(`/exec/${start.processId}/stdin/close`, { providerLeaseId: id, seq: parts.length })).status).toBe(200);
+    const rest: string[] = [];
+    for (let frame = await frames.next(); frame !== null; frame = await frames.next()) rest.push(frame);
+    const decoded = events(rest.filter((f) => !f.startsWith(":")).join("\n\n"));
+    const text = decoded.filter((f): f is { event: string; data: { base64: string } } => "event" in f && f.event === "stdout").map((f) => Buffer.from(f.data.base64, "base64").toString()).join("");
+    expect(text.trim()).toBe("00 01 02 ff 0a 7a");
+    expect(decoded.at(-1)).toMatchObject({ event: "complete", data: { exitCode: 0 } });
+  });
+
+  it("ends the whole process group on a kill", async () => {
+    const id = await lease();
+    const response = await startProcess(id, "sleep 311 & sleep 312");
+    const frames = frameReader(response.body!);
+    const start = (await nextEvent(frames)).data as { processId: string };
+    expect((await post(`/exec/${start.processId}/kill`, { providerLeaseId: id, signal: "SIGTERM" })).status).toBe(200);
+    const rest: string[] = [];
+    for (let frame = await frames.next(); frame !== null; frame = await frames.next()) rest.push(frame);
+    expect(events(rest.filter((f) => !f.startsWith(":")).join("\n\n")).at(-1)).toMatchObject({ event: "complete", data: { exitCode: 143, timedOut: false } });
+    expect(await running(id)).not.toMatch(/sleep 31[12]/);
+  });
+
+  it("ends a process whose client went away", async () => {
+    const id = await lease();
+    const connection = new AbortController();
+    const response = await startProcess(id, "sleep 313 & sleep 314", {}, connection.signal);
+    const frames = frameReader(response.body!);
+    expect((await nextEvent(frames)).event).toBe("start");
+    expect(await running(id)).toMatch(/sleep 314/);
+    connection.abort();
+    // The bridge learns it at its next write (a keepalive, every 100 ms here), then ends the group.
+    let left = await running(id);
+    while (/sleep 31[34]/.test(left)) left = await running(id);
+    expect(left).not.toMatch(/sleep 31[34]/);
+  });
+
+  it("refuses a process, a stdin part and a kill on a destroyed lease without booting a container", async () => {
+    const id = await lease();
+    await fetch(`${base}/leases/${id}`, { method: "DELETE", headers: auth });
+    const before = await emu.leftovers();
+    const gone = { error: "sandbox_state_lost", message: "Cloudflare sandbox state is no longer available." };
+    const started = await startProcess(id, "true");
+    expect(started.status).toBe(409);
+    expect(await started.json()).toEqual(gone);
+    const processId = "00000000-0000-4000-8000-000000000000";
+    const put = await fetch(`${base}/exec/${processId}/stdin?providerLeaseId=${id}&seq=0`, { method: "PUT", headers: auth, body: "x" });
+    expect(put.status).toBe(409);
+    expect((await post(`/exec/${processId}/kill`, { providerLeaseId: id })).status).toBe(409);
+    expect(await emu.leftovers()).toEqual(before);
+  });
+
+  it("refuses a process id it did not make (it is a path component in the sandbox)", async () => {
+    const id = await lease();
+    const response = await post("/exec/..%2F..%2Fetc/kill", { providerLeaseId: id });
+    expect(response.status).toBe(400);
+    expect(await response.json()).toMatchObject({ error: "invalid_request", message: "processId must be a process id this bridge returned." });
   });
 });

@@ -8,10 +8,10 @@ export { LeaseRegistry } from "./registry.js";
 export type { Env } from "./env.js";
 
 export default {
-  async fetch(request: Request, env: Env): Promise<Response> {
+  async fetch(request: Request, env: Env, ctx: ExecutionContext): Promise<Response> {
     if (!(await isAuthorized(request, env.BRIDGE_AUTH_TOKEN))) return json(401, { error: "unauthorized", message: "Missing or invalid bridge bearer token." });
     try {
-      return await route(request, env);
+      return await route(request, env, ctx);
     } catch (error) {
       return errorResponse(error);
     }

@@ -128,13 +128,11 @@ export class ProcessRun {
     // The script's own complaints (a failed mkfifo) are text on its stderr; the command's are frames.
     const onStderr = async (line: string) => (line === "" ? undefined : sse.send("stderr", { base64: FRAME.test(line) ? line : text(line) }));
 
-    sse.onBroken(() => this.stop("abandoned"));
+    sse.onBroken(() => this.abandon());
     let deadline: ReturnType<typeof setTimeout> | undefined;
     let backstop: ReturnType<typeof setTimeout> | undefined;
     let reader: AsyncIterator<ContainerEvent> | undefined;
     try {
-      // Never a fresh container for a lease that is gone.
-      await assertLeaseLive(this.env, this.spec.providerLeaseId);
       if (this.spec.stdin) await this.stageStdin(this.spec.stdin);
       const script = plainShell(
         buildProcessScript({ command: this.spec.command, args: this.spec.args, ...(this.spec.cwd ? { cwd: this.spec.cwd } : {}), env: this.spec.env, dir: this.dir, stdinStream: this.spec.stdinStream || this.spec.stdin !== null }),
@@ -197,6 +195,11 @@ export class ProcessRun {
     await controlExec(this.sandbox, `mkdir -p '${this.dir}'`, "Create a process directory");
     await writeStdinPart(this.sandbox, this.processId, 0, bytes);
     await closeStdin(this.sandbox, this.processId, 1);
+  }
+
+  /** The client went away: nobody reads the output, so the process is ended. */
+  abandon(): void {
+    void this.stop("abandoned");
   }
 
   /** TERM to the group, KILL a moment later; once per run (the deadline or a client that went away). */

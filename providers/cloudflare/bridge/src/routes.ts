@@ -74,7 +74,7 @@ const leaseResponse = (providerLeaseId: string, settings: LeaseSettings, resumed
   metadata: { provider: "cloudflare", sandboxId: providerLeaseId, ...settings, resumedLease, ...(labels ? { labels } : {}) },
 });
 
-type Handler = (request: Request, env: Env, match: RegExpExecArray) => Promise<Response>;
+type Handler = (request: Request, env: Env, match: RegExpExecArray, ctx: ExecutionContext) => Promise<Response>;
 
 const routes: Array<[string, RegExp, Handler]> = [
   [
@@ -208,19 +208,24 @@ const routes: Array<[string, RegExp, Handler]> = [
   [
     "POST",
     /^\/exec$/,
-    async (request, env) => {
+    async (request, env, _match, ctx) => {
       const spec = parseExecBody(await readBody(request));
       const keepaliveMs = int(env.KEEPALIVE_INTERVAL_MS, DEFAULT_KEEPALIVE_MS);
       if (spec.processMode) {
+        // Never a fresh container for a lease that is gone (any call on a destroyed sandbox boots one).
+        await assertLeaseLive(env, spec.providerLeaseId);
         const run = new ProcessRun(env, spec);
         const sse = openSse(keepaliveMs);
-        void run.run(sse).finally(() => sse.close());
+        // A client that went away ends its process (compatibility flag enable_request_signal); the
+        // run is the request's own work, so it outlives the client's connection (waitUntil).
+        request.signal?.addEventListener("abort", () => run.abandon(), { once: true });
+        ctx.waitUntil(run.run(sse).finally(() => sse.close()));
         return sse.response;
       }
       const run = new CommandRun(env, spec);
       if (!spec.stream) return json(200, await run.run());
       const sse = openSse(keepaliveMs);
-      void (async () => {
+      ctx.waitUntil((async () => {
         try {
           const result = await run.run((stream, data) => void sse.send(stream, { data }));
           await sse.send("complete", result);
@@ -229,7 +234,7 @@ const routes: Array<[string, RegExp, Handler]> = [
         } finally {
           await sse.close();
         }
-      })();
+      })());
       return sse.response;
     },
   ],
@@ -302,14 +307,14 @@ const routes: Array<[string, RegExp, Handler]> = [
   ],
 ];
 
-export async function route(request: Request, env: Env): Promise<Response> {
+export async function route(request: Request, env: Env, ctx: ExecutionContext): Promise<Response> {
   const url = new URL(request.url);
   const path = url.pathname.replace(/\/+$/, "");
   if (path.startsWith(API_PREFIX)) {
     const rest = path.slice(API_PREFIX.length);
     for (const [method, pattern, handler] of routes) {
       const match = pattern.exec(rest);
-      if (match && method === request.method) return handler(request, env, match);
+      if (match && method === request.method) return handler(request, env, match, ctx);
     }
   }
   throw new BridgeError(404, "not_found", `No bridge route matched ${request.method} ${path || "/"}.`);
