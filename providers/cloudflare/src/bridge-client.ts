@@ -56,6 +56,8 @@ export interface LeaseRecord {
   labels: Record<string, string>;
   createdAt: string;
   keepAlive: boolean;
+  /** When the bridge destroys the sandbox (an alarm), if the acquire asked for a bound. */
+  expiresAt?: string | null;
 }
 
 /** The bridge's error body `{error, message, details?}`: code and message. */

@@ -4,7 +4,7 @@ import { cloudflareConfig, NAMED_NEEDS_SESSION_ID, REUSE_NEEDS_KEEP_ALIVE } from
 import { createCloudflarePlugin } from "./plugin.js";
 
 const good = { bridgeBaseUrl: "https://bridge.example.workers.dev", bridgeAuthToken: "t0ken" };
-const plugin = createCloudflarePlugin().plugin;
+const plugin = createCloudflarePlugin();
 const validate = (config: Record<string, unknown>) =>
   (plugin.definition as { onEnvironmentValidateConfig: (p: unknown) => Promise<{ ok: boolean; errors?: string[] }> }).onEnvironmentValidateConfig({ driverKey: "cloudflare", config });
 

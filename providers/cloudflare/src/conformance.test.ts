@@ -7,7 +7,7 @@ import { describeConformance } from "@paperclip-sandbox/conformance";
 import { runEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "@paperclip-sandbox/emulator-cloudflare";
 import { REUSE_NEEDS_KEEP_ALIVE } from "./config.js";
-import { listLeases } from "./lister.js";
+import { listLeases } from "./plugin.js";
 
 const emu = await runEmulator(emulator, {});
 afterAll(() => emu.close(), 60_000);

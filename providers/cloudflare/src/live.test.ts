@@ -3,7 +3,7 @@
 import { fileURLToPath } from "node:url";
 import { describe, it } from "vitest";
 import { describeConformance } from "@paperclip-sandbox/conformance";
-import { listLeases } from "./lister.js";
+import { listLeases } from "./plugin.js";
 
 const bridgeBaseUrl = process.env.CLOUDFLARE_BRIDGE_URL;
 const bridgeAuthToken = process.env.CLOUDFLARE_BRIDGE_TOKEN;

@@ -13,7 +13,7 @@ export const CLOUDFLARE_PLUGIN_ID = "paperclip-sandbox.cloudflare";
  */
 export const CLOUDFLARE_SHAPE: DeclaredProviderShape = {
   transport: { stdin: "stream", stdinEof: true, binarySafe: true, liveOutput: true, separateStderr: true, signals: "group", remoteTimeout: true },
-  canStop: true,
+  keepsLeases: true,
 };
 
 export default defineSandboxProviderManifest({

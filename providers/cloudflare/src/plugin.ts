@@ -1,7 +1,8 @@
-import { assertOwnedBy, defineSandboxProvider, type SandboxHandle } from "@paperclip-sandbox/kit";
+import { defineSandboxProvider, type SandboxHandle } from "@paperclip-sandbox/kit";
 import { createClientCache, type BridgeClient, type BridgeExtensions, type LeaseRecord } from "./bridge-client.js";
 import { cloudflareConfig, configProblems, sessionIdOf, type CloudflareConfig } from "./config.js";
 import { CLOUDFLARE_DRIVER_KEY, CLOUDFLARE_SHAPE } from "./manifest.js";
+import { labelsProvenById, ownedRunId } from "./ownership.js";
 import { bridgeFiles, bridgeProcessRunner, legacyBridgeRunner } from "./runner.js";
 import { SessionPool } from "./sessions.js";
 
@@ -18,34 +19,53 @@ export interface CloudflarePluginDeps {
   clientFor?: (config: CloudflareConfig) => BridgeClient;
 }
 
-const handleOf = (config: CloudflareConfig, extensions: BridgeExtensions, providerLeaseId: string, remoteCwd: string, labels?: Record<string, string>): CloudflareHandle => ({
-  providerLeaseId,
-  remoteCwd,
+interface HandleInit {
+  providerLeaseId: string;
+  remoteCwd: string;
+  labels: Record<string, string>;
+  expiresAt?: Date | null;
+  state?: CloudflareHandle["state"];
+}
+
+const handleOf = (config: CloudflareConfig, extensions: BridgeExtensions, init: HandleInit): CloudflareHandle => ({
   sessions: new SessionPool(sessionIdOf(config)),
   extensions,
   state: "running",
   expiresAt: null,
-  ...(labels ? { labels } : {}),
+  ...init,
 });
 
-const listed = (record: LeaseRecord) => ({ providerLeaseId: record.providerLeaseId, labels: record.labels, createdAt: record.createdAt, state: "running" });
+const listed = (record: LeaseRecord) => ({ providerLeaseId: record.providerLeaseId, labels: record.labels, createdAt: record.createdAt, expiresAt: record.expiresAt ?? null, state: "running" });
 
-export function createCloudflarePlugin(deps: CloudflarePluginDeps = {}) {
+/** What acquire, resume and probe tell the bridge about the sandbox (upstream's ProbeBody fields). */
+const settingsOf = (config: CloudflareConfig, remoteCwd: string) => ({
+  requestedCwd: remoteCwd,
+  keepAlive: config.keepAlive,
+  sleepAfter: config.sleepAfter,
+  normalizeId: config.normalizeId,
+  sessionStrategy: config.sessionStrategy,
+  sessionId: sessionIdOf(config),
+  timeoutMs: config.timeoutMs,
+});
+
+export function createCloudflareProvider(deps: CloudflarePluginDeps = {}) {
   const clientFor = deps.clientFor ?? createClientCache();
 
   return defineSandboxProvider({
     driverKey: CLOUDFLARE_DRIVER_KEY,
     config: cloudflareConfig,
     transport: CLOUDFLARE_SHAPE.transport,
-    workspaceDir: (handle: CloudflareHandle) => handle.remoteCwd,
+    // The bridge's acquire makes the workspace (and its sentinel) itself.
+    workspace: { existing: (handle: CloudflareHandle) => handle.remoteCwd },
     // A change of any of these means another sandbox (the kit adds company, environment, agent, workspace).
     shape: (config) => ({ bridgeBaseUrl: config.bridgeBaseUrl, requestedCwd: config.requestedCwd, sessionStrategy: config.sessionStrategy }),
-    defaultTimeoutMs: (config) => config.timeoutMs,
+    // A Cloudflare container cannot keep its files stopped: a reusable lease's keep-alive sandbox
+    // runs on between runs (validation makes reuse need keep-alive), and nothing is called.
+    keep: { reusable: (config) => config.reuseLease, by: "leave-running" },
+    options: { commandTimeoutMs: (config) => config.timeoutMs, syncPrefer: "file-api" },
     validate: (config, raw) => ({ errors: configProblems(config, raw) }),
 
     async create({ config, params, labels, expiresAt, signal, created }) {
-      const problems = configProblems(config);
-      if (problems.length > 0) throw new Error(problems.join("; "));
       const client = clientFor(config);
       const remoteCwd = params.requestedCwd?.trim() || config.requestedCwd;
       const extensions = await client.extensionsOf(signal);
@@ -54,67 +74,57 @@ export function createCloudflarePlugin(deps: CloudflarePluginDeps = {}) {
       const lease = await client.acquire(
         {
           environmentId: params.environmentId,
-          runId: params.runId,
+          // Becomes part of the sandbox id, which so proves its owner even to a bridge without labels.
+          runId: ownedRunId({ driverKey: CLOUDFLARE_DRIVER_KEY, companyId: params.companyId, environmentId: params.environmentId, runId: params.runId }),
           issueId: params.issueId ?? null,
           // Always a sandbox of its own: the kit keeps and resumes a reusable lease by its id
           // (upstream's reuseLease would share one sandbox per environment between runs).
           reuseLease: false,
-          keepAlive: config.keepAlive,
-          sleepAfter: config.sleepAfter,
-          normalizeId: config.normalizeId,
-          requestedCwd: remoteCwd,
-          sessionStrategy: config.sessionStrategy,
-          sessionId: sessionIdOf(config),
-          timeoutMs: config.timeoutMs,
+          ...settingsOf(config, remoteCwd),
           labels: { ...labels },
           ...(bounded ? { expiresAt: expiresAt.toISOString() } : {}),
         },
         signal,
       );
       created(lease.providerLeaseId);
-      const cwd = typeof lease.metadata?.remoteCwd === "string" ? lease.metadata.remoteCwd : remoteCwd;
-      const handle = handleOf(config, extensions, lease.providerLeaseId, cwd, { ...labels });
-      return bounded && lease.expiresAt ? { ...handle, expiresAt: new Date(lease.expiresAt) } : handle;
+      return handleOf(config, extensions, {
+        providerLeaseId: lease.providerLeaseId,
+        remoteCwd: typeof lease.metadata?.remoteCwd === "string" ? lease.metadata.remoteCwd : remoteCwd,
+        labels: { ...labels },
+        expiresAt: bounded && lease.expiresAt ? new Date(lease.expiresAt) : null,
+      });
     },
 
-    // The sandbox as it is now: upstream's resume checks its sentinel (a container that slept without
-    // keep-alive, or was destroyed, has none). A call on a destroyed sandbox boots an empty container,
-    // so this bridge's registry is asked first, and a container found without its state is destroyed.
+    // The sandbox as it is now. Labels: this bridge's registry, else what the sandbox id proves.
+    // State: upstream's resume checks the sentinel (a container that slept without keep-alive, or
+    // was destroyed, has none: `ended`, and the kit destroys it). Any call on a sandbox boots its
+    // container, so one whose owner is unproven, or that our registry no longer has, is not called.
     async get(ref) {
       const client = clientFor(ref.config);
       const config = ref.config;
       const remoteCwd = typeof ref.metadata.remoteCwd === "string" ? ref.metadata.remoteCwd : config.requestedCwd;
       const extensions = await client.extensionsOf();
-      const record = extensions.leaseLabels ? await client.lease(ref.providerLeaseId) : undefined;
-      if (record === null) return null;
-      const resumed = await client.resume({
-        providerLeaseId: ref.providerLeaseId,
-        requestedCwd: remoteCwd,
-        keepAlive: config.keepAlive,
-        sleepAfter: config.sleepAfter,
-        normalizeId: config.normalizeId,
-        sessionStrategy: config.sessionStrategy,
-        sessionId: sessionIdOf(config),
-        timeoutMs: config.timeoutMs,
-      });
-      if (!resumed) {
+      let labels = labelsProvenById(ref.providerLeaseId, { driverKey: CLOUDFLARE_DRIVER_KEY, companyId: ref.companyId, environmentId: ref.environmentId });
+      let expiresAt: Date | null = null;
+      if (extensions.leaseLabels) {
+        const record = await client.lease(ref.providerLeaseId);
+        if (!record) return null;
+        labels = record.labels;
+        expiresAt = record.expiresAt ? new Date(record.expiresAt) : null;
+      } else if (Object.keys(labels).length === 0) {
+        return handleOf(config, extensions, { providerLeaseId: ref.providerLeaseId, remoteCwd, labels, state: "ended" });
+      }
+      const resumed = await client.resume({ providerLeaseId: ref.providerLeaseId, ...settingsOf(config, remoteCwd) });
+      if (!resumed && !extensions.leaseLabels) {
+        // Without a registry, "state lost" cannot be told from "destroyed", and asking booted an
+        // empty container for the id: end it now, nobody else will.
         await client.destroy(ref.providerLeaseId).catch(() => undefined);
         return null;
       }
-      return handleOf(config, extensions, ref.providerLeaseId, remoteCwd, record?.labels);
+      return handleOf(config, extensions, { providerLeaseId: ref.providerLeaseId, remoteCwd, labels, expiresAt, state: resumed ? "running" : "ended" });
     },
 
-    async destroy(ref, handle) {
-      const client = clientFor(ref.config);
-      const labels = handle?.labels ?? ((await client.extensionsOf()).leaseLabels ? (await client.lease(ref.providerLeaseId))?.labels : undefined);
-      // Never another company's or environment's sandbox, whatever id the call names (when the bridge keeps labels).
-      if (labels) assertOwnedBy(labels, { driverKey: CLOUDFLARE_DRIVER_KEY, companyId: ref.companyId, environmentId: ref.environmentId }, { resource: `cloudflare sandbox ${ref.providerLeaseId}` });
-      await client.destroy(ref.providerLeaseId);
-    },
-
-    // A Cloudflare container cannot keep its files stopped: a reusable lease's keep-alive sandbox
-    // stays running between runs (release tells the bridge to keep it).
-    stop: (handle, ref) => clientFor(ref.config).release({ providerLeaseId: handle.providerLeaseId, reuseLease: true, keepAlive: true }),
+    destroy: (ref) => clientFor(ref.config).destroy(ref.providerLeaseId),
 
     // This repository's bridge: streamed processes and its file routes. Upstream's template: one
     // JSON exec per command (file-stdio), sync by base64 over exec.
@@ -124,13 +134,21 @@ export function createCloudflarePlugin(deps: CloudflarePluginDeps = {}) {
       return handle.extensions.streams ? bridgeProcessRunner(client, target) : legacyBridgeRunner(client, target);
     },
     files: (handle, config) => (handle.extensions.files ? bridgeFiles(clientFor(config), handle.providerLeaseId) : undefined),
-    syncPrefer: "file-api",
-    async list(config, labels) {
+
+    async list(config, labels, { env }) {
       const client = clientFor(config);
-      if (!(await client.extensionsOf()).leaseLabels) return [];
-      return (await client.list(labels)).map(listed);
+      if ((await client.extensionsOf()).leaseLabels) return (await client.list(labels)).map(listed);
+      // Inside the worker (a lost create's lookup) there is simply nothing to find; `leases gc`
+      // (the CLI passes env) is told why.
+      if (env === undefined) return [];
+      throw new Error("this bridge cannot list its sandboxes (a bridge from upstream's template keeps no labels): deploy the bridge from providers/cloudflare/bridge");
     },
   });
 }
 
-export default createCloudflarePlugin().plugin;
+export const createCloudflarePlugin = (deps: CloudflarePluginDeps = {}) => createCloudflareProvider(deps).plugin;
+
+const provider = createCloudflareProvider();
+/** For `paperclip-sandbox leases gc --provider cloudflare`: the bridge's sandboxes by label (this repository's bridge only). */
+export const listLeases = provider.listLeases;
+export default provider.plugin;

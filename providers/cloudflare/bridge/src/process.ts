@@ -92,6 +92,8 @@ export class ProcessRun {
   private readonly dir = processDir(this.processId);
   private readonly sandbox: Sandbox;
   private timedOut = false;
+  /** The run has reported its end: a client leaving now is no reason to signal anything. */
+  private finished = false;
   private stopping: Promise<void> | undefined;
 
   constructor(
@@ -165,6 +167,7 @@ export class ProcessRun {
       if (!this.timedOut && !completed) throw new Error("the container's command stream ended without completion");
       // The script prints `:exit` last: without it the tail of the output was lost on the way.
       if (!this.timedOut && !exitSeen && started) throw new Error("the container's command stream lost the end of the output");
+      this.finished = true;
       await sse.send("complete", {
         exitCode: this.timedOut ? null : exitCode,
         signal: null,
@@ -173,8 +176,10 @@ export class ProcessRun {
         stderr: this.timedOut ? `Command timed out after ${this.spec.timeoutMs}ms (the bridge's deadline).\n` : "",
       });
     } catch (error) {
+      this.finished = true;
       await sse.send("error", { error: error instanceof Error ? error.message : String(error) });
     } finally {
+      this.finished = true;
       clearTimeout(deadline);
       clearTimeout(backstop);
       // The script removes its directory at its end; a killed or cut-off one may not have.
@@ -199,7 +204,7 @@ export class ProcessRun {
 
   /** The client went away: nobody reads the output, so the process is ended. */
   abandon(): void {
-    void this.stop("abandoned");
+    if (!this.finished) void this.stop("abandoned");
   }
 
   /** TERM to the group, KILL a moment later; once per run (the deadline or a client that went away). */

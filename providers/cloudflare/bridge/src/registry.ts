@@ -52,12 +52,13 @@ export class LeaseRegistry extends DurableObject<Env> {
     const due = this.ctx.storage.sql.exec("SELECT id FROM leases WHERE expires_at IS NOT NULL AND expires_at <= ?", new Date().toISOString()).toArray();
     for (const row of due) {
       const id = String(row.id);
+      // Out of the registry first, so a late call for it is refused rather than booting a container.
+      this.ctx.storage.sql.exec("DELETE FROM leases WHERE id = ?", id);
       try {
         await getSandbox(this.env.Sandbox, id).destroy();
       } catch {
         // gone is what an expiry wants
       }
-      this.ctx.storage.sql.exec("DELETE FROM leases WHERE id = ?", id);
     }
     await this.armAlarm();
   }

@@ -156,8 +156,9 @@ const routes: Array<[string, RegExp, Handler]> = [
       const body = await readBody(request);
       const id = str(body.providerLeaseId);
       if (!id || bool(body.reuseLease)) return json(200, { ok: true });
-      await destroyQuietly(sandboxFor(env, id, { keepAlive: bool(body.keepAlive) }));
+      // Out of the registry first: a late call for this lease then finds it gone instead of booting a container.
       await registryOf(env.LeaseRegistry).remove(id);
+      await destroyQuietly(sandboxFor(env, id, { keepAlive: bool(body.keepAlive) }));
       return json(200, { ok: true });
     },
   ],
@@ -200,8 +201,8 @@ const routes: Array<[string, RegExp, Handler]> = [
     async (_request, env, match) => {
       const id = decodeURIComponent(match[1]!);
       if (!id) throw new BridgeError(400, "invalid_request", "providerLeaseId path parameter is required.");
-      await destroyQuietly(sandboxFor(env, id));
       await registryOf(env.LeaseRegistry).remove(id);
+      await destroyQuietly(sandboxFor(env, id));
       return json(200, { ok: true });
     },
   ],
