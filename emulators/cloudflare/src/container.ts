@@ -8,6 +8,8 @@ export const CONTAINER_VERSION = "0.7.21";
 const DEFAULT_SESSION_CWD = "/workspace";
 /** Per output stream of one command; the real container keeps whole log files. */
 const OUTPUT_LIMIT = 16 * 1024 * 1024;
+/** The container's execStream reads the command's log this often (CONFIG.STREAM_CHUNK_DELAY_MS). */
+export const STREAM_POLL_MS = 100;
 /** The real container streams a file in chunks of this many bytes. */
 const READ_CHUNK = 65_535;
 /** Roots the stand-in's file routes may touch (the jail's writable trees and the read-only rest). */
@@ -51,7 +53,9 @@ class Session {
 
 /** One container: a jail made on first use, its sessions, and its lifecycle as the DO drives it. */
 class Container {
-  private jail: Promise<Jail> | undefined;
+  private jail: { id: string; ready: Promise<Jail> } | undefined;
+  /** Each start gets a jail of its own: one being destroyed may still hold the previous id. */
+  private starts = 0;
   readonly sessions = new Map<string, Session>();
   constructor(
     readonly id: string,
@@ -59,11 +63,15 @@ class Container {
   ) {}
 
   sandbox(): Promise<Jail> {
-    this.jail ??= this.backend.create({ id: `cf-${this.id.slice(0, 40)}`, ttlMs: 24 * 3_600_000, labels: { "emulator": "cloudflare" } }).catch((error: unknown) => {
-      this.jail = undefined;
-      throw error;
-    });
-    return this.jail;
+    if (!this.jail) {
+      const id = `cf-${this.id.slice(0, 40)}-${(this.starts += 1)}`;
+      const ready = this.backend.create({ id, ttlMs: 24 * 3_600_000, labels: { "emulator": "cloudflare" } });
+      this.jail = { id, ready };
+      ready.catch(() => {
+        if (this.jail?.ready === ready) this.jail = undefined;
+      });
+    }
+    return this.jail.ready;
   }
 
   get started(): boolean {
@@ -94,7 +102,9 @@ class Container {
     const jail = this.jail;
     this.jail = undefined;
     this.sessions.clear();
-    if (jail) await this.backend.destroy((await jail.catch(() => null))?.id ?? `cf-${this.id.slice(0, 40)}`);
+    if (!jail) return;
+    await jail.ready.catch(() => undefined);
+    await this.backend.destroy(jail.id);
   }
 }
 
@@ -170,7 +180,12 @@ function collect(handle: ExecHandle): Promise<{ stdout: Buffer; stderr: Buffer }
  * `@cloudflare/sandbox@0.7.21`), for many containers on one port: the Durable Object's shimmed
  * `ctx.container.getTcpPort(port).fetch` prefixes each request with `/c/<container id>/p/<port>`.
  */
-export function registerContainerRoutes(router: Router, fleet: ContainerFleet): void {
+export interface ContainerRouteOptions {
+  /** How often a streamed exec reads its command's log (0.7.21's STREAM_CHUNK_DELAY_MS: 100). */
+  streamPollMs: number;
+}
+
+export function registerContainerRoutes(router: Router, fleet: ContainerFleet, options: ContainerRouteOptions = { streamPollMs: STREAM_POLL_MS }): void {
   const P = "/c/:cid/p/:port";
   const containerOf = (ctx: HttpContext) => fleet.get(ctx.params.cid!);
   const json = async (ctx: HttpContext) => ((await ctx.readJson<Record<string, unknown>>(64 * 1024 * 1024)) ?? {}) as Record<string, unknown>;
@@ -219,7 +234,10 @@ export function registerContainerRoutes(router: Router, fleet: ContainerFleet): 
     return { success: outcome.exitCode === 0, exitCode: outcome.exitCode ?? 128 + 9, stdout: foregroundText(stdout), stderr: foregroundText(stderr), command: body.command, duration: 0, timestamp: now(), sessionId: session.id };
   });
 
-  // Streamed: `data:`-only SSE frames; one event per output line (its newline kept); no timeout (0.7.x ignores it).
+  // Streamed: `data:`-only SSE frames; one event per output line (its newline kept); no timeout
+  // (0.7.x ignores it). Like the container's execStream loop: the log is read at once, then every
+  // poll interval, and the command's end is seen at the first poll after it (then the rest, then
+  // `complete`).
   router.post(`${P}/api/execute/stream`, async (ctx) => {
     const container = containerOf(ctx);
     const body = await json(ctx);
@@ -227,21 +245,34 @@ export function registerContainerRoutes(router: Router, fleet: ContainerFleet): 
     const command = await startCommand(container, session, body, true);
     const sse = openSse(ctx, { keepaliveMs: 0 });
     const send = (event: Record<string, unknown>) => sse.send({ data: { ...event, timestamp: now() } });
-    send({ type: "start", command: body.command });
+    send({ type: "start", command: body.command, pid: command.handle.pid });
     const pending = { stdout: "", stderr: "" };
+    const log: Array<{ type: "stdout" | "stderr"; data: string }> = [];
     const lines = (stream: "stdout" | "stderr", chunk: string, flush: boolean) => {
       const all = pending[stream] + chunk;
       const parts = all.split("\n");
       pending[stream] = flush ? "" : parts.pop()!;
-      for (const line of flush ? parts.filter((l, i) => i < parts.length - 1 || l !== "") : parts) send({ type: stream, data: `${line}\n` });
+      for (const line of flush ? parts.filter((l, i) => i < parts.length - 1 || l !== "") : parts) log.push({ type: stream, data: `${line}\n` });
+    };
+    const deliver = () => {
+      for (const entry of log.splice(0)) send(entry);
     };
     // The container's labelers are `IFS= read -r` loops in bash: a NUL never reaches the log.
     const sub = command.handle.subscribe({ stdout: 0, stderr: 0 }, { onData: (stream, data) => lines(stream, Buffer.from(data).toString("utf8").replace(/\0/g, ""), false) });
-    await sub.done.catch(() => undefined);
-    lines("stdout", "", true);
-    lines("stderr", "", true);
-    const exit = await command.handle.exited;
-    if (session.deleted && exit.exitCode === null) send({ type: "error", data: `Session '${session.id}' was destroyed` });
+    let exit: { exitCode: number | null } | undefined;
+    void (async () => {
+      await sub.done.catch(() => undefined);
+      lines("stdout", "", true);
+      lines("stderr", "", true);
+      exit = await command.handle.exited;
+    })();
+    for (;;) {
+      if (exit) break;
+      deliver();
+      await new Promise((resolve) => setTimeout(resolve, options.streamPollMs));
+    }
+    deliver();
+    if (session.deleted && exit.exitCode === null) send({ type: "error", error: `Session '${session.id}' was destroyed` });
     else send({ type: "complete", exitCode: exit.exitCode ?? 128 + 15 });
     sse.close();
   });

@@ -5,7 +5,7 @@ import { createRouter, type EmulatorDefinition } from "@paperclip-sandbox/emulat
 import { createSandboxBackend } from "@paperclip-sandbox/sandbox-backend";
 import { bundleBridge } from "./bundle.js";
 import { containerErrorEnvelope } from "./container-errors.js";
-import { createFleet, registerContainerRoutes } from "./container.js";
+import { createFleet, registerContainerRoutes, STREAM_POLL_MS } from "./container.js";
 import { registerFront } from "./front.js";
 
 export { CONTAINER_VERSION, foregroundText } from "./container.js";
@@ -18,6 +18,8 @@ export interface CloudflareEmulatorOptions {
   keepaliveMs?: number;
   /** Answer as an upstream-template bridge: no extensions in health, extra routes 404. */
   legacyBridge?: boolean;
+  /** How often the stand-in container's streamed exec reads a command's log (default 100 ms, as 0.7.21's). */
+  streamPollMs?: number;
   /** Loopback port of the bridge URL (default 0: any free one). */
   port?: number;
 }
@@ -45,7 +47,7 @@ export const emulator: EmulatorDefinition<CloudflareEmulatorOptions> = {
     kit.onClose(() => fleet.destroyAll());
 
     const containerRouter = createRouter({ errorEnvelope: containerErrorEnvelope, bodyLimit: 64 * 1024 * 1024 });
-    registerContainerRoutes(containerRouter, fleet);
+    registerContainerRoutes(containerRouter, fleet, { streamPollMs: options.streamPollMs ?? STREAM_POLL_MS });
     const containers = await kit.http(containerRouter);
 
     const script = await bundleBridge();

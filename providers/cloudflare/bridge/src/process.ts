@@ -3,7 +3,7 @@ import { Buffer } from "node:buffer";
 import type { Env } from "./env.js";
 import type { ExecSpec } from "./exec.js";
 import { BridgeError } from "./http.js";
-import { registryOf } from "./registry.js";
+import { endIfGone, leaseLive } from "./live-lease.js";
 import { CONTROL_SESSION_ID, controlExec, destroyQuietly, sandboxFor } from "./sandboxes.js";
 import type { SseChannel } from "./sse.js";
 import { assertEnvKeys, buildProcessScript, plainShell, processDir, signalProcessScript, type ProcessSignal } from "./shell.js";
@@ -25,20 +25,6 @@ const KILL_GRACE_MS = 1_000;
 const STREAM_END_BACKSTOP_MS = 10_000;
 /** One stdin part at most (the client sends up to 1 MiB). */
 export const MAX_STDIN_PART_BYTES = 8 * 1024 * 1024;
-
-/**
- * Whether the lease is still one this bridge holds. A call on a destroyed sandbox would start a
- * fresh, empty container (the SDK starts one for any call), so a late kill, stdin part or clean-up
- * checks first.
- */
-export async function leaseLive(env: Env, providerLeaseId: string): Promise<boolean> {
-  return (await registryOf(env.LeaseRegistry).get(providerLeaseId)) !== null;
-}
-
-/** 409 `sandbox_state_lost` (upstream's code for a gone sandbox) unless the lease is live. */
-export async function assertLeaseLive(env: Env, providerLeaseId: string): Promise<void> {
-  if (!(await leaseLive(env, providerLeaseId))) throw new BridgeError(409, "sandbox_state_lost", "Cloudflare sandbox state is no longer available.");
-}
 
 export function processIdOf(raw: string): string {
   if (!PROCESS_ID.test(raw)) throw new BridgeError(400, "invalid_request", "processId must be a process id this bridge returned.");
@@ -186,6 +172,8 @@ export class ProcessRun {
       if (!exitSeen && (await leaseLive(this.env, this.spec.providerLeaseId).catch(() => false))) {
         await controlExec(this.sandbox, `rm -rf -- '${this.dir}'`, "Remove a process directory").catch(() => undefined);
       }
+      // A destroy that came while this ran may have been followed by a call that started a fresh container.
+      await endIfGone(this.env, this.spec.providerLeaseId);
     }
   }
 
@@ -209,8 +197,11 @@ export class ProcessRun {
 
   /** TERM to the group, KILL a moment later; once per run (the deadline or a client that went away). */
   private stop(_why: "deadline" | "abandoned"): Promise<void> {
+    // On a lease destroyed meanwhile the process can only be in a container a late call started:
+    // that container goes (which ends the stream).
     const signal = async (name: ProcessSignal) => {
       if (await leaseLive(this.env, this.spec.providerLeaseId).catch(() => false)) await signalProcess(this.sandbox, this.processId, name).catch(() => undefined);
+      await endIfGone(this.env, this.spec.providerLeaseId);
     };
     this.stopping ??= (async () => {
       await signal("TERM");

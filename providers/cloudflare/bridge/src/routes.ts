@@ -1,7 +1,8 @@
 import type { Env } from "./env.js";
 import { CommandRun, parseExecBody } from "./exec.js";
 import { absolutePath, downloadFile, parseMode, uploadFile } from "./files.js";
-import { assertLeaseLive, closeStdin, MAX_STDIN_PART_BYTES, processIdOf, ProcessRun, seqOf, signalProcess, writeStdinPart } from "./process.js";
+import { assertLeaseLive, onLiveLease } from "./live-lease.js";
+import { closeStdin, MAX_STDIN_PART_BYTES, processIdOf, ProcessRun, seqOf, signalProcess, writeStdinPart } from "./process.js";
 import { API_PREFIX, BridgeError, bool, int, json, readBody, str } from "./http.js";
 import { registryOf } from "./registry.js";
 import {
@@ -250,8 +251,7 @@ const routes: Array<[string, RegExp, Handler]> = [
       const seq = seqOf(query.get("seq"));
       const bytes = new Uint8Array(await request.arrayBuffer());
       if (bytes.byteLength > MAX_STDIN_PART_BYTES) throw new BridgeError(413, "payload_too_large", `A stdin part is at most ${MAX_STDIN_PART_BYTES} bytes.`);
-      await assertLeaseLive(env, id);
-      await writeStdinPart(sandboxFor(env, id), processId, seq, bytes);
+      await onLiveLease(env, id, () => writeStdinPart(sandboxFor(env, id), processId, seq, bytes));
       return json(200, { ok: true });
     },
   ],
@@ -264,8 +264,7 @@ const routes: Array<[string, RegExp, Handler]> = [
       if (!id) throw new BridgeError(400, "invalid_request", "providerLeaseId is required.");
       const processId = processIdOf(match[1]!);
       const seq = seqOf(body.seq);
-      await assertLeaseLive(env, id);
-      await closeStdin(sandboxFor(env, id), processId, seq);
+      await onLiveLease(env, id, () => closeStdin(sandboxFor(env, id), processId, seq));
       return json(200, { ok: true });
     },
   ],
@@ -279,8 +278,7 @@ const routes: Array<[string, RegExp, Handler]> = [
       const raw = (str(body.signal) ?? "TERM").replace(/^SIG/, "");
       if (!(PROCESS_SIGNALS as readonly string[]).includes(raw)) throw new BridgeError(400, "invalid_request", `signal must be one of ${PROCESS_SIGNALS.join(", ")}.`);
       const processId = processIdOf(match[1]!);
-      await assertLeaseLive(env, id);
-      await signalProcess(sandboxFor(env, id), processId, raw as ProcessSignal);
+      await onLiveLease(env, id, () => signalProcess(sandboxFor(env, id), processId, raw as ProcessSignal));
       return json(200, { ok: true });
     },
   ],
