@@ -116,7 +116,7 @@ export function createCloudflareProvider(deps: CloudflarePluginDeps = {}) {
       }
       const resumed = await client.resume({ providerLeaseId: ref.providerLeaseId, ...settingsOf(config, remoteCwd) });
       if (!resumed && !extensions.leaseLabels) {
-        // Without a registry, "state lost" cannot be told from "destroyed", and asking booted an
+        // Without a registry, a lost state cannot be told apart from a destroyed sandbox, and asking booted an
         // empty container for the id: end it now, nobody else will.
         await client.destroy(ref.providerLeaseId).catch(() => undefined);
         return null;
