@@ -121,6 +121,7 @@ try {
     if (r.exitCode !== 0) throw new Error(`execute failed: ${JSON.stringify(r)}`);
   }
   let calls = await callsSince(emu, mark);
+  console.error(`[bench] ${runs} executes done`);
   report.results.execute = { ...summarize(plain), bridgePerExecute: calls.bridge / runs, containerPerExecute: calls.container / runs, byRoute: calls.byRoute };
 
   const withStdin = [];
@@ -153,6 +154,7 @@ try {
     const sout = await client.env.syncOut({ ...base, lease, operations: [{ operationId: `out-${i}`, files: [{ sourcePath: `${ws}/tree`, targetPath: target, kind: "directory" }] }] }, { timeoutMs: 1_800_000 });
     syncOut.push(ms(s));
     outCalls = await callsSince(emu, mark);
+    console.error(`[bench] provider sync ${i + 1}/${syncRuns}: in ${syncIn.at(-1).toFixed(0)} ms, out ${syncOut.at(-1).toFixed(0)} ms`);
     if (sin.operations[0].filesTransferred < syncFiles || sout.operations[0].filesTransferred < syncFiles) throw new Error("sync moved too few files");
     if (i === 0 && treeDigest(target) !== treeSha) throw new Error("synced tree differs from the source");
     fs.rmSync(target, { recursive: true, force: true });
@@ -185,6 +187,7 @@ try {
       await syncOutFn([{ operationId: `${kind}-out-${i}`, files: [{ sourcePath: `${ws}/${kind}-tree`, targetPath: out, kind: "directory" }] }]);
       row.out.push(ms(s));
       row.outCalls = await callsSince(emu, mark);
+      console.error(`[bench] ${kind} sync ${i + 1}/${syncRuns}: in ${row.in.at(-1).toFixed(0)} ms, out ${row.out.at(-1).toFixed(0)} ms`);
       if (i === 0 && treeDigest(out) !== treeSha) throw new Error(`${kind} sync: the tree differs from the source`);
       fs.rmSync(out, { recursive: true, force: true });
     }

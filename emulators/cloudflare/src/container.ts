@@ -259,20 +259,21 @@ export function registerContainerRoutes(router: Router, fleet: ContainerFleet, o
     };
     // The container's labelers are `IFS= read -r` loops in bash: a NUL never reaches the log.
     const sub = command.handle.subscribe({ stdout: 0, stderr: 0 }, { onData: (stream, data) => lines(stream, Buffer.from(data).toString("utf8").replace(/\0/g, ""), false) });
-    let exit: { exitCode: number | null } | undefined;
+    // The command's end, or why it has none (its jail went away under it: the container was destroyed).
+    let exit: { exitCode: number | null } | { lost: string } | undefined;
     void (async () => {
       await sub.done.catch(() => undefined);
       lines("stdout", "", true);
       lines("stderr", "", true);
-      exit = await command.handle.exited;
+      exit = await command.handle.exited.catch((error: Error) => ({ lost: error.message }));
     })();
-    for (;;) {
-      if (exit) break;
+    while (!exit) {
       deliver();
       await new Promise((resolve) => setTimeout(resolve, options.streamPollMs));
     }
     deliver();
-    if (session.deleted && exit.exitCode === null) send({ type: "error", error: `Session '${session.id}' was destroyed` });
+    if ("lost" in exit) send({ type: "error", error: `Session '${session.id}' was destroyed: ${exit.lost}` });
+    else if (session.deleted && exit.exitCode === null) send({ type: "error", error: `Session '${session.id}' was destroyed` });
     else send({ type: "complete", exitCode: exit.exitCode ?? 128 + 15 });
     sse.close();
   });

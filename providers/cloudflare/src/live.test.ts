@@ -3,6 +3,8 @@
 import { fileURLToPath } from "node:url";
 import { describe, it } from "vitest";
 import { describeConformance } from "@paperclip-sandbox/conformance";
+import { BridgeClient } from "./bridge-client.js";
+import { cloudflareConfig } from "./config.js";
 import { listLeases } from "./plugin.js";
 
 const bridgeBaseUrl = process.env.CLOUDFLARE_BRIDGE_URL;
@@ -16,6 +18,9 @@ if (!bridgeBaseUrl || !bridgeAuthToken) {
   console.info(`[cloudflare] ${SKIP_LINE}`);
 } else {
   const config = { bridgeBaseUrl, bridgeAuthToken, timeoutMs: 120_000 };
+  // What the deployed bridge offers decides what can be checked (a bridge from upstream's template has no extensions).
+  const ext = await new BridgeClient(cloudflareConfig.parse(config)).extensionsOf();
+  const TEMPLATE = "the deployed bridge has no such extension (upstream's template?)";
   const listed = async (leaseConfig: Record<string, unknown>) => listLeases(leaseConfig, { env: {}, matchLabels: { "paperclip-provider": "cloudflare" } });
   describeConformance({
     name: "cloudflare (live)",
@@ -24,10 +29,15 @@ if (!bridgeBaseUrl || !bridgeAuthToken) {
     config,
     invalidConfigs: [{ config: { ...config, reuseLease: true }, error: /^Reuse lease: needs Keep alive on/ }],
     reuseConfig: { ...config, reuseLease: true, keepAlive: true },
-    leftovers: async ({ leaseIds }) => (await listed(config)).filter((lease) => leaseIds.includes(lease.providerLeaseId)).map((lease) => `sandbox ${lease.providerLeaseId}`),
-    labelsOf: async (id, leaseConfig) => (await listed(leaseConfig)).find((lease) => lease.providerLeaseId === id)?.labels,
+    ...(ext.leaseLabels
+      ? {
+          leftovers: async ({ leaseIds }: { leaseIds: readonly string[] }) => (await listed(config)).filter((lease) => leaseIds.includes(lease.providerLeaseId)).map((lease) => `sandbox ${lease.providerLeaseId}`),
+          labelsOf: async (id: string, leaseConfig: Record<string, unknown>) => (await listed(leaseConfig)).find((lease) => lease.providerLeaseId === id)?.labels,
+        }
+      : {}),
+    ...(ext.expiry ? {} : { unboundedExpiry: TEMPLATE }),
     skip: {
-      "execute-live-output": "the bridge's exec answers when the command ends",
+      ...(ext.streams ? {} : { "execute-live-output": `streams: ${TEMPLATE}`, "duplex-channel": `streams: ${TEMPLATE}` }),
       "failure-after-create-leaves-nothing": "needs fault injection, which only the emulator has",
       "transient-errors-retried": "needs fault injection, which only the emulator has",
     },
