@@ -31,10 +31,11 @@ export function bridgeFiles(client: BridgeClient, providerLeaseId: string): File
  * written first through the exec's own `stdin` field (`execFiles`); the bridge enforces the
  * deadline; an abort ends the group from a second command. One request per command.
  */
-export function legacyBridgeRunner(client: BridgeClient, target: RunnerTarget): ScriptRunner {
+export function legacyBridgeRunner(client: BridgeClient, target: RunnerTarget, opts: { stdinField?: boolean } = {}): ScriptRunner {
   return withRemoteGroupKill(
     createFileStdioRunner({
-      files: execFiles(client, target),
+      // `stdinField: false` (benchmarks only): every stdin inside the command, as a bridge exec without a stdin field would force.
+      ...(opts.stdinField === false ? {} : { files: execFiles(client, target) }),
       remoteTimeout: true,
       exec: ({ command, timeoutMs, signal }) =>
         inSession(target, async (sessionId) => {
