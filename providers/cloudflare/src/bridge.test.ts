@@ -2,9 +2,11 @@
 // 0.7.21 over the stand-in container: auth, the keepalive of a silent streamed command (15 s
 // compressed to 100 ms), the last chunk of a command that prints and exits at once, and timeouts
 // under both session strategies leaving nothing running.
+import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { runEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "@paperclip-sandbox/emulator-cloudflare";
+import { loadPluginPackage, startWorker } from "@paperclip-sandbox/worker-client";
 
 /** The real interval is 15 s; here 100 ms, so a silent 40 s command takes ~270 ms. */
 const SCALE = 150;
@@ -269,5 +271,26 @@ describe("bridge streamed processes (the streams extension)", () => {
     const response = await post("/exec/..%2F..%2Fetc/kill", { providerLeaseId: id });
     expect(response.status).toBe(400);
     expect(await response.json()).toMatchObject({ error: "invalid_request", message: "processId must be a process id this bridge returned." });
+  });
+});
+
+describe("the plugin's runner choice", () => {
+  it("runs a command as a streamed process by default, and as one JSON exec with live output off", async () => {
+    const worker = await startWorker(await loadPluginPackage(fileURLToPath(new URL("..", import.meta.url))));
+    const ids = { companyId: "company-runner", environmentId: "environment-runner" };
+    const modes: Record<string, unknown[]> = {};
+    try {
+      for (const liveOutput of [true, false]) {
+        const base = { driverKey: "cloudflare", ...ids, issueId: "issue-1", config: { bridgeBaseUrl: emu.url, bridgeAuthToken: emu.credentials.token!, liveOutput } };
+        const lease = await worker.env.acquireLease({ ...base, runId: `run-${liveOutput}`, agentId: "agent-1", executionWorkspaceId: "ws-1", adapterType: "claude_local" });
+        const mark = emu.requests.mark();
+        expect(await worker.env.execute({ ...base, lease, command: "printf", args: ["%s", "out"] })).toMatchObject({ exitCode: 0, stdout: "out" });
+        modes[String(liveOutput)] = emu.requests.list({ since: mark, route: "/api/paperclip-sandbox/v1/exec" }).map((r) => r.notes.execMode);
+        await worker.env.releaseLease({ ...base, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata ?? {} });
+      }
+    } finally {
+      await worker.shutdown();
+    }
+    expect(modes).toEqual({ true: ["process"], false: ["json"] });
   });
 });

@@ -68,6 +68,14 @@ export const cloudflareConfigSchema = z.object({
       'Keep a released sandbox running and give it to the next run of the same issue. Needs Keep alive. Paperclip reuses it only when Runner lifecycle (under Advanced options) is "warm" and the issue belongs to a project with a workspace.',
   }),
   runnerLifecycleMode: fields.runnerLifecycleMode(),
+  liveOutput: fields.boolean({
+    default: true,
+    title: "Live command output",
+    description:
+      "With the bridge from providers/cloudflare/bridge: run each command as a streamed process (output while it runs, streamed stdin, duplex channels). The container then sees a command end at its next 100 ms log poll. Off: one JSON exec per command, output when it ends (about 80 ms faster for a short command), no duplex channels. A bridge from upstream's template always works as off.",
+    group: SESSIONS,
+    advanced: true,
+  }),
   timeoutMs: fields.timeoutMs({ default: 300_000, title: "Command timeout", description: "Time limit of one command when Paperclip sets none.", group: SESSIONS, advanced: true }),
 });
 

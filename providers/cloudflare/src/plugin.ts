@@ -126,12 +126,12 @@ export function createCloudflareProvider(deps: CloudflarePluginDeps = {}) {
 
     destroy: (ref) => clientFor(ref.config).destroy(ref.providerLeaseId),
 
-    // This repository's bridge: streamed processes and its file routes. Upstream's template: one
-    // JSON exec per command (file-stdio), sync by base64 over exec.
+    // This repository's bridge: streamed processes (unless live output is turned off) and its file
+    // routes. Upstream's template: one JSON exec per command (file-stdio), sync by base64 over exec.
     runner(handle, config) {
       const client = clientFor(config);
       const target = { providerLeaseId: handle.providerLeaseId, sessionStrategy: config.sessionStrategy, sessions: handle.sessions };
-      return handle.extensions.streams ? bridgeProcessRunner(client, target) : legacyBridgeRunner(client, target);
+      return handle.extensions.streams && config.liveOutput ? bridgeProcessRunner(client, target) : legacyBridgeRunner(client, target);
     },
     files: (handle, config) => (handle.extensions.files ? bridgeFiles(clientFor(config), handle.providerLeaseId) : undefined),
 
