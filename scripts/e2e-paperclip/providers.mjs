@@ -319,8 +319,9 @@ PROVIDERS.push({
   // Keep-alive on: the reuse scenario adds reuseLease, which needs it.
   config: (ctx) => ({ bridgeBaseUrl: ctx.emulator.url, bridgeAuthToken: ctx.emulator.credentials.token, keepAlive: true }),
   invalidConfig: { config: { reuseLease: true, keepAlive: false }, error: /Reuse lease: needs Keep alive on/ },
-  // Nothing listens on port 9: the probe's first bridge call fails on the connection, and says so.
-  missingBackend: { config: { bridgeBaseUrl: "http://127.0.0.1:9" }, diagnostic: /cloudflare health failed: no response \(connect_failed\)/ },
+  // Nothing listens on port 2 (fetch refuses port 9 outright as a "bad port"): the probe's first
+  // bridge call fails on the connection, and says so.
+  missingBackend: { config: { bridgeBaseUrl: "http://127.0.0.1:2" }, diagnostic: /cloudflare health failed: no response \(connect_failed\)/ },
   reuse: true,
   timingRuns: 3,
   duplex: { runs: 1 },

@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { runEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "@paperclip-sandbox/emulator-cloudflare";
 import { loadPluginPackage, startWorker } from "@paperclip-sandbox/worker-client";
+import { reuseAcrossHostRuns } from "./__fixtures__/host-reuse.js";
 
 /** The real interval is 15 s; here 100 ms, so a silent 40 s command takes ~270 ms. */
 const SCALE = 150;
@@ -275,6 +276,13 @@ describe("bridge streamed processes (the streams extension)", () => {
 });
 
 describe("the plugin's runner choice", () => {
+  it("resumes a reusable lease after the host's workspace upload emptied the workspace (the template's sentinel spot)", async () => {
+    const { first, resumed, marker } = await reuseAcrossHostRuns({ bridgeBaseUrl: emu.url, bridgeAuthToken: emu.credentials.token! });
+    expect(resumed).toBe(first);
+    expect(marker).toBe("kept");
+  });
+
+
   it("runs a command as a streamed process by default, and as one JSON exec with live output off", async () => {
     const worker = await startWorker(await loadPluginPackage(fileURLToPath(new URL("..", import.meta.url))));
     const ids = { companyId: "company-runner", environmentId: "environment-runner" };

@@ -9,6 +9,7 @@ import { describeConformance } from "@paperclip-sandbox/conformance";
 import { runEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "@paperclip-sandbox/emulator-cloudflare";
 import { loadPluginPackage, startWorker } from "@paperclip-sandbox/worker-client";
+import { reuseAcrossHostRuns } from "./__fixtures__/host-reuse.js";
 import { REUSE_NEEDS_KEEP_ALIVE } from "./config.js";
 import { listLeases } from "./plugin.js";
 
@@ -40,6 +41,13 @@ describeConformance({
 });
 
 describe("against an upstream-template bridge", () => {
+  it("resumes a reusable lease after the host's workspace upload emptied the workspace (the template's sentinel spot)", async () => {
+    const { first, resumed, marker } = await reuseAcrossHostRuns(config);
+    expect(resumed).toBe(first);
+    expect(marker).toBe("kept");
+  });
+
+
   it("ran every command as one JSON exec and never called an extension route", () => {
     // Calls the Worker answered (a fault injected in front answers before it, unnoted).
     const records = emu.requests.list({ route: "/api/paperclip-sandbox/v1/exec" }).filter((r) => r.faults.length === 0);

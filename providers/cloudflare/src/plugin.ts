@@ -48,6 +48,24 @@ const settingsOf = (config: CloudflareConfig, remoteCwd: string) => ({
   timeoutMs: config.timeoutMs,
 });
 
+/**
+ * Against upstream's template: whether the sandbox still holds its workspace (the bridge's sentinel
+ * from acquire, or the `.paperclip-runtime` directory Paperclip's runs leave; a fresh container has
+ * neither). One JSON exec.
+ */
+async function templateStateKept(client: BridgeClient, config: CloudflareConfig, providerLeaseId: string, remoteCwd: string): Promise<boolean> {
+  const cwd = remoteCwd.replace(/\/+$/, "");
+  const answer = await client.exec({
+    providerLeaseId,
+    command: "/bin/sh",
+    args: ["-c", 'test -s "$1/.paperclip-lease.json" || test -d "$1/.paperclip-runtime"', "sh", cwd],
+    timeoutMs: 60_000,
+    sessionStrategy: config.sessionStrategy,
+    sessionId: `${sessionIdOf(config)}-state`,
+  });
+  return answer.exitCode === 0;
+}
+
 export function createCloudflareProvider(deps: CloudflarePluginDeps = {}) {
   const clientFor = deps.clientFor ?? createClientCache();
 
@@ -96,32 +114,30 @@ export function createCloudflareProvider(deps: CloudflarePluginDeps = {}) {
     },
 
     // The sandbox as it is now. Labels: this bridge's registry, else what the sandbox id proves.
-    // State: upstream's resume checks the sentinel (a container that slept without keep-alive, or
-    // was destroyed, has none: `ended`, and the kit destroys it). Any call on a sandbox boots its
-    // container, so one whose owner is unproven, or that our registry no longer has, is not called.
+    // Any call on a sandbox boots its container, so one whose owner is unproven, or that our
+    // registry no longer has, is not called. State: this bridge's resume checks its sentinel (a
+    // container that slept without keep-alive has none: `ended`, and the kit destroys it). The
+    // template's sentinel sits at the workspace root, which Paperclip's workspace upload empties on
+    // every run, so there the workspace's own traces are looked for instead.
     async get(ref) {
       const client = clientFor(ref.config);
       const config = ref.config;
       const remoteCwd = typeof ref.metadata.remoteCwd === "string" ? ref.metadata.remoteCwd : config.requestedCwd;
       const extensions = await client.extensionsOf();
-      let labels = labelsProvenById(ref.providerLeaseId, { driverKey: CLOUDFLARE_DRIVER_KEY, companyId: ref.companyId, environmentId: ref.environmentId });
-      let expiresAt: Date | null = null;
+      const init = { providerLeaseId: ref.providerLeaseId, remoteCwd };
       if (extensions.leaseLabels) {
         const record = await client.lease(ref.providerLeaseId);
         if (!record) return null;
-        labels = record.labels;
-        expiresAt = record.expiresAt ? new Date(record.expiresAt) : null;
-      } else if (Object.keys(labels).length === 0) {
-        return handleOf(config, extensions, { providerLeaseId: ref.providerLeaseId, remoteCwd, labels, state: "ended" });
+        const resumed = await client.resume({ providerLeaseId: ref.providerLeaseId, ...settingsOf(config, remoteCwd) });
+        return handleOf(config, extensions, { ...init, labels: record.labels, expiresAt: record.expiresAt ? new Date(record.expiresAt) : null, state: resumed ? "running" : "ended" });
       }
-      const resumed = await client.resume({ providerLeaseId: ref.providerLeaseId, ...settingsOf(config, remoteCwd) });
-      if (!resumed && !extensions.leaseLabels) {
-        // Without a registry, a lost state cannot be told apart from a destroyed sandbox, and asking booted an
-        // empty container for the id: end it now, nobody else will.
-        await client.destroy(ref.providerLeaseId).catch(() => undefined);
-        return null;
-      }
-      return handleOf(config, extensions, { providerLeaseId: ref.providerLeaseId, remoteCwd, labels, expiresAt, state: resumed ? "running" : "ended" });
+      const labels = labelsProvenById(ref.providerLeaseId, { driverKey: CLOUDFLARE_DRIVER_KEY, companyId: ref.companyId, environmentId: ref.environmentId });
+      if (Object.keys(labels).length === 0) return handleOf(config, extensions, { ...init, labels, state: "ended" });
+      if (await templateStateKept(client, config, ref.providerLeaseId, remoteCwd)) return handleOf(config, extensions, { ...init, labels });
+      // A lost state cannot be told apart from a destroyed sandbox here, and asking started an empty
+      // container for the id: end it now, nobody else will.
+      await client.destroy(ref.providerLeaseId).catch(() => undefined);
+      return null;
     },
 
     destroy: (ref) => clientFor(ref.config).destroy(ref.providerLeaseId),

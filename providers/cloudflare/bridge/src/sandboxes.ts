@@ -42,7 +42,14 @@ export function sandboxFor(env: Env, id: string, options: { keepAlive?: boolean;
   return getSandbox(env.Sandbox, id, { keepAlive: options.keepAlive ?? false, sleepAfter: options.sleepAfter ?? DEFAULT_SLEEP_AFTER });
 }
 
-export const sentinelPath = (remoteCwd: string): string => `${remoteCwd.replace(/\/+$/, "") || ""}/.paperclip-lease.json`;
+/**
+ * The lease sentinel. Upstream's template keeps it at the workspace root, where Paperclip's
+ * workspace upload deletes it on every run (it empties the workspace but for `.paperclip-runtime`),
+ * so a resume then finds the state "lost"; this bridge keeps it inside `.paperclip-runtime`, and a
+ * resume also accepts one at the old place (a sandbox an older bridge made).
+ */
+export const sentinelPath = (remoteCwd: string): string => `${remoteCwd.replace(/\/+$/, "") || ""}/.paperclip-runtime/.paperclip-lease.json`;
+const templateSentinelPath = (remoteCwd: string): string => `${remoteCwd.replace(/\/+$/, "") || ""}/.paperclip-lease.json`;
 
 /** Runs a housekeeping command in the control session; a non-zero exit is an error naming `action`. */
 export async function controlExec(sandbox: Sandbox, command: string, action: string, timeoutMs = 60_000): Promise<string> {
@@ -67,14 +74,15 @@ export async function writeSentinel(sandbox: Sandbox, providerLeaseId: string, s
   const record = { provider: "cloudflare", providerLeaseId, ...settings, resumedLease, updatedAt: new Date().toISOString() };
   const path = sentinelPath(settings.remoteCwd);
   const text = JSON.stringify(record, null, 2);
-  await controlExec(sandbox, `mkdir -p ${quote(settings.remoteCwd)} && printf '%s\\n' ${quote(text)} > ${quote(`${path}.pending`)} && mv -f ${quote(`${path}.pending`)} ${quote(path)}`, "Write the lease sentinel");
+  const dir = path.slice(0, path.lastIndexOf("/"));
+  await controlExec(sandbox, `mkdir -p ${quote(settings.remoteCwd)} ${quote(dir)} && printf '%s\\n' ${quote(text)} > ${quote(`${path}.pending`)} && mv -f ${quote(`${path}.pending`)} ${quote(path)}`, "Write the lease sentinel");
 }
 
 /** True when the sentinel is there and not empty (a container that lost its disk has none). */
 export async function hasSentinel(sandbox: Sandbox, remoteCwd: string): Promise<boolean> {
   const session = await sandbox.getSession(CONTROL_SESSION_ID);
   try {
-    const result = await session.exec(`test -s ${quote(sentinelPath(remoteCwd))}`, { cwd: "/", timeout: 60_000 });
+    const result = await session.exec(`test -s ${quote(sentinelPath(remoteCwd))} || test -s ${quote(templateSentinelPath(remoteCwd))}`, { cwd: "/", timeout: 60_000 });
     return result.exitCode === 0 || result.exitCode === null;
   } catch {
     return false;
