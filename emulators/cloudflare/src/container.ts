@@ -1,6 +1,6 @@
 import { Buffer } from "node:buffer";
 import type { ExecHandle, Sandbox as Jail, SandboxBackend } from "@paperclip-sandbox/sandbox-backend";
-import { HttpError, openSse, type HttpContext, type Router } from "@paperclip-sandbox/emulator-kit";
+import { openSse, type HttpContext, type Router, type VendorClock } from "@paperclip-sandbox/emulator-kit";
 import { containerError } from "./container-errors.js";
 
 /** The container image's version the stand-in reports (the SDK only logs a mismatch). */
@@ -181,11 +181,13 @@ function collect(handle: ExecHandle): Promise<{ stdout: Buffer; stderr: Buffer }
  * `ctx.container.getTcpPort(port).fetch` prefixes each request with `/c/<container id>/p/<port>`.
  */
 export interface ContainerRouteOptions {
-  /** How often a streamed exec reads its command's log (0.7.21's STREAM_CHUNK_DELAY_MS: 100). */
+  /** The container's time: its command timeouts and its log poll run on it. */
+  clock: VendorClock;
+  /** How often a streamed exec reads its command's log, in container ms (0.7.21's STREAM_CHUNK_DELAY_MS: 100). */
   streamPollMs: number;
 }
 
-export function registerContainerRoutes(router: Router, fleet: ContainerFleet, options: ContainerRouteOptions = { streamPollMs: STREAM_POLL_MS }): void {
+export function registerContainerRoutes(router: Router, fleet: ContainerFleet, options: ContainerRouteOptions): void {
   const P = "/c/:cid/p/:port";
   const containerOf = (ctx: HttpContext) => fleet.get(ctx.params.cid!);
   const json = async (ctx: HttpContext) => ((await ctx.readJson<Record<string, unknown>>(64 * 1024 * 1024)) ?? {}) as Record<string, unknown>;
@@ -221,11 +223,11 @@ export function registerContainerRoutes(router: Router, fleet: ContainerFleet, o
     const session = container.session(body.sessionId as string | undefined, { ...(typeof body.cwd === "string" ? { cwd: body.cwd } : {}), ...(typeof body.timeoutMs === "number" ? { commandTimeoutMs: body.timeoutMs } : {}) });
     const command = await startCommand(container, session, body, false);
     const timeoutMs = typeof body.timeoutMs === "number" && body.timeoutMs > 0 ? body.timeoutMs : session.commandTimeoutMs;
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<"timeout">((resolve) => timeoutMs !== undefined && (timer = setTimeout(() => resolve("timeout"), timeoutMs)));
+    let cancel: (() => void) | undefined;
+    const timedOut = new Promise<"timeout">((resolve) => timeoutMs !== undefined && (cancel = options.clock.after(timeoutMs, () => resolve("timeout"))));
     const output = collect(command.handle);
     const outcome = await Promise.race([command.handle.exited, timedOut]);
-    clearTimeout(timer);
+    cancel?.();
     if (outcome === "timeout") {
       // The container stops waiting; the command is not killed and keeps the shell busy.
       throw containerError(500, "COMMAND_EXECUTION_ERROR", `Failed to execute command '${String(body.command)}' in session '${session.id}': Command timeout after ${timeoutMs}ms`, { command: body.command });
@@ -269,7 +271,7 @@ export function registerContainerRoutes(router: Router, fleet: ContainerFleet, o
     })();
     while (!exit) {
       deliver();
-      await new Promise((resolve) => setTimeout(resolve, options.streamPollMs));
+      await options.clock.sleep(options.streamPollMs);
     }
     deliver();
     if ("lost" in exit) send({ type: "error", error: `Session '${session.id}' was destroyed: ${exit.lost}` });
@@ -379,9 +381,8 @@ export function registerContainerRoutes(router: Router, fleet: ContainerFleet, o
     return { ok: true };
   });
 
-  router.route("GET", `${P}/*rest`, (ctx) => {
-    throw new HttpError(404, `Route not served by the stand-in container: GET /${ctx.params.rest}`, { code: "NOT_FOUND" });
-  });
+  // Every other route (processes, ports, git, interpreter, backups, desktop, watch): the router's
+  // 404 in the container's error shape, recorded as unserved.
 }
 
 /** What the container decides from Bun's extension type, else `file --mime-type`: here extension, then a NUL/UTF-8 sniff. */

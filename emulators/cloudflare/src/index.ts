@@ -1,8 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
 import { Miniflare } from "miniflare";
-import { createRouter, type EmulatorDefinition } from "@paperclip-sandbox/emulator-kit";
-import { createSandboxBackend } from "@paperclip-sandbox/sandbox-backend";
+import { checkTimeScale, createRouter, createVendorClock, type EmulatorDefinition, type VendorClock } from "@paperclip-sandbox/emulator-kit";
 import { bundleBridge } from "./bundle.js";
 import { containerErrorEnvelope } from "./container-errors.js";
 import { createFleet, registerContainerRoutes, STREAM_POLL_MS } from "./container.js";
@@ -18,8 +16,16 @@ export interface CloudflareEmulatorOptions {
   keepaliveMs?: number;
   /** Answer as an upstream-template bridge: no extensions in health, extra routes 404. */
   legacyBridge?: boolean;
-  /** How often the stand-in container's streamed exec reads a command's log (default 100 ms, as 0.7.21's). */
+  /** How often the stand-in container's streamed exec reads a command's log (default 100 container ms, as 0.7.21's). */
   streamPollMs?: number;
+  /**
+   * Container milliseconds per real millisecond (the kit's vendor clock): the stand-in container's
+   * command timeouts and log poll. The Worker's own timers (keepalive, deadlines) run in workerd's
+   * real time; `keepaliveMs` sets the keepalive.
+   */
+  timeScale?: number;
+  /** The container's clock (default a vendor clock at `timeScale`). */
+  clock?: VendorClock;
   /** Loopback port of the bridge URL (default 0: any free one). */
   port?: number;
 }
@@ -39,15 +45,13 @@ export const emulator: EmulatorDefinition<CloudflareEmulatorOptions> = {
   async start(kit, raw) {
     const options = raw ?? {};
     const token = options.token ?? `cfb_${randomBytes(24).toString("base64url")}`;
-    const stateDir = await mkdtemp("/tmp/cfemu-");
-    kit.onClose(() => rm(stateDir, { recursive: true, force: true }));
-    const backend = createSandboxBackend({ stateDir });
-    kit.onClose(() => backend.close());
+    const clock = options.clock ?? createVendorClock({ timeScale: checkTimeScale(options.timeScale) });
+    const { backend } = await kit.backend();
     const fleet = createFleet(backend);
     kit.onClose(() => fleet.destroyAll());
 
     const containerRouter = createRouter({ errorEnvelope: containerErrorEnvelope, bodyLimit: 64 * 1024 * 1024 });
-    registerContainerRoutes(containerRouter, fleet, { streamPollMs: options.streamPollMs ?? STREAM_POLL_MS });
+    registerContainerRoutes(containerRouter, fleet, { clock, streamPollMs: options.streamPollMs ?? STREAM_POLL_MS });
     const containers = await kit.http(containerRouter);
 
     const script = await bundleBridge();
