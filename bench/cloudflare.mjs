@@ -240,6 +240,8 @@ try {
   calls = await callsSince(emu, mark);
   report.results.templateExecute = { ...summarize(jsonExec), bridgePerExecute: calls.bridge / runs, containerPerExecute: calls.container / runs };
   await exec("rm", ["-rf", "--", `${ws}/tree`, `${ws}/base64-tree`, `${ws}/fileApi-tree`, `${ws}/base64Inline-small`, `${ws}/fileApi-small`]);
+  const unserved = emu.requests.unserved();
+  console.log(`unserved calls: ${unserved.length ? unserved.map((u) => `${u.count}x ${u.method} ${u.target} (${u.reason})`).join(", ") : "none"}`);
 } finally {
   if (lease) await client.env.releaseLease({ ...base, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata }).catch(() => undefined);
   await client.shutdown();
