@@ -54,6 +54,7 @@ export function registerFront(router: Router, options: FrontOptions): void {
     if (options.legacy && path.startsWith(PREFIX)) {
       const rest = path.slice(PREFIX.length);
       if (EXTRA_ROUTES.some(([method, pattern]) => method === ctx.method && pattern.test(rest)) && ctx.header("authorization")) {
+        ctx.record.markUnserved("an upstream-template bridge has no such route");
         return ctx.sendJson(404, { error: "not_found", message: `No bridge route matched ${ctx.method} ${path}.` });
       }
     }
