@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { Readable } from "node:stream";
-import { createVendorClient, type VendorClient, type VendorErrorExtractor } from "@paperclip-sandbox/kit";
+import { createVendorClient, type ServerSentEvent, type VendorClient, type VendorErrorExtractor } from "@paperclip-sandbox/kit";
 import type { CloudflareConfig } from "./config.js";
 
 export const API_PREFIX = "/api/paperclip-sandbox/v1";
@@ -164,9 +164,9 @@ export class BridgeClient {
     });
   }
 
-  /** Starts a streamed process: the SSE body (`start`, `stdout`/`stderr` frames, `complete` or `error`). */
-  async startProcess(body: ProcessBody, signal?: AbortSignal): Promise<ReadableStream<Uint8Array>> {
-    const response = await this.api.stream({
+  /** Starts a streamed process: its events (`start`, `stdout`/`stderr` frames, `complete` or `error`). */
+  startProcess(body: ProcessBody, signal?: AbortSignal): Promise<AsyncGenerator<ServerSentEvent>> {
+    return this.api.events({
       operation: "startProcess",
       method: "POST",
       path: "/exec",
@@ -176,7 +176,6 @@ export class BridgeClient {
       timeoutMs: Math.max(this.config.bridgeRequestTimeoutMs, body.timeoutMs + EXEC_MARGIN_MS),
       ...(signal ? { signal } : {}),
     });
-    return response.body;
   }
 
   /** Stdin part `seq` of a streamed process (repeated only when it certainly did not arrive: a rewrite could meet the feeder reading it). */

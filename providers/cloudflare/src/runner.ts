@@ -5,6 +5,7 @@ import {
   withRemoteGroupKill,
   type FileTransport,
   type ScriptRunner,
+  type ServerSentEvent,
   type StreamedProcess,
   type StreamedProcessExit,
   type StreamedProcessOutput,
@@ -13,7 +14,6 @@ import {
 import type { BridgeClient } from "./bridge-client.js";
 import { execFiles } from "./exec-files.js";
 import { inSession, NO_TIMEOUT_MS, type RunnerTarget } from "./sessions.js";
-import { sseEvents } from "./sse.js";
 
 /** The bridge's file routes (our bridge only): one streamed request each way. */
 export function bridgeFiles(client: BridgeClient, providerLeaseId: string): FileTransport {
@@ -77,9 +77,9 @@ const failed = (operation: string, detail: string) =>
 async function startProcess(client: BridgeClient, target: RunnerTarget, spec: StreamedProcessSpec, output: StreamedProcessOutput): Promise<StreamedProcess> {
   const session = target.sessionStrategy === "named" ? target.sessions.take() : "default";
   const giveBack = once(() => target.sessionStrategy === "named" && target.sessions.give(session));
-  let body: ReadableStream<Uint8Array>;
+  let events: AsyncGenerator<ServerSentEvent>;
   try {
-    body = await client.startProcess(
+    events = await client.startProcess(
       {
         providerLeaseId: target.providerLeaseId,
         command: spec.argv[0]!,
@@ -101,7 +101,7 @@ async function startProcess(client: BridgeClient, target: RunnerTarget, spec: St
   const started = new Promise<Started | null>((resolve) => (onStart = resolve));
   const exited = (async (): Promise<StreamedProcessExit> => {
     try {
-      for await (const { event, data } of sseEvents(body)) {
+      for await (const { event, data } of events) {
         if (event === "start") onStart(JSON.parse(data) as Started);
         else if (event === "stdout" || event === "stderr") await output[event](Buffer.from((JSON.parse(data) as { base64: string }).base64, "base64"));
         else if (event === "complete") {

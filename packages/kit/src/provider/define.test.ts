@@ -366,7 +366,7 @@ describe("defineSandboxProvider: what the kit owns", () => {
   it("refuses a duplex channel on a lease whose runner cannot carry one, though the declared transport can", async () => {
     // e.g. a vendor endpoint without streams: the manifest cannot know which endpoint a config names.
     const buffered = { ...STREAM_TRANSPORT, stdin: "buffered" as const, liveOutput: false };
-    const v = vendor({}, { runner: () => ({ capabilities: buffered, run: async () => ({ exitCode: 0, signal: null, aborted: false }) }) });
+    const v = vendor({}, { runner: () => ({ capabilities: buffered, run: async () => ({ exitCode: 0, signal: null, reason: "exit" as const }) }) });
     await v.setup();
     expect(v.sandboxCapabilities.duplexCommandStream).toBe(true);
     const lease = await v.hooks.onEnvironmentAcquireLease!(acquireParams());
