@@ -239,6 +239,33 @@ try {
   }
   calls = await callsSince(emu, mark);
   report.results.templateExecute = { ...summarize(jsonExec), bridgePerExecute: calls.bridge / runs, containerPerExecute: calls.container / runs };
+  // A lease's own cost: acquire (the health answer is cached per worker) and release, each counted.
+  const leaseRuns = Math.max(1, Math.min(runs, 10));
+  const acquires = [];
+  const releases = [];
+  let acquireCalls = { bridge: 0, container: 0, byRoute: {} };
+  let releaseCalls = { bridge: 0, container: 0, byRoute: {} };
+  const add = (into, c) => {
+    into.bridge += c.bridge;
+    into.container += c.container;
+    for (const [route, n] of Object.entries(c.byRoute)) into.byRoute[route] = (into.byRoute[route] ?? 0) + n;
+  };
+  for (let i = 0; i < leaseRuns; i += 1) {
+    mark = emu.requests.mark();
+    let s = process.hrtime.bigint();
+    const other = await client.env.acquireLease({ ...base, runId: `bench-lease-${Date.now()}-${i}`, agentId: "bench" });
+    acquires.push(ms(s));
+    add(acquireCalls, await callsSince(emu, mark));
+    mark = emu.requests.mark();
+    s = process.hrtime.bigint();
+    await client.env.releaseLease({ ...base, providerLeaseId: other.providerLeaseId, leaseMetadata: other.metadata });
+    releases.push(ms(s));
+    add(releaseCalls, await callsSince(emu, mark));
+  }
+  const perLease = (c) => ({ bridge: c.bridge / leaseRuns, container: c.container / leaseRuns, byRoute: Object.fromEntries(Object.entries(c.byRoute).map(([k, n]) => [k, n / leaseRuns])) });
+  report.results.lease = { acquire: { ...summarize(acquires), ...perLease(acquireCalls) }, release: { ...summarize(releases), ...perLease(releaseCalls) } };
+  console.error(`[bench] ${leaseRuns} acquire/release cycles done`);
+
   await exec("rm", ["-rf", "--", `${ws}/tree`, `${ws}/base64-tree`, `${ws}/fileApi-tree`, `${ws}/base64Inline-small`, `${ws}/fileApi-small`]);
   const unserved = emu.requests.unserved();
   console.log(`unserved calls: ${unserved.length ? unserved.map((u) => `${u.count}x ${u.method} ${u.target} (${u.reason})`).join(", ") : "none"}`);
@@ -260,6 +287,8 @@ console.log(`\ncloudflare bench (node ${process.version}, ${os.cpus().length} cp
 console.log(`  execute (true)          median ${r.execute.median.toFixed(1).padStart(7)} ms   ${r.execute.bridgePerExecute} bridge requests each (target 1), ${r.execute.containerPerExecute} container calls`);
 console.log(`  execute (1 KiB stdin)   median ${r.executeWithStdin.median.toFixed(1).padStart(7)} ms   ${r.executeWithStdin.bridgePerExecute} bridge requests each, ${r.executeWithStdin.containerPerExecute} container calls`);
 console.log(`  execute over the template's JSON exec (reference) median ${r.templateExecute.median.toFixed(1)} ms, ${r.templateExecute.bridgePerExecute} bridge requests each`);
+console.log(`  acquire                 median ${f0(r.lease.acquire.median).padStart(7)} ms   ${r.lease.acquire.bridge} bridge requests each (${Object.entries(r.lease.acquire.byRoute).map(([k, n]) => `${n}x ${k}`).join(", ")}), ${r.lease.acquire.container} container calls`);
+console.log(`  release                 median ${f0(r.lease.release.median).padStart(7)} ms   ${r.lease.release.bridge} bridge requests each (${Object.entries(r.lease.release.byRoute).map(([k, n]) => `${n}x ${k}`).join(", ")}), ${r.lease.release.container} container calls`);
 console.log(`  syncIn  (provider)      median ${f0(r.providerSync.in.median).padStart(7)} ms   ${r.providerSync.in.bridge} bridge requests, ${r.providerSync.in.container} container calls`);
 console.log(`  syncOut (provider)      median ${f0(r.providerSync.out.median).padStart(7)} ms   ${r.providerSync.out.bridge} bridge requests, ${r.providerSync.out.container} container calls`);
 const s = r.syncSideBySide;
