@@ -6,13 +6,14 @@ import { UsageError } from "./errors.js";
 /** Our own provider packages, by driverKey, relative to the repository root. */
 export const BUILTIN_PROVIDERS: Readonly<Record<string, string>> = Object.freeze({
   bubblewrap: "providers/bubblewrap",
-  cloudflare: "providers/cloudflare",
   daytona: "providers/daytona",
   e2b: "providers/e2b",
   "fake-plugin": "providers/fake-plugin",
   kubernetes: "providers/kubernetes",
   modal: "providers/modal",
   novita: "providers/novita",
+  "exe-dev": "providers/exe-dev",
+  cloudflare: "providers/cloudflare",
 });
 
 export const DEFAULT_PROVIDER = "bubblewrap";
