@@ -31,6 +31,7 @@ import { BridgeClient } from "../providers/cloudflare/dist/bridge-client.js";
 import { cloudflareConfig } from "../providers/cloudflare/dist/config.js";
 import { bridgeFiles, bridgeProcessRunner, legacyBridgeRunner } from "../providers/cloudflare/dist/runner.js";
 import { SessionPool } from "../providers/cloudflare/dist/sessions.js";
+import { summarize } from "./lib/stats.mjs";
 
 const repoRoot = fileURLToPath(new URL("..", import.meta.url));
 const { values: args } = parseArgs({
@@ -50,11 +51,6 @@ const syncRuns = Number(args["sync-runs"]);
 if (!(runs >= 1 && syncRuns >= 1)) throw new Error("--runs and --sync-runs must be at least 1");
 
 const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
-function summarize(samples) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
-  return { n: sorted.length, median: at(0.5), p95: at(0.95), min: sorted[0], max: sorted.at(-1) };
-}
 const BRIDGE = "/api/paperclip-sandbox/v1";
 /** Bridge requests (the front) and container calls (the stand-in) since `mark`, with the bridge's by route. */
 async function callsSince(emu, mark) {
