@@ -486,7 +486,7 @@ async function runProvider(p, plugin) {
   if (plugin.mode === "name" && first) await upgradeScenario(p, plugin, { agentId, eid, cid });
 
   await step("no leftovers after scenario", async () => {
-    const extra = p.leftovers?.(ctx) ?? [];
+    const extra = (await p.leftovers?.(ctx)) ?? [];
     const procs = leftoverProcesses();
     check(extra.length === 0 && procs.length === 0,
       [...extra, ...procs.map((q) => `process ${q.pid} ${q.cmdline.slice(0, 120)}`)].join("; "));

@@ -11,7 +11,7 @@
 //   duplex          { runs }: also run tasks with the host's experimental duplex (HTTP/2) callback bridge on
 //   leaseDir(ctx, lease)  host dir a lease lives in (checked gone after release), or null
 //   prepare(ctx)    optional: create what the config needs before the scenario (runs as root; the server is nobody)
-//   leftovers(ctx)  extra provider-specific leftovers to report after the runs (strings), e.g. state-dir entries
+//   leftovers(ctx)  extra provider-specific leftovers to report after the runs (strings, or a promise of them), e.g. state-dir entries
 //   emulator        hosted providers: { start(ctx) -> handle } (emulator-kit's startEmulator shape: url,
 //                   credentials, close()); started before the provider's scenarios, stopped after, and
 //                   available to config(ctx)/prepare(ctx)/leftovers(ctx) as ctx.emulator
@@ -402,5 +402,39 @@ PROVIDERS.push({
       ...expectEqual("snapshot", config.snapshot, undefined),
       ...expectEqual("namePrefix", config.namePrefix, "paperclip"),
     ],
+  }),
+});
+
+// Cloudflare, against its bridge Worker running for real in workerd (emulators/cloudflare: miniflare
+// runs the bridge and @cloudflare/sandbox 0.7.21; each container is a sandbox-backend jail owned by
+// root). The worker reaches the bridge over plain HTTP on loopback, as an operator's plugin would
+// reach a deployed Worker over HTTPS.
+PROVIDERS.push({
+  driverKey: "cloudflare",
+  dir: "providers/cloudflare",
+  emulator: {
+    start: async () => {
+      const { runEmulator } = await import("../../packages/emulator-kit/dist/index.js");
+      const { emulator } = await import("../../emulators/cloudflare/dist/index.js");
+      return runEmulator(emulator);
+    },
+  },
+  // Keep-alive on: the reuse scenario adds reuseLease, which needs it.
+  config: (ctx) => ({ bridgeBaseUrl: ctx.emulator.url, bridgeAuthToken: ctx.emulator.credentials.token, keepAlive: true }),
+  invalidConfig: { config: { reuseLease: true, keepAlive: false }, error: /Reuse lease: needs Keep alive on/ },
+  // Nothing listens on port 2 (fetch refuses port 9 outright as a "bad port"): the probe's first
+  // bridge call fails on the connection, and says so.
+  missingBackend: { config: { bridgeBaseUrl: "http://127.0.0.1:2" }, diagnostic: /cloudflare health failed: no response \(connect_failed\)/ },
+  reuse: true,
+  timingRuns: 3,
+  duplex: { runs: 1 },
+  leaseDir: () => null,
+  // Every container the runs made is gone (a destroyed sandbox's jail is removed).
+  leftovers: async (ctx) => (ctx.emulator ? await ctx.emulator.leftovers() : []),
+  ui: (ctx) => ({
+    fill: { "Bridge URL": ctx.emulator.url, "Bridge token": ctx.emulator.credentials.token },
+    cleared: ["Sleep after"],
+    probe: /^cloudflare sandbox ready$/,
+    saved: (config) => [...expectEqual("bridgeBaseUrl", config.bridgeBaseUrl, ctx.emulator.url), ...expectEqual("sleepAfter", config.sleepAfter, "1h"), ...expectEqual("sessionId", config.sessionId, undefined)],
   }),
 });

@@ -157,5 +157,6 @@ describe("leases gc with no --provider and no configured hosted provider", () =>
     expect(skipped.slice(0, 5)).toEqual(["daytona", "e2b", "kubernetes", "modal", "novita"]);
     expect(skipped).toContain("exe-dev");
     expect(skipped).toContain("boxd");
+    expect(skipped).toContain("cloudflare");
   });
 });

@@ -14,6 +14,7 @@ export const BUILTIN_PROVIDERS: Readonly<Record<string, string>> = Object.freeze
   novita: "providers/novita",
   "exe-dev": "providers/exe-dev",
   boxd: "providers/boxd",
+  cloudflare: "providers/cloudflare",
 });
 
 export const DEFAULT_PROVIDER = "bubblewrap";

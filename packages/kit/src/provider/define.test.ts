@@ -364,6 +364,26 @@ describe("defineSandboxProvider: what the kit owns", () => {
     expect(hostCallDeadlineMs({})).toBe(30_000);
     expect(hostCallDeadlineMs({ timeoutMs: "60000" })).toBe(30_000);
   });
+
+  it("refuses a duplex channel on a lease whose runner cannot carry one, though the declared transport can", async () => {
+    // e.g. a vendor endpoint without streams: the manifest cannot know which endpoint a config names.
+    const buffered = { ...STREAM_TRANSPORT, stdin: "buffered" as const, liveOutput: false };
+    const v = vendor({}, { runner: () => ({ capabilities: buffered, run: async () => ({ exitCode: 0, signal: null, reason: "exit" as const }) }) });
+    await v.setup();
+    expect(v.sandboxCapabilities.duplexCommandStream).toBe(true);
+    const lease = await v.hooks.onEnvironmentAcquireLease!(acquireParams());
+    await expect(v.hooks.onDuplexChannelOpen!({ ...scope, hostRouteId: "route-1", providerLeaseId: lease.providerLeaseId, command: ["cat"] })).rejects.toThrow(
+      /memory lease box-\S+: its transport cannot carry a duplex channel \(it needs streamed stdin with EOF and binary-safe live output\)/,
+    );
+  });
+
+  it("gives validate the config as sent, so a rule can tell a field given blank from one left out", async () => {
+    const seen: Array<Record<string, unknown> | undefined> = [];
+    const v = vendor({}, { validate: (_c, raw) => (seen.push(raw), { errors: raw && "size" in raw && raw.size === "" ? ["Size: required when given"] : [] }) });
+    expect(await v.hooks.onEnvironmentValidateConfig!({ config: { size: "" } })).toMatchObject({ ok: false, errors: ["Size: required when given"] });
+    expect(await v.hooks.onEnvironmentValidateConfig!({ config: {} })).toMatchObject({ ok: true });
+    expect(seen).toEqual([{ size: "" }, {}]);
+  });
 });
 
 async function waitFor(check: () => boolean, timeoutMs = 5_000): Promise<void> {

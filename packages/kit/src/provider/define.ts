@@ -217,6 +217,11 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
           const entry = registry.held(providerLeaseId);
           if (!entry) throw new LeaseGoneError(`${def.driverKey} lease ${providerLeaseId} is not held by this worker`);
           const runner = runnerOf(entry);
+          // The declared transport is the provider's best; this lease's runner may be weaker (e.g. a
+          // vendor endpoint without streams) and then cannot carry a channel.
+          if (!supportsDuplex(runner.capabilities)) {
+            throw new Error(`${def.driverKey} lease ${providerLeaseId}: its transport cannot carry a duplex channel (it needs streamed stdin with EOF and binary-safe live output)`);
+          }
           // A channel's command is the lease's work like an execute (release drains it; it keeps the lease alive).
           return { runner: { capabilities: runner.capabilities, run: (script, io) => registry.track(entry, runner.run(script, io)) }, leaseSignal: entry.abort.signal };
         },
@@ -278,7 +283,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     async onEnvironmentValidateConfig(params: { config: Record<string, unknown> }) {
       const result = def.config.validate(params.config);
       if (!result.ok || !def.validate) return result;
-      const extra = def.validate(def.config.parse(params.config));
+      const extra = def.validate(def.config.parse(params.config), params.config);
       const errors = extra.errors ?? [];
       const warnings = [...(result.warnings ?? []), ...(extra.warnings ?? [])];
       return errors.length > 0 ? { ok: false, errors, warnings } : { ...result, warnings };

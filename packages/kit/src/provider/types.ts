@@ -155,7 +155,8 @@ export interface SandboxProviderDefinition<S extends z.ZodObject, H extends Sand
   /** True for a runner error that means "the sandbox is not running" (it is then started and the command retried once). */
   notRunning?(error: unknown): boolean;
 
-  files?(handle: H, config: z.output<S>): FileTransport;
+  /** The vendor file API for this sandbox; undefined when this sandbox has none (sync then goes over exec). */
+  files?(handle: H, config: z.output<S>): FileTransport | undefined;
   /** Resources of this provider carrying all these labels, whatever their state (lost creates, `leases gc`). */
   list?(config: z.output<S>, labels: Record<string, string>, context: ListContext): Promise<ListedResource[]>;
   /**
@@ -168,8 +169,12 @@ export interface SandboxProviderDefinition<S extends z.ZodObject, H extends Sand
     write(handle: H, text: string, config: z.output<S>): Promise<void>;
   };
 
-  /** Checks beyond the schema (across fields, credentials); errors fail validation, acquire and probe. */
-  validate?(config: z.output<S>): { errors?: string[]; warnings?: string[] };
+  /**
+   * Checks beyond the schema (across fields, credentials); errors fail validation, acquire and probe.
+   * `raw` (validation only) is the config as the operator sent it, for a rule about a field given
+   * blank (blanks are unset before the schema sees them).
+   */
+  validate?(config: z.output<S>, raw?: Record<string, unknown>): { errors?: string[]; warnings?: string[] };
   /** Default: create a small sandbox, run a command, destroy it. */
   probe?(config: z.output<S>, params: PluginEnvironmentProbeParams, hook: HookContext): Promise<PluginEnvironmentProbeResult>;
   /** The provider enforces egress grants: the config's lists (the kit merges the task's in). */
