@@ -12,5 +12,5 @@ export type {
   ListContext,
 } from "./types.js";
 export { LeaseGoneError, AcquireBudgetError, secretValuesOf } from "./errors.js";
-export { deriveSandboxCapabilities, supportsDuplex, type DerivedSandboxCapabilities } from "./capabilities.js";
+export { deriveSandboxCapabilities, supportsDuplex, supportsLoginPty, type DerivedSandboxCapabilities } from "./capabilities.js";
 export { defaultProbe } from "./probe.js";
