@@ -45,16 +45,16 @@ export function checkSessionHome(value: unknown): string {
 /** Exit status of the in-sandbox checks when the home is not what it must be. */
 export const HOME_REJECTED_EXIT = 86;
 
+/** `__pc_fail`: one line on stderr, exit {@link HOME_REJECTED_EXIT}. */
+const FAIL = `__pc_fail() { printf 'LOGIN_PTY_HOME_REJECTED: %s\\n' "$1" >&2; exit ${HOME_REJECTED_EXIT}; }`;
+
 /**
- * Shell lines that refuse (exit {@link HOME_REJECTED_EXIT}, one line on stderr) unless `/tmp`, the
- * root and the home are real directories (no link anywhere), the root is ours or root's and nobody
- * else may write it, and the home is ours with mode 0700 exactly. Run at creation and again right
- * before the login command starts.
+ * Refuses unless `/tmp` and the root are real directories (no link), and the root is ours or
+ * root's and nobody else may write it: checked BEFORE anything is made inside it.
  */
-function homeChecks(home: string): string[] {
+function rootChecks(): string[] {
   const root = shellQuote(LOGIN_SESSION_HOME_ROOT);
   return [
-    `__pc_fail() { printf 'LOGIN_PTY_HOME_REJECTED: %s\\n' "$1" >&2; exit ${HOME_REJECTED_EXIT}; }`,
     `__pc_uid=$(id -u) || __pc_fail "cannot read the sandbox user's id"`,
     `[ -d /tmp ] && [ ! -L /tmp ] || __pc_fail "/tmp is not a directory"`,
     `[ -d ${root} ] && [ ! -L ${root} ] || __pc_fail "${LOGIN_SESSION_HOME_ROOT} is not a directory"`,
@@ -63,6 +63,12 @@ function homeChecks(home: string): string[] {
     `[ "$1" = "$__pc_uid" ] || [ "$1" = 0 ] || __pc_fail "${LOGIN_SESSION_HOME_ROOT} belongs to another user"`,
     // group- or world-writable (octal 022 = 18)
     `[ $(( 0$2 & 18 )) -eq 0 ] || __pc_fail "${LOGIN_SESSION_HOME_ROOT} is writable by others"`,
+  ];
+}
+
+/** Refuses unless the home is a real directory of ours with mode 0700 exactly. */
+function homeChecks(home: string): string[] {
+  return [
     `[ -d ${shellQuote(home)} ] && [ ! -L ${shellQuote(home)} ] || __pc_fail "the session home is not a directory"`,
     `__pc_st=$(stat -c '%u %a' ${shellQuote(home)}) || __pc_fail "cannot stat the session home"`,
     `set -- $__pc_st`,
@@ -76,24 +82,32 @@ export function sessionHomeScript(home: string): string {
   const checked = checkSessionHome(home);
   const root = shellQuote(LOGIN_SESSION_HOME_ROOT);
   return [
+    FAIL,
     `umask 077`,
-    `[ -e ${root} ] || [ -L ${root} ] || mkdir -m 0700 ${root} 2>/dev/null || [ -d ${root} ] || { printf 'LOGIN_PTY_HOME_REJECTED: cannot create %s\\n' ${root} >&2; exit ${HOME_REJECTED_EXIT}; }`,
+    `[ -e ${root} ] || [ -L ${root} ] || mkdir -m 0700 ${root} 2>/dev/null || [ -d ${root} ] || __pc_fail "cannot create ${LOGIN_SESSION_HOME_ROOT}"`,
+    ...rootChecks(),
     // A new directory: an existing path (a planted link, an earlier session's home) is refused.
-    `mkdir -m 0700 ${shellQuote(checked)} 2>/dev/null || { printf 'LOGIN_PTY_HOME_REJECTED: the session home already exists or cannot be created\\n' >&2; exit ${HOME_REJECTED_EXIT}; }`,
+    `mkdir -m 0700 ${shellQuote(checked)} 2>/dev/null || __pc_fail "the session home already exists or cannot be created"`,
     ...homeChecks(checked),
     `exit 0`,
   ].join("\n");
 }
 
-/** The program the PTY runs: the checks once more, then the key's fixed command in the home. */
+/**
+ * The program the PTY runs: the checks once more, then the key's fixed command in the home, found on
+ * the sandbox's PATH and then in `$HOME/.local/bin` (where Claude Code's own installer puts it).
+ */
 export function loginLaunchScript(key: LoginCommandKey, home: string): string {
   const checked = checkSessionHome(home);
   if (!isLoginCommandKey(key)) throw new LoginPtyError("LOGIN_PTY_INVALID_REQUEST", "loginCommandKey must be one of claude, codex, grok");
   const { command, homeVariable } = LOGIN_COMMANDS[key];
   return [
+    FAIL,
+    ...rootChecks(),
     ...homeChecks(checked),
     `cd ${shellQuote(checked)} || __pc_fail "cannot enter the session home"`,
     `unset __pc_uid __pc_st`,
+    `[ -z "\${HOME:-}" ] || PATH="\${PATH:-/usr/bin:/bin}:$HOME/.local/bin"; export PATH`,
     homeVariable ? `exec env ${homeVariable}=${shellQuote(checked)} ${command}` : `exec ${command}`,
   ].join("\n");
 }
