@@ -25,6 +25,7 @@ export const CONFORMANCE_CASE_NAMES = [
   "login-pty-exit-and-signals",
   "login-pty-session-home-checks",
   "release-receipt-after-execution",
+  "release-receipt-ends-every-process",
   "resume-reusable-lease",
   "destroy-twice",
   "execute-after-destroy-fails-cleanly",

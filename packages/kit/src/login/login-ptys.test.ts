@@ -49,7 +49,7 @@ function harness(opts: { homeExit?: number; homeStderr?: string; answersClose?: 
     async run(script: string, io: ScriptIo) {
       scripts.push(script);
       if (opts.homeStderr && typeof io.stderr === "function") io.stderr(Buffer.from(opts.homeStderr));
-      return { exitCode: opts.homeExit ?? 0, signal: null, aborted: false, reason: "exit" };
+      return { exitCode: opts.homeExit ?? 0, signal: null, reason: "exit" };
     },
     pty: {
       async open(spec) {

@@ -1,5 +1,5 @@
-import type { PtyExit, PtyProcess, PtySignal, PtyTransport } from "../transport.js";
-import { checkPtySize } from "../transports/script-pty.js";
+import type { PtyExit, PtyProcess, PtySignal, PtyTransport } from "../../transport.js";
+import { checkPtySize } from "../../transports/script-pty.js";
 import { envdApiError } from "./errors.js";
 import { envdExitOf } from "./process-api.js";
 import { ENVD_SIGNAL, processRpcOf, type EnvdProcessEvent, type EnvdSandboxLike } from "./sdk-shapes.js";
@@ -12,8 +12,6 @@ export interface EnvdPtyOptions {
   keepaliveSeconds?: number;
   /** Grace between SIGTERM and SIGKILL when a terminal is closed with its program running. Default 1000 ms. */
   closeGraceMs?: number;
-  /** Wraps the terminal's life (the lease's keepalive counts it as work in flight). */
-  track?: <T>(work: () => Promise<T>) => Promise<T>;
 }
 
 /**
@@ -30,7 +28,6 @@ export function envdPty(sandbox: EnvdSandboxLike, options: EnvdPtyOptions): PtyT
   const update = rpc.update;
   const callTimeout = () => AbortSignal.timeout(options.requestTimeoutMs);
   const closeGraceMs = options.closeGraceMs ?? 1_000;
-  const track = options.track ?? (<T>(work: () => Promise<T>) => work());
   const after = (ms: number) => new Promise<false>((resolve) => setTimeout(() => resolve(false), ms).unref?.());
 
   return {
@@ -64,7 +61,7 @@ export function envdPty(sandbox: EnvdSandboxLike, options: EnvdPtyOptions): PtyT
       const selector = { selector: { case: "pid" as const, value: event.value.pid } };
       let ended = false;
 
-      const exited: Promise<PtyExit> = track(async (): Promise<PtyExit> => {
+      const exited: Promise<PtyExit> = (async (): Promise<PtyExit> => {
         try {
           for (;;) {
             const next = await iterator.next();
@@ -84,7 +81,7 @@ export function envdPty(sandbox: EnvdSandboxLike, options: EnvdPtyOptions): PtyT
           ended = true;
           spec.signal?.removeEventListener("abort", onAbort);
         }
-      });
+      })();
 
       const unary = async (operation: string, call: () => Promise<unknown>) => {
         try {
