@@ -504,7 +504,15 @@ async function runProvider(p, plugin) {
 async function loginScenario(p, cid, eid) {
   const caps = await apiOk("GET", `/companies/${cid}/environments/capabilities`).catch(() => null);
   if (caps?.sandboxProviders?.[p.driverKey]?.supportsLoginPty !== true) {
-    console.log(`  info  login terminal: ${p.driverKey} does not declare supportsLoginPty; no login scenario`);
+    // No PTY: the host must refuse the login up front, before any session row, lease or terminal.
+    await step(`login terminal: ${p.driverKey} has none, the host refuses the login`, async () => {
+      const before = new Set((await leasesOf(eid)).map((l) => l.id));
+      const r = await api("POST", `/companies/${cid}/adapters/codex_local/login-sessions`, { environmentId: eid });
+      check(r.status === 422 && JSON.stringify(r.json ?? {}).includes("codex_device_login_provider_unsupported"), `expected a 422 codex_device_login_provider_unsupported, got HTTP ${r.status}: ${redactText(r.text).slice(0, 300)}`);
+      const made = (await leasesOf(eid)).filter((l) => !before.has(l.id));
+      check(made.length === 0, `the refused login still made ${made.length} lease(s)`);
+      return { detail: `${p.driverKey} declares no supportsLoginPty: HTTP 422 codex_device_login_provider_unsupported, no lease` };
+    });
     return;
   }
   if (env.E2E_FAKE_LOGIN !== "1") {

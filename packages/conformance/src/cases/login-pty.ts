@@ -70,8 +70,13 @@ interface OpenedLogin {
 }
 
 function requireLoginPty(world: ConformanceWorld): void {
-  requireMethods(world, ["environmentAcquireLease", "environmentDestroyLease", "environmentExecute", ...LOGIN_PTY_METHODS]);
-  if (world.driver?.supportsLoginPty !== true) throw new ConformanceSkip("the driver does not declare supportsLoginPty");
+  if (world.driver?.supportsLoginPty !== true) {
+    throw new ConformanceSkip(`${world.options.driverKey} has no login terminal (supportsLoginPty is not declared: its transport opens no pseudo-terminal; the host refuses its logins up front)`);
+  }
+  requireMethods(world, ["environmentAcquireLease", "environmentDestroyLease", "environmentExecute"]);
+  // Declared but not served: the host would offer a login the worker cannot run.
+  const missing = LOGIN_PTY_METHODS.filter((method) => !world.client.supportedMethods.includes(method));
+  assert.ok(missing.length === 0, `${world.options.driverKey} declares supportsLoginPty but its worker does not advertise ${missing.join(", ")}`);
 }
 
 async function installFakeCodex(world: ConformanceWorld, lease: AcquiredLease, mode: string, output?: string): Promise<void> {
