@@ -94,8 +94,10 @@ export function sessionHomeScript(home: string): string {
 }
 
 /**
- * The program the PTY runs: the checks once more, then the key's fixed command in the home, found on
- * the sandbox's PATH and then in `$HOME/.local/bin` (where Claude Code's own installer puts it).
+ * The program the PTY runs: the checks once more, then the key's fixed command in the home, found in
+ * `$HOME/.local/bin` first (where Claude Code's own installer puts it, and ahead of the image's
+ * PATH as a Debian login shell's `~/.profile` puts it: the sandbox user's own install wins over an
+ * image-wide one), then on the sandbox's PATH.
  */
 export function loginLaunchScript(key: LoginCommandKey, home: string): string {
   const checked = checkSessionHome(home);
@@ -107,7 +109,7 @@ export function loginLaunchScript(key: LoginCommandKey, home: string): string {
     ...homeChecks(checked),
     `cd ${shellQuote(checked)} || __pc_fail "cannot enter the session home"`,
     `unset __pc_uid __pc_st`,
-    `[ -z "\${HOME:-}" ] || PATH="\${PATH:-/usr/bin:/bin}:$HOME/.local/bin"; export PATH`,
+    `[ -z "\${HOME:-}" ] || PATH="$HOME/.local/bin:\${PATH:-/usr/bin:/bin}"; export PATH`,
     homeVariable ? `exec env ${homeVariable}=${shellQuote(checked)} ${command}` : `exec ${command}`,
   ].join("\n");
 }
