@@ -37,6 +37,8 @@ export function checkPtySize(size: PtySize): PtySize {
  * in a 0600 control file; resize (`stty -F`) and signals are one more call each, against that file.
  * Needs a transport with streamed, binary-safe stdin and live output, and `script` in the sandbox
  * (Debian's `bsdutils`, always installed there; the open fails with {@link PtyUnavailableError} without it).
+ * Its commands must start with default signal dispositions: not through `withRemoteGroupKill`, whose
+ * job is an asynchronous list that ignores SIGINT (no shell below can undo that, so ^C would be lost).
  */
 export function withScriptPty(inner: ScriptRunner, opts: ScriptPtyOptions = {}): ScriptRunner {
   const caps = inner.capabilities;
