@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { shellQuote } from "@paperclip-sandbox/kit";
+import { ptyResizeLine, shellQuote } from "@paperclip-sandbox/kit";
 import { SandboxExecError } from "./errors.js";
 import type { ExecHandle, ExecOptions, Sandbox } from "./types.js";
 
@@ -83,7 +83,8 @@ export async function execOnPty(jail: Sandbox, options: PtyExecOptions): Promise
     async resize(nextCols, nextRows) {
       checkSize(nextCols, nextRows);
       const { tty } = await control();
-      await side(["stty", "-F", tty, "cols", String(nextCols), "rows", String(nextRows)]);
+      // One window-size change, as envd's pty.Setsize makes: the program reads the final size.
+      await side(["/bin/sh", "-c", ptyResizeLine("1", { cols: nextCols, rows: nextRows }), "sh", tty]);
     },
     async signal(signal, opts = {}) {
       const { pid } = await control();

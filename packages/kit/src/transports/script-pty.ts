@@ -21,6 +21,17 @@ const SIGNALS: readonly PtySignal[] = ["SIGINT", "SIGTERM", "SIGKILL", "SIGHUP"]
 /** `script` could not start (missing, or no pseudo-terminal device in the sandbox). */
 const NO_PTY_EXIT = 127;
 
+/**
+ * A shell line that resizes the terminal at `$<ttyVar>` in ONE window-size change, as a terminal
+ * emulator does (so the program gets one SIGWINCH and reads the final size): python3's TIOCSWINSZ
+ * where the sandbox has it, else `stty` (which sets rows and cols one after the other).
+ */
+export function ptyResizeLine(ttyVar: string, size: PtySize): string {
+  const { cols, rows } = checkPtySize(size);
+  const py = `import fcntl,os,struct,sys,termios; fd=os.open(sys.argv[1], os.O_RDWR|os.O_NOCTTY); fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', ${rows}, ${cols}, 0, 0))`;
+  return `{ command -v python3 >/dev/null 2>&1 && python3 -c ${shellQuote(py)} "$${ttyVar}" 2>/dev/null; } || stty -F "$${ttyVar}" rows ${rows} cols ${cols} 2>/dev/null`;
+}
+
 /** A terminal size, refused unless both are whole numbers in 1..10000. */
 export function checkPtySize(size: PtySize): PtySize {
   for (const [name, value] of [["cols", size.cols], ["rows", size.rows]] as const) {
@@ -158,7 +169,7 @@ async function openScriptPty(runner: ScriptRunner, spec: PtySpec, opts: ScriptPt
     async resize(next) {
       const checked = checkPtySize(next);
       if (ended) return;
-      await control(`stty -F "$__pc_tty" cols ${checked.cols} rows ${checked.rows} 2>/dev/null; exit 0`);
+      await control(`${ptyResizeLine("__pc_tty", checked)}; exit 0`);
     },
     async kill(signal = "SIGTERM") {
       if (!SIGNALS.includes(signal)) throw new RangeError(`PTY signal must be one of ${SIGNALS.join(", ")}`);
