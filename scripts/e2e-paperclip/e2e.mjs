@@ -482,6 +482,7 @@ async function runProvider(p, plugin) {
   }
 
   if (p.duplex && first) await duplexScenario(p, agentId, eid);
+  await loginScenario(p, cid, eid);
   if (p.reuse) await reuseScenario(p, cid, baseConfig);
   if (plugin.mode === "name" && first) await upgradeScenario(p, plugin, { agentId, eid, cid });
 
@@ -490,6 +491,140 @@ async function runProvider(p, plugin) {
     const procs = leftoverProcesses();
     check(extra.length === 0 && procs.length === 0,
       [...extra, ...procs.map((q) => `process ${q.pid} ${q.cmdline.slice(0, 120)}`)].join("; "));
+  });
+}
+
+/**
+ * The host's agent logins on a login pseudo-terminal, for a provider whose driver declares
+ * `supportsLoginPty` (HOST-CALLS.md §7): the Codex device login (`codex login --device-auth`: prompt
+ * shown to the operator, `auth.json` read back from the session home, the host's CODEX_HOME secret
+ * made) and the Claude setup-token login (`claude setup-token`: sign-in URL shown, the browser code
+ * the operator submits typed into the terminal and echoed, the token parsed from the terminal and
+ * stored). Each runs in a fresh lease the host deletes afterwards. The fake CLIs (fake-login.sh) are
+ * installed as /usr/local/bin/{claude,codex} by run.sh.
+ */
+async function loginScenario(p, cid, eid) {
+  const caps = await apiOk("GET", `/companies/${cid}/environments/capabilities`).catch(() => null);
+  if (caps?.sandboxProviders?.[p.driverKey]?.supportsLoginPty !== true) {
+    // No PTY: the host must refuse the login up front, before any session row, lease or terminal.
+    await step(`login terminal: ${p.driverKey} has none, the host refuses the login`, async () => {
+      const before = new Set((await leasesOf(eid)).map((l) => l.id));
+      const r = await api("POST", `/companies/${cid}/adapters/codex_local/login-sessions`, { environmentId: eid });
+      check(r.status === 422 && JSON.stringify(r.json ?? {}).includes("codex_device_login_provider_unsupported"), `expected a 422 codex_device_login_provider_unsupported, got HTTP ${r.status}: ${redactText(r.text).slice(0, 300)}`);
+      const made = (await leasesOf(eid)).filter((l) => !before.has(l.id));
+      check(made.length === 0, `the refused login still made ${made.length} lease(s)`);
+      return { detail: `${p.driverKey} declares no supportsLoginPty: HTTP 422 codex_device_login_provider_unsupported, no lease` };
+    });
+    return;
+  }
+  if (env.E2E_FAKE_LOGIN !== "1") {
+    rows.push({ provider: current.provider, step: "login terminal", ok: true, ms: 0, detail: "SKIPPED: the fake login CLIs could not be installed (see run.sh's log)" });
+    return;
+  }
+  const terminal = ["authenticated", "failed", "timed_out", "cancelled"];
+  const loginLeases = async (before) => (await leasesOf(eid)).filter((l) => !before.has(l.id) && !l.heartbeatRunId);
+  /** The login lease is released, its sandbox and processes gone, and the worker saw the login calls. */
+  const sandboxGone = async (before, key) => {
+    const lease = await waitFor("the login lease released", async () => {
+      const l = (await loginLeases(before)).at(-1);
+      return l && l.status === "released" && l.releasedAt ? l : null;
+    }, { timeoutMs: 30_000, intervalMs: 200 });
+    check(lease.cleanupStatus === "success" || lease.cleanupStatus == null, `login lease cleanupStatus ${lease.cleanupStatus} ${lease.failureReason ?? ""}`);
+    const dir = p.leaseDir?.(ctx, lease);
+    await waitFor("the login sandbox gone", async () => (!dir || !fs.existsSync(dir)) && leftoverProcesses(dir ? [dir] : []).length === 0, { timeoutMs: 10_000, intervalMs: 100 }).catch(() => {
+      throw new Error(`login sandbox left: ${dir && fs.existsSync(dir) ? dir : ""} ${leftoverProcesses(dir ? [dir] : []).map((q) => q.cmdline.slice(0, 100)).join(" | ")}`);
+    });
+    const extra = p.leftovers?.(ctx) ?? [];
+    check(extra.length === 0, `provider leftovers after the login: ${extra.join("; ")}`);
+    const calls = recordedCalls(current.pluginKey);
+    if (!calls) return { lease, detail: `lease ${lease.providerLeaseId}` };
+    const mine = calls.filter((c) => c.params?.providerLeaseId === lease.providerLeaseId || c.params?.lease?.providerLeaseId === lease.providerLeaseId);
+    const open = mine.find((c) => c.dir === "call" && c.method === "loginPtyOpen");
+    check(open?.params?.loginCommandKey === key, `no loginPtyOpen with key ${key} recorded for the login lease`);
+    const route = open.params.hostRouteId;
+    check(calls.some((c) => c.dir === "call" && c.method === "loginPtyClose" && c.params?.hostRouteId === route), "the host never closed the login terminal");
+    check(calls.some((c) => c.dir === "notify" && c.method === "loginPty.exit" && c.params?.hostRouteId === route), "no loginPty.exit notification recorded");
+    check(mine.some((c) => c.dir === "call" && /environment(Release|Destroy)Lease/.test(c.method)), "the login lease was not released through the worker");
+    const output = calls.filter((c) => c.dir === "notify" && c.method === "loginPty.output" && c.params?.hostRouteId === route).map((c) => c.params.chunk).join("");
+    return { lease, output, detail: `lease ${lease.providerLeaseId}, ${mine.filter((c) => c.dir === "call").map((c) => c.method).join(" ")}` };
+  };
+
+  // ---- Codex device login
+  let before = new Set((await leasesOf(eid)).map((l) => l.id));
+  let sid;
+  const codexShown = await step("login terminal: codex device login, prompt shown", async () => {
+    const started = await apiOk("POST", `/companies/${cid}/adapters/codex_local/login-sessions`, { environmentId: eid });
+    sid = started.sessionId;
+    const shown = await waitFor("the device prompt", async () => {
+      const r = await apiOk("GET", `/companies/${cid}/adapters/codex_local/login-sessions/${sid}`);
+      if (r.prompt) return r;
+      if (terminal.includes(r.status)) throw new Error(`the login ended ${r.status} before a prompt: ${JSON.stringify(r.failure)}`);
+      return null;
+    }, { timeoutMs: 60_000, intervalMs: 200 });
+    check(shown.prompt.url === "https://auth.openai.com/codex/device" && shown.prompt.code === "E2EX-12345", `unexpected prompt ${JSON.stringify(shown.prompt)}`);
+    return { detail: `${shown.status}: ${shown.prompt.url} ${shown.prompt.code}` };
+  });
+  if (codexShown) {
+    await step("login terminal: codex auth.json read back, host authenticated", async () => {
+      const done = await waitFor("the login's end", async () => {
+        const r = await apiOk("GET", `/companies/${cid}/adapters/codex_local/login-sessions/${sid}`);
+        return terminal.includes(r.status) ? r : null;
+      }, { timeoutMs: 60_000, intervalMs: 200 });
+      check(done.status === "authenticated", `login ended ${done.status}: ${JSON.stringify(done.failure)}`);
+      const secrets = await apiOk("GET", `/companies/${cid}/secrets`);
+      const list = Array.isArray(secrets) ? secrets : secrets?.secrets ?? [];
+      check(list.some((x) => x.name === "CODEX_HOME_e2e-fake-account"), `the host made no CODEX_HOME secret for the account (${list.map((x) => x.name).join(", ")})`);
+      return { detail: `status ${done.status}, secret CODEX_HOME_e2e-fake-account` };
+    });
+  }
+  await step("login terminal: codex login sandbox gone", async () => {
+    const gone = await sandboxGone(before, "codex");
+    if (gone.output !== undefined) check(/one-time code/.test(gone.output) && /Successfully logged in/.test(gone.output), `recorded terminal output lacks the prompt: ${JSON.stringify(gone.output.slice(0, 300))}`);
+    return { detail: gone.detail };
+  });
+
+  // ---- Claude setup-token login
+  before = new Set((await leasesOf(eid)).map((l) => l.id));
+  const code = `e2e-browser-code-${Date.now().toString(36)}`;
+  let csid;
+  const claudeShown = await step("login terminal: claude setup-token, sign-in URL shown", async () => {
+    const started = await apiOk("POST", `/companies/${cid}/setup-token-login-sessions`, { environmentId: eid, adapterType: "claude_local" });
+    csid = started.sessionId;
+    const prompt = await waitFor("the sign-in URL", async () => {
+      const r = await api("GET", `/companies/${cid}/setup-token-login-sessions/${csid}/prompt`);
+      if (r.status === 200) return r.json;
+      const s = await apiOk("GET", `/companies/${cid}/setup-token-login-sessions/${csid}`);
+      if (terminal.includes(s.status)) throw new Error(`the login ended ${s.status} before a prompt: ${JSON.stringify(s.failure)}`);
+      return null;
+    }, { timeoutMs: 60_000, intervalMs: 200 });
+    check(String(prompt.authorizationUrl).startsWith("https://claude.ai/oauth/authorize?"), `unexpected sign-in URL ${String(prompt.authorizationUrl).slice(0, 60)}`);
+    return { detail: "https://claude.ai/oauth/authorize?…" };
+  });
+  if (claudeShown) {
+    await step("login terminal: claude browser code typed, token stored", async () => {
+      await apiOk("POST", `/companies/${cid}/setup-token-login-sessions/${csid}/code`, { browserCode: code });
+      const done = await waitFor("the login's end", async () => {
+        const r = await apiOk("GET", `/companies/${cid}/setup-token-login-sessions/${csid}`);
+        return terminal.includes(r.status) ? r : null;
+      }, { timeoutMs: 60_000, intervalMs: 200 });
+      check(done.status === "authenticated", `login ended ${done.status}: ${JSON.stringify(done.failure)}`);
+      const completion = await apiOk("POST", `/companies/${cid}/setup-token-login-sessions/${csid}/completion`, {});
+      check(typeof completion.storedSessionId === "string" && completion.storedSessionId.length > 0, "no storedSessionId from the completion");
+      const signal = await apiOk("GET", `/companies/${cid}/adapters/claude_local/auth-signal?environmentId=${eid}`);
+      check(signal.status === "present", `claude auth signal is ${signal.status} after the login`);
+      return { detail: `status ${done.status}, auth signal ${signal.status}` };
+    });
+  }
+  await step("login terminal: claude login sandbox gone, code echoed", async () => {
+    const gone = await sandboxGone(before, "claude");
+    if (gone.output !== undefined) {
+      const prompt = gone.output.indexOf("Paste code here if prompted");
+      const echoed = gone.output.indexOf(code, prompt);
+      check(prompt >= 0 && echoed > prompt, `the terminal did not echo the typed code after the prompt: ${JSON.stringify(gone.output.slice(-400))}`);
+      check(/received a browser code of \d+ characters/.test(gone.output), "the fake claude never read the code");
+      check(!/sk-ant-oat01-/.test(gone.output), "the recorder kept a token");
+    }
+    return { detail: gone.detail };
   });
 }
 

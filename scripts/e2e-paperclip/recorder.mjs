@@ -13,6 +13,11 @@ const SECRET_KEY = /(key|token|secret|password|passwd|jwt|credential|authorizati
 // Secret-looking NAME=value assignments inside strings (a duplex launch command is `exec env PAPERCLIP_BRIDGE_TOKEN='...' node ...`).
 const SECRET_ASSIGNMENT = /\b([A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|JWT|NONCE|CREDENTIAL)[A-Z0-9_]*=)('[^']*'|"[^"]*"|[^\s'"]+)/g;
 const pending = new Map(); // id -> {method, t, lease}
+// Names that match SECRET_KEY but hold no secret: the login's command key ("codex", "claude", "grok").
+const NAMED_KEYS = new Set(["loginCommandKey"]);
+// Login terminal output is recorded (the e2e checks the prompt and the echo) with the OAuth token and
+// every URL query (state, challenge) cut out; the e2e's fake CLIs are the only programs it sees.
+const redactTerminal = (text) => text.replace(/sk-ant-[A-Za-z0-9_-]+/g, "<token>").replace(/(https?:\/\/[^\s?]+)\?\S*/g, "$1?<query>");
 
 function redact(value, depth = 0) {
   if (depth > 12) return "…";
@@ -27,7 +32,7 @@ function redact(value, depth = 0) {
       // Execute stdin/stdout and duplex channel bytes (`data`) carry bridge traffic, credentials included.
       if (k === "stdin" || k === "stdout" || k === "data") out[k] = typeof v === "string" ? `<${v.length} chars>` : v;
       else if (k === "leaseMetadata" || k === "workspaceRealization") out[k] = "<omitted>";
-      else if (SECRET_KEY.test(k) && v !== "" && v !== null && typeof v !== "boolean") out[k] = "<redacted>";
+      else if (SECRET_KEY.test(k) && !NAMED_KEYS.has(k) && v !== "" && v !== null && typeof v !== "boolean") out[k] = "<redacted>";
       else out[k] = redact(v, depth + 1);
     }
     return out;
@@ -71,6 +76,12 @@ const fromHost = lineSplitter((line) => {
 const fromWorker = lineSplitter((line) => {
   let msg;
   try { msg = JSON.parse(line); } catch { return; }
+  if ((msg.method === "loginPty.output" || msg.method === "loginPty.exit") && msg.id === undefined) {
+    const p = msg.params ?? {};
+    const params = { hostRouteId: p.hostRouteId, workerSessionId: p.workerSessionId, ...(typeof p.chunk === "string" ? { chunk: redactTerminal(p.chunk) } : { exitCode: p.exitCode }) };
+    write({ t: new Date().toISOString(), dir: "notify", method: msg.method, params });
+    return;
+  }
   if (msg.id !== undefined && !msg.method && pending.has(msg.id)) {
     const { method, t } = pending.get(msg.id);
     pending.delete(msg.id);

@@ -79,6 +79,11 @@ SERVER_PID=""
 REGISTRY_PID=""
 FAKE_DEST=/usr/local/bin/paperclip-e2e-claude
 FAKE_INSTALLED=0
+# The host's login flows run the fixed commands `claude setup-token` / `codex login --device-auth`
+# in a fresh sandbox: the fake login CLIs are installed under those names for the run, unless
+# something of that name is already there (then the login scenario is skipped, see e2e.mjs).
+FAKE_LOGIN_NAMES="claude codex"
+FAKE_LOGIN_INSTALLED=""
 descendants() { # pid -> all descendant pids (depth first)
   local kids
   kids=$(ps -o pid= --ppid "$1" 2>/dev/null || true)
@@ -130,6 +135,7 @@ cleanup() {
   stop_registry
   stop_server
   [ "$FAKE_INSTALLED" = 1 ] && rm -f "$FAKE_DEST"
+  for n in $FAKE_LOGIN_INSTALLED; do cmp -s "$HERE/fake-login.sh" "/usr/local/bin/$n" && rm -f "/usr/local/bin/$n"; done
   # the fake-plugin provider keeps lease dirs under the worker's /tmp; remove only what our server user left there
   if [ -d /tmp/paperclip-fake-plugin ]; then
     find /tmp/paperclip-fake-plugin -mindepth 1 -maxdepth 1 -user "$SERVER_UID" -newer "$RUN_DIR" -exec rm -rf -- {} + 2>/dev/null
@@ -169,6 +175,17 @@ if [ -e "$FAKE_DEST" ] && ! cmp -s "$HERE/fake-claude.sh" "$FAKE_DEST"; then
   echo "$FAKE_DEST exists and is not ours; refusing to overwrite" >&2; exit 1
 fi
 install -m 0755 "$HERE/fake-claude.sh" "$FAKE_DEST"; FAKE_INSTALLED=1
+FAKE_LOGIN_READY=1
+for n in $FAKE_LOGIN_NAMES; do
+  if [ -e "/usr/local/bin/$n" ] && ! cmp -s "$HERE/fake-login.sh" "/usr/local/bin/$n"; then
+    log "/usr/local/bin/$n exists and is not ours: the login scenarios are skipped"; FAKE_LOGIN_READY=0
+  elif [ "$(command -v "$n" 2>/dev/null || echo "/usr/local/bin/$n")" != "/usr/local/bin/$n" ]; then
+    log "a real $n is on PATH ($(command -v "$n")): the login scenarios are skipped"; FAKE_LOGIN_READY=0
+  fi
+done
+if [ "$FAKE_LOGIN_READY" = 1 ]; then
+  for n in $FAKE_LOGIN_NAMES; do install -m 0755 "$HERE/fake-login.sh" "/usr/local/bin/$n"; FAKE_LOGIN_INSTALLED="$FAKE_LOGIN_INSTALLED $n"; done
+fi
 [ "$BY_PATH" = 1 ] && log "prepared plugin copy in $(ms_since "$t") ms ($(du -sh "$RUN_DIR/copy" | cut -f1)): $(echo "$PLUGINS" | cut -f1 | tr '\n' ' ')"
 
 # ---------------------------------------------------------------- 2b. install by name: release tarballs in a local registry
@@ -242,6 +259,7 @@ rm -rf -- "$OUT_DIR/ui"; mkdir -p "$OUT_DIR"
 set +e
 E2E_INSTALL="$INSTALL_MODES" E2E_REGISTRY_URL="$REGISTRY_URL" E2E_RELEASE_DIR="$RUN_DIR/release" E2E_REPO="$REPO" \
 E2E_OUT_DIR="$OUT_DIR" E2E_API="http://127.0.0.1:$PORT/api" E2E_RUN_DIR="$RUN_DIR" E2E_PLUGINS="$PLUGINS" E2E_FAKE_COMMAND="$FAKE_DEST" \
+E2E_FAKE_LOGIN="$FAKE_LOGIN_READY" \
   E2E_SERVER_PID="$SERVER_PID" E2E_SERVER_LOG="$RUN_DIR/server.log" E2E_CALLS_DIR="$RECORD_DIR" \
   "$NODE24" "$HERE/e2e.mjs"
 rc=$?

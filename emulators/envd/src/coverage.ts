@@ -7,7 +7,6 @@ const refused = (reason: string): CoverageEntry => ({ status: "refused", reason 
 const NO_SNAPSHOTS = "no sandbox snapshots or forks (memory and filesystem copies as templates); pause/resume is served";
 const NO_TEMPLATES = "templates are names (the `templates` option): nothing is built or administered";
 const NO_METRICS = "no resource metrics";
-const NO_PTY = "no pseudo-terminals: commands run over pipes";
 const NO_WATCH = "no filesystem watchers (no inotify bridge into the jails)";
 
 /**
@@ -75,13 +74,13 @@ export const ENVD_COVERAGE: CoverageSpec = {
     "envd.GET /health": served(),
     "envd.GET /envs": served(),
     "envd.GET /metrics": refused(NO_METRICS),
-    "process.Process.Start": served("no PTY"),
+    "process.Process.Start": served("with `pty`: a real terminal in the jail (util-linux `script`); output as `pty` data"),
     "process.Process.Connect": served(),
     "process.Process.List": served(),
-    "process.Process.SendInput": served("stdin; PTY input is refused"),
-    "process.Process.CloseStdin": served(),
-    "process.Process.SendSignal": served(),
-    "process.Process.Update": refused(NO_PTY),
+    "process.Process.SendInput": served("stdin, or `pty` bytes to a PTY process"),
+    "process.Process.CloseStdin": served("refused for a PTY process, as envd does"),
+    "process.Process.SendSignal": served("a PTY process: the program on the terminal"),
+    "process.Process.Update": served("PTY resize (SIGWINCH reaches the program)"),
     "process.Process.StreamInput": refused("client-streaming input is not emulated (SendInput is)"),
     "filesystem.Filesystem.Stat": served(),
     "filesystem.Filesystem.ListDir": served(),

@@ -105,12 +105,42 @@ describe("Novita's SDK on the same service", () => {
 });
 
 describe("refusals", () => {
-  it("refused operations answer with the reason: snapshots (501), PTY and watchers (unimplemented)", async () => {
+  it("refused operations answer with the reason: snapshots (501), watchers (unimplemented)", async () => {
     await expect(e2b.Sandbox.createSnapshot(sbx.sandboxId, opts())).rejects.toThrow(/501: emulator limit: no sandbox snapshots/);
-    await expect(sbx.pty.create({ cols: 80, rows: 24, onData: () => undefined })).rejects.toThrow(/PTY/);
     await expect(sbx.files.watchDir("/home/user", () => undefined)).rejects.toThrow(/watchers are not emulated|unimplemented/i);
     await emu.requests.idle();
-    expect(emu.requests.unserved().map((u) => u.target)).toEqual(expect.arrayContaining(["/sandboxes/:sandboxID/snapshots", "/process.Process/Start"]));
+    expect(emu.requests.unserved().map((u) => u.target)).toEqual(expect.arrayContaining(["/sandboxes/:sandboxID/snapshots"]));
+  });
+});
+
+describe("PTY (the SDK's sandbox.pty)", () => {
+  it("create, typed input echoed by the terminal, resize as SIGWINCH, kill: as the SDK drives envd", async () => {
+    const decoder = new TextDecoder();
+    let text = "";
+    const until = async (marker: string) => {
+      const deadline = Date.now() + 10_000;
+      while (!text.includes(marker)) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${marker} in ${JSON.stringify(text)}`);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    };
+    // The SDK runs `/bin/bash -i -l` on the terminal; we type into it as a user would.
+    const term = await sbx.pty.create({ cols: 100, rows: 20, onData: (data: Uint8Array) => void (text += decoder.decode(data, { stream: true })) });
+    await sbx.pty.sendInput(term.pid, new TextEncoder().encode("stty size; tty; trap 'echo winch $(stty size)' WINCH; echo typed-$((6*7))\r"));
+    await until("typed-42");
+    expect(text).toContain("20 100");
+    expect(text).toMatch(/\/dev\/pts\/\d+/);
+    // The terminal echoed what was typed (the command line itself), before its output.
+    expect(text.indexOf("echo typed-$((6*7))")).toBeLessThan(text.indexOf("typed-42\r\n"));
+    await sbx.pty.resize(term.pid, { cols: 132, rows: 43 });
+    await sbx.pty.sendInput(term.pid, new TextEncoder().encode("echo after-resize\r"));
+    await until("winch 43 132");
+    await until("after-resize");
+    // Input that is not a terminal's is refused as envd refuses it.
+    await expect(sbx.commands.sendStdin(term.pid, "x")).rejects.toThrow(/stdin not enabled|not enabled or closed/);
+    expect(await sbx.pty.kill(term.pid)).toBe(true);
+    const end = await term.wait().catch((error: unknown) => error as { exitCode?: number });
+    expect(end.exitCode).not.toBe(0);
   });
 });
 

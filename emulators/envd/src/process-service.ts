@@ -26,7 +26,7 @@ interface StartRequest {
 
 type ProcessEvent =
   | { event: { start: { pid: number } } }
-  | { event: { data: Partial<Record<OutputStreamName, string>> } }
+  | { event: { data: Partial<Record<OutputStreamName | "pty", string>> } }
   | { event: { end: EndEvent } }
   | { event: { keepalive: Record<string, never> } };
 
@@ -52,7 +52,7 @@ export function processRoutes(router: Router, sandboxes: SandboxRegistry): void 
   connectServerStream<StartRequest, ProcessEvent>(router, "/process.Process/Start", async (request, stream, call) => {
     const { sandbox } = envdTarget(call.ctx, sandboxes);
     checkUser(userFromAuthorization(call.header("authorization")));
-    if (request.pty !== undefined && request.pty !== null) throw new ConnectError("unimplemented", "PTY sessions are not emulated");
+    const pty = request.pty === undefined || request.pty === null ? undefined : ptySizeOf(request.pty, "pty");
     const config = processConfig(request.process);
     const cwd = resolveSandboxPath(config.cwd ?? "~", "process.cwd");
     const tag = request.tag === undefined || request.tag === null ? undefined : stringOf(request.tag, "tag");
@@ -60,7 +60,7 @@ export function processRoutes(router: Router, sandboxes: SandboxRegistry): void 
     const session = openSession(stream, call, sandbox);
     let entry: ProcessEntry;
     try {
-      entry = await sandbox.processes.start({ config, stdin, tag, cwd, env: config.envs, first: session.listener });
+      entry = await sandbox.processes.start({ config, stdin, tag, cwd, env: config.envs, first: session.listener, ...(pty ? { pty } : {}) });
     } catch (error) {
       session.close();
       throw await startError(error, sandbox, cwd, config);
@@ -80,7 +80,17 @@ export function processRoutes(router: Router, sandboxes: SandboxRegistry): void 
   connectUnary<{ process?: ProcessSelector; input?: { stdin?: unknown; pty?: unknown } }, object>(router, "/process.Process/SendInput", async (request, call) => {
     const { sandbox } = envdTarget(call.ctx, sandboxes);
     const entry = selectProcess(sandbox, request.process);
-    if (request.input?.pty !== undefined) throw new ConnectError("invalid_argument", "this process has no PTY: send stdin");
+    if (request.input?.pty !== undefined) {
+      // envd's WriteTty: the bytes go to the process's terminal (its line discipline echoes, ^C interrupts).
+      if (typeof request.input.pty !== "string") throw new ConnectError("invalid_argument", "input.pty: required (base64 bytes)");
+      if (!entry.pty) throw new ConnectError("internal", "error writing to tty: tty not assigned to process — input should be written to the stdin, not the tty");
+      try {
+        await entry.handle.write(Buffer.from(request.input.pty, "base64"));
+      } catch (error) {
+        throw new ConnectError("internal", `error writing to tty of process '${entry.pid}': ${(error as Error).message}`);
+      }
+      return {};
+    }
     const data = request.input?.stdin;
     if (typeof data !== "string") throw new ConnectError("invalid_argument", "input.stdin: required (base64 bytes)");
     if (!entry.stdinEnabled) throw new ConnectError("failed_precondition", `stdin of process ${entry.pid} is not enabled or closed`);
@@ -95,6 +105,7 @@ export function processRoutes(router: Router, sandboxes: SandboxRegistry): void 
   connectUnary<{ process?: ProcessSelector }, object>(router, "/process.Process/CloseStdin", async (request, call) => {
     const { sandbox } = envdTarget(call.ctx, sandboxes);
     const entry = selectProcess(sandbox, request.process);
+    if (entry.pty) throw new ConnectError("internal", "cannot close stdin for PTY process — send Ctrl+D (0x04) instead");
     if (entry.stdinEnabled) await entry.handle.closeStdin().catch(() => undefined);
     return {};
   });
@@ -103,7 +114,8 @@ export function processRoutes(router: Router, sandboxes: SandboxRegistry): void 
     const { sandbox } = envdTarget(call.ctx, sandboxes);
     const entry = selectProcess(sandbox, request.process);
     const signal = signalOf(request.signal);
-    await entry.handle.signal(signal, { group: false }).catch((error: unknown) => {
+    // envd signals the process it started: on a terminal that is the program, not our wrapper.
+    await (entry.pty ? entry.pty.signal(signal) : entry.handle.signal(signal, { group: false })).catch((error: unknown) => {
       throw new ConnectError("internal", `error sending signal to process ${entry.pid}: ${(error as Error).message}`);
     });
     return {};
@@ -120,8 +132,16 @@ export function processRoutes(router: Router, sandboxes: SandboxRegistry): void 
     };
   });
 
-  connectUnary<object, object>(router, "/process.Process/Update", () => {
-    throw new ConnectError("unimplemented", "PTY sessions are not emulated");
+  connectUnary<{ process?: ProcessSelector; pty?: unknown }, object>(router, "/process.Process/Update", async (request, call) => {
+    const { sandbox } = envdTarget(call.ctx, sandboxes);
+    const entry = selectProcess(sandbox, request.process);
+    if (request.pty === undefined || request.pty === null) return {};
+    const size = ptySizeOf(request.pty, "pty");
+    if (!entry.pty) throw new ConnectError("internal", "error resizing tty: tty not assigned to process");
+    await entry.pty.resize(size.cols, size.rows).catch((error: unknown) => {
+      throw new ConnectError("internal", `error resizing tty: ${(error as Error).message}`);
+    });
+    return {};
   });
 }
 
@@ -289,6 +309,17 @@ function processConfig(raw: StartRequest["process"]): ProcessConfig {
   }
   const cwd = raw.cwd === undefined || raw.cwd === null || raw.cwd === "" ? undefined : stringOf(raw.cwd, "process.cwd");
   return { cmd, args: args as string[], envs, ...(cwd !== undefined ? { cwd } : {}) };
+}
+
+/** `process.PTY {size: {cols, rows}}` (uint32s; envd casts them to the terminal's uint16 window size). */
+function ptySizeOf(value: unknown, field: string): { cols: number; rows: number } {
+  const size = typeof value === "object" && value !== null ? (value as { size?: unknown }).size : undefined;
+  const { cols, rows } = (typeof size === "object" && size !== null ? size : {}) as { cols?: unknown; rows?: unknown };
+  const dimension = (v: unknown, name: string) => {
+    if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > 65_535) throw new ConnectError("invalid_argument", `${field}.size.${name}: must be a whole number from 1 to 65535`);
+    return v;
+  };
+  return { cols: dimension(cols, "cols"), rows: dimension(rows, "rows") };
 }
 
 function stringOf(value: unknown, field: string): string {

@@ -1,4 +1,4 @@
-import type { ExecExit, ExecHandle, OutputStreamName, OutputSubscription, Sandbox as Jail } from "@paperclip-sandbox/sandbox-backend";
+import { execOnPty, type ExecExit, type ExecHandle, type OutputStreamName, type OutputSubscription, type PtyExec, type Sandbox as Jail } from "@paperclip-sandbox/sandbox-backend";
 
 /** `process.ProcessConfig` as the SDKs send it (and List returns it). */
 export interface ProcessConfig {
@@ -16,9 +16,12 @@ export interface EndEvent {
   error?: string;
 }
 
+/** Which `DataEvent.output` a chunk goes out as: a PTY process's output is `pty`, never stdout/stderr. */
+export type DataName = OutputStreamName | "pty";
+
 /** One attached stream (a Start or a Connect call): gets the output from when it attached, then the end. */
 export interface ProcessListener {
-  data(stream: OutputStreamName, bytes: Buffer): void;
+  data(stream: DataName, bytes: Buffer): void;
   end(event: EndEvent): void;
   /** Output was lost before it could be delivered (the jail's buffer overflowed): end the stream loudly. */
   fail(reason: string): void;
@@ -32,6 +35,8 @@ export interface ProcessEntry {
   readonly tag: string | undefined;
   readonly config: ProcessConfig;
   readonly handle: ExecHandle;
+  /** The process's terminal when it was started with `pty` (resize, signals to the program on it). */
+  readonly pty: PtyExec | undefined;
   readonly stdinEnabled: boolean;
   readonly listeners: Set<ProcessListener>;
   /** The end event, once the process has exited and its output was delivered. */
@@ -61,29 +66,33 @@ export class ProcessTable {
 
   constructor(private readonly jail: Jail) {}
 
-  async start(input: { config: ProcessConfig; stdin: boolean; tag: string | undefined; cwd: string; env: Record<string, string>; first: ProcessListener }): Promise<ProcessEntry> {
-    const handle = await this.jail.exec({
+  async start(input: { config: ProcessConfig; stdin: boolean; tag: string | undefined; cwd: string; env: Record<string, string>; first: ProcessListener; pty?: { cols: number; rows: number } }): Promise<ProcessEntry> {
+    const common = {
       argv: [input.config.cmd, ...input.config.args],
       cwd: input.cwd,
       env: input.env,
-      stdin: input.stdin,
       detached: true,
       ...(input.tag !== undefined ? { tag: input.tag } : {}),
       outputLimitBytes: OUTPUT_LIMIT_BYTES,
-    });
+    };
+    // As envd's pty.StartWithSize: the command leads a session on a terminal of that size; its input
+    // is the terminal (no stdin pipe), its output one stream.
+    const pty = input.pty ? await execOnPty(this.jail, { ...common, ...input.pty }) : undefined;
+    const handle = pty ? pty.handle : await this.jail.exec({ ...common, stdin: input.stdin });
     const listeners = new Set<ProcessListener>([input.first]);
     let settle!: (event: EndEvent) => void;
     const ended = new Promise<EndEvent>((resolve) => (settle = resolve));
-    const entry: ProcessEntry = { pid: handle.pid, tag: input.tag, config: input.config, handle, stdinEnabled: input.stdin, listeners, ended };
+    const entry: ProcessEntry = { pid: handle.pid, tag: input.tag, config: input.config, handle, pty, stdinEnabled: pty ? false : input.stdin, listeners, ended };
     this.entries.set(handle.pid, entry);
 
     const subscription = handle.subscribe(
       { stdout: 0, stderr: 0 },
       {
         onData: (stream, data) => {
+          const name: DataName = pty ? "pty" : stream;
           for (let at = 0; at < data.length; at += DATA_CHUNK_BYTES) {
             const piece = data.subarray(at, at + DATA_CHUNK_BYTES);
-            for (const listener of listeners) listener.data(stream, piece);
+            for (const listener of listeners) listener.data(name, piece);
           }
           this.holdWhileCongested(entry, subscription);
         },

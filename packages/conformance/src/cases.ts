@@ -1,6 +1,7 @@
 import type { ConformanceCase } from "./case.js";
 import { configAndProbeCases } from "./cases/config-and-probe.js";
 import { duplexCases } from "./cases/duplex.js";
+import { loginPtyCases } from "./cases/login-pty.js";
 import { executeCases } from "./cases/execute.js";
 import { leaseLifecycleCases } from "./cases/lease-lifecycle.js";
 import { syncCases } from "./cases/sync.js";
@@ -10,7 +11,7 @@ import { ConformanceSkip } from "./skip.js";
 import type { ConformanceWorld } from "./world.js";
 
 const ALL_CASES = new Map<ConformanceCaseName, ConformanceCase>(
-  [...configAndProbeCases, ...leaseLifecycleCases, ...executeCases, ...syncCases, ...duplexCases, ...hostedFailureCases].map((c) => [c.name, c]),
+  [...configAndProbeCases, ...leaseLifecycleCases, ...executeCases, ...syncCases, ...duplexCases, ...loginPtyCases, ...hostedFailureCases].map((c) => [c.name, c]),
 );
 
 /**

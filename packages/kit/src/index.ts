@@ -1,5 +1,5 @@
 export { STREAM_TRANSPORT, abortedExit, timedOutExit } from "./transport.js";
-export type { ScriptRunner, ScriptIo, ScriptExit, TransportCapabilities, TerminationReason, FileTransport } from "./transport.js";
+export type { ScriptRunner, ScriptIo, ScriptExit, TransportCapabilities, TerminationReason, FileTransport, PtyTransport, PtySpec, PtySize, PtyProcess, PtyExit, PtySignal } from "./transport.js";
 export * from "./config/index.js";
 export * from "./probe/index.js";
 export * from "./exec/index.js";
@@ -9,6 +9,7 @@ export * from "./egress/index.js";
 export * from "./redact/index.js";
 export * from "./plugin/index.js";
 export * from "./duplex/index.js";
+export * from "./login/index.js";
 export * from "./transports/index.js";
 export * from "./provider/index.js";
 export * from "./vendor/index.js";

@@ -24,6 +24,8 @@ import type { Readable, Writable } from "node:stream";
 export interface ScriptRunner {
   readonly capabilities: TransportCapabilities;
   run(script: string, io: ScriptIo): Promise<ScriptExit>;
+  /** Pseudo-terminals in the sandbox; present exactly when `capabilities.pty` is true. */
+  readonly pty?: PtyTransport;
 }
 
 /** What a transport can do; the kit picks strategies from this and never guesses. */
@@ -49,6 +51,11 @@ export interface TransportCapabilities {
   maxScriptBytes?: number;
   /** Largest stdin one call accepts (buffered transports); absent means unbounded (streamed). */
   maxStdinBytes?: number;
+  /**
+   * The runner can run a program on a real pseudo-terminal (`runner.pty`): the host's agent login
+   * (`supportsLoginPty`) is offered only then. Absent means false.
+   */
+  pty?: boolean;
 }
 
 /** The full contract: what the local runner and the bubblewrap supervisor provide. */
@@ -118,4 +125,51 @@ export interface FileTransport {
   download(path: string, opts?: { signal?: AbortSignal }): Promise<Readable>;
   /** Largest single upload the vendor accepts, when it has a limit. */
   readonly maxUploadBytes?: number;
+}
+
+/**
+ * A program on a real pseudo-terminal in the sandbox: it sees a terminal on stdin/stdout/stderr
+ * (`isatty`), the terminal echoes and edits input as a terminal does, `^C` written to it interrupts
+ * the foreground program, a resize reaches it as SIGWINCH. Bytes both ways, unchanged.
+ */
+export interface PtyTransport {
+  /** Starts `sh -c script` as the leader of a new session whose controlling terminal is the PTY. */
+  open(spec: PtySpec): Promise<PtyProcess>;
+}
+
+export interface PtySize {
+  cols: number;
+  rows: number;
+}
+
+export interface PtySpec extends PtySize {
+  script: string;
+  /** Environment of the program (added to the sandbox's own; `TERM` is the caller's to set). */
+  env?: Record<string, string>;
+  /** Absolute sandbox path to start in (default: the sandbox's default directory). */
+  cwd?: string;
+  /** Every output byte of the terminal, in order, from the first one on. */
+  onData(bytes: Buffer): void;
+  /** Aborts an open that is still under way (the program, if started, is ended). */
+  signal?: AbortSignal;
+}
+
+/** How a program on a PTY ended: its exit code, or the signal that ended it. */
+export interface PtyExit {
+  exitCode: number | null;
+  signal: string | null;
+}
+
+export type PtySignal = "SIGINT" | "SIGTERM" | "SIGKILL" | "SIGHUP";
+
+export interface PtyProcess {
+  /** Bytes to the terminal's input, in call order (as typed: `\r` is Enter, `\x03` is ^C). */
+  write(bytes: Buffer): Promise<void>;
+  resize(size: PtySize): Promise<void>;
+  /** Signals the session's process group (default SIGTERM); a no-op once it has ended. */
+  kill(signal?: PtySignal): Promise<void>;
+  /** Settles once the program has ended and every output byte went to `onData`; never rejects. */
+  readonly exited: Promise<PtyExit>;
+  /** Ends the program if it still runs (hang-up, then SIGKILL) and releases the transport. Idempotent. */
+  close(): Promise<void>;
 }

@@ -52,3 +52,4 @@ export { SupervisorClient, SupervisorTransportError } from "./supervisor/client.
 export { defaultSupervisorScript } from "./supervisor/script-path.js";
 export { startEgressProxy, type EgressDenial, type EgressProxy } from "./egress/proxy.js";
 export { createResolver, parseResolveOverrides, RESOLVE_ENV, type Resolver } from "./egress/resolver.js";
+export { execOnPty, type PtyExec, type PtyExecOptions } from "./pty-exec.js";

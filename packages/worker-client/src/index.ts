@@ -21,11 +21,13 @@ export {
 } from "./errors.js";
 export { buildWorkerEnv } from "./worker-env.js";
 export type { DuplexChannelHandle, DuplexMethods } from "./duplex-methods.js";
-export type { DuplexChannelListener } from "./rpc-connection.js";
+export type { DuplexChannelListener, LoginPtyListener } from "./rpc-connection.js";
+export type { LoginPtyHandle, LoginPtyMethods } from "./login-methods.js";
 export {
   hostTimeoutFor,
   DEFAULT_CALL_TIMEOUT_MS,
   PROBE_TIMEOUT_MS,
   EXECUTION_OVERHEAD_MS,
   DEFAULT_SHUTDOWN_GRACE_MS,
+  LOGIN_PTY_CLOSE_TIMEOUT_MS,
 } from "./timeouts.js";

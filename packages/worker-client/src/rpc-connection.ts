@@ -3,6 +3,8 @@ import {
   DUPLEX_CHANNEL_DATA_NOTIFICATION,
   DUPLEX_CHANNEL_EXIT_NOTIFICATION,
   JSONRPC_ERROR_CODES,
+  LOGIN_PTY_EXIT_NOTIFICATION,
+  LOGIN_PTY_OUTPUT_NOTIFICATION,
   PLUGIN_RPC_ERROR_CODES,
   decodeChannelBytes,
 } from "@paperclipai/plugin-sdk";
@@ -15,6 +17,12 @@ export type WorkerLogListener = (entry: { level: string; message: string }) => v
 export interface DuplexChannelListener {
   onData(chunk: Buffer, workerSessionId: string): void;
   onExit(exit: { exitCode: number | null; transportClosed: boolean; workerSessionId: string }): void;
+}
+
+/** Receives one login pseudo-terminal's `loginPty.output` text and its `loginPty.exit`. */
+export interface LoginPtyListener {
+  onOutput(chunk: string, workerSessionId: string): void;
+  onExit(exit: { exitCode: number | null; workerSessionId: string }): void;
 }
 
 export interface RpcCallOptions {
@@ -43,6 +51,7 @@ export class RpcConnection {
   private readonly pending = new Map<number, PendingCall>();
   private readonly logRoutes = new Map<string, ExecuteLogListener>();
   private readonly duplexRoutes = new Map<string, DuplexChannelListener>();
+  private readonly loginRoutes = new Map<string, LoginPtyListener>();
   private closedReason: string | null = null;
 
   constructor(
@@ -92,6 +101,14 @@ export class RpcConnection {
     this.duplexRoutes.set(hostRouteId, listener);
     return () => {
       if (this.duplexRoutes.get(hostRouteId) === listener) this.duplexRoutes.delete(hostRouteId);
+    };
+  }
+
+  /** Route a login pseudo-terminal's notifications (by host route id) to `listener` until its exit. */
+  routeLoginPty(hostRouteId: string, listener: LoginPtyListener): () => void {
+    this.loginRoutes.set(hostRouteId, listener);
+    return () => {
+      if (this.loginRoutes.get(hostRouteId) === listener) this.loginRoutes.delete(hostRouteId);
     };
   }
 
@@ -159,6 +176,17 @@ export class RpcConnection {
           transportClosed: params.transportClosed === true,
           workerSessionId: params.workerSessionId,
         });
+      }
+    } else if (method === LOGIN_PTY_OUTPUT_NOTIFICATION || method === LOGIN_PTY_EXIT_NOTIFICATION) {
+      // Like the host: routed by host route id; a chunk that is not a non-empty string is dropped.
+      if (!isObject(params) || typeof params.hostRouteId !== "string" || typeof params.workerSessionId !== "string") return;
+      const route = this.loginRoutes.get(params.hostRouteId);
+      if (!route) return;
+      if (method === LOGIN_PTY_OUTPUT_NOTIFICATION) {
+        if (typeof params.chunk === "string" && params.chunk.length > 0) route.onOutput(params.chunk, params.workerSessionId);
+      } else {
+        this.loginRoutes.delete(params.hostRouteId);
+        route.onExit({ exitCode: typeof params.exitCode === "number" ? params.exitCode : null, workerSessionId: params.workerSessionId });
       }
     } else if (method === "log") {
       this.forwardWorkerLog(params);

@@ -6,6 +6,8 @@ export const EXECUTION_OVERHEAD_MS = 30_000;
 export const DEFAULT_INIT_TIMEOUT_MS = 30_000;
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000;
 export const SIGTERM_GRACE_MS = 5_000;
+/** The host waits this long for a login terminal's close, then retires the worker. */
+export const LOGIN_PTY_CLOSE_TIMEOUT_MS = 10_000;
 
 const EXECUTION_BOUND_METHODS = new Set([
   "environmentExecute",
@@ -21,6 +23,7 @@ const EXECUTION_BOUND_METHODS = new Set([
  */
 export function hostTimeoutFor(method: string, params: unknown): number {
   if (method === "environmentProbe") return PROBE_TIMEOUT_MS;
+  if (method === "loginPtyClose") return LOGIN_PTY_CLOSE_TIMEOUT_MS;
   if (EXECUTION_BOUND_METHODS.has(method)) {
     const requested = readTimeout(params) ?? readTimeout(readField(params, "config"));
     if (requested !== undefined) return requested + EXECUTION_OVERHEAD_MS;

@@ -6,6 +6,7 @@ import { UNKNOWN, WorkerRpcError } from "./errors.js";
 import { buildWorkerEnv } from "./worker-env.js";
 import { environmentMethods, type CallOptions, type EnvironmentMethods } from "./environment-methods.js";
 import { duplexMethods, type DuplexMethods } from "./duplex-methods.js";
+import { loginPtyMethods, type LoginPtyMethods } from "./login-methods.js";
 import type { PluginPackage } from "./plugin-package.js";
 import {
   DEFAULT_INIT_TIMEOUT_MS,
@@ -40,6 +41,8 @@ export interface WorkerClient {
   readonly env: EnvironmentMethods;
   /** Persistent duplex channels (`duplexChannel*` methods and their notifications). */
   readonly duplex: DuplexMethods;
+  /** The agent login on a pseudo-terminal (`loginPty*` methods and their notifications). */
+  readonly login: LoginPtyMethods;
   /** `shutdown` RPC, then up to `graceMs` (default 10 s) for the exit, then SIGTERM, then SIGKILL. */
   shutdown(opts?: { graceMs?: number }): Promise<void>;
   kill(signal?: NodeJS.Signals): void;
@@ -140,6 +143,7 @@ export async function startWorker(pkg: PluginPackage, opts: StartWorkerOptions =
     call,
     env: environmentMethods(call),
     duplex: duplexMethods(call, rpc),
+    login: loginPtyMethods(call, rpc),
     exited,
     kill: (signal = "SIGTERM") => {
       if (isRunning(child)) child.kill(signal);

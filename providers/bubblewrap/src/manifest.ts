@@ -3,8 +3,11 @@ import { providerConfig } from "./config.js";
 
 export const BUBBLEWRAP_DRIVER_KEY = "bubblewrap";
 export const BUBBLEWRAP_PLUGIN_ID = "paperclip-sandbox.bubblewrap";
-/** The in-jail supervisor meets the whole transport contract and enforces deadlines; stopped jails keep their disk. */
-export const BUBBLEWRAP_SHAPE: DeclaredProviderShape = { transport: { ...STREAM_TRANSPORT, remoteTimeout: true }, keepsLeases: true };
+/**
+ * The in-jail supervisor meets the whole transport contract and enforces deadlines; stopped jails
+ * keep their disk; pseudo-terminals come from util-linux `script` in the jail (`withScriptPty`).
+ */
+export const BUBBLEWRAP_SHAPE: DeclaredProviderShape = { transport: { ...STREAM_TRANSPORT, remoteTimeout: true, pty: true }, keepsLeases: true };
 
 export default defineSandboxProviderManifest({
   id: BUBBLEWRAP_PLUGIN_ID,

@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import path from "node:path";
-import { appendBlockedNetworkNote, defineSandboxProvider, LeaseGoneError, REUSE_SENTINEL_PATH, type ListedResource, type SandboxHandle } from "@paperclip-sandbox/kit";
+import { appendBlockedNetworkNote, defineSandboxProvider, LeaseGoneError, REUSE_SENTINEL_PATH, type ListedResource, type SandboxHandle, withScriptPty } from "@paperclip-sandbox/kit";
 import {
   checkSocketPathLength,
   createResolver,
@@ -151,7 +151,7 @@ export function createBubblewrapProvider(deps: BubblewrapPluginDeps = {}) {
       return leaseOf(sandboxOf(lease));
     },
     alive: (lease) => lease.sandbox?.state === "running",
-    runner: (lease) => sandboxOf(lease).runner,
+    runner: (lease) => withScriptPty(sandboxOf(lease).runner),
     // Read from the disk without following any link, also while the lease is stopped (a resume then
     // knows it may restart the jail before paying for it); written inside the jail.
     sentinel: {

@@ -1,10 +1,10 @@
-import { defineSandboxProviderManifest, packageVersionOf, STREAM_TRANSPORT, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
+import { defineSandboxProviderManifest, packageVersionOf, ENVD_TRANSPORT, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
 import { e2bConfig } from "./config.js";
 
 export const E2B_DRIVER_KEY = "e2b";
 export const E2B_PLUGIN_ID = "paperclip-sandbox.e2b";
-/** envd's process service with the kit's group kill (the full runner contract); pause/resume keeps leases. */
-export const E2B_SHAPE: DeclaredProviderShape = { transport: STREAM_TRANSPORT, keepsLeases: true };
+/** envd's process service with the kit's group kill (the full runner contract) and its PTYs; pause/resume keeps leases. */
+export const E2B_SHAPE: DeclaredProviderShape = { transport: ENVD_TRANSPORT, keepsLeases: true };
 
 export default defineSandboxProviderManifest({
   id: E2B_PLUGIN_ID,

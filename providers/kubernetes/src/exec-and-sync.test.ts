@@ -105,7 +105,7 @@ describe("one cluster (v5)", () => {
     const job = await t.batch.readNamespacedJob({ namespace: a.namespace, name: a.name });
     expect(job.spec).toMatchObject({ backoffLimit: 0, activeDeadlineSeconds: 3600, ttlSecondsAfterFinished: 900 });
     expect(job.spec?.template.spec?.restartPolicy).toBe("Never");
-    await expect(a.exec("echo", ["hi"])).rejects.toThrow(/the kubernetes job backend runs no commands: Job paperclip-acme-corp\/pc-[0-9a-z]{26} runs its image's entrypoint once \(state: running\), with no exec and no file sync; use backend sandbox-cr for command execution\. Its log ends: job ran/);
+    await expect(a.exec("echo", ["hi"])).rejects.toThrow(/the kubernetes job backend runs no commands: Job paperclip-acme-corp\/pc-[0-9a-z]{26} runs its image's entrypoint once \(state: running\), with no exec and no file sync \(nor a terminal\); use backend sandbox-cr for command execution\. Its log ends: job ran/);
     const sync = await hooks.onEnvironmentSyncIn({ ...scope, config, lease: a.lease, operations: [{ operationId: "in", files: [{ sourcePath: host, targetPath: "/workspace/x", kind: "directory" }] }] } as never).catch((e: Error) => e);
     // The host does not call native sync for such a lease (nativeFileSyncUnsupported); a direct call
     // fails at the transport (the kit's SyncError keeps the runner's message only as its cause).

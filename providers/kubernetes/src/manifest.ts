@@ -5,9 +5,10 @@ export const KUBERNETES_DRIVER_KEY = "kubernetes";
 export const KUBERNETES_PLUGIN_ID = "paperclip-sandbox.kubernetes";
 /**
  * Pod exec over the v5 channel protocol: streamed binary-safe stdin with half-close, live separate
- * output; the group kill comes from withRemoteGroupKill. Reusable leases keep the pod.
+ * output; the group kill comes from withRemoteGroupKill; pseudo-terminals from `script` in the
+ * container (withScriptPty). Reusable leases keep the pod.
  */
-export const KUBERNETES_SHAPE: DeclaredProviderShape = { transport: { ...CHANNEL_EXEC_CAPABILITIES, signals: "group" }, keepsLeases: true };
+export const KUBERNETES_SHAPE: DeclaredProviderShape = { transport: { ...CHANNEL_EXEC_CAPABILITIES, signals: "group", pty: true }, keepsLeases: true };
 
 export default defineSandboxProviderManifest({
   id: KUBERNETES_PLUGIN_ID,

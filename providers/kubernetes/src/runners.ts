@@ -4,6 +4,7 @@ import {
   withDeadline,
   withInlineEnv,
   withRemoteGroupKill,
+  withScriptPty,
   type ScriptRunner,
 } from "@paperclip-sandbox/kit";
 import { call, execConnector, type KubeClients } from "./kube.js";
@@ -15,10 +16,18 @@ import { jobPodName } from "./workload.js";
  * Pod exec: the kit's channel runner over client-node's WebSocket (v5 half-close where served,
  * length-framed stdin otherwise), env inlined (exec has no env field), abort by a second exec that
  * ends the script's process group, and the activity deadline as a ceiling (reported as a timeout).
+ * Pseudo-terminals (the host's agent login) come from util-linux `script` in the container over the
+ * same streamed exec, so every signal, resize and exit goes through the one exec path; an image
+ * without `script` refuses the login with a clear error.
  */
 export function podRunner(clients: KubeClients, namespace: string, pod: string, deadlineMs: number): ScriptRunner {
-  const channel = createChannelExecRunner({ connect: execConnector(clients, namespace, pod, CONTAINER), memory: clients.execProtocol });
-  return withDeadline(withRemoteGroupKill(withInlineEnv(channel)), deadlineMs);
+  const channel = withInlineEnv(createChannelExecRunner({ connect: execConnector(clients, namespace, pod, CONTAINER), memory: clients.execProtocol }));
+  const runner = withDeadline(withRemoteGroupKill(channel), deadlineMs);
+  // The terminal goes over the plain exec: the group-kill wrapper starts its job as an asynchronous
+  // list, which ignores SIGINT (and no shell below can undo that), so ^C would never reach the
+  // program; the terminal ends its program itself (hang-up, then SIGKILL, through its control file).
+  const { pty } = withScriptPty(channel);
+  return { capabilities: Object.freeze({ ...runner.capabilities, pty: true }), run: (script, io) => runner.run(script, io), ...(pty ? { pty } : {}) };
 }
 
 export class JobBackendError extends Error {
@@ -35,28 +44,27 @@ export class JobBackendError extends Error {
  * of its log, instead of hanging or pretending.
  */
 export function jobRunner(clients: KubeClients, ref: WorkloadRef, capabilities: ScriptRunner["capabilities"]): ScriptRunner {
-  return {
-    capabilities,
-    async run() {
-      let state = "unknown";
-      let tail = "";
-      try {
-        const job = await call("readJob", true, () => clients.batch.readNamespacedJob({ namespace: ref.namespace, name: ref.name }));
-        const done = (job.status?.conditions ?? []).find((c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True");
-        state = done ? `${done.type}${done.reason ? ` (${done.reason})` : ""}` : (job.status?.active ?? 0) > 0 ? "running" : "pending";
-        const pod = await jobPodName(clients, ref);
-        if (pod) {
-          const log = await call("readPodLog", true, () => clients.core.readNamespacedPodLog({ namespace: ref.namespace, name: pod, tailLines: 5 })).catch(() => "");
-          tail = String(log).trim();
-        }
-      } catch {
-        /* the message below still says what the backend cannot do */
+  const refuse = async (): Promise<never> => {
+    let state = "unknown";
+    let tail = "";
+    try {
+      const job = await call("readJob", true, () => clients.batch.readNamespacedJob({ namespace: ref.namespace, name: ref.name }));
+      const done = (job.status?.conditions ?? []).find((c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True");
+      state = done ? `${done.type}${done.reason ? ` (${done.reason})` : ""}` : (job.status?.active ?? 0) > 0 ? "running" : "pending";
+      const pod = await jobPodName(clients, ref);
+      if (pod) {
+        const log = await call("readPodLog", true, () => clients.core.readNamespacedPodLog({ namespace: ref.namespace, name: pod, tailLines: 5 })).catch(() => "");
+        tail = String(log).trim();
       }
-      throw new JobBackendError(
-        `the kubernetes job backend runs no commands: Job ${ref.namespace}/${ref.name} runs its image's entrypoint once (state: ${state}), with no exec and no file sync; use backend sandbox-cr for command execution${tail ? `. Its log ends: ${tail.slice(-500)}` : ""}`,
-      );
-    },
+    } catch {
+      /* the message below still says what the backend cannot do */
+    }
+    throw new JobBackendError(
+      `the kubernetes job backend runs no commands: Job ${ref.namespace}/${ref.name} runs its image's entrypoint once (state: ${state}), with no exec and no file sync (nor a terminal); use backend sandbox-cr for command execution${tail ? `. Its log ends: ${tail.slice(-500)}` : ""}`,
+    );
   };
+  // The driver declares a PTY (the sandbox-cr backend has one): a login on a Job refuses like a command.
+  return { capabilities, run: refuse, ...(capabilities.pty ? { pty: { open: refuse } } : {}) };
 }
 
 /** Checked once at acquire: what native sync and every command need in the image. */

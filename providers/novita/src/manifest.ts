@@ -1,10 +1,10 @@
-import { defineSandboxProviderManifest, packageVersionOf, STREAM_TRANSPORT, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
+import { defineSandboxProviderManifest, packageVersionOf, ENVD_TRANSPORT, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
 import { novitaConfig } from "./config.js";
 
 export const NOVITA_DRIVER_KEY = "novita";
 export const NOVITA_PLUGIN_ID = "paperclip-sandbox.novita";
-/** envd's process service with the kit's group kill (the full runner contract); pause/resume keeps leases. */
-export const NOVITA_SHAPE: DeclaredProviderShape = { transport: STREAM_TRANSPORT, keepsLeases: true };
+/** envd's process service with the kit's group kill (the full runner contract) and its PTYs; pause/resume keeps leases. */
+export const NOVITA_SHAPE: DeclaredProviderShape = { transport: ENVD_TRANSPORT, keepsLeases: true };
 
 export default defineSandboxProviderManifest({
   id: NOVITA_PLUGIN_ID,

@@ -129,6 +129,8 @@ export const hostedFailureCases: ConformanceCase[] = [
       const has = (...names: string[]) => names.every((name) => methods.has(name));
       const duplex = ["duplexChannelOpen", "duplexChannelWrite", "duplexChannelStop", "duplexChannelClose"];
       assert.equal(Boolean(caps.duplexCommandStream), has(...duplex), "duplexCommandStream is declared exactly when the worker serves duplex channels");
+      const login = ["loginPtyOpen", "loginPtyInput", "loginPtyStop", "loginPtyClose"];
+      assert.equal(world.driver?.supportsLoginPty === true, has(...login), "supportsLoginPty is declared exactly when the worker serves the four login terminal hooks");
       if (caps.nativeSyncIn || caps.nativeSyncOut) assert.ok(has("environmentSyncIn", "environmentSyncOut"), "native sync declared without both sync hooks");
       if (caps.reusableLeases) assert.ok(has("environmentResumeLease", "environmentReleaseLease"), "reusable leases declared without resume and release");
       if (caps.reusableLeases && !world.options.reuseConfig) assert.fail("reusable leases declared but no reuseConfig given to test them");

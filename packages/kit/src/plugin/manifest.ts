@@ -1,5 +1,5 @@
 import type { PaperclipPluginManifestV1 } from "@paperclipai/plugin-sdk";
-import { deriveSandboxCapabilities } from "../provider/capabilities.js";
+import { deriveSandboxCapabilities, supportsLoginPty } from "../provider/capabilities.js";
 import type { TransportCapabilities } from "../transport.js";
 
 type DriverDeclaration = NonNullable<PaperclipPluginManifestV1["environmentDrivers"]>[number];
@@ -46,7 +46,7 @@ export function defineSandboxProviderManifest(input: SandboxProviderManifestInpu
   };
 }
 
-function derivedFlags(shape: DeclaredProviderShape): Pick<DriverDeclaration, "sandboxCapabilities" | "supportsReusableLeases"> {
+function derivedFlags(shape: DeclaredProviderShape): Pick<DriverDeclaration, "sandboxCapabilities" | "supportsReusableLeases" | "supportsLoginPty"> {
   const sandboxCapabilities = deriveSandboxCapabilities({ transport: shape.transport, keepsLeases: shape.keepsLeases, concurrentSync: shape.concurrentSync ?? true });
-  return { sandboxCapabilities, supportsReusableLeases: sandboxCapabilities.reusableLeases };
+  return { sandboxCapabilities, supportsReusableLeases: sandboxCapabilities.reusableLeases, supportsLoginPty: supportsLoginPty(shape.transport) };
 }

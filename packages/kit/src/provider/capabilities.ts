@@ -14,6 +14,11 @@ export function supportsDuplex(transport: TransportCapabilities): boolean {
   return transport.stdin === "stream" && transport.stdinEof && transport.binarySafe && transport.liveOutput;
 }
 
+/** True when the host's agent login can run here: the transport opens real pseudo-terminals. */
+export function supportsLoginPty(transport: TransportCapabilities): boolean {
+  return transport.pty === true;
+}
+
 /**
  * Capabilities follow from what the provider defines and what its transport can do, never typed
  * by hand: reuse needs a `keep` declaration, duplex needs a streamed, binary-safe transport with

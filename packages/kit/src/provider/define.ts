@@ -12,6 +12,8 @@ import { ConfigError } from "../config/errors.js";
 import { secretFieldPaths } from "../config/secret-paths.js";
 import { createDuplexChannels } from "../duplex/duplex-channels.js";
 import { executeCommand } from "../exec/execute.js";
+import { LoginPtyError } from "../login/login-command.js";
+import { createLoginPtys } from "../login/login-ptys.js";
 import { labelValue } from "../lease/labels.js";
 import { createTtlKeepers } from "../lease/ttl-keeper.js";
 import { defineLeaseLister, type ProviderLeaseLister } from "../lease/lister.js";
@@ -23,7 +25,7 @@ import { createRedactor, type Redactor } from "../redact/redactor.js";
 import { syncFor, type SyncStrategy } from "../sync/sync-for.js";
 import { isProviderApiError } from "../vendor/api-error.js";
 import { createWithinBudget, planAcquire, shapeFingerprintOf, type AcquirePlan } from "./acquire.js";
-import { deriveSandboxCapabilities, supportsDuplex, type DerivedSandboxCapabilities } from "./capabilities.js";
+import { deriveSandboxCapabilities, supportsDuplex, supportsLoginPty, type DerivedSandboxCapabilities } from "./capabilities.js";
 import { LeaseGoneError, redactedError, secretValuesOf } from "./errors.js";
 import { LeaseRegistry, type LeaseEntry } from "./lease-registry.js";
 import { defaultProbe } from "../probe/default-probe.js";
@@ -41,6 +43,8 @@ export interface SandboxProvider {
   /** For the manifest's driver declaration. */
   sandboxCapabilities: DerivedSandboxCapabilities;
   supportsReusableLeases: boolean;
+  /** The manifest's `supportsLoginPty`: the transport opens pseudo-terminals, so the login hooks exist. */
+  supportsLoginPty: boolean;
 }
 
 /** Release dispositions of newer hosts (2026.1005.0); absent on 2026.916.1. */
@@ -230,6 +234,42 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       })
     : undefined;
 
+  const login = supportsLoginPty(def.transport)
+    ? createLoginPtys({
+        // Opens carry no config: the login runs on the lease the host acquired for it, in this worker.
+        leaseFor: async (scope) => {
+          const entry = registry.held(scope.providerLeaseId);
+          if (!entry) throw new LeaseGoneError(`${def.driverKey} lease ${scope.providerLeaseId} is not held by this worker`);
+          assertOwned(entry.handle, scope);
+          // A kept sandbox may hold an earlier login's files: a login gets the fresh one the host acquires for it.
+          if (entry.metadata.reusable === true) throw new LoginPtyError("LOGIN_PTY_UNAVAILABLE", "a login runs only on a fresh single-use lease (this one is kept for reuse)");
+          const runner = runnerOf(entry);
+          const pty = runner.pty;
+          // The login's commands and its open terminal are the lease's work: release drains them and the keepalive sees them.
+          return {
+            runner: {
+              capabilities: runner.capabilities,
+              run: (script, io) => registry.track(entry, runner.run(script, io)),
+              ...(pty
+                ? {
+                    pty: {
+                      open: async (spec) => {
+                        const process = await registry.track(entry, pty.open(spec));
+                        void registry.track(entry, process.exited);
+                        return process;
+                      },
+                    },
+                  }
+                : {}),
+            },
+            leaseSignal: entry.abort.signal,
+          };
+        },
+        notify: () => ctx?.loginPty,
+        log: (message) => info(message),
+      })
+    : undefined;
+
   /** Release, destroy or stop: the resource is the caller's, its work is drained or ended, then kept or destroyed. */
   const finishLease = async (params: PluginEnvironmentReleaseLeaseParams & { resourceDisposition?: Disposition }, mode: "release" | "destroy" | "stop"): Promise<PluginEnvironmentTerminationReceipt | void> => {
     const id = params.providerLeaseId;
@@ -238,6 +278,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       const ref = refOf(params, id, config, params.leaseMetadata);
       const entry = registry.held(id);
       await duplex?.closeLease(id);
+      await login?.closeLease(id);
       const disposition = params.resourceDisposition;
       const keep =
         mode === "stop" ||
@@ -423,6 +464,15 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
           onDuplexChannelClose: duplex.close,
         }
       : {}),
+    // Defining the four advertises them; the host also gates on the manifest's supportsLoginPty.
+    ...(login
+      ? {
+          onLoginPtyOpen: login.open,
+          onLoginPtyInput: login.input,
+          onLoginPtyStop: login.stop,
+          onLoginPtyClose: login.close,
+        }
+      : {}),
   };
 
   const list = def.list;
@@ -435,5 +485,6 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     ),
     sandboxCapabilities: deriveSandboxCapabilities({ transport: def.transport, keepsLeases: canKeep, concurrentSync: def.options?.concurrentSync ?? true }),
     supportsReusableLeases: canKeep,
+    supportsLoginPty: login !== undefined,
   };
 }

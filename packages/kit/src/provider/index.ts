@@ -12,4 +12,4 @@ export type {
   ListContext,
 } from "./types.js";
 export { LeaseGoneError, AcquireBudgetError, secretValuesOf } from "./errors.js";
-export { deriveSandboxCapabilities, supportsDuplex, type DerivedSandboxCapabilities } from "./capabilities.js";
+export { deriveSandboxCapabilities, supportsDuplex, supportsLoginPty, type DerivedSandboxCapabilities } from "./capabilities.js";

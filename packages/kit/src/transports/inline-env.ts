@@ -17,6 +17,8 @@ export function envPrologue(env: Record<string, string> | undefined): string {
 export function withInlineEnv(inner: ScriptRunner): ScriptRunner {
   return {
     capabilities: inner.capabilities,
+    // A PTY's env is its own (PtySpec.env): the PTY transport inlines it if it must.
+    ...(inner.pty ? { pty: inner.pty } : {}),
     run(script, io) {
       if (!io.env || Object.keys(io.env).length === 0) return inner.run(script, io);
       const { env, ...rest } = io;

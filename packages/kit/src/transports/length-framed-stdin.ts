@@ -21,6 +21,8 @@ export function withLengthFramedStdin(inner: ScriptRunner, opts: LengthFramedStd
   return {
     // EOF, but only for stdin known in full before the call: no live byte pipe (so no duplex channels).
     capabilities: Object.freeze({ ...inner.capabilities, stdin: "buffered" as const, stdinEof: true }),
+    // A PTY is its own byte pipe (it never half-closes): the inner transport's serves as is.
+    ...(inner.pty ? { pty: inner.pty } : {}),
     async run(script, io) {
       const input = io.stdin;
       const framed = (length: number) => `head -c ${length} | /bin/sh -c ${shellQuote(script)}`;

@@ -27,6 +27,7 @@ export function withRemoteGroupKill(inner: ScriptRunner, opts: RemoteGroupKillOp
   const waitTenths = Math.max(1, Math.ceil((opts.pidFileWaitMs ?? 5_000) / 100));
   return {
     capabilities: Object.freeze({ ...inner.capabilities, signals: "group" as const }),
+    ...(inner.pty ? { pty: inner.pty } : {}),
     async run(script, io) {
       const nonce = randomBytes(12).toString("hex");
       const pidFile = `${dir}/.paperclip-pg.${nonce}`;

@@ -100,7 +100,7 @@ export function envdProcessApi(sandbox: EnvdSandboxLike, options: EnvdProcessApi
           }
         }
         if (!end) throw new ProviderApiError({ vendor, operation: "process.Start", status: 200, code: "protocol", detail: `the stream of process ${pid} ended without an end event`, retryable: false, gone: false, mayHaveTakenEffect: true });
-        return exitOf(end);
+        return envdExitOf(end);
       } catch (error) {
         const failure = envdApiError(vendor, "process.Start", error);
         if (failure.code === "deadline_exceeded" && spec.timeoutMs !== undefined) return { exitCode: null, signal: "SIGKILL", timedOut: true };
@@ -120,7 +120,7 @@ export function envdProcessApi(sandbox: EnvdSandboxLike, options: EnvdProcessApi
   }
 }
 
-function exitOf(end: { exitCode: number; exited: boolean; status: string }): StreamedProcessExit {
+export function envdExitOf(end: { exitCode: number; exited: boolean; status: string }): StreamedProcessExit {
   if (end.exited) return { exitCode: end.exitCode, signal: null };
   const word = /^signal: (.+)$/.exec(end.status ?? "")?.[1];
   if (word !== undefined) return { exitCode: null, signal: SIGNAL_BY_WORD[word] ?? word.toUpperCase() };

@@ -13,11 +13,15 @@ import { ProviderApiError, isProviderApiError } from "../../vendor/api-error.js"
 import { opaqueLeaseIdCodec } from "../../vendor/lease-id.js";
 import { SANDBOX_NOT_RUNNING } from "./errors.js";
 import { envdFileTransport } from "./file-transport.js";
+import { envdPty } from "./pty.js";
 import { envdProcessApi } from "./process-api.js";
 import type { EnvdSandboxLike } from "./sdk-shapes.js";
 
 /** Sandbox metadata key holding the lease's hard deadline (epoch ms), so any worker can honour it. */
 export const ENVD_EXPIRES_AT_KEY = "paperclip-expires-at";
+
+/** What envd's process service carries: the whole streamed contract, and pseudo-terminals (`sandbox.pty`). */
+export const ENVD_TRANSPORT = Object.freeze({ ...STREAM_TRANSPORT, pty: true });
 
 /** What `info` reports about a sandbox. */
 export interface EnvdSandboxInfo {
@@ -127,10 +131,13 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
   const runnerOf = (handle: EnvdHandle, config: C): ScriptRunner => {
     const sandbox = handle.sandbox;
     if (!sandbox) {
-      return { capabilities: STREAM_TRANSPORT, run: () => Promise.reject(notRunningError(handle.sandboxId)) };
+      const refuse = () => Promise.reject(notRunningError(handle.sandboxId));
+      return { capabilities: ENVD_TRANSPORT, run: refuse, pty: { open: refuse } };
     }
     const api = envdProcessApi(sandbox, { vendor: spec.vendor, requestTimeoutMs: spec.requestTimeoutMs(config) });
-    return withRemoteGroupKill(createStreamedProcessRunner({ api }));
+    const runner = withRemoteGroupKill(createStreamedProcessRunner({ api }));
+    const pty = envdPty(sandbox, { vendor: spec.vendor, requestTimeoutMs: spec.requestTimeoutMs(config) });
+    return { capabilities: ENVD_TRANSPORT, run: (script, io) => runner.run(script, io), pty };
   };
 
   const filesOf = (handle: EnvdHandle, config: C): FileTransport => {
@@ -163,7 +170,7 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
   return defineSandboxProvider({
     driverKey: spec.driverKey,
     config: spec.config,
-    transport: STREAM_TRANSPORT,
+    transport: ENVD_TRANSPORT,
     workspace: spec.workspace,
     shape: spec.shape,
     leaseMetadata: (handle) => ({ sandboxId: handle.sandboxId }),

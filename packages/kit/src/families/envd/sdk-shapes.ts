@@ -30,10 +30,12 @@ export interface EnvdCallOptions {
 /** The SDK's generated `process.Process` client (`sandbox.commands.rpc`): the raw RPCs, bytes kept as bytes. */
 export interface EnvdProcessRpc {
   start(
-    request: { process: { cmd: string; args: string[]; envs: Record<string, string>; cwd?: string }; stdin: boolean },
+    request: { process: { cmd: string; args: string[]; envs: Record<string, string>; cwd?: string }; stdin?: boolean; pty?: { size: { cols: number; rows: number } } },
     options?: EnvdCallOptions,
   ): AsyncIterable<EnvdProcessEvent>;
-  sendInput(request: { process: EnvdProcessSelector; input: { input: { case: "stdin"; value: Uint8Array } } }, options?: EnvdCallOptions): Promise<unknown>;
+  sendInput(request: { process: EnvdProcessSelector; input: { input: { case: "stdin" | "pty"; value: Uint8Array } } }, options?: EnvdCallOptions): Promise<unknown>;
+  /** Resizes a PTY process's terminal. */
+  update?(request: { process: EnvdProcessSelector; pty: { size: { cols: number; rows: number } } }, options?: EnvdCallOptions): Promise<unknown>;
   closeStdin(request: { process: EnvdProcessSelector }, options?: EnvdCallOptions): Promise<unknown>;
   sendSignal(request: { process: EnvdProcessSelector; signal: number }, options?: EnvdCallOptions): Promise<unknown>;
 }

@@ -1,0 +1,151 @@
+#!/usr/bin/env node
+// Keystroke -> echo latency of the host's login terminal (supportsLoginPty) on bubblewrap.
+//   login     through the worker client, as the host drives it: loginPtyInput of one character ->
+//             the loginPty.output notification that carries its echo. The program on the terminal is
+//             the stand-in `codex` (installed in the lease's $HOME/.local/bin) reading its input:
+//               echo   cooked mode, the terminal itself echoes (what a login prompt shows)
+//               raw    `stty raw -echo; cat`: the program echoes (one more hop, through the program)
+//   baseline  the same terminal (util-linux `script`) on this machine through the kit's local runner:
+//             no jail, no supervisor, no JSON-RPC
+// One keystroke at a time (the next is sent once the previous echo arrived). Needs the built packages
+// (`npx tsc -b providers/bubblewrap`). Target: median keystroke -> echo under 50 ms on bubblewrap.
+//
+//   node bench/login-pty.mjs [--keys 200] [--warmup 20] [--out bench/results]
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { randomUUID } from "node:crypto";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { loadPluginPackage, startWorker } from "../packages/worker-client/dist/index.js";
+import { createLocalScriptRunner, withScriptPty } from "../packages/kit/dist/index.js";
+
+const repoRoot = fileURLToPath(new URL("..", import.meta.url));
+const { values: args } = parseArgs({
+  options: {
+    keys: { type: "string", default: "200" },
+    warmup: { type: "string", default: "20" },
+    out: { type: "string", default: path.join(repoRoot, "bench/results") },
+  },
+});
+const keys = Number(args.keys);
+const warmup = Number(args.warmup);
+if (!(keys >= 100)) throw new Error("--keys must be at least 100");
+
+const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
+function summarize(samples) {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const at = (q) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+  return { n: sorted.length, median: at(0.5), p95: at(0.95), min: sorted[0], max: sorted.at(-1) };
+}
+const ALPHABET = "abcdefghijklmnopqrstuvwxyz";
+
+/** Terminal output as it arrives, with a wait for a character to show up after a given offset. */
+class Screen {
+  text = "";
+  waiter = null;
+  push(chunk) {
+    this.text += chunk;
+    if (this.waiter && this.text.slice(this.waiter.from).includes(this.waiter.ch)) {
+      const { resolve } = this.waiter;
+      this.waiter = null;
+      resolve(process.hrtime.bigint());
+    }
+  }
+  next(ch) {
+    const from = this.text.length;
+    return new Promise((resolve) => (this.waiter = { ch, from, resolve }));
+  }
+  async until(marker) {
+    while (!this.text.includes(marker)) await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+}
+
+/** Sends one character at a time and times until its echo arrives (the arrival's own timestamp). */
+async function typeAndTime(send, screen, count) {
+  const samples = [];
+  for (let i = 0; i < count; i += 1) {
+    const ch = ALPHABET[i % ALPHABET.length];
+    const echoed = screen.next(ch);
+    const start = process.hrtime.bigint();
+    await send(ch);
+    samples.push(Number((await echoed) - start) / 1e6);
+  }
+  return samples;
+}
+
+const FAKE = (mode) => `#!/bin/sh
+${mode === "raw" ? "stty raw -echo; printf 'ready\\n'; exec cat" : "printf 'ready\\n'; exec cat >/dev/null"}
+`;
+
+const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), "bwrap-bench-login-"));
+const pkg = await loadPluginPackage(path.join(repoRoot, "providers/bubblewrap"));
+const client = await startWorker(pkg, { env: { TMPDIR: os.tmpdir() } });
+const config = { stateDir, timeoutMs: 120_000 };
+const base = { driverKey: "bubblewrap", companyId: "bench", environmentId: "bench", config };
+const results = {};
+let lease;
+
+async function viaWorker(mode) {
+  const install = `mkdir -p "$HOME/.local/bin" && cat > "$HOME/.local/bin/codex" <<'EOF'\n${FAKE(mode)}EOF\nchmod 0755 "$HOME/.local/bin/codex"`;
+  const installed = await client.env.execute({ ...base, lease, command: "sh", args: ["-c", install] });
+  if (installed.exitCode !== 0) throw new Error(`install failed: ${installed.stderr}`);
+  const screen = new Screen();
+  const opened = process.hrtime.bigint();
+  const handle = await client.login.open(
+    { hostRouteId: `bench-${randomUUID()}`, driverKey: "bubblewrap", companyId: "bench", environmentId: "bench", providerLeaseId: lease.providerLeaseId, loginCommandKey: "codex", sessionHome: `/tmp/paperclip-adapter-login/${randomUUID()}` },
+    { onOutput: (chunk) => screen.push(chunk), onExit: () => undefined },
+  );
+  await screen.until("ready");
+  const openMs = ms(opened);
+  const send = (ch) => handle.input(ch);
+  await typeAndTime(send, screen, warmup);
+  const samples = await typeAndTime(send, screen, keys);
+  await handle.close();
+  return { ...summarize(samples), openToReadyMs: openMs };
+}
+
+async function baseline() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "login-bench-local-"));
+  try {
+    const runner = withScriptPty(createLocalScriptRunner({ cwd: dir, env: { PATH: "/usr/bin:/bin", HOME: dir } }));
+    const screen = new Screen();
+    const pty = await runner.pty.open({ script: "printf 'ready\\n'; exec cat >/dev/null", cols: 120, rows: 30, env: { TERM: "xterm-256color" }, onData: (bytes) => screen.push(bytes.toString("utf8")) });
+    await screen.until("ready");
+    const send = (ch) => pty.write(Buffer.from(ch));
+    await typeAndTime(send, screen, warmup);
+    const samples = await typeAndTime(send, screen, keys);
+    await pty.close();
+    return summarize(samples);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+try {
+  lease = await client.env.acquireLease({ ...base, runId: "bench-login" });
+  results.baselineLocalScriptEcho = await baseline();
+  results.loginTerminalEcho = await viaWorker("echo");
+  results.loginProgramEchoRaw = await viaWorker("raw");
+  results.ratioEchoVsBaseline = results.loginTerminalEcho.median / results.baselineLocalScriptEcho.median;
+} finally {
+  if (lease) await client.env.destroyLease({ ...base, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata }).catch(() => undefined);
+  await client.shutdown();
+  fs.rmSync(stateDir, { recursive: true, force: true });
+}
+
+const fmt = (n) => n.toFixed(2);
+console.log(`keystroke -> echo, ${keys} keys each (ms)      median     p95     min     max`);
+for (const [name, s] of [
+  ["local script PTY (baseline)", results.baselineLocalScriptEcho],
+  ["login terminal, terminal echo", results.loginTerminalEcho],
+  ["login terminal, program echo (raw)", results.loginProgramEchoRaw],
+]) {
+  console.log(`${name.padEnd(40)} ${fmt(s.median).padStart(7)} ${fmt(s.p95).padStart(7)} ${fmt(s.min).padStart(7)} ${fmt(s.max).padStart(7)}`);
+}
+console.log(`ratio (login terminal echo / baseline): ${results.ratioEchoVsBaseline.toFixed(2)}x; open -> prompt ${fmt(results.loginTerminalEcho.openToReadyMs)} ms`);
+console.log(`target: median < 50 ms on bubblewrap: ${results.loginTerminalEcho.median < 50 ? "PASS" : "FAIL"}`);
+fs.mkdirSync(args.out, { recursive: true });
+const file = path.join(args.out, `login-pty-${new Date().toISOString().replace(/[:.]/g, "-")}.json`);
+fs.writeFileSync(file, JSON.stringify({ node: process.version, cpus: os.cpus().length, loadavg: os.loadavg(), keys, results }, null, 2));
+console.log(`report: ${path.relative(repoRoot, file)}`);
