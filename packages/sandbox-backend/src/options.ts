@@ -2,6 +2,7 @@
 import net from "node:net";
 import { SandboxInputError } from "./errors.js";
 import { checkSandboxId, newSandboxId } from "./ids.js";
+import { SANDBOX_USER, SANDBOX_USER_PATTERN } from "./jail/argv.js";
 import type { CreateSandboxOptions, EgressSpec, ExecOptions, SandboxLimits } from "./types.js";
 
 /** The longest a sandbox may live (and the furthest extendTtl may move its expiry). */
@@ -23,6 +24,7 @@ export interface NormalizedCreate {
   egress: EgressSpec;
   labels: Record<string, string>;
   metadata: Record<string, unknown>;
+  user: string;
 }
 
 const isPlainObject = (value: unknown): value is Record<string, unknown> =>
@@ -153,7 +155,17 @@ export function normalizeCreate(options: CreateSandboxOptions, now = Date.now())
     egress: checkEgress(options.egress),
     labels: checkLabels(options.labels),
     metadata: checkMetadata(options.metadata),
+    user: checkUser(options.user),
   };
+}
+
+/** The sandbox user's name: a login name, never one the host's tools treat specially. */
+export function checkUser(value: unknown): string {
+  if (value === undefined) return SANDBOX_USER;
+  if (typeof value !== "string" || !SANDBOX_USER_PATTERN.test(value) || value === "root" || value === "nobody") {
+    throw new SandboxInputError("user must be a login name ([a-z_][a-z0-9_-]{0,31}), not root or nobody");
+  }
+  return value;
 }
 
 /** Checks an exec request before it goes to the supervisor (which checks it again). */

@@ -9,7 +9,7 @@ import type { ScriptRunner } from "@paperclip-sandbox/kit";
 import { SandboxError, SandboxGoneError, SandboxInputError, SandboxStateError } from "./errors.js";
 import { startEgressProxy, type EgressDenial, type EgressProxy } from "./egress/proxy.js";
 import type { Resolver } from "./egress/resolver.js";
-import { buildJailArgv, SANDBOX_PATHS, supervisorNode } from "./jail/argv.js";
+import { buildJailArgv, SANDBOX_PATHS, supervisorNode, userPaths } from "./jail/argv.js";
 import type { JailRuntime, UnenforcedProtection } from "./jail/runtime.js";
 import { GUARDED_PID_MAX } from "./jail/seccomp.js";
 import { cgroupDirsNamed, createSandboxCgroups, removeCgroups, type LimitName } from "./jail/cgroups.js";
@@ -126,6 +126,11 @@ export class LocalSandbox implements Sandbox {
     return this.record.metadata;
   }
 
+  get user(): { readonly name: string; readonly home: string } {
+    const { user, home } = userPaths(this.record.spec.user);
+    return { name: user, home };
+  }
+
   get egress(): Readonly<EgressSpec> {
     return this.record.spec.egress;
   }
@@ -163,14 +168,15 @@ export class LocalSandbox implements Sandbox {
 
   async readStoredFile(jailPath: string, options: { maxBytes?: number } = {}): Promise<Buffer | null> {
     if (this.destroyed) throw new SandboxGoneError(`sandbox ${this.id} has been destroyed`);
+    const user = userPaths(this.record.spec.user);
     const binds: Array<[string, string]> = [
-      [`${SANDBOX_PATHS.cache}/`, this.layout.cache],
-      [`${SANDBOX_PATHS.home}/`, this.layout.home],
+      [`${user.cache}/`, this.layout.cache],
+      [`${user.home}/`, this.layout.home],
       [`${SANDBOX_PATHS.workspace}/`, this.layout.workspace],
       [`${SANDBOX_PATHS.tmp}/`, this.layout.tmp],
     ];
     const bind = typeof jailPath === "string" ? binds.find(([prefix]) => jailPath.startsWith(prefix)) : undefined;
-    if (!bind) throw new SandboxInputError(`readStoredFile needs a path under /workspace, /home/sandbox or /tmp (got ${String(jailPath).slice(0, 200)})`);
+    if (!bind) throw new SandboxInputError(`readStoredFile needs a path under /workspace, ${user.home} or /tmp (got ${String(jailPath).slice(0, 200)})`);
     // A stopped sandbox's own disk after a host restart: mounted again to be read.
     if (this.record.spec.limits.diskMb !== undefined && fs.existsSync(this.layout.diskImage) && !isMountPoint(this.layout.disk)) {
       await mountDisk({ disk: this.layout.disk, image: this.layout.diskImage });
@@ -425,11 +431,12 @@ export class LocalSandbox implements Sandbox {
           loaderFd: loader ? JAIL_FDS.loaderFd : undefined,
           seccompFd: runtime.seccomp ? JAIL_FDS.seccompFd : undefined,
           shmBytes: shmBytesFor(spec.limits),
+          user: spec.user,
         },
         JAIL_FDS,
       );
       const supervisorConfig = {
-        baseEnv: { ...sandboxBaseEnv(spec.egress, jail.path), ...spec.env },
+        baseEnv: { ...sandboxBaseEnv(spec.egress, jail.path, spec.user), ...spec.env },
         defaultCwd: SANDBOX_PATHS.workspace,
         egress: this.proxy ? { port: EGRESS_PROXY_PORT, socketPath: `${SANDBOX_PATHS.egressDir}/proxy.sock` } : undefined,
         guardedPidMax: runtime.seccomp ? GUARDED_PID_MAX : 0,

@@ -74,6 +74,11 @@ export interface CreateSandboxOptions {
   labels?: Record<string, string>;
   /** Any JSON-serializable object (at most 64 KiB as JSON). */
   metadata?: Record<string, unknown>;
+  /**
+   * The sandbox user's name (default `sandbox`), as a vendor's image names it (`coder`, `user`):
+   * uid 1000 in the jail, its home at `/home/<user>`. `[a-z_][a-z0-9_-]{0,31}`, not root or nobody.
+   */
+  user?: string;
 }
 
 export interface SandboxSummary {
@@ -140,6 +145,8 @@ export interface Sandbox {
   /** Protections of the supervisor this host cannot give (an arch without a seccomp table, a static node), with the reason. */
   readonly unenforcedProtections: ReadonlyArray<UnenforcedProtection>;
   readonly paths: SandboxPaths;
+  /** The sandbox user's name and home in the jail (`sandbox`, `/home/sandbox` unless created with `user`). */
+  readonly user: { readonly name: string; readonly home: string };
   /** The kit's ScriptRunner over the supervisor: a command ends when its connection is lost. */
   readonly runner: ScriptRunner;
   /** Recent egress proxy refusals (at most 100), oldest first. */
@@ -147,7 +154,7 @@ export interface Sandbox {
   readonly files: SandboxFiles;
   /**
    * A small file of the sandbox's disk read from the host, in any state (also stopped): `path` is
-   * an in-jail path under /workspace, /home/sandbox or /tmp. No component is followed if it is a
+   * an in-jail path under /workspace, the user's home or /tmp. No component is followed if it is a
    * link; null when missing, behind a link, not a regular file, or over `maxBytes` (default 64 KiB).
    */
   readStoredFile(path: string, options?: { maxBytes?: number }): Promise<Buffer | null>;

@@ -37,6 +37,15 @@ export const JAIL_INIT_NAME = "paperclip-init";
 export const SANDBOX_UID = 1000;
 export const SANDBOX_GID = 1000;
 export const SANDBOX_USER = "sandbox";
+
+/** A sandbox user's name: what `useradd` accepts, never root or nobody. */
+export const SANDBOX_USER_PATTERN = /^[a-z_][a-z0-9_-]{0,31}$/;
+
+/** The home and cache directories of a sandbox user (`/home/<user>`, `/home/<user>/.cache`). */
+export function userPaths(user: string = SANDBOX_USER): { user: string; home: string; cache: string } {
+  const home = `/home/${user}`;
+  return { user, home, cache: `${home}/.cache` };
+}
 export const SANDBOX_HOSTNAME = "sandbox";
 
 /** Host top-level entries tools need; symlinks (merged /usr) are recreated, directories ro-bound. */
@@ -81,6 +90,8 @@ export interface JailLayout {
   seccompFd?: number;
   /** Size of the jail's /dev/shm (a tmpfs counted against the memory limit). */
   shmBytes: number;
+  /** The sandbox user's name (default `sandbox`): home and cache are bound at `/home/<user>`. */
+  user?: string;
 }
 
 export interface JailCommand {
@@ -164,8 +175,9 @@ export function buildJailArgv(layout: JailLayout, fds: JailFds): JailCommand {
   // bound /proc/sys serves each reader's own namespaces, so the jail still sees its net/uts values.)
   args.push("--ro-bind", "/proc/sys", "/proc/sys", "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger");
   args.push("--bind", layout.workspaceDir, SANDBOX_PATHS.workspace);
-  args.push("--bind", layout.homeDir, SANDBOX_PATHS.home);
-  args.push("--bind", layout.cacheDir, SANDBOX_PATHS.cache);
+  const user = userPaths(layout.user);
+  args.push("--bind", layout.homeDir, user.home);
+  args.push("--bind", layout.cacheDir, user.cache);
   args.push("--bind", layout.tmpDir, SANDBOX_PATHS.tmp);
   args.push("--ro-bind", layout.supervisorScript, SANDBOX_PATHS.supervisor);
   args.push("--ro-bind", path.join(path.dirname(layout.supervisorScript), "in-jail"), SANDBOX_PATHS.supervisorModules);
@@ -217,13 +229,14 @@ function findNodeInTree(treeRoot: string): string | null {
 }
 
 /** passwd/group/hosts for the sandbox user, so `id`, `whoami`, `~` and `localhost` work. */
-export function generatedEtcFiles(): Record<"passwd" | "group" | "hosts", string> {
+export function generatedEtcFiles(userName: string = SANDBOX_USER): Record<"passwd" | "group" | "hosts", string> {
+  const { user, home } = userPaths(userName);
   return {
     passwd:
       `root:x:0:0:root:/root:/usr/sbin/nologin\n` +
-      `${SANDBOX_USER}:x:${SANDBOX_UID}:${SANDBOX_GID}:Paperclip sandbox:${SANDBOX_PATHS.home}:/bin/sh\n` +
+      `${user}:x:${SANDBOX_UID}:${SANDBOX_GID}:Paperclip sandbox:${home}:/bin/sh\n` +
       `nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`,
-    group: `root:x:0:\n${SANDBOX_USER}:x:${SANDBOX_GID}:\nnogroup:x:65534:\n`,
+    group: `root:x:0:\n${user}:x:${SANDBOX_GID}:\nnogroup:x:65534:\n`,
     hosts: `127.0.0.1\tlocalhost ${SANDBOX_HOSTNAME}\n::1\tlocalhost ip6-localhost ip6-loopback\n`,
   };
 }

@@ -4,7 +4,7 @@
  * sandboxed code and the proxy variables set only when a grant opens the proxy.
  */
 import { egressEnv, type EgressGrant } from "@paperclip-sandbox/kit";
-import { SANDBOX_PATHS, SANDBOX_USER } from "./argv.js";
+import { SANDBOX_PATHS, userPaths } from "./argv.js";
 
 /** Port of the supervisor's loopback forwarder to the host egress proxy, inside the jail. */
 export const EGRESS_PROXY_PORT = 3128;
@@ -13,16 +13,17 @@ export function grantIsEmpty(grant: EgressGrant): boolean {
   return grant.allowFqdns.length === 0 && grant.allowCidrs.length === 0;
 }
 
-export function sandboxBaseEnv(grant: EgressGrant, searchPath: string): Record<string, string> {
+export function sandboxBaseEnv(grant: EgressGrant, searchPath: string, userName?: string): Record<string, string> {
+  const { user, home, cache } = userPaths(userName);
   const env: Record<string, string> = {
     PATH: searchPath,
-    HOME: SANDBOX_PATHS.home,
-    USER: SANDBOX_USER,
-    LOGNAME: SANDBOX_USER,
+    HOME: home,
+    USER: user,
+    LOGNAME: user,
     SHELL: "/bin/sh",
     TMPDIR: SANDBOX_PATHS.tmp,
     LANG: "C.UTF-8",
-    XDG_CACHE_HOME: SANDBOX_PATHS.cache,
+    XDG_CACHE_HOME: cache,
     ...egressEnv(grant, grantIsEmpty(grant) ? "deny-all" : "allow-list-proxy"),
   };
   if (!grantIsEmpty(grant)) {

@@ -12,6 +12,8 @@ export interface SandboxSpec {
   env: Record<string, string>;
   limits: SandboxLimits;
   egress: EgressSpec;
+  /** The sandbox user's name; absent in records written before it existed (= `sandbox`). */
+  user?: string;
 }
 
 export interface SandboxRecord {
