@@ -47,6 +47,7 @@ export class PortTunnel extends Duplex {
     const output = new PassThrough();
     output.on("data", (chunk: Buffer) => {
       received = true;
+      this.touch();
       if (!this.push(chunk)) output.pause();
     });
     output.on("end", () => this.push(null));
@@ -72,12 +73,24 @@ export class PortTunnel extends Duplex {
   }
 
   private readResume: () => void;
+  private idleMs = 0;
+  private idleTimer: NodeJS.Timeout | undefined;
+
+  private touch(): void {
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
+    if (this.idleMs > 0 && !this.destroyed) {
+      this.idleTimer = setTimeout(() => this.emit("timeout"), this.idleMs);
+      this.idleTimer.unref();
+    }
+  }
 
   override _read(): void {
     this.readResume();
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+    this.touch();
     if (this.input.write(chunk)) callback();
     else this.input.once("drain", () => callback());
   }
@@ -88,6 +101,7 @@ export class PortTunnel extends Duplex {
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    if (this.idleTimer) clearTimeout(this.idleTimer);
     this.stop.abort();
     this.input.destroy();
     callback(error);
@@ -100,8 +114,14 @@ export class PortTunnel extends Duplex {
   setNoDelay(): this {
     return this;
   }
-  setTimeout(_ms: number, callback?: () => void): this {
-    if (callback) this.once("timeout", callback);
+  /** Like a socket's: `timeout` after `ms` without traffic either way (0 turns it off). */
+  setTimeout(ms: number, callback?: () => void): this {
+    if (callback) {
+      if (ms === 0) this.removeListener("timeout", callback);
+      else this.once("timeout", callback);
+    }
+    this.idleMs = ms;
+    this.touch();
     return this;
   }
   ref(): this {
