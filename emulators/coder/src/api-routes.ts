@@ -140,6 +140,13 @@ export function registerApiRoutes(router: Router, deps: ApiDeps): void {
     return workspaceJson(deployment.workspaceByName(ctx.params.name!, includeDeleted(ctx)), views);
   });
 
+  router.put("/api/v2/workspaces/:id/extend", async (ctx) => {
+    auth(ctx);
+    const workspace = deployment.workspace(ctx.params.id!);
+    deployment.extend(workspace, (await body(ctx)).deadline);
+    return { message: `Deadline updated to ${latestBuild(workspace).deadline}.` };
+  });
+
   router.get("/api/v2/workspaces/:id/builds", (ctx) => {
     auth(ctx);
     const workspace = deployment.workspace(ctx.params.id!, true);

@@ -200,9 +200,13 @@ export class Deployment {
         : this.templates.find((each) => each.activeVersionId === input.templateVersionId);
     if (!template) throw coderError(400, `Template by ID ${JSON.stringify(input.templateId ?? input.templateVersionId)} not found.`);
     const parameters = resolveParameters(template.spec.parameters ?? [], parseParameters(input.parameters), undefined);
-    const ttlMs = input.ttlMs === undefined || input.ttlMs === null ? null : input.ttlMs;
-    if (ttlMs !== null && (typeof ttlMs !== "number" || !Number.isInteger(ttlMs) || ttlMs < 60_000 || ttlMs > 30 * 24 * 3_600_000)) {
-      throw coderError(400, "Invalid Workspace Time to Shutdown.", { validations: [{ field: "ttl_ms", detail: "ttl must be at least one minute and at most 30 days" }] });
+    // `validWorkspaceTTLMillis`: truncated to whole minutes, from one minute to 30 days.
+    let ttlMs: number | null = null;
+    if (input.ttlMs !== undefined && input.ttlMs !== null && input.ttlMs !== 0) {
+      if (typeof input.ttlMs !== "number" || !Number.isInteger(input.ttlMs)) throw coderError(400, "Invalid Workspace Time to Shutdown.", { validations: [{ field: "ttl_ms", detail: "must be an integer" }] });
+      ttlMs = Math.floor(input.ttlMs / 60_000) * 60_000;
+      if (ttlMs < 60_000) throw coderError(400, "Invalid Workspace Time to Shutdown.", { validations: [{ field: "ttl_ms", detail: "time until shutdown must be at least one minute" }] });
+      if (ttlMs > 30 * 24 * 3_600_000) throw coderError(400, "Invalid Workspace Time to Shutdown.", { validations: [{ field: "ttl_ms", detail: "time until shutdown must be less than 30 days" }] });
     }
     const created = now();
     const workspace: WorkspaceRecord = {
@@ -214,7 +218,7 @@ export class Deployment {
       createdAt: created,
       updatedAt: created,
       lastUsedAt: created,
-      ttlMs: ttlMs as number | null,
+      ttlMs,
       autostartSchedule: typeof input.autostartSchedule === "string" ? input.autostartSchedule : null,
       automaticUpdates: input.automaticUpdates === "always" ? "always" : "never",
       deleted: false,
@@ -238,6 +242,18 @@ export class Deployment {
     const previous = lastParameters(workspace);
     const parameters = transition === "start" ? resolveParameters(template.spec.parameters ?? [], parseParameters(input.parameters ?? []), previous) : previous;
     return this.enqueue(workspace, transition, parameters, template, input.reason ?? "initiator");
+  }
+
+  /** `putExtendWorkspace`: moves the running build's deadline (at least 29 minutes ahead, after the build started). */
+  extend(workspace: WorkspaceRecord, deadline: unknown): void {
+    const latest = latestBuild(workspace);
+    if (buildStatus(latest) !== "running" || !latest.deadline) throw coderError(400, "Workspace must be started, cannot extend.");
+    const at = typeof deadline === "string" ? Date.parse(deadline) : Number.NaN;
+    if (!Number.isFinite(at)) throw coderError(400, "Validation failed.", { validations: [{ field: "deadline", detail: "must be a date-time" }] });
+    if (at < Date.now() + 29 * 60_000) throw coderError(400, "Cannot extend workspace: new deadline must be at least 30 minutes in the future");
+    if (at < Date.parse(latest.job.startedAt ?? latest.createdAt)) throw coderError(400, "Cannot extend workspace: new deadline is before workspace start time");
+    latest.deadline = new Date(at).toISOString();
+    this.touch(workspace, latest);
   }
 
   cancel(build: BuildRecord, workspace: WorkspaceRecord): void {

@@ -1,0 +1,295 @@
+import type { PluginContext, PluginEnvironmentRealizeWorkspaceParams } from "@paperclipai/plugin-sdk";
+import { definePlugin } from "@paperclipai/plugin-sdk";
+import { createIdempotently, defineSandboxProvider, isProviderApiError, LeaseOwnershipError, type LeaseRef, type ScriptRunner } from "@paperclip-sandbox/kit";
+import { JOB_ACTIVE, type Workspace, type WorkspaceAgent } from "./coder-api.js";
+import { coderConfig, configProblems, configWarnings, type CoderConfig } from "./config.js";
+import { KeyedLock } from "./keyed-lock.js";
+import { CODER_DRIVER_KEY, CODER_SHAPE } from "./manifest.js";
+import { labelsOfName, nameMatchesLabels, ownerLabels, workspaceNameFor } from "./names.js";
+import { realizeRepository, sourceOf } from "./realize.js";
+import { createSessionCache, parameterProblems, type CoderSession } from "./session.js";
+import { appNotRunning, bufferedRunner, probeRunner, streamRunner, type AppProxyTarget } from "./transports/app-proxy.js";
+import { ptyFiles, rptyRunner } from "./transports/rpty.js";
+import { sshRunner } from "./transports/ssh.js";
+import { commandBaseEnv } from "./workspace-env.js";
+import { defaultSleep, deleteWorkspace, isDeleted, pickAgent, settledWorkspace, startWorkspace, stopWorkspace, waitForBuild, waitReady, type CoderHandle, type Waiting } from "./workspaces.js";
+
+export interface CoderPluginDeps {
+  /** Where CODER_URL, CODER_SESSION_TOKEN, CODER_HEADER*, GITHUB_APP_* are read (default the worker's environment). */
+  env?: NodeJS.ProcessEnv;
+  platform?: NodeJS.Platform;
+  /** fetch for Coder's control plane and GitHub (tests). */
+  fetch?: typeof globalThis.fetch;
+  /** GitHub's API root for token minting (tests point it at a local fake). */
+  githubApiUrl?: string;
+  sleep?: Waiting["sleep"];
+}
+
+/** Coder's workspace UUIDs: the only lease ids this provider acts on. */
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const CLAIM_FILE = "$HOME/.paperclip-claim";
+
+/** A lease record this provider cannot act on safely (an old one without the workspace's UUID). */
+export class UnsafeLeaseRecordError extends Error {
+  override name = "UnsafeLeaseRecordError";
+  readonly code = "lease_record_without_uuid";
+}
+
+/** Accessing a handle's workspace needs the deployment and token (kept in this worker only). */
+interface Access {
+  url: string;
+  token: string;
+}
+
+type Handle = CoderHandle & { access: Access; transport: CoderConfig["commandTransport"] };
+
+export function createCoderPlugin(deps: CoderPluginDeps = {}) {
+  const env = deps.env ?? process.env;
+  let ctx: PluginContext | undefined;
+  const log = (message: string) => ctx?.logger.warn(message);
+  const sessionFor = createSessionCache({ env, platform: deps.platform, fetch: deps.fetch, log });
+  const lock = new KeyedLock();
+  /** The latest handle of each lease this worker serves (for realization, which the kit does not pass one). */
+  const handles = new Map<string, Handle>();
+  const waiting = (signal?: AbortSignal): Waiting => ({ signal, sleep: deps.sleep ?? defaultSleep });
+
+  const check = (config: CoderConfig) => {
+    const problems = configProblems(config, deps.platform, env);
+    if (problems.length > 0) throw new Error(problems.join("; "));
+  };
+
+  const remember = (handle: Handle): Handle => {
+    handles.set(handle.providerLeaseId, handle);
+    return handle;
+  };
+
+  const handleOf = (workspace: Workspace, agent: WorkspaceAgent | undefined, config: CoderConfig, access: Access, labels: Record<string, string>, runner?: CoderHandle["runner"]): Handle => {
+    const deadline = workspace.latest_build.deadline ? new Date(workspace.latest_build.deadline) : null;
+    return {
+      providerLeaseId: workspace.id,
+      workspaceId: workspace.id,
+      workspace,
+      agent,
+      runner,
+      state: workspace.latest_build.status === "running" ? "running" : "stopped",
+      // Coder stops the workspace at its deadline: past it, the lease's processes are gone.
+      expiresAt: deadline && deadline.getTime() > 0 ? deadline : null,
+      labels,
+      access,
+      transport: config.commandTransport,
+    };
+  };
+
+  const appTarget = (handle: Handle, config: CoderConfig): AppProxyTarget => ({
+    coderUrl: handle.access.url,
+    token: handle.access.token,
+    owner: handle.workspace.owner_name,
+    workspace: handle.workspace.name,
+    agent: handle.agent?.name ?? "main",
+    slug: config.runnerAppSlug,
+  });
+
+  const runnerOf = (handle: Handle, config: CoderConfig): ScriptRunner => {
+    const baseEnv = commandBaseEnv(handle.agent?.environment_variables);
+    if (config.commandTransport === "rpty") return rptyRunner({ coderUrl: handle.access.url, token: handle.access.token, agentId: handle.agent?.id ?? "" }, baseEnv);
+    if (config.commandTransport === "ssh") {
+      return sshRunner({ coderBin: config.coderBin, coderUrl: handle.access.url, token: handle.access.token, owner: handle.workspace.owner_name, workspace: handle.workspace.name, agent: handle.agent?.name ?? "main", env }, baseEnv);
+    }
+    const target = appTarget(handle, config);
+    // Without a health answer yet (a fresh worker found the app not answering): our runner's stream route.
+    return handle.runner && !handle.runner.stream ? bufferedRunner(target, baseEnv, handle.runner) : streamRunner(target, baseEnv);
+  };
+
+  /** Asks the runner app what it offers (app-proxy only). */
+  const withRunnerHealth = async (handle: Handle, config: CoderConfig, signal?: AbortSignal): Promise<Handle> => {
+    if (config.commandTransport !== "app-proxy" || handle.state !== "running") return handle;
+    handle.runner = await probeRunner(appTarget(handle, config), signal);
+    return handle;
+  };
+
+  /**
+   * The marker claim: the workspace directory made and `$HOME/.paperclip-claim` written with the
+   * workspace's UUID and name, read back through the command transport. It proves the transport
+   * reaches this very workspace (the app proxy routes by name, which Coder lets others reuse).
+   */
+  const claim = async (handle: Handle, config: CoderConfig, mode: "write" | "verify", signal?: AbortSignal): Promise<void> => {
+    const text = JSON.stringify({ workspaceId: handle.workspaceId, name: handle.workspace.name });
+    const script =
+      mode === "write"
+        ? `mkdir -p -- "$PAPERCLIP_CWD" && (umask 077 && printf '%s\\n' "$PAPERCLIP_CLAIM" > "${CLAIM_FILE}") && cat -- "${CLAIM_FILE}"`
+        : `cat -- "${CLAIM_FILE}"`;
+    const out: Buffer[] = [];
+    const exit = await runnerOf(handle, config).run(script, { env: { PAPERCLIP_CLAIM: text, PAPERCLIP_CWD: config.remoteCwd }, stdout: (chunk) => void out.push(chunk), signal });
+    const seen = Buffer.concat(out).toString("utf8").trim();
+    if (exit.exitCode !== 0 || seen !== text) {
+      throw new Error(`coder workspace ${handle.workspace.name}: the marker claim failed (${exit.exitCode !== 0 ? `exit ${exit.exitCode ?? exit.signal}` : "the workspace holds another claim"})`);
+    }
+  };
+
+  /** Refuses a lease record this provider must not act on: no UUID (an old record), or metadata naming another workspace. */
+  const checkRecord = (ref: LeaseRef<CoderConfig>) => {
+    if (!UUID.test(ref.providerLeaseId)) {
+      throw new UnsafeLeaseRecordError(
+        `refusing to touch coder lease ${JSON.stringify(ref.providerLeaseId.slice(0, 80))}: the record holds no workspace UUID (an old record); names can be reused in Coder, so only a UUID is acted on. Delete the workspace in Coder by hand.`,
+      );
+    }
+    const recorded = ref.metadata.workspaceId;
+    if (recorded !== undefined && recorded !== ref.providerLeaseId) {
+      throw new UnsafeLeaseRecordError(`refusing to touch coder lease ${ref.providerLeaseId}: its metadata names workspace ${String(recorded)}`);
+    }
+  };
+
+  /** The workspace must be the one the lease names: made for this company and environment, by this token's user, under the recorded name. */
+  const authorizer = (session: CoderSession, ref: LeaseRef<CoderConfig>) => ({
+    authorize: (workspace: Workspace) => {
+      const prefix = typeof ref.metadata.namePrefix === "string" ? ref.metadata.namePrefix : ref.config.workspaceName;
+      const expected = ownerLabels({ driverKey: CODER_DRIVER_KEY, companyId: ref.companyId, environmentId: ref.environmentId });
+      const mismatches = [];
+      if (!nameMatchesLabels(workspace.name, prefix, expected)) mismatches.push({ label: "workspace name", expected: `${prefix}-<hash of this provider, company and environment>`, actual: workspace.name });
+      if (typeof ref.metadata.workspaceName === "string" && ref.metadata.workspaceName !== workspace.name) mismatches.push({ label: "recorded name", expected: ref.metadata.workspaceName, actual: workspace.name });
+      if (mismatches.length > 0) throw new LeaseOwnershipError(`coder workspace ${workspace.id}`, mismatches);
+    },
+  });
+
+  const kit = defineSandboxProvider({
+    driverKey: CODER_DRIVER_KEY,
+    config: coderConfig,
+    transport: CODER_SHAPE.transport,
+    workspaceDir: (_handle: Handle, config) => config.remoteCwd,
+    // A change of any of these means another workspace (the kit adds company, environment, agent, run scope).
+    shape: (config) => ({
+      coderUrl: config.coderUrl,
+      template: config.template,
+      workspaceParameters: config.workspaceParameters,
+      workspaceName: config.workspaceName,
+      commandTransport: config.commandTransport,
+      runnerAppSlug: config.runnerAppSlug,
+    }),
+    defaultTtlMs: (config) => config.stopAfterHours * 3_600_000,
+    defaultTimeoutMs: (config) => config.timeoutMs,
+    validate: (config) => ({ errors: configProblems(config, deps.platform, env), warnings: configWarnings(config, env) }),
+    setup: (context) => void (ctx = context),
+
+    async create({ config, labels, expiresAt, signal, created }) {
+      check(config);
+      const session = await sessionFor(config);
+      const template = await session.template(config.template, signal);
+      const problems = parameterProblems(config.workspaceParameters, template, config.template);
+      if (problems.length > 0) throw new Error(problems.join("; "));
+      const name = workspaceNameFor(config.workspaceName, labels);
+      // Coder's TTL counts from the end of the start build, in whole minutes: at most the lease's end, at least a minute.
+      const ttlMs = expiresAt ? Math.max(60_000, Math.floor((expiresAt.getTime() - Date.now()) / 60_000) * 60_000) : undefined;
+      // The name is this acquisition's own: a create whose answer was lost is found by it, never made twice.
+      const workspace = await createIdempotently({
+        create: () =>
+          session.api.createWorkspace(
+            {
+              name,
+              template_id: template.template.id,
+              rich_parameter_values: Object.entries(config.workspaceParameters).map(([key, value]) => ({ name: key, value })),
+              ...(ttlMs !== undefined ? { ttl_ms: ttlMs } : {}),
+              automatic_updates: "never",
+            },
+            signal,
+          ),
+        find: async () => (await session.api.workspaceByName(name, signal)) ?? undefined,
+        signal,
+      });
+      // From here a failure (build, readiness, claim) deletes this workspace: the kit destroys what was named.
+      created(workspace.id);
+      return lock.run(workspace.id, async () => {
+        const build = await waitForBuild(session, workspace.latest_build.id, waiting(signal));
+        if (build.job.status !== "succeeded") throw new Error(`coder workspace ${name}: the start build ${build.job.status}${build.job.error ? `: ${build.job.error}` : ""}`);
+        let ready = await waitReady(session, workspace.id, config, waiting(signal));
+        const deadline = ready.workspace.latest_build.deadline;
+        if (expiresAt && deadline && Date.parse(deadline) > expiresAt.getTime()) {
+          // The build took long enough to push the deadline past the lease's end: move it back when Coder allows it.
+          if (await session.api.extend(workspace.id, expiresAt.toISOString(), signal).then(() => true, () => false)) {
+            ready = { ...ready, workspace: (await session.api.workspace(workspace.id, signal)) ?? ready.workspace };
+          }
+        }
+        const handle = handleOf(ready.workspace, ready.agent, config, { url: session.url, token: session.token }, { ...labels });
+        await withRunnerHealth(handle, config, signal);
+        await claim(handle, config, "write", signal);
+        return remember(handle);
+      });
+    },
+
+    async get(ref) {
+      if (!UUID.test(ref.providerLeaseId)) return null;
+      const session = await sessionFor(ref.config);
+      let workspace = await session.api.workspace(ref.providerLeaseId);
+      if (workspace && JOB_ACTIVE.has(workspace.latest_build.job.status)) workspace = await settledWorkspace(session, ref.providerLeaseId, waiting());
+      if (!workspace || isDeleted(workspace)) return null;
+      const prefix = typeof ref.metadata.namePrefix === "string" ? ref.metadata.namePrefix : ref.config.workspaceName;
+      const labels = labelsOfName(workspace.name, prefix, { driverKey: CODER_DRIVER_KEY, companyId: ref.companyId, environmentId: ref.environmentId });
+      const handle = handleOf(workspace, pickAgent(workspace, ref.config), ref.config, { url: session.url, token: session.token }, labels);
+      if (handle.state === "running") await withRunnerHealth(handle, ref.config).catch(() => undefined);
+      return remember(handle);
+    },
+
+    async destroy(ref) {
+      checkRecord(ref);
+      const session = await sessionFor(ref.config);
+      await lock.run(ref.providerLeaseId, () => deleteWorkspace(session, ref.providerLeaseId, authorizer(session, ref), waiting()));
+      handles.delete(ref.providerLeaseId);
+    },
+
+    async stop(handle, ref) {
+      checkRecord(ref);
+      const session = await sessionFor(ref.config);
+      await lock.run(handle.providerLeaseId, () => stopWorkspace(session, handle.providerLeaseId, authorizer(session, ref), waiting()));
+    },
+
+    async start(_handle, ref) {
+      checkRecord(ref);
+      const config = ref.config;
+      const session = await sessionFor(config);
+      return lock.run(ref.providerLeaseId, async () => {
+        const ready = await startWorkspace(session, ref.providerLeaseId, config, authorizer(session, ref), waiting());
+        const prefix = typeof ref.metadata.namePrefix === "string" ? ref.metadata.namePrefix : config.workspaceName;
+        const labels = labelsOfName(ready.workspace.name, prefix, { driverKey: CODER_DRIVER_KEY, companyId: ref.companyId, environmentId: ref.environmentId });
+        const handle = handleOf(ready.workspace, ready.agent, config, { url: session.url, token: session.token }, labels);
+        await withRunnerHealth(handle, config);
+        await claim(handle, config, "verify");
+        return remember(handle);
+      });
+    },
+
+    // The app proxy answers 502 for a workspace that is not running; the PTY 428 for an agent not connected.
+    notRunning: (error) => appNotRunning(error) || (isProviderApiError(error) && error.operation === "agentPty" && (error.status === 428 || error.status === 404)),
+
+    runner: (handle: Handle, config) => runnerOf(handle, config),
+    files: (handle: Handle, config) => (config.commandTransport === "rpty" ? ptyFiles({ coderUrl: handle.access.url, token: handle.access.token, agentId: handle.agent?.id ?? "" }) : undefined!),
+
+    leaseMetadata: (handle: Handle, config) => ({
+      workspaceId: handle.workspaceId,
+      workspaceName: handle.workspace.name,
+      namePrefix: config.workspaceName,
+      owner: handle.workspace.owner_name,
+      agent: handle.agent?.name,
+      template: config.template,
+      commandTransport: config.commandTransport,
+      ...(config.workerImage ? { workerImage: config.workerImage } : {}),
+    }),
+  });
+
+  // Realization clones the run's repository when it is a GitHub one and the host has App credentials.
+  const definition = kit.plugin.definition;
+  return definePlugin({
+    ...definition,
+    async onEnvironmentRealizeWorkspace(params: PluginEnvironmentRealizeWorkspaceParams) {
+      const result = await definition.onEnvironmentRealizeWorkspace!(params);
+      const id = params.lease.providerLeaseId;
+      const handle = id ? handles.get(id) : undefined;
+      const source = sourceOf(params.workspace.metadata);
+      if (handle && source) {
+        const config = coderConfig.parse(params.config);
+        await realizeRepository(runnerOf(handle, config), result.cwd, source, { env, githubApiUrl: deps.githubApiUrl, fetch: deps.fetch, log: (message) => ctx?.logger.info(message) });
+      }
+      return result;
+    },
+  } as Parameters<typeof definePlugin>[0]);
+}
+
+export default createCoderPlugin();
