@@ -42,12 +42,19 @@ export const coderConfigSchema = z.object({
   }),
   template: fields.ui(coderName("template"), { title: "Template", description: "The Coder template every workspace is created from. It must declare the runner app (see the provider's README).", group: WORKSPACE, examples: ["paperclip"] }),
   workspaceParameters: fields
-    .ui(z.record(z.string().regex(PARAMETER_NAME, { error: "must be a parameter name" }), z.string()), {
+    .ui(
+      z.record(z.string(), z.string()).superRefine((values, ctx) => {
+        for (const name of Object.keys(values)) {
+          if (!PARAMETER_NAME.test(name)) ctx.addIssue({ code: "custom", message: `${JSON.stringify(name.slice(0, 64))} is not a parameter name (a letter or _, then letters, digits, _ and -)` });
+        }
+      }),
+      {
       title: "Workspace parameters",
-      description: "Rich parameter values passed on every create and start build (name → value, values as strings).",
-      group: WORKSPACE,
-      advanced: true,
-    })
+        description: "Rich parameter values passed on every create and start build (name → value, values as strings).",
+        group: WORKSPACE,
+        advanced: true,
+      },
+    )
     .default({}),
   workspaceName: fields
     .ui(z.string().regex(/^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$/, { error: "must start with a letter; lowercase letters, digits and single hyphens" }).max(MAX_NAME_PREFIX, { error: `must be at most ${MAX_NAME_PREFIX} characters (Coder names are at most 32)` }), {

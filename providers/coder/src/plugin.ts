@@ -170,7 +170,7 @@ export function createCoderPlugin(deps: CoderPluginDeps = {}) {
     validate: (config) => ({ errors: configProblems(config, deps.platform, env), warnings: configWarnings(config, env) }),
     setup: (context) => void (ctx = context),
 
-    async create({ config, labels, expiresAt, signal, created }) {
+    async create({ config, labels, expiresAt, signal, created, params }) {
       check(config);
       const session = await sessionFor(config);
       const template = await session.template(config.template, signal);
@@ -178,7 +178,12 @@ export function createCoderPlugin(deps: CoderPluginDeps = {}) {
       if (problems.length > 0) throw new Error(problems.join("; "));
       const name = workspaceNameFor(config.workspaceName, labels);
       // Coder's TTL counts from the end of the start build, in whole minutes: at most the lease's end, at least a minute.
-      const ttlMs = expiresAt ? Math.max(60_000, Math.floor((expiresAt.getTime() - Date.now()) / 60_000) * 60_000) : undefined;
+      // Without a deadline from the host the lease lives Stop after (its whole hours).
+      const ttlMs = !params.requestedExpiresAt
+        ? config.stopAfterHours * 3_600_000
+        : expiresAt
+          ? Math.max(60_000, Math.floor((expiresAt.getTime() - Date.now()) / 60_000) * 60_000)
+          : undefined;
       // The name is this acquisition's own: a create whose answer was lost is found by it, never made twice.
       const workspace = await createIdempotently({
         create: () =>
