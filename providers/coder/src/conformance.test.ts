@@ -75,3 +75,15 @@ describeConformance({
   invalidConfigs: [],
   skip: Object.fromEntries(CONFORMANCE_CASE_NAMES.filter((name) => !RUNNER_CASES.has(name)).map((name) => [name, "transport-independent: covered by the app-proxy suite"])),
 });
+
+// coder ssh through coderBin: the runner cases against a stand-in CLI (the real one needs Coder's
+// tailnet; see __fixtures__/fake-coder.mjs), which checks the CLI's environment contract.
+const fakeCoder = fileURLToPath(new URL("./__fixtures__/fake-coder.mjs", import.meta.url));
+describeConformance({
+  ...common,
+  name: "coder (emulator, ssh via a stand-in coder CLI)",
+  config: { ...config, commandTransport: "ssh", coderBin: fakeCoder },
+  reuseConfig: { ...config, commandTransport: "ssh", coderBin: fakeCoder, reuseLease: true },
+  invalidConfigs: [],
+  skip: Object.fromEntries(CONFORMANCE_CASE_NAMES.filter((name) => !RUNNER_CASES.has(name) && name !== "execute-live-output").map((name) => [name, "transport-independent: covered by the app-proxy suite"])),
+});
