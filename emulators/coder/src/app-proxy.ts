@@ -6,7 +6,6 @@
  */
 import http from "node:http";
 import { HttpError, type HttpContext, type Router, type WebSocketContext } from "@paperclip-sandbox/emulator-kit";
-import { openPortTunnel } from "@paperclip-sandbox/sandbox-backend";
 import WebSocket from "ws";
 import { forwardedHeaders, requireSession, SESSION_COOKIE } from "./auth.js";
 import type { Deployment } from "./deployment.js";
@@ -148,7 +147,7 @@ function forwardWebSocket(client: WebSocket, ctx: WebSocketContext, resolved: Re
     headers: headers as Record<string, string>,
     perMessageDeflate: false,
     maxPayload: 64 * 1024 * 1024,
-    createConnection: () => openPortTunnel(resolved.sandbox.runner, resolved.target.port) as never,
+    createConnection: () => resolved.pool.takeTunnel(resolved.target.port) as never,
   });
   const pending: Array<{ data: WebSocket.RawData; binary: boolean }> = [];
   client.on("message", (data, binary) => {

@@ -112,12 +112,9 @@ export function createCoderPlugin(deps: CoderPluginDeps = {}) {
    * workspace's UUID and name, read back through the command transport. It proves the transport
    * reaches this very workspace (the app proxy routes by name, which Coder lets others reuse).
    */
-  const claim = async (handle: Handle, config: CoderConfig, mode: "write" | "verify", signal?: AbortSignal): Promise<void> => {
+  const claim = async (handle: Handle, config: CoderConfig, signal?: AbortSignal): Promise<void> => {
     const text = JSON.stringify({ workspaceId: handle.workspaceId, name: handle.workspace.name });
-    const script =
-      mode === "write"
-        ? `mkdir -p -- "$PAPERCLIP_CWD" && (umask 077 && printf '%s\\n' "$PAPERCLIP_CLAIM" > "${CLAIM_FILE}") && cat -- "${CLAIM_FILE}"`
-        : `cat -- "${CLAIM_FILE}"`;
+    const script = `mkdir -p -- "$PAPERCLIP_CWD" && (umask 077 && printf '%s\\n' "$PAPERCLIP_CLAIM" > "${CLAIM_FILE}") && cat -- "${CLAIM_FILE}"`;
     const out: Buffer[] = [];
     const exit = await runnerOf(handle, config).run(script, { env: { PAPERCLIP_CLAIM: text, PAPERCLIP_CWD: config.remoteCwd }, stdout: (chunk) => void out.push(chunk), signal });
     const seen = Buffer.concat(out).toString("utf8").trim();
@@ -215,7 +212,7 @@ export function createCoderPlugin(deps: CoderPluginDeps = {}) {
         }
         const handle = handleOf(ready.workspace, ready.agent, config, { url: session.url, token: session.token }, { ...labels });
         await withRunnerHealth(handle, config, signal);
-        await claim(handle, config, "write", signal);
+        await claim(handle, config, signal);
         return remember(handle);
       });
     },
@@ -255,8 +252,8 @@ export function createCoderPlugin(deps: CoderPluginDeps = {}) {
         const prefix = typeof ref.metadata.namePrefix === "string" ? ref.metadata.namePrefix : config.workspaceName;
         const labels = labelsOfName(ready.workspace.name, prefix, { driverKey: CODER_DRIVER_KEY, companyId: ref.companyId, environmentId: ref.environmentId });
         const handle = handleOf(ready.workspace, ready.agent, config, { url: session.url, token: session.token }, labels);
+        // No claim check here: a kept lease's sentinel (the kit reads it next) names this lease.
         await withRunnerHealth(handle, config);
-        await claim(handle, config, "verify");
         return remember(handle);
       });
     },

@@ -26,8 +26,9 @@ export class WorkspaceStateError extends Error {
   override name = "WorkspaceStateError";
 }
 
-const MIN_POLL_MS = 100;
-const MAX_POLL_MS = 2_000;
+// Fast at first (an emulator, a prebuilt workspace), then no more than one call per 1.5 s while a real build runs.
+const MIN_POLL_MS = 50;
+const MAX_POLL_MS = 1_500;
 
 export interface Waiting {
   signal?: AbortSignal;
@@ -49,7 +50,7 @@ export const defaultSleep = (ms: number, signal?: AbortSignal) =>
     signal?.addEventListener("abort", onAbort, { once: true });
   });
 
-/** Polls until `done` says so, backing off from 100 ms to 2 s. */
+/** Polls until `done` says so, backing off from 50 ms to 1.5 s. */
 async function poll<T>(read: () => Promise<T>, done: (value: T) => boolean, waiting: Waiting): Promise<T> {
   const sleep = waiting.sleep ?? defaultSleep;
   let interval = MIN_POLL_MS;
@@ -57,7 +58,7 @@ async function poll<T>(read: () => Promise<T>, done: (value: T) => boolean, wait
     const value = await read();
     if (done(value)) return value;
     await sleep(interval, waiting.signal);
-    interval = Math.min(MAX_POLL_MS, Math.ceil(interval * 1.5));
+    interval = Math.min(MAX_POLL_MS, Math.ceil(interval * 1.4));
   }
 }
 
