@@ -146,7 +146,7 @@ describe("cleanup", () => {
     const h = harness({ ...world.config, reuseLease: true });
     const lease = await h.acquire({ agentId: "agent-1", executionWorkspaceId: "ew-1" });
     try {
-      await expect(h.destroy(lease, { companyId: "company-2" })).rejects.toThrow(/refusing to touch coder workspace .*workspace name/);
+      await expect(h.destroy(lease, { companyId: "company-2" })).rejects.toThrow(/refusing to touch coder (sandbox|workspace) .*(paperclip-company|workspace name)/);
       await expect(h.release(lease, { companyId: "company-2" })).rejects.toThrow(/refusing to touch/);
       expect(await h.resume(lease, { companyId: "company-2" })).toEqual({ providerLeaseId: null, metadata: { expired: true, identityMismatch: true } });
       expect((await api(`/workspaces/${lease.providerLeaseId}`)).latest_build.status).toBe("running");

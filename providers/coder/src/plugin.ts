@@ -1,13 +1,13 @@
 import type { PluginContext, PluginEnvironmentRealizeWorkspaceParams } from "@paperclipai/plugin-sdk";
 import { definePlugin } from "@paperclipai/plugin-sdk";
-import { createIdempotently, defineSandboxProvider, isProviderApiError, LeaseOwnershipError, type LeaseRef, type ScriptRunner } from "@paperclip-sandbox/kit";
+import { createIdempotently, defineSandboxProvider, isProviderApiError, LeaseOwnershipError, type FileTransport, type LeaseRef, type ListedResource, type ScriptRunner } from "@paperclip-sandbox/kit";
 import { JOB_ACTIVE, type Workspace, type WorkspaceAgent } from "./coder-api.js";
 import { coderConfig, configProblems, configWarnings, type CoderConfig } from "./config.js";
 import { KeyedLock } from "./keyed-lock.js";
 import { CODER_DRIVER_KEY, CODER_SHAPE } from "./manifest.js";
 import { labelsOfName, nameMatchesLabels, ownerLabels, workspaceNameFor } from "./names.js";
 import { realizeRepository, sourceOf } from "./realize.js";
-import { createSessionCache, parameterProblems, type CoderSession } from "./session.js";
+import { createSessionCache, parameterProblems, type CoderSession, type SessionDeps } from "./session.js";
 import { appNotRunning, bufferedRunner, probeRunner, streamRunner, type AppProxyTarget } from "./transports/app-proxy.js";
 import { ptyFiles, rptyRunner } from "./transports/rpty.js";
 import { sshRunner } from "./transports/ssh.js";
@@ -47,7 +47,8 @@ export function createCoderPlugin(deps: CoderPluginDeps = {}) {
   const env = deps.env ?? process.env;
   let ctx: PluginContext | undefined;
   const log = (message: string) => ctx?.logger.warn(message);
-  const sessionFor = createSessionCache({ env, platform: deps.platform, fetch: deps.fetch, log });
+  const sessionDeps = (environment: NodeJS.ProcessEnv): SessionDeps => ({ env: environment, platform: deps.platform, fetch: deps.fetch, log });
+  const sessionFor = createSessionCache(sessionDeps(env));
   const lock = new KeyedLock();
   /** The latest handle of each lease this worker serves (for realization, which the kit does not pass one). */
   const handles = new Map<string, Handle>();
@@ -108,15 +109,15 @@ export function createCoderPlugin(deps: CoderPluginDeps = {}) {
   };
 
   /**
-   * The marker claim: the workspace directory made and `$HOME/.paperclip-claim` written with the
-   * workspace's UUID and name, read back through the command transport. It proves the transport
-   * reaches this very workspace (the app proxy routes by name, which Coder lets others reuse).
+   * The marker claim: `$HOME/.paperclip-claim` written with the workspace's UUID and name, read
+   * back through the command transport. It proves the transport reaches this very workspace (the
+   * app proxy routes by name, which Coder lets others reuse).
    */
   const claim = async (handle: Handle, config: CoderConfig, signal?: AbortSignal): Promise<void> => {
     const text = JSON.stringify({ workspaceId: handle.workspaceId, name: handle.workspace.name });
-    const script = `mkdir -p -- "$PAPERCLIP_CWD" && (umask 077 && printf '%s\\n' "$PAPERCLIP_CLAIM" > "${CLAIM_FILE}") && cat -- "${CLAIM_FILE}"`;
+    const script = `(umask 077 && printf '%s\\n' "$PAPERCLIP_CLAIM" > "${CLAIM_FILE}") && cat -- "${CLAIM_FILE}"`;
     const out: Buffer[] = [];
-    const exit = await runnerOf(handle, config).run(script, { env: { PAPERCLIP_CLAIM: text, PAPERCLIP_CWD: config.remoteCwd }, stdout: (chunk) => void out.push(chunk), signal });
+    const exit = await runnerOf(handle, config).run(script, { env: { PAPERCLIP_CLAIM: text }, stdout: (chunk) => void out.push(chunk), signal });
     const seen = Buffer.concat(out).toString("utf8").trim();
     if (exit.exitCode !== 0 || seen !== text) {
       throw new Error(`coder workspace ${handle.workspace.name}: the marker claim failed (${exit.exitCode !== 0 ? `exit ${exit.exitCode ?? exit.signal}` : "the workspace holds another claim"})`);
@@ -152,7 +153,8 @@ export function createCoderPlugin(deps: CoderPluginDeps = {}) {
     driverKey: CODER_DRIVER_KEY,
     config: coderConfig,
     transport: CODER_SHAPE.transport,
-    workspaceDir: (_handle: Handle, config) => config.remoteCwd,
+    // A direct child of /home/coder (validated); the kit makes it through the runner after create.
+    workspace: { path: (config) => config.remoteCwd },
     // A change of any of these means another workspace (the kit adds company, environment, agent, run scope).
     shape: (config) => ({
       coderUrl: config.coderUrl,
@@ -162,8 +164,8 @@ export function createCoderPlugin(deps: CoderPluginDeps = {}) {
       commandTransport: config.commandTransport,
       runnerAppSlug: config.runnerAppSlug,
     }),
-    defaultTtlMs: (config) => config.stopAfterHours * 3_600_000,
-    defaultTimeoutMs: (config) => config.timeoutMs,
+    keep: { reusable: (config) => config.reuseLease, by: "stop" },
+    options: { ttlMs: (config) => config.stopAfterHours * 3_600_000, commandTimeoutMs: (config) => config.timeoutMs },
     validate: (config) => ({ errors: configProblems(config, deps.platform, env), warnings: configWarnings(config, env) }),
     setup: (context) => void (ctx = context),
 
@@ -218,7 +220,8 @@ export function createCoderPlugin(deps: CoderPluginDeps = {}) {
     },
 
     async get(ref) {
-      if (!UUID.test(ref.providerLeaseId)) return null;
+      // Never "gone" for a record this provider cannot read: the kit would report it destroyed.
+      checkRecord(ref);
       const session = await sessionFor(ref.config);
       let workspace = await session.api.workspace(ref.providerLeaseId);
       if (workspace && JOB_ACTIVE.has(workspace.latest_build.job.status)) workspace = await settledWorkspace(session, ref.providerLeaseId, waiting());
@@ -262,7 +265,27 @@ export function createCoderPlugin(deps: CoderPluginDeps = {}) {
     notRunning: (error) => appNotRunning(error) || (isProviderApiError(error) && error.operation === "agentPty" && (error.status === 428 || error.status === 404)),
 
     runner: (handle: Handle, config) => runnerOf(handle, config),
-    files: (handle: Handle, config) => (config.commandTransport === "rpty" ? ptyFiles({ coderUrl: handle.access.url, token: handle.access.token, agentId: handle.agent?.id ?? "" }) : undefined!),
+    // Only the terminal needs a file transport (the runner's stream carries bytes itself).
+    files: (handle: Handle, config) =>
+      config.commandTransport === "rpty" ? ptyFiles({ coderUrl: handle.access.url, token: handle.access.token, agentId: handle.agent?.id ?? "" }) : (undefined as unknown as FileTransport),
+
+    // Lost creates: the run's workspaces, found by the hashes their names carry.
+    async list(config, labels, context) {
+      const session = await (context.env ? createSessionCache(sessionDeps(context.env)) : sessionFor)(config);
+      const workspaces = await session.api.listWorkspaces(`owner:me name:${config.workspaceName}-`, context.signal);
+      return workspaces
+        .filter((workspace) => !isDeleted(workspace) && nameMatchesLabels(workspace.name, config.workspaceName, labels))
+        .map(
+          (workspace): ListedResource => ({
+            providerLeaseId: workspace.id,
+            // The labels asked for are what the name proves (its hashes match them).
+            labels: { ...labels },
+            createdAt: workspace.created_at,
+            state: workspace.latest_build.status,
+            metadata: { workspaceId: workspace.id, workspaceName: workspace.name, namePrefix: config.workspaceName },
+          }),
+        );
+    },
 
     leaseMetadata: (handle: Handle, config) => ({
       workspaceId: handle.workspaceId,

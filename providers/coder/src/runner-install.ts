@@ -35,7 +35,8 @@ export function runnerStartupScript(options: { port?: number } = {}): string {
     'if [ -s "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then exit 0; fi',
     `PAPERCLIP_RUNNER_PORT=${port} nohup node "$dir/paperclip-runner.js" >"$dir/log" 2>&1 </dev/null &`,
     'echo $! > "$dir/pid"',
-    'i=0; while [ "$i" -lt 100 ]; do grep -q listening "$dir/log" 2>/dev/null && exit 0; i=$((i + 1)); sleep 0.1; done',
+    // Up to a minute: node starts slowly on a loaded machine.
+    'i=0; while [ "$i" -lt 600 ]; do grep -q listening "$dir/log" 2>/dev/null && exit 0; i=$((i + 1)); sleep 0.1; done',
     'echo "paperclip-runner did not start:" >&2; cat "$dir/log" >&2; exit 1',
   );
   return `${lines.join("\n")}\n`;

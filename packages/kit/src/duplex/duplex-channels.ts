@@ -13,7 +13,7 @@ import type { PluginDuplexChannelClient } from "@paperclipai/plugin-sdk/types";
 import { shellQuote } from "../exec/quote.js";
 import { createRedactor } from "../redact/redactor.js";
 import { supportsDuplex } from "../provider/capabilities.js";
-import { capabilitiesOf, type ScriptRunner } from "../transport.js";
+import type { ScriptRunner } from "../transport.js";
 
 /**
  * Persistent duplex channels (the host's `duplexCommandStream` capability) over any ScriptRunner.
@@ -121,7 +121,7 @@ export function createDuplexChannels(opts: DuplexChannelsOptions): DuplexChannel
       if (leaseSignal?.aborted) throw new DuplexChannelError("the lease is being released");
       // A provider whose transport depends on its config (one manifest, several transports) may
       // serve a lease whose runner cannot carry a channel: refuse it rather than corrupt the stream.
-      if (!supportsDuplex(capabilitiesOf(runner))) throw new DuplexChannelError("this lease's command transport cannot carry a duplex channel (it needs streamed stdin with EOF, binary-safe live output)");
+      if (!supportsDuplex(runner.capabilities)) throw new DuplexChannelError("this lease's command transport cannot carry a duplex channel (it needs streamed stdin with EOF, binary-safe live output)");
 
       const workerSessionId = randomUUID();
       const stdin = new PassThrough();
