@@ -5,7 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TemplateSpec } from "@paperclip-sandbox/emulator-coder";
 import { runnerEmulatorTemplate, runnerStartupScript } from "./runner-install.js";
 import { startCoderEmulator, type CoderWorld } from "./__fixtures__/emulator.js";
-import { COMPANY, harness } from "./__fixtures__/harness.js";
+import { labelValue } from "@paperclip-sandbox/kit";
+import { createCoderProvider } from "./plugin.js";
+import { COMPANY, ENVIRONMENT, harness } from "./__fixtures__/harness.js";
 
 let world: CoderWorld;
 beforeAll(async () => {
@@ -84,6 +86,24 @@ describe("acquisition", () => {
     await expect(h.acquire()).rejects.toThrow(/the marker claim failed/);
     const made = world.control.workspaces().filter((w) => !before.has(w.id));
     expect(made.map((w) => w.deleted)).toEqual([true]);
+  });
+});
+
+describe("listing by labels (lost creates)", () => {
+  it("finds a run's workspace by the hashes its name carries, and nothing by provider alone", async () => {
+    const h = harness(world.config);
+    const lease = await h.acquire({ runId: "run-listed" });
+    try {
+      const { listLeases } = createCoderProvider({ env: {} });
+      const labels = { "paperclip-company": labelValue(COMPANY), "paperclip-environment": labelValue(ENVIRONMENT), "paperclip-run": labelValue("run-listed") };
+      const found = await listLeases(world.config, { env: {}, matchLabels: labels });
+      expect(found.map((entry) => entry.providerLeaseId)).toEqual([lease.providerLeaseId]);
+      expect(found[0]!.metadata).toMatchObject({ workspaceId: lease.providerLeaseId, workspaceName: lease.metadata!.workspaceName });
+      expect(await listLeases(world.config, { env: {}, matchLabels: { ...labels, "paperclip-run": labelValue("another-run") } })).toEqual([]);
+      expect(await listLeases(world.config, { env: {} })).toEqual([]);
+    } finally {
+      await h.destroy(lease);
+    }
   });
 });
 

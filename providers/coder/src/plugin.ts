@@ -43,7 +43,7 @@ interface Access {
 
 type Handle = CoderHandle & { access: Access; transport: CoderConfig["commandTransport"] };
 
-export function createCoderPlugin(deps: CoderPluginDeps = {}) {
+export function createCoderProvider(deps: CoderPluginDeps = {}) {
   const env = deps.env ?? process.env;
   let ctx: PluginContext | undefined;
   const log = (message: string) => ctx?.logger.warn(message);
@@ -301,7 +301,7 @@ export function createCoderPlugin(deps: CoderPluginDeps = {}) {
 
   // Realization clones the run's repository when it is a GitHub one and the host has App credentials.
   const definition = kit.plugin.definition;
-  return definePlugin({
+  const plugin = definePlugin({
     ...definition,
     async onEnvironmentRealizeWorkspace(params: PluginEnvironmentRealizeWorkspaceParams) {
       const result = await definition.onEnvironmentRealizeWorkspace!(params);
@@ -315,6 +315,15 @@ export function createCoderPlugin(deps: CoderPluginDeps = {}) {
       return result;
     },
   } as Parameters<typeof definePlugin>[0]);
+  return { plugin, listLeases: kit.listLeases };
 }
 
-export default createCoderPlugin();
+export const createCoderPlugin = (deps: CoderPluginDeps = {}) => createCoderProvider(deps).plugin;
+
+const provider = createCoderProvider();
+/**
+ * For `paperclip-sandbox leases gc --provider coder`: workspaces whose names carry the hashes of the
+ * labels asked for (Coder has no labels; a listing by provider alone finds none).
+ */
+export const listLeases = provider.listLeases;
+export default provider.plugin;
