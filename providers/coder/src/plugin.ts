@@ -54,11 +54,6 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
   const handles = new Map<string, Handle>();
   const waiting = (signal?: AbortSignal): Waiting => ({ signal, sleep: deps.sleep ?? defaultSleep });
 
-  const check = (config: CoderConfig) => {
-    const problems = configProblems(config, deps.platform, env);
-    if (problems.length > 0) throw new Error(problems.join("; "));
-  };
-
   const remember = (handle: Handle): Handle => {
     handles.set(handle.providerLeaseId, handle);
     return handle;
@@ -170,7 +165,7 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
     setup: (context) => void (ctx = context),
 
     async create({ config, labels, expiresAt, signal, created, params }) {
-      check(config);
+      // (validate ran before this: the kit refuses a config with problems without calling create)
       const session = await sessionFor(config);
       const template = await session.template(config.template, signal);
       const problems = parameterProblems(config.workspaceParameters, template, config.template);
