@@ -16,7 +16,6 @@ describe("coder config", () => {
     const result = coderConfig.validate({ ...good, runnerLifecycleMode: "warm", reuseLease: true, archiveOnRelease: true });
     expect(result.ok).toBe(true);
     expect(result.normalizedConfig).toMatchObject({
-      remoteCwd: "/home/coder/workspace",
       commandTransport: "app-proxy",
       runnerAppSlug: "paperclip-runner",
       stopAfterHours: 8,
@@ -39,17 +38,30 @@ describe("coder config", () => {
     expect(errorsOf({ ...good, stopAfterHours: 721 })[0]).toMatch(/^Stop after \(hours\): .*720/);
     expect(errorsOf({ ...good, workspaceParameters: { "bad name": "x" } })[0]).toBe('Workspace parameters: "bad name" is not a parameter name (a letter or _, then letters, digits, _ and -)');
     expect(errorsOf({ ...good, workspaceParameters: { region: 3 } })[0]).toMatch(/^Workspace parameters \/ region: /);
-    expect(errorsOf({ ...good, remoteCwd: "relative/dir" })[0]).toBe("Workspace directory: must be an absolute POSIX path (starting with /)");
+    expect(errorsOf({ ...good, workspaceDir: "relative/dir" })[0]).toBe("Workspace directory: must be an absolute POSIX path (starting with /)");
     expect(errorsOf({ ...good, apiToken: "" }).length).toBe(0); // blank: unset, the environment may hold it
   });
 
-  it("refuses a workspace directory that is not a direct child of /home/coder", () => {
-    const problem = (remoteCwd: string) => configProblems(coderConfig.parse({ ...good, remoteCwd }), "linux", {});
+  it("refuses a workspace directory that is not a direct child of /home/coder, under either name", () => {
+    const problem = (dir: string) => configProblems(coderConfig.parse({ ...good, workspaceDir: dir }), "linux", {});
+    expect(configProblems(coderConfig.parse({ ...good, remoteCwd: "/home/coder/a/b" }), "linux", {})[0]).toMatch(/^Workspace directory: must be a directory directly under/);
+    expect(configProblems(coderConfig.parse({ ...good, workspaceDir: "/home/coder/a", remoteCwd: "/home/coder/b" }), "linux", {})).toEqual([
+      "Workspace directory and its old name remoteCwd name different directories (/home/coder/a, /home/coder/b): set one",
+    ]);
     expect(problem("/home/coder/workspace")).toEqual([]);
     expect(problem("/home/coder/proj/")).toEqual([]); // normalized
     for (const bad of ["/home/coder", "/home/coder/a/b", "/workspace", "/home/other/x", "/tmp"]) {
       expect(problem(bad)).toEqual([expect.stringMatching(/^Workspace directory: must be a directory directly under \/home\/coder \(like \/home\/coder\/workspace\), got /)]);
     }
+  });
+
+  it("saves the seed's remoteCwd as workspaceDir (the host strips a key named remoteCwd from configs it sends plugins)", () => {
+    const result = coderConfig.validate({ ...good, remoteCwd: "/home/coder/proj" });
+    expect(result.ok).toBe(true);
+    expect(result.normalizedConfig).toMatchObject({ workspaceDir: "/home/coder/proj" });
+    expect(result.normalizedConfig).not.toHaveProperty("remoteCwd");
+    expect(result.warnings).toContainEqual(expect.stringMatching(/^remoteCwd is saved as Workspace directory/));
+    expect(coderConfig.validate(good).normalizedConfig).not.toHaveProperty("workspaceDir");
   });
 
   it("parses directRunnerUrl of old configs and refuses it", async () => {

@@ -64,9 +64,22 @@ export const coderConfigSchema = z.object({
       advanced: true,
     })
     .default(DEFAULT_NAME_PREFIX),
+  workspaceDir: fields.absolutePosixPath({
+    title: "Workspace directory",
+    description: `Where Paperclip's commands run: a directory directly under ${WORKSPACE_HOME}. Empty: ${DEFAULT_REMOTE_CWD}.`,
+    group: WORKSPACE,
+    examples: [DEFAULT_REMOTE_CWD],
+  }).optional(),
+  // The seed's name for workspaceDir. Paperclip strips a config key named remoteCwd before it sends
+  // a config to a plugin, so validation saves it as workspaceDir (see coderConfig below).
   remoteCwd: fields
-    .absolutePosixPath({ title: "Workspace directory", description: `Where Paperclip's commands run: a directory directly under ${WORKSPACE_HOME}. Empty: ${DEFAULT_REMOTE_CWD}.`, group: WORKSPACE, examples: [DEFAULT_REMOTE_CWD] })
-    .default(DEFAULT_REMOTE_CWD),
+    .absolutePosixPath({
+      title: "Workspace directory (old name remoteCwd)",
+      description: "The seed's name for Workspace directory: accepted and saved as Workspace directory (Paperclip does not pass a field named remoteCwd on to plugins).",
+      group: WORKSPACE,
+      advanced: true,
+    })
+    .optional(),
   commandTransport: fields
     .oneOf(TRANSPORTS, {
       title: "Command transport",
@@ -104,10 +117,14 @@ export type CoderConfig = z.output<typeof coderConfigSchema>;
 export function configProblems(config: CoderConfig, platform: NodeJS.Platform = process.platform, env: NodeJS.ProcessEnv = process.env): string[] {
   const problems: string[] = [];
   if (config.directRunnerUrl !== undefined) problems.push(`Direct runner URL: ${DIRECT_RUNNER_REFUSED}`);
-  const parent = config.remoteCwd.slice(0, config.remoteCwd.lastIndexOf("/"));
-  const leaf = config.remoteCwd.slice(config.remoteCwd.lastIndexOf("/") + 1);
+  if (config.workspaceDir !== undefined && config.remoteCwd !== undefined && config.workspaceDir !== config.remoteCwd) {
+    problems.push(`Workspace directory and its old name remoteCwd name different directories (${config.workspaceDir}, ${config.remoteCwd}): set one`);
+  }
+  const dir = workspaceDirOf(config);
+  const parent = dir.slice(0, dir.lastIndexOf("/"));
+  const leaf = dir.slice(dir.lastIndexOf("/") + 1);
   if (parent !== WORKSPACE_HOME || leaf === "" || leaf === "." || leaf === "..") {
-    problems.push(`Workspace directory: must be a directory directly under ${WORKSPACE_HOME} (like ${DEFAULT_REMOTE_CWD}), got ${config.remoteCwd}`);
+    problems.push(`Workspace directory: must be a directory directly under ${WORKSPACE_HOME} (like ${DEFAULT_REMOTE_CWD}), got ${dir}`);
   }
   if (platform === "win32" && env.CODER_HEADER_COMMAND) problems.push("CODER_HEADER_COMMAND is not supported on Windows (unset it, or use CODER_HEADER)");
   return problems;
@@ -134,4 +151,29 @@ export function configWarnings(config: CoderConfig, env: NodeJS.ProcessEnv = pro
   return warnings;
 }
 
-export const coderConfig = defineProviderConfig(coderConfigSchema);
+/** The workspace directory: Workspace directory, else its old name remoteCwd, else the default. */
+export function workspaceDirOf(config: Pick<CoderConfig, "workspaceDir" | "remoteCwd">): string {
+  return config.workspaceDir ?? config.remoteCwd ?? DEFAULT_REMOTE_CWD;
+}
+
+const baseConfig = defineProviderConfig(coderConfigSchema);
+
+/**
+ * The config, with one normalization: a directory given as remoteCwd (the seed's name) is saved as
+ * workspaceDir, because the host strips a key named remoteCwd from every config it sends a plugin
+ * (it is the host's own lease field) and the directory would silently fall back to the default.
+ */
+export const coderConfig: typeof baseConfig = {
+  ...baseConfig,
+  validate(raw) {
+    const result = baseConfig.validate(raw);
+    const normalized = result.normalizedConfig as Record<string, unknown> | undefined;
+    if (!result.ok || !normalized || normalized.remoteCwd === undefined) return result;
+    const { remoteCwd, ...rest } = normalized;
+    return {
+      ...result,
+      normalizedConfig: { ...rest, workspaceDir: rest.workspaceDir ?? remoteCwd },
+      warnings: [...(result.warnings ?? []), "remoteCwd is saved as Workspace directory (workspaceDir): Paperclip does not pass a field named remoteCwd on to plugins"],
+    };
+  },
+};

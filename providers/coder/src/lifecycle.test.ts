@@ -6,6 +6,7 @@ import type { TemplateSpec } from "@paperclip-sandbox/emulator-coder";
 import { runnerEmulatorTemplate, runnerStartupScript } from "./runner-install.js";
 import { startCoderEmulator, type CoderWorld } from "./__fixtures__/emulator.js";
 import { labelValue } from "@paperclip-sandbox/kit";
+import { coderConfigSchema } from "./config.js";
 import { createCoderProvider } from "./plugin.js";
 import { COMPANY, ENVIRONMENT, harness } from "./__fixtures__/harness.js";
 
@@ -46,8 +47,11 @@ describe("acquisition", () => {
     const b = await h.acquire({ runId: "run-same" });
     try {
       expect(a.providerLeaseId).toMatch(/^[0-9a-f-]{36}$/);
-      expect(a.metadata).toMatchObject({ workspaceId: a.providerLeaseId, remoteCwd: "/home/coder/workspace", namePrefix: "paperclip", commandTransport: "app-proxy" });
-      const names = [a.metadata!.workspaceName, b.metadata!.workspaceName] as string[];
+      expect(a.metadata).toMatchObject({ coderWorkspaceId: a.providerLeaseId, remoteCwd: "/home/coder/workspace", coderNamePrefix: "paperclip", coderOwner: "paperclip", coderAgent: "main" });
+      // No metadata key of ours is named like a config field: the host merges metadata into the config it
+      // sends (remoteCwd, the kit's, is a host key the host strips).
+      for (const key of Object.keys(a.metadata!).filter((k) => k !== "remoteCwd")) expect(Object.keys(coderConfigSchema.shape)).not.toContain(key);
+      const names = [a.metadata!.coderWorkspaceName, b.metadata!.coderWorkspaceName] as string[];
       for (const name of names) expect(name).toMatch(/^paperclip-[0-9a-f]{16}$/);
       expect(names[0]).not.toBe(names[1]);
       const ws = await api(`/workspaces/${a.providerLeaseId}`);
@@ -98,7 +102,7 @@ describe("listing by labels (lost creates)", () => {
       const labels = { "paperclip-company": labelValue(COMPANY), "paperclip-environment": labelValue(ENVIRONMENT), "paperclip-run": labelValue("run-listed") };
       const found = await listLeases(world.config, { env: {}, matchLabels: labels });
       expect(found.map((entry) => entry.providerLeaseId)).toEqual([lease.providerLeaseId]);
-      expect(found[0]!.metadata).toMatchObject({ workspaceId: lease.providerLeaseId, workspaceName: lease.metadata!.workspaceName });
+      expect(found[0]!.metadata).toMatchObject({ coderWorkspaceId: lease.providerLeaseId, coderWorkspaceName: lease.metadata!.coderWorkspaceName });
       expect(await listLeases(world.config, { env: {}, matchLabels: { ...labels, "paperclip-run": labelValue("another-run") } })).toEqual([]);
       expect(await listLeases(world.config, { env: {} })).toEqual([]);
     } finally {
@@ -151,10 +155,10 @@ describe("cleanup", () => {
     const h = harness(world.config);
     const lease = await h.acquire();
     try {
-      const oldRecord = { providerLeaseId: lease.metadata!.workspaceName as string, metadata: { remoteCwd: "/home/coder/workspace" } };
+      const oldRecord = { providerLeaseId: lease.metadata!.coderWorkspaceName as string, metadata: { remoteCwd: "/home/coder/workspace" } };
       await expect(h.destroy(oldRecord)).rejects.toThrow(/the record holds no workspace UUID \(an old record\)/);
       await expect(h.release(oldRecord)).rejects.toThrow(/the record holds no workspace UUID/);
-      const crossed = { ...lease, metadata: { ...lease.metadata, workspaceId: "00000000-0000-4000-8000-000000000000" } };
+      const crossed = { ...lease, metadata: { ...lease.metadata, coderWorkspaceId: "00000000-0000-4000-8000-000000000000" } };
       await expect(h.destroy(crossed)).rejects.toThrow(/its metadata names workspace 00000000-0000-4000-8000-000000000000/);
       expect((await api(`/workspaces/${lease.providerLeaseId}`)).latest_build.status).toBe("running");
     } finally {

@@ -2,7 +2,7 @@ import type { PluginContext, PluginEnvironmentRealizeWorkspaceParams } from "@pa
 import { definePlugin } from "@paperclipai/plugin-sdk";
 import { createIdempotently, defineSandboxProvider, isProviderApiError, LeaseOwnershipError, type FileTransport, type LeaseRef, type ListedResource, type ScriptRunner } from "@paperclip-sandbox/kit";
 import { JOB_ACTIVE, type Workspace, type WorkspaceAgent } from "./coder-api.js";
-import { coderConfig, configProblems, configWarnings, type CoderConfig } from "./config.js";
+import { coderConfig, configProblems, configWarnings, workspaceDirOf, type CoderConfig } from "./config.js";
 import { KeyedLock } from "./keyed-lock.js";
 import { CODER_DRIVER_KEY, CODER_SHAPE } from "./manifest.js";
 import { labelsOfName, nameMatchesLabels, ownerLabels, workspaceNameFor } from "./names.js";
@@ -28,6 +28,22 @@ export interface CoderPluginDeps {
 /** Coder's workspace UUIDs: the only lease ids this provider acts on. */
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const CLAIM_FILE = "$HOME/.paperclip-claim";
+
+/** Lease metadata keys (the host merges them into the config: none may be a config field's name). */
+export const META = {
+  workspaceId: "coderWorkspaceId",
+  workspaceName: "coderWorkspaceName",
+  namePrefix: "coderNamePrefix",
+  owner: "coderOwner",
+  agent: "coderAgent",
+  workerImage: "coderWorkerImage",
+} as const;
+
+/** The name prefix a lease was made with (the config's may have changed since). */
+function prefixOf(ref: LeaseRef<CoderConfig>): string {
+  const recorded = ref.metadata[META.namePrefix];
+  return typeof recorded === "string" ? recorded : ref.config.workspaceName;
+}
 
 /** A lease record this provider cannot act on safely (an old one without the workspace's UUID). */
 export class UnsafeLeaseRecordError extends Error {
@@ -126,7 +142,7 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
         `refusing to touch coder lease ${JSON.stringify(ref.providerLeaseId.slice(0, 80))}: the record holds no workspace UUID (an old record); names can be reused in Coder, so only a UUID is acted on. Delete the workspace in Coder by hand.`,
       );
     }
-    const recorded = ref.metadata.workspaceId;
+    const recorded = ref.metadata[META.workspaceId];
     if (recorded !== undefined && recorded !== ref.providerLeaseId) {
       throw new UnsafeLeaseRecordError(`refusing to touch coder lease ${ref.providerLeaseId}: its metadata names workspace ${String(recorded)}`);
     }
@@ -135,11 +151,12 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
   /** The workspace must be the one the lease names: made for this company and environment, by this token's user, under the recorded name. */
   const authorizer = (session: CoderSession, ref: LeaseRef<CoderConfig>) => ({
     authorize: (workspace: Workspace) => {
-      const prefix = typeof ref.metadata.namePrefix === "string" ? ref.metadata.namePrefix : ref.config.workspaceName;
+      const prefix = prefixOf(ref);
       const expected = ownerLabels({ driverKey: CODER_DRIVER_KEY, companyId: ref.companyId, environmentId: ref.environmentId });
       const mismatches = [];
       if (!nameMatchesLabels(workspace.name, prefix, expected)) mismatches.push({ label: "workspace name", expected: `${prefix}-<hash of this provider, company and environment>`, actual: workspace.name });
-      if (typeof ref.metadata.workspaceName === "string" && ref.metadata.workspaceName !== workspace.name) mismatches.push({ label: "recorded name", expected: ref.metadata.workspaceName, actual: workspace.name });
+      const recordedName = ref.metadata[META.workspaceName];
+      if (typeof recordedName === "string" && recordedName !== workspace.name) mismatches.push({ label: "recorded name", expected: recordedName, actual: workspace.name });
       if (mismatches.length > 0) throw new LeaseOwnershipError(`coder workspace ${workspace.id}`, mismatches);
     },
   });
@@ -149,7 +166,7 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
     config: coderConfig,
     transport: CODER_SHAPE.transport,
     // A direct child of /home/coder (validated); the kit makes it through the runner after create.
-    workspace: { path: (config) => config.remoteCwd },
+    workspace: { path: (config) => workspaceDirOf(config) },
     // A change of any of these means another workspace (the kit adds company, environment, agent, run scope).
     shape: (config) => ({
       coderUrl: config.coderUrl,
@@ -221,7 +238,7 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
       let workspace = await session.api.workspace(ref.providerLeaseId);
       if (workspace && JOB_ACTIVE.has(workspace.latest_build.job.status)) workspace = await settledWorkspace(session, ref.providerLeaseId, waiting());
       if (!workspace || isDeleted(workspace)) return null;
-      const prefix = typeof ref.metadata.namePrefix === "string" ? ref.metadata.namePrefix : ref.config.workspaceName;
+      const prefix = prefixOf(ref);
       const labels = labelsOfName(workspace.name, prefix, { driverKey: CODER_DRIVER_KEY, companyId: ref.companyId, environmentId: ref.environmentId });
       const handle = handleOf(workspace, pickAgent(workspace, ref.config), ref.config, { url: session.url, token: session.token }, labels);
       if (handle.state === "running") await withRunnerHealth(handle, ref.config).catch(() => undefined);
@@ -247,7 +264,7 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
       const session = await sessionFor(config);
       return lock.run(ref.providerLeaseId, async () => {
         const ready = await startWorkspace(session, ref.providerLeaseId, config, authorizer(session, ref), waiting());
-        const prefix = typeof ref.metadata.namePrefix === "string" ? ref.metadata.namePrefix : config.workspaceName;
+        const prefix = prefixOf(ref);
         const labels = labelsOfName(ready.workspace.name, prefix, { driverKey: CODER_DRIVER_KEY, companyId: ref.companyId, environmentId: ref.environmentId });
         const handle = handleOf(ready.workspace, ready.agent, config, { url: session.url, token: session.token }, labels);
         // No claim check here: a kept lease's sentinel (the kit reads it next) names this lease.
@@ -277,20 +294,20 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
             labels: { ...labels },
             createdAt: workspace.created_at,
             state: workspace.latest_build.status,
-            metadata: { workspaceId: workspace.id, workspaceName: workspace.name, namePrefix: config.workspaceName },
+            metadata: { [META.workspaceId]: workspace.id, [META.workspaceName]: workspace.name, [META.namePrefix]: config.workspaceName },
           }),
         );
     },
 
+    // Prefixed keys: the host merges lease metadata into the config it sends, so a metadata key
+    // named like a config field (workspaceName is the prefix there) would replace that field.
     leaseMetadata: (handle: Handle, config) => ({
-      workspaceId: handle.workspaceId,
-      workspaceName: handle.workspace.name,
-      namePrefix: config.workspaceName,
-      owner: handle.workspace.owner_name,
-      agent: handle.agent?.name,
-      template: config.template,
-      commandTransport: config.commandTransport,
-      ...(config.workerImage ? { workerImage: config.workerImage } : {}),
+      [META.workspaceId]: handle.workspaceId,
+      [META.workspaceName]: handle.workspace.name,
+      [META.namePrefix]: config.workspaceName,
+      [META.owner]: handle.workspace.owner_name,
+      [META.agent]: handle.agent?.name,
+      ...(config.workerImage ? { [META.workerImage]: config.workerImage } : {}),
     }),
   });
 
