@@ -337,14 +337,14 @@ PROVIDERS.push({
   },
   ui: (ctx) => ({
     fill: { "Coder URL": ctx.emulator.url, "Session token": ctx.emulator.credentials.sessionToken, Template: "paperclip" },
-    cleared: ["Worker image (recorded only)"],
+    cleared: ["Worker image (recorded only)", "Workspace directory"],
     probe: /^coder sandbox ready$/,
     saved: (config) => [
       ...expectEqual("coderUrl", config.coderUrl, ctx.emulator.url),
       ...expectEqual("template", config.template, "paperclip"),
       ...expectEqual("workerImage", config.workerImage, undefined),
       ...expectEqual("commandTransport", config.commandTransport, "app-proxy"),
-      ...expectEqual("remoteCwd", config.remoteCwd, "/home/coder/workspace"),
+      ...expectEqual("workspaceDir", config.workspaceDir, undefined),
     ],
   }),
 });
