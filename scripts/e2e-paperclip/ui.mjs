@@ -25,7 +25,8 @@ const ACTION_TIMEOUT_MS = 15_000;
 /** XPath of the box (label, input, description, error) of the field titled `title`. */
 function fieldBoxXpath(title, boxClass) {
   const literal = JSON.stringify(title); // titles hold no double quotes (checked by the caller)
-  return `xpath=//label[@data-slot="label" and normalize-space(.)=${literal}]/ancestor::div[contains(concat(" ",normalize-space(@class)," ")," ${boxClass} ")][1]`;
+  // A required field's label is its title followed by the host's "*" marker.
+  return `xpath=//label[@data-slot="label" and (normalize-space(.)=${literal} or normalize-space(.)=${JSON.stringify(`${title}*`)})]/ancestor::div[contains(concat(" ",normalize-space(@class)," ")," ${boxClass} ")][1]`;
 }
 
 /**
@@ -83,7 +84,7 @@ export function createUiSession({ baseUrl, outDir, profileDir, chromiumPath, che
   const listBox = (title) => page.locator(fieldBoxXpath(title, "space-y-4"));
   const button = (name) => page.getByRole("button", { name, exact: true });
   const visibleLabels = async () =>
-    new Set((await page.locator('label[data-slot="label"]').evaluateAll((els) => els.filter((e) => e.offsetParent !== null).map((e) => e.textContent.trim()))));
+    new Set((await page.locator('label[data-slot="label"]').evaluateAll((els) => els.filter((e) => e.offsetParent !== null).map((e) => e.textContent.trim().replace(/\s*\*$/, "")))));
 
   async function typeInto(title, value) {
     // A secret field (format secret-ref) shows its raw-value input only after this button.

@@ -104,8 +104,9 @@ export const coderConfigSchema = z.object({
   }),
   // Parsed so an old config names its problem instead of failing as an unknown field; always refused.
   directRunnerUrl: fields.ui(z.string(), { title: "Direct runner URL (not supported)", description: DIRECT_RUNNER_REFUSED, group: COMMANDS, advanced: true }).optional(),
-  // Images are the template's business in Coder: recorded in lease metadata, nothing more.
-  workerImage: fields.ui(z.string().max(512), { title: "Worker image (recorded only)", description: "Ignored by Coder (the template decides the image); kept in the lease metadata for reference.", group: WORKSPACE, advanced: true }).optional(),
+  // Images are the template's business in Coder: recorded in lease metadata, nothing more. At most
+  // 200 characters: the host shows a longer field as a multi-line box.
+  workerImage: fields.ui(z.string().max(200), { title: "Worker image (recorded only)", description: "Ignored by Coder (the template decides the image); kept in the lease metadata for reference.", group: WORKSPACE, advanced: true }).optional(),
   reuseLease: fields.reuseLease(),
   runnerLifecycleMode: fields.runnerLifecycleMode(),
   timeoutMs: fields.timeoutMs({ default: 300_000, title: "Command timeout", description: "Time limit of one command when Paperclip sets none.", group: COMMANDS, advanced: true }),
