@@ -359,7 +359,7 @@ export class Deployment {
     } else {
       runtime.sandbox = await this.backend.create({
         id: workspace.id,
-        user: WORKSPACE_USER,
+        user: { name: WORKSPACE_USER, home: WORKSPACE_HOME },
         env,
         expiresAt: Date.parse(workspace.createdAt) + this.options.maxLifetimeMs,
         labels: { "coder-workspace": workspace.id },

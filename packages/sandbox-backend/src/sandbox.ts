@@ -9,7 +9,7 @@ import type { ScriptRunner } from "@paperclip-sandbox/kit";
 import { SandboxError, SandboxGoneError, SandboxInputError, SandboxStateError } from "./errors.js";
 import { startEgressProxy, type EgressDenial, type EgressProxy } from "./egress/proxy.js";
 import type { Resolver } from "./egress/resolver.js";
-import { buildJailArgv, SANDBOX_PATHS, supervisorNode, userPaths } from "./jail/argv.js";
+import { buildJailArgv, SANDBOX_PATHS, supervisorNode } from "./jail/argv.js";
 import type { JailRuntime, UnenforcedProtection } from "./jail/runtime.js";
 import { GUARDED_PID_MAX } from "./jail/seccomp.js";
 import { cgroupDirsNamed, createSandboxCgroups, removeCgroups, type LimitName } from "./jail/cgroups.js";
@@ -18,7 +18,7 @@ import { wakeKeeper, writeDeadline } from "./jail/keeper.js";
 import { JAIL_FDS, jailAlive, launchJail, stopJail, type LaunchedJail } from "./jail/process.js";
 import { EGRESS_PROXY_PORT, grantIsEmpty, sandboxBaseEnv } from "./jail/sandbox-env.js";
 import { checkExecOptions, checkExpiry, checkLabels, checkMetadata } from "./options.js";
-import { cgroupNameOf, type SandboxLayout } from "./store/layout.js";
+import { cgroupNameOf, mountDirOf, type SandboxLayout } from "./store/layout.js";
 import { writeRecord, type SandboxRecord } from "./store/record.js";
 import { removeSandboxTree } from "./store/state-dir.js";
 import { isMountPoint, mountDisk } from "./store/disk.js";
@@ -126,11 +126,6 @@ export class LocalSandbox implements Sandbox {
     return this.record.metadata;
   }
 
-  get user(): { readonly name: string; readonly home: string } {
-    const { user, home } = userPaths(this.record.spec.user);
-    return { name: user, home };
-  }
-
   get egress(): Readonly<EgressSpec> {
     return this.record.spec.egress;
   }
@@ -168,15 +163,15 @@ export class LocalSandbox implements Sandbox {
 
   async readStoredFile(jailPath: string, options: { maxBytes?: number } = {}): Promise<Buffer | null> {
     if (this.destroyed) throw new SandboxGoneError(`sandbox ${this.id} has been destroyed`);
-    const user = userPaths(this.record.spec.user);
+    const home = this.record.spec.user?.home ?? SANDBOX_PATHS.home;
     const binds: Array<[string, string]> = [
-      [`${user.cache}/`, this.layout.cache],
-      [`${user.home}/`, this.layout.home],
+      [`${home}/.cache/`, this.layout.cache],
+      [`${home}/`, this.layout.home],
       [`${SANDBOX_PATHS.workspace}/`, this.layout.workspace],
       [`${SANDBOX_PATHS.tmp}/`, this.layout.tmp],
     ];
     const bind = typeof jailPath === "string" ? binds.find(([prefix]) => jailPath.startsWith(prefix)) : undefined;
-    if (!bind) throw new SandboxInputError(`readStoredFile needs a path under /workspace, ${user.home} or /tmp (got ${String(jailPath).slice(0, 200)})`);
+    if (!bind) throw new SandboxInputError(`readStoredFile needs a path under /workspace, ${home} or /tmp (got ${String(jailPath).slice(0, 200)})`);
     // A stopped sandbox's own disk after a host restart: mounted again to be read.
     if (this.record.spec.limits.diskMb !== undefined && fs.existsSync(this.layout.diskImage) && !isMountPoint(this.layout.disk)) {
       await mountDisk({ disk: this.layout.disk, image: this.layout.diskImage });
@@ -431,7 +426,8 @@ export class LocalSandbox implements Sandbox {
           loaderFd: loader ? JAIL_FDS.loaderFd : undefined,
           seccompFd: runtime.seccomp ? JAIL_FDS.seccompFd : undefined,
           shmBytes: shmBytesFor(spec.limits),
-          user: spec.user,
+          ...(spec.user ? { user: spec.user } : {}),
+          mounts: (spec.mounts ?? []).map((mount, index) => ({ hostDir: mountDirOf(this.layout, mount, index), path: mount.path, readOnly: mount.readOnly })),
         },
         JAIL_FDS,
       );

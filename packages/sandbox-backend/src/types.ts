@@ -75,10 +75,38 @@ export interface CreateSandboxOptions {
   /** Any JSON-serializable object (at most 64 KiB as JSON). */
   metadata?: Record<string, unknown>;
   /**
-   * The sandbox user's name (default `sandbox`), as a vendor's image names it (`coder`, `user`):
-   * uid 1000 in the jail, its home at `/home/<user>`. `[a-z_][a-z0-9_-]{0,31}`, not root or nobody.
+   * Who the sandbox's processes are inside the jail (default `sandbox`, uid/gid 1000, home
+   * `/home/sandbox`): a vendor's default user (E2B's `user` with `/home/user`), a pod's `runAsUser`.
+   * The home is the sandbox's writable home directory wherever it is put; its `.cache` goes with it.
    */
-  user?: string;
+  user?: SandboxUser;
+  /**
+   * Further writable directories, empty at create, kept across stop and start, bound at any path of
+   * the jail (a Kubernetes emptyDir). A path over a read-only host directory must already exist there.
+   */
+  mounts?: SandboxMount[];
+}
+
+export interface SandboxUser {
+  /** Login name in the jail's passwd (default `sandbox`): `[a-z_][a-z0-9_-]*`, at most 32. */
+  name?: string;
+  /** uid inside the jail (default 1000; 0 is a root without capabilities). */
+  uid?: number;
+  /** gid inside the jail (default 1000). */
+  gid?: number;
+  /** Absolute path of the home directory (default `/home/sandbox`). */
+  home?: string;
+}
+
+export interface SandboxMount {
+  /** Absolute in-jail path; not `/`, not under /proc, /dev, /sys, /opt/paperclip, /run/paperclip-egress. */
+  path: string;
+  /** Bound read-only (default false). */
+  readOnly?: boolean;
+  /** Mounts naming the same volume share one directory (a DNS label); default: a directory of its own. */
+  volume?: string;
+  /** Bind this relative directory of the volume (made at create) instead of its root. */
+  subPath?: string;
 }
 
 export interface SandboxSummary {
@@ -145,8 +173,6 @@ export interface Sandbox {
   /** Protections of the supervisor this host cannot give (an arch without a seccomp table, a static node), with the reason. */
   readonly unenforcedProtections: ReadonlyArray<UnenforcedProtection>;
   readonly paths: SandboxPaths;
-  /** The sandbox user's name and home in the jail (`sandbox`, `/home/sandbox` unless created with `user`). */
-  readonly user: { readonly name: string; readonly home: string };
   /** The kit's ScriptRunner over the supervisor: a command ends when its connection is lost. */
   readonly runner: ScriptRunner;
   /** Recent egress proxy refusals (at most 100), oldest first. */
@@ -154,7 +180,7 @@ export interface Sandbox {
   readonly files: SandboxFiles;
   /**
    * A small file of the sandbox's disk read from the host, in any state (also stopped): `path` is
-   * an in-jail path under /workspace, the user's home or /tmp. No component is followed if it is a
+   * an in-jail path under /workspace, /home/sandbox or /tmp. No component is followed if it is a
    * link; null when missing, behind a link, not a regular file, or over `maxBytes` (default 64 KiB).
    */
   readStoredFile(path: string, options?: { maxBytes?: number }): Promise<Buffer | null>;

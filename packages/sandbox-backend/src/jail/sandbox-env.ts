@@ -4,7 +4,7 @@
  * sandboxed code and the proxy variables set only when a grant opens the proxy.
  */
 import { egressEnv, type EgressGrant } from "@paperclip-sandbox/kit";
-import { SANDBOX_PATHS, userPaths } from "./argv.js";
+import { SANDBOX_PATHS, SANDBOX_USER } from "./argv.js";
 
 /** Port of the supervisor's loopback forwarder to the host egress proxy, inside the jail. */
 export const EGRESS_PROXY_PORT = 3128;
@@ -13,17 +13,17 @@ export function grantIsEmpty(grant: EgressGrant): boolean {
   return grant.allowFqdns.length === 0 && grant.allowCidrs.length === 0;
 }
 
-export function sandboxBaseEnv(grant: EgressGrant, searchPath: string, userName?: string): Record<string, string> {
-  const { user, home, cache } = userPaths(userName);
+export function sandboxBaseEnv(grant: EgressGrant, searchPath: string, user: { name: string; uid: number; home: string } = { name: SANDBOX_USER, uid: 1000, home: SANDBOX_PATHS.home }): Record<string, string> {
+  const name = user.uid === 0 ? "root" : user.name;
   const env: Record<string, string> = {
     PATH: searchPath,
-    HOME: home,
-    USER: user,
-    LOGNAME: user,
+    HOME: user.home,
+    USER: name,
+    LOGNAME: name,
     SHELL: "/bin/sh",
     TMPDIR: SANDBOX_PATHS.tmp,
     LANG: "C.UTF-8",
-    XDG_CACHE_HOME: cache,
+    XDG_CACHE_HOME: `${user.home}/.cache`,
     ...egressEnv(grant, grantIsEmpty(grant) ? "deny-all" : "allow-list-proxy"),
   };
   if (!grantIsEmpty(grant)) {
