@@ -4,6 +4,7 @@
  * `start_error` (non-zero) or `start_timeout`; app healthchecks `initializing` → `healthy`, and
  * `unhealthy` after `threshold` failed checks. Stopping: `shutting_down` → `off`.
  */
+import type { VendorClock } from "@paperclip-sandbox/emulator-kit";
 import type { Sandbox } from "@paperclip-sandbox/sandbox-backend";
 import type { AgentRecord } from "./model.js";
 import type { AgentSpec } from "./options.js";
@@ -15,30 +16,17 @@ export interface AgentRuntime {
 }
 
 export interface AgentTiming {
+  clock: VendorClock;
   agentConnectMs: number;
   healthPollMs: number;
 }
 
-const now = () => new Date().toISOString();
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (ms <= 0 || signal.aborted) return resolve();
-    const onAbort = () => {
-      clearTimeout(timer);
-      resolve();
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-
 /** Runs the agent of a started workspace; `touched` is called whenever a field of `agent` changed. */
 export function runAgent(agent: AgentRecord, spec: AgentSpec, sandbox: Sandbox, pool: WorkspaceAgentPool, timing: AgentTiming, touched: () => void): AgentRuntime {
   const stop = new AbortController();
+  const now = () => new Date(timing.clock.now()).toISOString();
   void (async () => {
-    await sleep(timing.agentConnectMs, stop.signal);
+    await timing.clock.sleep(timing.agentConnectMs, stop.signal);
     if (stop.signal.aborted) return;
     agent.status = "connected";
     agent.firstConnectedAt ??= now();
@@ -53,7 +41,7 @@ export function runAgent(agent: AgentRecord, spec: AgentSpec, sandbox: Sandbox, 
       touched();
       return;
     }
-    const outcome = await runStartupScript(spec, agent, sandbox, stop.signal);
+    const outcome = await runStartupScript(spec, agent, sandbox, timing.clock, stop.signal);
     if (stop.signal.aborted) return;
     agent.lifecycle = outcome;
     if (outcome === "ready") agent.readyAt = now();
@@ -66,14 +54,16 @@ export function runAgent(agent: AgentRecord, spec: AgentSpec, sandbox: Sandbox, 
   return { stop: () => stop.abort() };
 }
 
-async function runStartupScript(spec: AgentSpec, agent: AgentRecord, sandbox: Sandbox, signal: AbortSignal): Promise<"ready" | "start_error" | "start_timeout"> {
+async function runStartupScript(spec: AgentSpec, agent: AgentRecord, sandbox: Sandbox, clock: VendorClock, signal: AbortSignal): Promise<"ready" | "start_error" | "start_timeout"> {
   // Detached: what the script starts in the background (an app server) outlives it, as under the agent.
   const handle = await sandbox.exec({ script: spec.startupScript!, env: agent.env, cwd: agent.directory, detached: true, tag: "coder-startup-script" });
   const timeoutMs = (spec.startupScriptTimeoutSec ?? 0) * 1000;
-  const timedOut = timeoutMs > 0 ? new Promise<"start_timeout">((resolve) => setTimeout(() => resolve("start_timeout"), timeoutMs).unref()) : undefined;
+  let cancelTimeout = () => {};
+  const timedOut = timeoutMs > 0 ? new Promise<"start_timeout">((resolve) => (cancelTimeout = clock.after(timeoutMs, () => resolve("start_timeout")))) : undefined;
   const exited = handle.exited.then((exit) => (exit.exitCode === 0 ? "ready" : "start_error") as "ready" | "start_error");
   const aborted = new Promise<"start_error">((resolve) => signal.addEventListener("abort", () => resolve("start_error"), { once: true }));
   const outcome = await Promise.race([exited, aborted, ...(timedOut ? [timedOut] : [])]);
+  cancelTimeout();
   handle.close();
   return outcome;
 }
@@ -108,6 +98,6 @@ async function watchApp(app: AgentRecord["apps"][number], pool: WorkspaceAgentPo
         touched();
       }
     }
-    await sleep(app.health === "healthy" ? Math.max(timing.healthPollMs, check.interval * 1000) : timing.healthPollMs, signal);
+    await timing.clock.sleep(app.health === "healthy" ? Math.max(timing.healthPollMs, check.interval * 1000) : timing.healthPollMs, signal);
   }
 }

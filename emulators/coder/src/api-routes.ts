@@ -157,7 +157,10 @@ export function registerApiRoutes(router: Router, deps: ApiDeps): void {
     auth(ctx);
     const workspace = deployment.workspace(ctx.params.id!);
     const input = await body(ctx);
-    if (input.dry_run === true) throw coderError(400, "Dry runs are not supported by the emulator.");
+    if (input.dry_run === true) {
+      ctx.record.markUnserved("refused");
+      throw coderError(400, "Dry runs are not supported by the emulator.");
+    }
     const build = deployment.createBuild(workspace, {
       transition: input.transition,
       templateVersionId: input.template_version_id,

@@ -64,8 +64,6 @@ interface Runtime {
   agent?: AgentRuntime;
 }
 
-const now = () => new Date().toISOString();
-const sleep = (ms: number) => new Promise<void>((resolve) => (ms > 0 ? setTimeout(resolve, ms) : resolve()));
 
 export class Deployment {
   readonly user: UserRecord;
@@ -76,14 +74,21 @@ export class Deployment {
   private readonly runtimes = new Map<string, Runtime>();
   private readonly failures: Array<{ transition: Transition; error: string; times: number }> = [];
   private readonly jobs = new Set<Promise<void>>();
+  /** Real epoch ms each workspace was created at: `maxLifetimeMs` is a real bound, not a vendor duration. */
+  private readonly bornAt = new Map<string, number>();
   private closed = false;
+
+  /** The vendor clock's instant as Coder prints it. */
+  private now(): string {
+    return new Date(this.options.clock.now()).toISOString();
+  }
 
   constructor(
     private readonly backend: SandboxBackend,
     private readonly options: ResolvedOptions,
     origin: () => string,
   ) {
-    const created = now();
+    const created = this.now();
     this.user = { id: randomUUID(), username: options.username, email: `${options.username}@coder.example`, createdAt: created };
     this.organization = { id: randomUUID(), name: options.organization, createdAt: created };
     this.templates = options.templates.map((spec) => ({ id: randomUUID(), organizationId: this.organization.id, activeVersionId: randomUUID(), activeVersionName: "emulated-v1", createdAt: created, spec }));
@@ -208,7 +213,7 @@ export class Deployment {
       if (ttlMs < 60_000) throw coderError(400, "Invalid Workspace Time to Shutdown.", { validations: [{ field: "ttl_ms", detail: "time until shutdown must be at least one minute" }] });
       if (ttlMs > 30 * 24 * 3_600_000) throw coderError(400, "Invalid Workspace Time to Shutdown.", { validations: [{ field: "ttl_ms", detail: "time until shutdown must be less than 30 days" }] });
     }
-    const created = now();
+    const created = this.now();
     const workspace: WorkspaceRecord = {
       id: randomUUID(),
       name,
@@ -225,6 +230,7 @@ export class Deployment {
       builds: [],
     };
     this.workspaces.set(workspace.id, workspace);
+    this.bornAt.set(workspace.id, Date.now());
     this.enqueue(workspace, "start", parameters, template, "initiator");
     return workspace;
   }
@@ -250,7 +256,7 @@ export class Deployment {
     if (buildStatus(latest) !== "running" || !latest.deadline) throw coderError(400, "Workspace must be started, cannot extend.");
     const at = typeof deadline === "string" ? Date.parse(deadline) : Number.NaN;
     if (!Number.isFinite(at)) throw coderError(400, "Validation failed.", { validations: [{ field: "deadline", detail: "must be a date-time" }] });
-    if (at < Date.now() + 29 * 60_000) throw coderError(400, "Cannot extend workspace: new deadline must be at least 30 minutes in the future");
+    if (at < this.options.clock.now() + this.options.clock.duration(29 * 60_000)) throw coderError(400, "Cannot extend workspace: new deadline must be at least 30 minutes in the future");
     if (at < Date.parse(latest.job.startedAt ?? latest.createdAt)) throw coderError(400, "Cannot extend workspace: new deadline is before workspace start time");
     latest.deadline = new Date(at).toISOString();
     this.touch(workspace, latest);
@@ -260,14 +266,14 @@ export class Deployment {
     if (!ACTIVE_JOB.has(build.job.status) || build !== latestBuild(workspace)) throw coderError(400, "Job has already completed!");
     if (build.job.status === "pending") {
       build.job.status = "canceled";
-      build.job.canceledAt = now();
-      build.job.completedAt = now();
+      build.job.canceledAt = this.now();
+      build.job.completedAt = this.now();
     } else build.job.status = "canceling";
     this.touch(workspace, build);
   }
 
   private enqueue(workspace: WorkspaceRecord, transition: Transition, parameters: BuildParameter[], template: TemplateRecord, reason: BuildRecord["reason"]): BuildRecord {
-    const created = now();
+    const created = this.now();
     const build: BuildRecord = {
       id: randomUUID(),
       workspaceId: workspace.id,
@@ -289,7 +295,7 @@ export class Deployment {
   }
 
   private touch(workspace: WorkspaceRecord, build?: BuildRecord): void {
-    const at = now();
+    const at = this.now();
     workspace.updatedAt = at;
     if (build) build.updatedAt = at;
   }
@@ -302,16 +308,16 @@ export class Deployment {
   }
 
   private async runJob(workspace: WorkspaceRecord, build: BuildRecord, spec: TemplateSpec): Promise<void> {
-    await sleep(this.options.jobQueueMs);
+    await this.options.clock.sleep(this.options.jobQueueMs);
     if (build.job.status !== "pending") return; // canceled while queued
     build.job.status = "running";
-    build.job.startedAt = now();
+    build.job.startedAt = this.now();
     this.touch(workspace, build);
     try {
-      await sleep(this.options.jobRunMs);
+      await this.options.clock.sleep(this.options.jobRunMs);
       if ((build.job.status as string) === "canceling") {
         build.job.status = "canceled";
-        build.job.canceledAt = build.job.completedAt = now();
+        build.job.canceledAt = build.job.completedAt = this.now();
         this.touch(workspace, build);
         return;
       }
@@ -321,15 +327,15 @@ export class Deployment {
       else if (build.transition === "stop") await this.stop(workspace);
       else await this.remove(workspace);
       build.job.status = "succeeded";
-      build.job.completedAt = now();
-      if (build.transition === "start" && workspace.ttlMs !== null) build.deadline = new Date(Date.now() + workspace.ttlMs).toISOString();
+      build.job.completedAt = this.now();
+      if (build.transition === "start" && workspace.ttlMs !== null) build.deadline = new Date(this.options.clock.now() + this.options.clock.duration(workspace.ttlMs)).toISOString();
       if (build.transition === "delete") workspace.deleted = true;
       this.touch(workspace, build);
       if (build.transition === "start") this.startAgent(workspace, build, spec);
     } catch (error) {
       build.job.status = "failed";
       build.job.error = error instanceof Error ? error.message : String(error);
-      build.job.completedAt = now();
+      build.job.completedAt = this.now();
       this.touch(workspace, build);
     }
   }
@@ -361,7 +367,7 @@ export class Deployment {
         id: workspace.id,
         user: { name: WORKSPACE_USER, home: WORKSPACE_HOME },
         env,
-        expiresAt: Date.parse(workspace.createdAt) + this.options.maxLifetimeMs,
+        expiresAt: (this.bornAt.get(workspace.id) ?? Date.now()) + this.options.maxLifetimeMs,
         labels: { "coder-workspace": workspace.id },
       });
     }
@@ -373,7 +379,7 @@ export class Deployment {
       id: randomUUID(),
       resourceId,
       name: agentSpec.name ?? "main",
-      createdAt: now(),
+      createdAt: this.now(),
       status: "connecting",
       lifecycle: "created",
       directory: agentSpec.directory ?? WORKSPACE_HOME,
@@ -400,7 +406,7 @@ export class Deployment {
     if (agent) {
       agent.lifecycle = lifecycle;
       agent.status = "disconnected";
-      agent.disconnectedAt = now();
+      agent.disconnectedAt = this.now();
     }
   }
 
@@ -419,13 +425,14 @@ export class Deployment {
   /** Autostop at a start build's deadline; delete past the emulator's lifetime bound. */
   sweep(): void {
     if (this.closed) return;
-    const at = Date.now();
+    const at = this.options.clock.now();
+    const real = Date.now();
     for (const workspace of this.workspaces.values()) {
       if (workspace.deleted) continue;
       const latest = latestBuild(workspace);
       if (ACTIVE_JOB.has(latest.job.status)) continue;
       try {
-        if (at - Date.parse(workspace.createdAt) >= this.options.maxLifetimeMs) this.createBuild(workspace, { transition: "delete" });
+        if (real - (this.bornAt.get(workspace.id) ?? real) >= this.options.maxLifetimeMs) this.createBuild(workspace, { transition: "delete" });
         else if (buildStatus(latest) === "running" && latest.deadline && at >= Date.parse(latest.deadline)) this.createBuild(workspace, { transition: "stop", reason: "autostop" });
       } catch {
         // Busy: the next sweep tries again.

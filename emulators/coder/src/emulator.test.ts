@@ -1,6 +1,6 @@
 // The Coder emulator through plain HTTP and WebSocket clients, as a Coder client sees it.
 import { randomUUID } from "node:crypto";
-import { runEmulator, type RunningEmulator } from "@paperclip-sandbox/emulator-kit";
+import { createManualClock, runEmulator, type RunningEmulator } from "@paperclip-sandbox/emulator-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { echoAppTemplate } from "./__fixtures__/echo-app.js";
@@ -303,6 +303,40 @@ describe("reconnecting PTY", () => {
     expect(await refusal(pty(agent.id, "nope", "true"))).toBe(400);
     await build(ws.id, { transition: "stop" });
     expect(await refusal(pty(agent.id, randomUUID(), "true"))).toBe(428);
+  });
+});
+
+describe("vendor clock and unserved calls", () => {
+  it("runs build and agent durations on the vendor clock; a path coderd has no route for is Coder's 404, recorded as unserved", async () => {
+    const clock = createManualClock({ start: Date.now() });
+    const timed = await runEmulator(emulator, { options: { clock, jobQueueMs: 60_000, agentConnectMs: 5_000 } });
+    try {
+      const headers = { "coder-session-token": timed.credentials.sessionToken!, "content-type": "application/json" };
+      const get = (path: string) => fetch(`${timed.url}${path}`, { headers }).then(async (r) => ({ status: r.status, json: (await r.json()) as any }));
+      const org = (await get("/api/v2/users/me/organizations")).json[0];
+      const tpl = (await get(`/api/v2/organizations/${org.id}/templates/paperclip`)).json;
+      const created = await fetch(`${timed.url}/api/v2/users/me/workspaces`, { method: "POST", headers, body: JSON.stringify({ name: "clocked", template_id: tpl.id, ttl_ms: 3_600_000 }) }).then((r) => r.json() as Promise<any>);
+      expect(created.latest_build.job.status).toBe("pending");
+      await clock.advance(59_000);
+      expect((await get(`/api/v2/workspaces/${created.id}`)).json.latest_build.job.status).toBe("pending");
+      await clock.advance(1_000);
+      const started = await until(() => get(`/api/v2/workspaces/${created.id}`).then((r) => r.json), (w) => w.latest_build.status === "running", "the start build");
+      expect(started.latest_build.resources[0].agents[0].status).toBe("connecting");
+      expect(Date.parse(started.latest_build.deadline) - clock.now()).toBeGreaterThan(3_500_000);
+      await clock.advance(5_000);
+      await until(() => get(`/api/v2/workspaces/${created.id}`).then((r) => r.json), (w) => w.latest_build.resources[0].agents[0].lifecycle_state === "ready", "the agent");
+
+      const missing = await get("/api/v2/workspaces/nope/watch-ws");
+      expect(missing).toEqual({ status: 404, json: { message: "Route not found." } });
+      await timed.requests.idle(5_000);
+      expect(timed.requests.unserved()).toEqual([expect.objectContaining({ method: "GET", reason: "no route" })]);
+
+      await fetch(`${timed.url}/api/v2/workspaces/${created.id}/builds`, { method: "POST", headers, body: JSON.stringify({ transition: "delete" }) });
+      await clock.advance(60_000);
+      await until(() => timed.leftovers(), (left) => left.length === 0, "the workspace's jail to go");
+    } finally {
+      await timed.close();
+    }
   });
 });
 

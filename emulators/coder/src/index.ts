@@ -1,8 +1,4 @@
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { createRouter, type EmulatorDefinition } from "@paperclip-sandbox/emulator-kit";
-import { createSandboxBackend } from "@paperclip-sandbox/sandbox-backend";
 import { registerApiRoutes } from "./api-routes.js";
 import { registerAppProxy } from "./app-proxy.js";
 import { newSessionToken } from "./auth.js";
@@ -29,17 +25,19 @@ export const emulator: EmulatorDefinition<CoderEmulatorOptions> = {
   async start(kit, options) {
     const resolved = resolveOptions(options);
     const sessionToken = options.sessionToken ?? newSessionToken();
-    const stateDir = await mkdtemp(join(options.stateParentDir ?? tmpdir(), "cde-"));
-    kit.onClose(() => rm(stateDir, { recursive: true, force: true }));
-    const backend = createSandboxBackend({ stateDir });
-    kit.onClose(() => backend.close());
+    const { backend } = await kit.backend({ ...(options.stateParentDir ? { parentDir: options.stateParentDir } : {}), prefix: "cde" });
     let origin = "";
     const deployment = new Deployment(backend, resolved, () => origin);
     kit.onClose(() => deployment.close());
     options.expose?.(deployment.control);
 
     // Workspace archives and stdin travel in request bodies: Coder's own limit is far above this.
-    const router = createRouter({ errorEnvelope: coderErrorEnvelope, bodyLimit: 8 * 1024 * 1024 });
+    const router = createRouter({
+      errorEnvelope: coderErrorEnvelope,
+      bodyLimit: 8 * 1024 * 1024,
+      // coderd's chi router: httpapi.RouteNotFound.
+      notFound: () => ({ status: 404, body: { message: "Route not found." } }),
+    });
     registerApiRoutes(router, { deployment, sessionToken, origin: () => origin });
     const pty = registerPty(router, { deployment, sessionToken, idleMs: 5 * 60_000 });
     kit.onClose(() => pty.closeAll());

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { checkTimeScale, createVendorClock, type VendorClock } from "@paperclip-sandbox/emulator-kit";
 
 /** A rich parameter of a template version (what `coder_parameter` declares). */
 export interface ParameterSpec {
@@ -69,6 +70,10 @@ export interface CoderEmulatorOptions {
   organization?: string;
   /** Templates of that organization (default: `CODER_EMULATOR_TEMPLATES`, a JSON file of this list, else one bare `paperclip` template). */
   templates?: TemplateSpec[];
+  /** Vendor milliseconds per real millisecond (default 1): build, agent and TTL durations run this much faster. */
+  timeScale?: number;
+  /** The vendor clock (a test's manual clock); default one of `timeScale`. */
+  clock?: VendorClock;
   /** How long a provisioner job stays `pending` (default 0). */
   jobQueueMs?: number;
   /** How long a job runs beyond the real work of its transition (default 0). */
@@ -87,6 +92,7 @@ export interface CoderEmulatorOptions {
 
 export interface ResolvedOptions {
   port: number;
+  clock: VendorClock;
   username: string;
   organization: string;
   templates: TemplateSpec[];
@@ -116,6 +122,7 @@ export function resolveOptions(options: CoderEmulatorOptions, env: NodeJS.Proces
   for (const template of templates) name("template name", template.name);
   return {
     port: number("port", options.port, 0),
+    clock: options.clock ?? createVendorClock({ timeScale: checkTimeScale(options.timeScale, "coder emulator timeScale") }),
     username: name("username", options.username ?? "paperclip"),
     organization: name("organization", options.organization ?? "coder"),
     templates,
