@@ -93,7 +93,7 @@ describe("authentication", () => {
   });
 
   it("takes the token from the header, the cookie, the query parameter or a Bearer header", async () => {
-    for (const headers of [{ "coder-session-token": token }, { cookie: `coder_session_token=${token}` }, { authorization: `Bearer ${token}` }]) {
+    for (const headers of [{ "coder-session-token": token }, { cookie: `coder_session_token=${token}` }, { authorization: `Bearer ${token}` }] as Record<string, string>[]) {
       expect((await api("GET", "/api/v2/users/me", undefined, headers)).json.username).toBe("paperclip");
     }
     expect((await api("GET", `/api/v2/users/me?coder_session_token=${token}`, undefined, {})).status).toBe(200);

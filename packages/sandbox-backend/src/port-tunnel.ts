@@ -62,7 +62,7 @@ export class PortTunnel extends Duplex {
         killGraceMs: 0,
       })
       .then((exit) => {
-        if (exit.exitCode !== 0 && !exit.aborted && !received) {
+        if (exit.exitCode !== 0 && exit.reason !== "aborted" && !received) {
           const code = /^E[A-Z]+$/.test(stderr.trim()) ? stderr.trim() : "ERELAY";
           this.destroy(new PortTunnelError(`port ${port} in the sandbox: ${code === "ECONNREFUSED" ? "connection refused" : stderr.trim() || `relay exited ${exit.exitCode}`}`, code));
         } else if (!output.writableEnded) output.end();

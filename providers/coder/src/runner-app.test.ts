@@ -8,16 +8,17 @@ import { startCoderEmulator, type CoderWorld } from "./__fixtures__/emulator.js"
 let world: CoderWorld;
 let app: string;
 let workspaceId: string;
+type WorkspaceShape = { latest_build: { resources: { agents: { apps: { health: string }[] }[] }[] } };
 const ENV = { PATH: "/usr/bin:/bin", HOME: "/home/coder", ONLY_THIS: "yes" };
 
 beforeAll(async () => {
   world = await startCoderEmulator();
   const headers = { "coder-session-token": world.token, "content-type": "application/json" };
-  const template = await (await fetch(`${world.emu.url}/api/v2/organizations/coder/templates/paperclip`, { headers })).json();
-  const created = await (await fetch(`${world.emu.url}/api/v2/users/me/workspaces`, { method: "POST", headers, body: JSON.stringify({ name: "runner-test", template_id: template.id }) })).json();
+  const template = (await (await fetch(`${world.emu.url}/api/v2/organizations/coder/templates/paperclip`, { headers })).json()) as { id: string };
+  const created = (await (await fetch(`${world.emu.url}/api/v2/users/me/workspaces`, { method: "POST", headers, body: JSON.stringify({ name: "runner-test", template_id: template.id }) })).json()) as { id: string };
   workspaceId = created.id;
   for (;;) {
-    const ws = await (await fetch(`${world.emu.url}/api/v2/workspaces/${workspaceId}`, { headers })).json();
+    const ws = (await (await fetch(`${world.emu.url}/api/v2/workspaces/${workspaceId}`, { headers })).json()) as WorkspaceShape;
     const agent = ws.latest_build.resources[0]?.agents[0];
     if (agent?.apps[0]?.health === "healthy") break;
     await new Promise((r) => setTimeout(r, 50));
@@ -168,8 +169,8 @@ describe("GET /stream (WebSocket)", () => {
     await session.started;
     session.socket.send(frame(MSG_SIGNAL, { graceMs: 0 }));
     const { exit } = await session.done;
-    expect(exit.exitCode).toBeNull();
-    expect(exit.signal).toMatch(/^SIG(TERM|KILL)$/);
+    expect(exit?.exitCode).toBeNull();
+    expect(exit?.signal).toMatch(/^SIG(TERM|KILL)$/);
     expect(await alive("sleep 150[12]")).toBe("gone");
   });
 
@@ -190,6 +191,6 @@ describe("GET /stream (WebSocket)", () => {
   it("refuses a bad START with an ERROR message", async () => {
     const { error, exit } = await open({ script: "true", env: ENV }).done;
     expect(exit).toBeUndefined();
-    expect(error.error).toBe("bad_env_mode");
+    expect(error?.error).toBe("bad_env_mode");
   });
 });

@@ -171,7 +171,7 @@ describe("createDuplexChannels", () => {
     let ran = false;
     const buffered: ScriptRunner = {
       capabilities: { ...STREAM_TRANSPORT, stdin: "buffered", liveOutput: false },
-      run: async () => ((ran = true), { exitCode: 0, signal: null, aborted: false }),
+      run: async () => ((ran = true), { exitCode: 0, signal: null, reason: "exit" as const }),
     };
     const { channels } = setup(buffered);
     await expect(open(channels, "route-b", ["cat"])).rejects.toThrow(/cannot carry a duplex channel/);
