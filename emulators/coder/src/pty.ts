@@ -53,7 +53,10 @@ export function registerPty(router: Router, deps: PtyDeps): { running(): string[
     const sizeSetup = size.width > 0 && size.height > 0 ? `stty rows ${size.height} cols ${size.width} 2>/dev/null; ` : "";
     // The agent runs the command through the user's shell, or a login shell without one.
     const inner = command === "" ? `${sizeSetup}exec /bin/sh -l` : `${sizeSetup}${command}`;
-    const handle = await sandbox.exec({ argv: ["script", "-qfc", inner, "/dev/null"], stdin: true, detached: true, cwd, env: { ...env, TERM: "xterm-256color" }, tag: "coder-rpty" });
+    // `script` gives the command its terminal. It runs under a shell because the jail makes a
+    // command's own process a subreaper, and `script` as one would wait for every orphan the command
+    // left (a background job) before ending; Coder's agent ends the terminal when the command ends.
+    const handle = await sandbox.exec({ argv: ["/bin/sh", "-c", 'script -qfc "$1" /dev/null; exit $?', "sh", inner], stdin: true, detached: true, cwd, env: { ...env, TERM: "xterm-256color" }, tag: "coder-rpty" });
     const session: Session = { key, handle, sockets: new Set(), ended: false };
     sessions.set(key, session);
     void handle.exited.then(
