@@ -8,6 +8,7 @@
 import {
   createBufferedRunner,
   createStreamedProcessRunner,
+  createVendorCall,
   createVendorClient,
   isProviderApiError,
   ProviderApiError,
@@ -82,26 +83,18 @@ function commandOf(argv: readonly string[]): string {
   return `exec ${argv.map(shellQuote).join(" ")}`;
 }
 
-/** A refusal of the upgrade that certainly started nothing and may pass: a rate limit, a busy proxy. */
-function transientRefusal(error: unknown): error is ProviderApiError {
-  return isProviderApiError(error) && !error.mayHaveTakenEffect && (error.status === 429 || error.status === 503 || error.status === 504);
-}
+/**
+ * The upgrade goes through the kit's vendor call: a refusal that certainly started nothing (a rate
+ * limit, a busy or restarting proxy, a connection that failed before the runner said STARTED) is
+ * tried again, up to 3 times in all, honouring Retry-After; nothing after STARTED is ever repeated.
+ */
+const upgradeCall = createVendorCall({ translate: (error) => error, retry: { attempts: 3, totalMs: 30_000, baseDelayMs: 250, maxDelayMs: 5_000 } });
 
-/** The stream route as the kit's streamed-process API: one WebSocket per command (its upgrade tried up to 3 times when refused for a moment). */
+/** The stream route as the kit's streamed-process API: one WebSocket per command. */
 function streamApi(target: AppProxyTarget, baseEnv: Record<string, string>): StreamedProcessApi {
   const once = streamApiOnce(target, baseEnv);
   return {
-    async start(spec, output) {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          return await once.start(spec, output);
-        } catch (error) {
-          if (attempt >= 3 || !transientRefusal(error) || spec.signal.aborted) throw error;
-          const wait = error.retryAfterMs ?? 250 * 2 ** (attempt - 1);
-          await new Promise((resolve) => setTimeout(resolve, Math.min(wait, 5_000)));
-        }
-      }
-    },
+    start: (spec, output) => upgradeCall("runnerStream", () => once.start(spec, output), { idempotent: false, signal: spec.signal }),
   };
 }
 
