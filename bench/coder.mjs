@@ -68,7 +68,7 @@ const results = {};
 try {
   const lease = await acquire(config);
   const ptyLease = await acquire(rpty);
-  const app = `${emu.url.replace("http", "ws")}/@paperclip/${lease.metadata.workspaceName}.main/apps/paperclip-runner/stream`;
+  const app = `${emu.url.replace("http", "ws")}/@paperclip/${lease.metadata.coderWorkspaceName}.main/apps/paperclip-runner/stream`;
   const start = Buffer.concat([Buffer.of(0x01), Buffer.from(JSON.stringify({ script: "true", env: { PATH: "/usr/bin:/bin" }, envMode: "replace" }))]);
   results.raw = await measure(runs, () => new Promise((resolve, reject) => {
     const socket = new WebSocket(app, { headers: { cookie: `coder_session_token=${token}` } });
