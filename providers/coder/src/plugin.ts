@@ -7,7 +7,7 @@ import { KeyedLock } from "./keyed-lock.js";
 import { CODER_DRIVER_KEY, CODER_SHAPE } from "./manifest.js";
 import { labelsOfName, nameMatchesLabels, ownerLabels, workspaceNameFor } from "./names.js";
 import { realizeRepository, sourceOf } from "./realize.js";
-import { createSessionCache, parameterProblems, type CoderSession, type SessionDeps } from "./session.js";
+import { createSessionCache, parameterProblems, type SessionDeps } from "./session.js";
 import { appNotRunning, bufferedRunner, probeRunner, streamRunner, type AppProxyTarget } from "./transports/app-proxy.js";
 import { ptyFiles, rptyRunner } from "./transports/rpty.js";
 import { sshRunner } from "./transports/ssh.js";
@@ -148,8 +148,8 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
     }
   };
 
-  /** The workspace must be the one the lease names: made for this company and environment, by this token's user, under the recorded name. */
-  const authorizer = (session: CoderSession, ref: LeaseRef<CoderConfig>) => ({
+  /** The workspace must be the one the lease names: made for this company and environment, under the recorded name. */
+  const authorizer = (ref: LeaseRef<CoderConfig>) => ({
     authorize: (workspace: Workspace) => {
       const prefix = prefixOf(ref);
       const expected = ownerLabels({ driverKey: CODER_DRIVER_KEY, companyId: ref.companyId, environmentId: ref.environmentId });
@@ -248,14 +248,14 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
     async destroy(ref) {
       checkRecord(ref);
       const session = await sessionFor(ref.config);
-      await lock.run(ref.providerLeaseId, () => deleteWorkspace(session, ref.providerLeaseId, authorizer(session, ref), waiting()));
+      await lock.run(ref.providerLeaseId, () => deleteWorkspace(session, ref.providerLeaseId, authorizer(ref), waiting()));
       handles.delete(ref.providerLeaseId);
     },
 
     async stop(handle, ref) {
       checkRecord(ref);
       const session = await sessionFor(ref.config);
-      await lock.run(handle.providerLeaseId, () => stopWorkspace(session, handle.providerLeaseId, authorizer(session, ref), waiting()));
+      await lock.run(handle.providerLeaseId, () => stopWorkspace(session, handle.providerLeaseId, authorizer(ref), waiting()));
     },
 
     async start(_handle, ref) {
@@ -263,7 +263,7 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
       const config = ref.config;
       const session = await sessionFor(config);
       return lock.run(ref.providerLeaseId, async () => {
-        const ready = await startWorkspace(session, ref.providerLeaseId, config, authorizer(session, ref), waiting());
+        const ready = await startWorkspace(session, ref.providerLeaseId, config, authorizer(ref), waiting());
         const prefix = prefixOf(ref);
         const labels = labelsOfName(ready.workspace.name, prefix, { driverKey: CODER_DRIVER_KEY, companyId: ref.companyId, environmentId: ref.environmentId });
         const handle = handleOf(ready.workspace, ready.agent, config, { url: session.url, token: session.token }, labels);
