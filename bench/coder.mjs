@@ -17,6 +17,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import WebSocket from "ws";
+import { summarize } from "./lib/stats.mjs";
 import { loadPluginPackage, startWorker } from "../packages/worker-client/dist/index.js";
 import { runEmulator } from "../packages/emulator-kit/dist/index.js";
 import { emulator } from "../emulators/coder/dist/index.js";
@@ -28,11 +29,6 @@ const runs = Number(args.runs);
 if (!(runs >= 10)) throw new Error("--runs must be at least 10");
 
 const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
-function summarize(samples) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
-  return { n: sorted.length, median: at(0.5), p95: at(0.95), min: sorted[0], max: sorted.at(-1) };
-}
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "coder-bench-"));
 const tree = path.join(scratch, "tree");
