@@ -13,6 +13,13 @@ import { requireSession } from "./auth.js";
 import type { Deployment } from "./deployment.js";
 import { coderError } from "./errors.js";
 
+/**
+ * The terminal's output buffer in the jail (the backend's largest). Coder's agent holds the command
+ * back while a connected client reads; the jail's buffer drops its oldest bytes instead, so a
+ * subscriber that lags (a loaded machine, megabytes of base64) must not fall a whole buffer behind.
+ */
+const PTY_OUTPUT_BYTES = 16 * 1024 * 1024;
+
 export interface PtyDeps {
   deployment: Deployment;
   sessionToken: string;
@@ -56,7 +63,7 @@ export function registerPty(router: Router, deps: PtyDeps): { running(): string[
     // `script` gives the command its terminal. It runs under a shell because the jail makes a
     // command's own process a subreaper, and `script` as one would wait for every orphan the command
     // left (a background job) before ending; Coder's agent ends the terminal when the command ends.
-    const handle = await sandbox.exec({ argv: ["/bin/sh", "-c", 'script -qfc "$1" /dev/null; exit $?', "sh", inner], stdin: true, detached: true, cwd, env: { ...env, TERM: "xterm-256color" }, tag: "coder-rpty" });
+    const handle = await sandbox.exec({ argv: ["/bin/sh", "-c", 'script -qfc "$1" /dev/null; exit $?', "sh", inner], stdin: true, detached: true, cwd, env: { ...env, TERM: "xterm-256color" }, tag: "coder-rpty", outputLimitBytes: PTY_OUTPUT_BYTES });
     const session: Session = { key, handle, sockets: new Set(), ended: false };
     sessions.set(key, session);
     void handle.exited.then(
