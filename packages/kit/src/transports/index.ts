@@ -10,3 +10,4 @@ export { withLengthFramedStdin, type LengthFramedStdinOptions } from "./length-f
 export { collectStdin, TransportLimitError } from "./collect.js";
 export { scriptSink, type ScriptSink } from "./script-sink.js";
 export { stageStdin, runWithStagedStdin, INLINE_STDIN_BYTES, type StagedStdin, type StageStdinOptions } from "./staged-stdin.js";
+export * from "./ssh/index.js";
