@@ -438,3 +438,50 @@ PROVIDERS.push({
     saved: (config) => [...expectEqual("bridgeBaseUrl", config.bridgeBaseUrl, ctx.emulator.url), ...expectEqual("sleepAfter", config.sleepAfter, "1h"), ...expectEqual("sessionId", config.sessionId, undefined)],
   }),
 });
+
+// Coder, against the Coder emulator (REST API v2, app proxy and PTY; workspaces are jails whose user
+// is coder in /home/coder, run by this root process). Its template installs and starts the runner
+// app the provider ships (the built dist/runner/), as a real template would.
+PROVIDERS.push({
+  driverKey: "coder",
+  dir: "providers/coder",
+  emulator: {
+    async start(ctx) {
+      const { runEmulator } = await import(new URL("../../packages/emulator-kit/dist/index.js", import.meta.url).href);
+      const { emulator } = await import(new URL("../../emulators/coder/dist/index.js", import.meta.url).href);
+      const { runnerEmulatorTemplate } = await import(new URL("../../providers/coder/dist/runner-install.js", import.meta.url).href);
+      const stateParentDir = path.join(ctx.runDir, "coder");
+      // Traversable: as root, the emulator's jails run as an unprivileged host uid that must pass it.
+      fs.mkdirSync(stateParentDir, { recursive: true, mode: 0o711 });
+      fs.chmodSync(stateParentDir, 0o711);
+      const running = await runEmulator(emulator, { options: { stateParentDir, templates: [runnerEmulatorTemplate()] } });
+      return Object.assign(running, { stateParentDir });
+    },
+  },
+  config: (ctx) => ({ coderUrl: ctx.emulator.url, apiToken: ctx.emulator.credentials.sessionToken, template: "paperclip" }),
+  invalidConfig: { config: { remoteCwd: "/workspace" }, error: /Workspace directory: must be a directory directly under \/home\/coder/ },
+  // Nothing listens on port 5 (fetch refuses port 9 outright): the probe's first control-plane call fails on the connection, and says so.
+  missingBackend: { config: { coderUrl: "http://127.0.0.1:5" }, diagnostic: /coder getOrganizations failed: no response \(connect_failed\)/ },
+  reuse: true,
+  timingRuns: 3,
+  duplex: { runs: 1 },
+  leaseDir: () => null,
+  // Every workspace the runs made is gone: no jail directory left in the emulator's state dir.
+  leftovers: (ctx) => {
+    const parent = ctx.emulator?.stateParentDir;
+    if (!parent) return [];
+    return listDirs(parent).flatMap((state) => listDirs(path.join(parent, state, "leases")).map((id) => `coder workspace jail ${id}`));
+  },
+  ui: (ctx) => ({
+    fill: { "Coder URL": ctx.emulator.url, "Session token": ctx.emulator.credentials.sessionToken, Template: "paperclip" },
+    cleared: ["Worker image (recorded only)", "Workspace directory"],
+    probe: /^coder sandbox ready$/,
+    saved: (config) => [
+      ...expectEqual("coderUrl", config.coderUrl, ctx.emulator.url),
+      ...expectEqual("template", config.template, "paperclip"),
+      ...expectEqual("workerImage", config.workerImage, undefined),
+      ...expectEqual("commandTransport", config.commandTransport, "app-proxy"),
+      ...expectEqual("workspaceDir", config.workspaceDir, undefined),
+    ],
+  }),
+});

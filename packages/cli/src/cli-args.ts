@@ -37,6 +37,7 @@ export const COMMAND_OPTIONS = {
     out: { type: "string", short: "o" },
     "sync-samples": { type: "string" },
     "sync-size-mb": { type: "string" },
+    emulator: { type: "string" },
   },
   emulate: { port: { type: "string" }, host: { type: "string" }, list: { type: "boolean" }, json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
   "leases ls": { db: { type: "string" }, json: { type: "boolean" }, all: { type: "boolean" }, help: { type: "boolean", short: "h" } },

@@ -6,6 +6,7 @@ import { UsageError } from "./errors.js";
 /** Our own provider packages, by driverKey, relative to the repository root. */
 export const BUILTIN_PROVIDERS: Readonly<Record<string, string>> = Object.freeze({
   bubblewrap: "providers/bubblewrap",
+  coder: "providers/coder",
   daytona: "providers/daytona",
   e2b: "providers/e2b",
   "fake-plugin": "providers/fake-plugin",

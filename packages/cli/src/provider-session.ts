@@ -26,6 +26,8 @@ export interface SessionOptions {
   /** Forward the worker's stderr (redacted) to ours. */
   verbose?: boolean;
   stderr?: (text: string) => void;
+  /** Added to the worker's scrubbed environment (e.g. a vendor emulator's URL and credential variables). */
+  workerEnv?: Record<string, string>;
 }
 
 /**
@@ -50,6 +52,7 @@ export class ProviderSession {
     let client: WorkerClient;
     try {
       client = await startWorker(provider.pkg, {
+        env: options.workerEnv,
         onStderr: options.verbose ? (line) => write(`[worker] ${options.redactor.redact(line)}\n`) : undefined,
       });
     } catch (error) {

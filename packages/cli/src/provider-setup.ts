@@ -25,6 +25,8 @@ export interface PreparedProvider {
   redactor: SecretRedactor;
   environmentId: string;
   verbose: boolean;
+  /** Variables the provider's worker gets on top of the host's scrubbed environment (a vendor emulator's URL and credential). */
+  workerEnv?: Record<string, string>;
 }
 
 export function defaultEnvironmentId(): string {
@@ -66,6 +68,7 @@ export function startSession(prepared: PreparedProvider, config: ProviderConfig 
     environmentId: prepared.environmentId,
     redactor: prepared.redactor,
     verbose: prepared.verbose,
+    workerEnv: prepared.workerEnv,
   });
 }
 

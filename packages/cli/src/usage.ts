@@ -6,7 +6,8 @@ Usage:
   paperclip-sandbox probe    [provider flags] [--json]
   paperclip-sandbox validate [provider flags] [--json]
   paperclip-sandbox bench    [provider flags] [--samples N] [--targets FILE] [--out FILE] [--json]
-                             [--sync-samples N] [--sync-size-mb N] [-- CMD ARGS...]
+                             [--sync-samples N] [--sync-size-mb N] [--emulator VENDOR] [-- CMD ARGS...]
+                             (--emulator: run against that vendor's emulator, its variables in the worker's environment)
   paperclip-sandbox leases ls [--db FILE] [--all] [--json]
   paperclip-sandbox leases gc [--db FILE] [--provider NAME|PATH] [--yes] [--dry-run] [--min-age 10m] [--include-idle]
                              [--config FILE] [--set key=value] [--secret field=ENV_VAR] [--secret-file field=PATH] [--json]
@@ -17,7 +18,7 @@ Usage:
                              its URL and credential until Ctrl-C; --list shows the installed emulators
 
 Provider flags:
-  -p, --provider NAME|PATH     driverKey of one of our providers (bubblewrap, daytona, e2b, fake-plugin, kubernetes, modal, novita, exe-dev, boxd, cloudflare) or a path
+  -p, --provider NAME|PATH     driverKey of one of our providers (bubblewrap, daytona, e2b, fake-plugin, kubernetes, modal, novita, exe-dev, boxd, cloudflare, coder) or a path
                                to a plugin package (default: bubblewrap)
       --driver KEY             driver to use when the package declares several
   -c, --config FILE            provider config (JSON or YAML)

@@ -40,6 +40,7 @@ export { captureDisk, restoreDisk, DISK_DIRECTORIES } from "./disk-copy.js";
 export { checkSocketPathLength } from "./store/layout.js";
 export { ensureStateDir } from "./store/state-dir.js";
 export { buildJailArgv, generatedEtcFiles, mountPointProblem, SANDBOX_PATHS, SANDBOX_UID, SANDBOX_GID, SANDBOX_USER, type JailLayout } from "./jail/argv.js";
+export { openPortTunnel, PortTunnel, PortTunnelError } from "./port-tunnel.js";
 export { JAIL_FDS } from "./jail/process.js";
 export { DEFAULT_JAIL_HOST_UID, dropPrivilegesCommand, resolveJailHostUser, unreachableBy, type HostUser } from "./jail/host-user.js";
 export { GUARDED_PID_MAX, SECCOMP_POLICY, seccompArch, type FilteredSyscall } from "./jail/seccomp.js";

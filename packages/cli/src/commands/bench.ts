@@ -12,6 +12,8 @@ import { verdictExitCode } from "../bench/metrics.js";
 import { buildReport, formatReport } from "../bench/report.js";
 import { runBenchSuite } from "../bench/suite.js";
 import { METRIC_NAMES, loadTargets } from "../bench/targets.js";
+import { runEmulator, type RunningEmulator } from "@paperclip-sandbox/emulator-kit";
+import { loadEmulator } from "./emulate.js";
 
 const DEFAULT_MARKER = "paperclip-bench-ok";
 
@@ -36,14 +38,27 @@ export async function benchCommand(values: Record<string, unknown>, command: str
   const startedAt = new Date();
 
   const prepared = await prepareProvider(values);
+  // --emulator VENDOR: the vendor's emulator for this run, its URL and credential variables given to
+  // the worker as a host would give them (a provider reads them as its config's fallbacks).
+  let emulator: RunningEmulator | undefined;
+  if (typeof values.emulator === "string") {
+    emulator = await runEmulator(await loadEmulator(values.emulator), {});
+    prepared.workerEnv = { ...prepared.workerEnv, ...emulator.env };
+    for (const value of Object.values(emulator.credentials)) prepared.redactor.add(value);
+  }
+  const closeEmulator = async () => {
+    await emulator?.close();
+    emulator = undefined;
+  };
   const schemaHasReuse = "reuseLease" in (prepared.provider.configSchema.properties ?? {});
   const explicitReuse = prepared.config.reuseLease;
   const reportPath = typeof values.out === "string" ? path.resolve(values.out) : defaultReportPath(prepared.provider.driverKey, startedAt);
   const chartPath = reportPath.replace(/\.json$/i, "") + ".svg";
 
   const db = LeaseDb.open(typeof values.db === "string" ? values.db : undefined);
-  const session = await startValidatedSession(prepared).catch((error: unknown) => {
+  const session = await startValidatedSession(prepared).catch(async (error: unknown) => {
     db.close();
+    await closeEmulator();
     throw error;
   });
   const tracker = new LeaseTracker(db, prepared, "bench");
@@ -84,6 +99,8 @@ export async function benchCommand(values: Record<string, unknown>, command: str
     interrupts.dispose();
     await session.close();
     db.close();
+    if (emulator) notes.push(`against the ${values.emulator as string} emulator (a vendor API on loopback; its sandboxes are bubblewrap jails here)`);
+    await closeEmulator();
   }
   notes.push(...result.notes);
   const report = prepared.redactor.redactDeep(

@@ -24,7 +24,7 @@ async function knownEmulators(): Promise<string[]> {
   return [...names].sort();
 }
 
-async function loadEmulator(vendor: string): Promise<EmulatorDefinition> {
+export async function loadEmulator(vendor: string): Promise<EmulatorDefinition> {
   if (!/^[a-z0-9][a-z0-9-]*$/.test(vendor)) throw new UsageError(`emulate: '${vendor}' is not a vendor name`);
   let mod: { emulator?: EmulatorDefinition };
   try {

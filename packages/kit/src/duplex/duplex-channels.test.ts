@@ -167,6 +167,18 @@ describe("createDuplexChannels", () => {
     expect(Math.max(...sizes)).toBeLessThanOrEqual(64 * 1024);
   });
 
+  it("refuses a lease whose runner cannot carry a channel (buffered stdin, no live output)", async () => {
+    let ran = false;
+    const buffered: ScriptRunner = {
+      capabilities: { ...STREAM_TRANSPORT, stdin: "buffered", liveOutput: false },
+      run: async () => ((ran = true), { exitCode: 0, signal: null, reason: "exit" as const }),
+    };
+    const { channels } = setup(buffered);
+    await expect(open(channels, "route-b", ["cat"])).rejects.toThrow(/cannot carry a duplex channel/);
+    expect(ran).toBe(false);
+    expect(channels.size).toBe(0);
+  });
+
   it("reports a broken transport as transportClosed, not as a process exit", async () => {
     const broken: ScriptRunner = { capabilities: STREAM_TRANSPORT, run: () => Promise.reject(new Error("sandbox connection lost")) };
     const { channels, rec, logs } = setup(broken);

@@ -12,6 +12,7 @@ import type {
 import type { PluginDuplexChannelClient } from "@paperclipai/plugin-sdk/types";
 import { shellQuote } from "../exec/quote.js";
 import { createRedactor } from "../redact/redactor.js";
+import { supportsDuplex } from "../provider/capabilities.js";
 import type { ScriptRunner } from "../transport.js";
 
 /**
@@ -118,6 +119,9 @@ export function createDuplexChannels(opts: DuplexChannelsOptions): DuplexChannel
       }
       const { runner, leaseSignal } = lease;
       if (leaseSignal?.aborted) throw new DuplexChannelError("the lease is being released");
+      // A provider whose transport depends on its config (one manifest, several transports) may
+      // serve a lease whose runner cannot carry a channel: refuse it rather than corrupt the stream.
+      if (!supportsDuplex(runner.capabilities)) throw new DuplexChannelError("this lease's command transport cannot carry a duplex channel (it needs streamed stdin with EOF, binary-safe live output)");
 
       const workerSessionId = randomUUID();
       const stdin = new PassThrough();

@@ -1,0 +1,103 @@
+/**
+ * A workspace agent inside its jail, as the Coder agent behaves for the API: `connecting` then
+ * `connected`; lifecycle `created` → `starting` while the startup script runs → `ready` (exit 0),
+ * `start_error` (non-zero) or `start_timeout`; app healthchecks `initializing` → `healthy`, and
+ * `unhealthy` after `threshold` failed checks. Stopping: `shutting_down` → `off`.
+ */
+import type { VendorClock } from "@paperclip-sandbox/emulator-kit";
+import type { Sandbox } from "@paperclip-sandbox/sandbox-backend";
+import type { AgentRecord } from "./model.js";
+import type { AgentSpec } from "./options.js";
+import { appTarget, probe, type WorkspaceAgentPool } from "./workspace-net.js";
+
+export interface AgentRuntime {
+  /** Stops the agent's loops (healthchecks); the jail is the caller's. */
+  stop(): void;
+}
+
+export interface AgentTiming {
+  clock: VendorClock;
+  agentConnectMs: number;
+  healthPollMs: number;
+}
+
+/** Runs the agent of a started workspace; `touched` is called whenever a field of `agent` changed. */
+export function runAgent(agent: AgentRecord, spec: AgentSpec, sandbox: Sandbox, pool: WorkspaceAgentPool, timing: AgentTiming, touched: () => void): AgentRuntime {
+  const stop = new AbortController();
+  const now = () => new Date(timing.clock.now()).toISOString();
+  void (async () => {
+    await timing.clock.sleep(timing.agentConnectMs, stop.signal);
+    if (stop.signal.aborted) return;
+    agent.status = "connected";
+    agent.firstConnectedAt ??= now();
+    agent.lastConnectedAt = now();
+    agent.lifecycle = "starting";
+    agent.startedAt = now();
+    touched();
+    for (const app of agent.apps) void watchApp(app, pool, timing, stop.signal, touched);
+    if (!spec.startupScript) {
+      agent.lifecycle = "ready";
+      agent.readyAt = now();
+      touched();
+      return;
+    }
+    const outcome = await runStartupScript(spec, agent, sandbox, timing.clock, stop.signal);
+    if (stop.signal.aborted) return;
+    agent.lifecycle = outcome;
+    if (outcome === "ready") agent.readyAt = now();
+    touched();
+  })().catch(() => {
+    if (stop.signal.aborted) return;
+    agent.lifecycle = "start_error";
+    touched();
+  });
+  return { stop: () => stop.abort() };
+}
+
+async function runStartupScript(spec: AgentSpec, agent: AgentRecord, sandbox: Sandbox, clock: VendorClock, signal: AbortSignal): Promise<"ready" | "start_error" | "start_timeout"> {
+  // Detached: what the script starts in the background (an app server) outlives it, as under the agent.
+  const handle = await sandbox.exec({ script: spec.startupScript!, env: agent.env, cwd: agent.directory, detached: true, tag: "coder-startup-script" });
+  const timeoutMs = (spec.startupScriptTimeoutSec ?? 0) * 1000;
+  let cancelTimeout = () => {};
+  const timedOut = timeoutMs > 0 ? new Promise<"start_timeout">((resolve) => (cancelTimeout = clock.after(timeoutMs, () => resolve("start_timeout")))) : undefined;
+  const exited = handle.exited.then((exit) => (exit.exitCode === 0 ? "ready" : "start_error") as "ready" | "start_error");
+  const aborted = new Promise<"start_error">((resolve) => signal.addEventListener("abort", () => resolve("start_error"), { once: true }));
+  const outcome = await Promise.race([exited, aborted, ...(timedOut ? [timedOut] : [])]);
+  cancelTimeout();
+  handle.close();
+  return outcome;
+}
+
+async function watchApp(app: AgentRecord["apps"][number], pool: WorkspaceAgentPool, timing: AgentTiming, signal: AbortSignal, touched: () => void): Promise<void> {
+  const check = app.spec.healthcheck;
+  const target = check ? appTarget(check.url) : undefined;
+  if (!check || !target) {
+    app.health = "disabled";
+    touched();
+    return;
+  }
+  while (!signal.aborted) {
+    let ok = false;
+    try {
+      const status = await probe(pool, target, 2_000);
+      ok = status >= 200 && status < 400;
+    } catch {
+      ok = false;
+    }
+    if (signal.aborted) return;
+    if (ok) {
+      app.failures = 0;
+      if (app.health !== "healthy") {
+        app.health = "healthy";
+        touched();
+      }
+    } else if (app.health === "healthy") {
+      app.failures += 1;
+      if (app.failures >= Math.max(1, check.threshold)) {
+        app.health = "unhealthy";
+        touched();
+      }
+    }
+    await timing.clock.sleep(app.health === "healthy" ? Math.max(timing.healthPollMs, check.interval * 1000) : timing.healthPollMs, signal);
+  }
+}

@@ -1,0 +1,86 @@
+/**
+ * The `ssh` transport: `coder ssh <owner>/<workspace>.<agent> -- <command>` through the operator's
+ * Coder CLI (`coderBin`), which reaches the agent over Coder's tailnet. The CLI gets the URL and
+ * token in its environment (never in argv), and a config directory of its own so nothing of the
+ * worker user's CLI login is read or written. Streams both ways; the exit travels as a marker line
+ * (the CLI may stay open while a background child holds the channel); an abort ends the remote
+ * group from a second call.
+ */
+import { randomBytes } from "node:crypto";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { exitMarkerLine, runSpawnedScript, shellQuote, withInlineEnv, withRemoteGroupKill, type ScriptRunner, type TransportCapabilities } from "@paperclip-sandbox/kit";
+
+export interface SshTarget {
+  coderBin: string;
+  coderUrl: string;
+  token: string;
+  owner: string;
+  workspace: string;
+  agent: string;
+  /** The worker's environment (PATH to find the CLI; CODER_HEADER* pass through). */
+  env: NodeJS.ProcessEnv;
+}
+
+const SSH_CAPABILITIES: TransportCapabilities = Object.freeze({
+  stdin: "stream",
+  stdinEof: true,
+  binarySafe: true,
+  liveOutput: true,
+  separateStderr: true,
+  signals: "none",
+  remoteTimeout: false,
+});
+
+let configDir: string | undefined;
+/** One empty CLI config directory per worker: the CLI must not use (or overwrite) a login of the worker's user. */
+function cliConfigDir(): string {
+  configDir ??= mkdtempSync(path.join(tmpdir(), "paperclip-coder-cli-"));
+  return configDir;
+}
+
+/** The environment of the CLI process: only what it needs. */
+export function cliEnv(target: Pick<SshTarget, "coderUrl" | "token" | "env">): Record<string, string> {
+  const env: Record<string, string> = {
+    PATH: target.env.PATH ?? "/usr/local/bin:/usr/bin:/bin",
+    HOME: target.env.HOME ?? tmpdir(),
+    CODER_URL: target.coderUrl,
+    CODER_SESSION_TOKEN: target.token,
+    CODER_CONFIG_DIR: cliConfigDir(),
+  };
+  for (const name of ["CODER_HEADER", "CODER_HEADER_COMMAND", "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS"]) {
+    const value = target.env[name];
+    if (value) env[name] = value;
+  }
+  return env;
+}
+
+function sshRunnerInner(target: SshTarget): ScriptRunner {
+  return {
+    capabilities: SSH_CAPABILITIES,
+    run(script, io) {
+      const marker = `PCEXIT${randomBytes(12).toString("hex")}`;
+      // The agent runs this with the user's shell; the script itself runs under sh as the kit expects.
+      const remote = `/bin/sh -c ${shellQuote(script)} sh; ${exitMarkerLine(marker)}`;
+      return runSpawnedScript(
+        {
+          file: target.coderBin,
+          args: ["ssh", `${target.owner}/${target.workspace}.${target.agent}`, "--", remote],
+          env: cliEnv(target),
+          exitMarker: marker,
+        },
+        { ...io, env: undefined },
+      );
+    },
+  };
+}
+
+/** Streams through the CLI; env goes inline (the CLI has no env field for the remote command); group kill by a second call. */
+export function sshRunner(target: SshTarget, baseEnv: Record<string, string>): ScriptRunner {
+  const runner = withRemoteGroupKill(withInlineEnv(sshRunnerInner(target)));
+  return {
+    capabilities: runner.capabilities,
+    run: (script, io) => runner.run(script, { ...io, env: { ...baseEnv, ...(io.env ?? {}) } }),
+  };
+}
