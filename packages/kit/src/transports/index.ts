@@ -25,3 +25,4 @@ export {
   type ChannelProtocolMemory,
   type ChannelExecRunnerOptions,
 } from "./channel-exec-runner.js";
+export * from "./command-channel/index.js";

@@ -1,0 +1,12 @@
+export {
+  withCommandChannel,
+  closeCommandChannel,
+  closeAllCommandChannels,
+  commandChannelStatus,
+  probeCommandChannel,
+  canCarryCommandChannel,
+  type CommandChannelOptions,
+  type CommandChannelStatus,
+} from "./runner.js";
+export { CommandChannelLostError, CommandNotStartedError, ChannelUnavailableError } from "./session.js";
+export type { ChannelImplementation } from "./bootstrap.js";
