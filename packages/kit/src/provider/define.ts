@@ -11,6 +11,7 @@ import type { z } from "zod";
 import { secretFieldPaths } from "../config/secret-paths.js";
 import { createDuplexChannels } from "../duplex/duplex-channels.js";
 import { executeCommand } from "../exec/execute.js";
+import { closeAllCommandChannels, closeCommandChannel } from "../transports/command-channel/index.js";
 import { labelValue } from "../lease/labels.js";
 import { execRequestFrom } from "../plugin/exec-request.js";
 import { downloadStagesCleanupScript } from "../sync/file-api-sync.js";
@@ -183,6 +184,8 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
         if (params.cancelActiveWork === true || (mode === "destroy" && !keep)) await registry.cancel(entry, deadline);
         else await registry.drain(entry, deadline);
       }
+      // A lease's command channel (when its runner has one) ends before the sandbox stops or goes.
+      await closeCommandChannel(id);
       if (keep) {
         // A stop that fails is an error, never a silent delete: the host retries.
         if (!def.stop) throw new Error(`${def.driverKey} cannot keep a sandbox (it has no stop)`);
@@ -209,6 +212,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     },
 
     async onShutdown() {
+      await closeAllCommandChannels();
       await def.shutdown?.();
     },
 

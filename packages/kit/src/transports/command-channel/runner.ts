@@ -19,6 +19,11 @@ export interface CommandChannelOptions {
   ackTimeoutMs?: number;
   /** Implementations to try in the sandbox, in order (default: node). */
   implementations?: readonly ChannelImplementation[];
+  /**
+   * A command that finds no channel starts one and waits for it (default false: it runs as a fresh
+   * exec while the channel starts beside it). For tests that must exercise the channel path.
+   */
+  waitForStart?: boolean;
   /** First restart delay after a failed start or a break, doubling to 5 minutes (ms, default 1 s). */
   restartDelayMs?: number;
   /** Starts, fallbacks and breaks, in words. */
@@ -91,9 +96,10 @@ export function withCommandChannel(inner: ScriptRunner, options: CommandChannelO
     async run(script: string, io: ScriptIo): Promise<ScriptExit> {
       const lease = leaseChannel(key);
       if (io.signal?.aborted) return { exitCode: null, signal: null, aborted: true, reason: "aborted" };
+      if (options.waitForStart) ensureStarted(key, lease, inner, options);
       const session = lease.session;
       if (session) session.recovery = inner;
-      if (session && (session.state === "ready" || (session.state === "starting" && lease.everReady))) {
+      if (session && (session.state === "ready" || (session.state === "starting" && (lease.everReady || options.waitForStart)))) {
         clearTimeout(lease.idle);
         try {
           const exit = await session.run(script, io);
