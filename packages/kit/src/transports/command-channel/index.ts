@@ -5,6 +5,7 @@ export {
   commandChannelStatus,
   probeCommandChannel,
   canCarryCommandChannel,
+  COMMAND_CHANNEL_SWITCH,
   type CommandChannelOptions,
   type CommandChannelStatus,
 } from "./runner.js";

@@ -9,7 +9,10 @@ export interface CommandChannelOptions {
    * key, and `closeCommandChannel(lease)` (the lifecycle layer calls it at release) ends it.
    */
   lease: string;
-  /** False: the runner is returned unchanged (every command a fresh exec). Default true. */
+  /**
+   * False: the runner is returned unchanged (every command a fresh exec). Default true, unless the
+   * worker's environment sets `PAPERCLIP_SANDBOX_COMMAND_CHANNEL=off` (or `0`): the operator's switch.
+   */
   enabled?: boolean;
   /** A channel with no command for this long is closed (ms, default 60 s). */
   idleMs?: number;
@@ -67,6 +70,14 @@ const BACKOFF_MAX_MS = 5 * 60_000;
 /** A channel that lived this long resets the backoff. */
 const HEALTHY_AFTER_MS = 60_000;
 
+/** The operator's switch: `PAPERCLIP_SANDBOX_COMMAND_CHANNEL=off` (or `0`, `false`) in the worker's environment. */
+export const COMMAND_CHANNEL_SWITCH = "PAPERCLIP_SANDBOX_COMMAND_CHANNEL";
+
+function switchedOff(): boolean {
+  const value = process.env[COMMAND_CHANNEL_SWITCH]?.trim().toLowerCase();
+  return value === "off" || value === "0" || value === "false";
+}
+
 /** Whether a transport can carry a channel: streamed stdin and live output. */
 export function canCarryCommandChannel(capabilities: TransportCapabilities): boolean {
   return capabilities.stdin === "stream" && capabilities.liveOutput;
@@ -89,7 +100,7 @@ export function canCarryCommandChannel(capabilities: TransportCapabilities): boo
  * A transport without streamed stdin or live output gets its runner back unchanged.
  */
 export function withCommandChannel(inner: ScriptRunner, options: CommandChannelOptions): ScriptRunner {
-  if (options.enabled === false || !canCarryCommandChannel(inner.capabilities)) return inner;
+  if (options.enabled === false || switchedOff() || !canCarryCommandChannel(inner.capabilities)) return inner;
   const key = options.lease;
   return {
     capabilities: inner.capabilities,
