@@ -28,6 +28,7 @@ export function bootstrapScript(stateDirName: string, implementations: readonly 
       );
     }
   }
-  lines.push(`printf 'H 0 no-interpreter (tried: ${implementations.join(" ")})\\n'`);
+  const tried = implementations.length > 0 ? implementations.map((name) => (name === "node" ? "node or nodejs" : name)).join(", ") : "no implementation allowed";
+  lines.push(`printf 'H 0 none runs here (%s)\\n' ${shellQuote(tried)}`);
   return lines.join("\n");
 }

@@ -4,6 +4,7 @@ export {
   closeAllCommandChannels,
   commandChannelStatus,
   probeCommandChannel,
+  settledCommandChannel,
   canCarryCommandChannel,
   COMMAND_CHANNEL_SWITCH,
   type CommandChannelOptions,

@@ -164,6 +164,20 @@ export function commandChannelStatus(lease: string): CommandChannelStatus {
 }
 
 /**
+ * The lease's channel once its start has settled (ready, or failed and why): what a probe reports
+ * after its first command, which started the channel beside it.
+ */
+export async function settledCommandChannel(lease: string, timeoutMs = DEFAULTS.startTimeoutMs): Promise<CommandChannelStatus> {
+  const session = channels.get(lease)?.session;
+  if (session && session.state === "starting") {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([session.ready.catch(() => undefined), new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+    clearTimeout(timer);
+  }
+  return commandChannelStatus(lease);
+}
+
+/**
  * Starts a channel over `inner` and waits for its hello, then closes it: which in-sandbox side this
  * sandbox would run (`node v20.1.0`), or why none (for a probe).
  */

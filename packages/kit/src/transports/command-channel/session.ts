@@ -285,7 +285,7 @@ export class ChannelSession {
     if (reply.kind === "hello" || reply.kind === "unavailable") {
       if (this.state !== "starting") return void this.die(new ProtocolError("a second hello"));
       clearTimeout(this.startTimer);
-      if (reply.kind === "unavailable") return void this.die(new ChannelUnavailableError(`the command channel cannot run in this sandbox: ${reply.reason}`, true));
+      if (reply.kind === "unavailable") return void this.die(new ChannelUnavailableError(`the sandbox can run no in-sandbox side: ${reply.reason}`, true));
       this.hello = reply.hello;
       this.state = "ready";
       this.resolveReady(reply.hello);
