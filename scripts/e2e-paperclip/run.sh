@@ -28,7 +28,6 @@
 #      E2E_CLI              1 (default, with name): the CLI from the local registry (npm install -g, npx); 0: skip
 #      E2E_EMULATOR_LATENCY_MS  delay each hosted provider's emulator adds before every vendor call (default 0)
 #      E2E_TIMING_RUNS      timed runs per provider, instead of its own count
-#      PAPERCLIP_SANDBOX_COMMAND_CHANNEL  passed to the server (its plugin workers): off = no command channel
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -205,7 +204,6 @@ t=$(date +%s%N)
 cd "$RUN_DIR/home"
 setsid setpriv --reuid="$SERVER_UID" --regid="$SERVER_GID" --clear-groups \
   env -i HOME="$RUN_DIR/home" USER=nobody LANG=C.UTF-8 TZ=UTC PAPERCLIP_TELEMETRY_DISABLED=1 \
-  ${PAPERCLIP_SANDBOX_COMMAND_CHANNEL:+PAPERCLIP_SANDBOX_COMMAND_CHANNEL="$PAPERCLIP_SANDBOX_COMMAND_CHANNEL"} \
   PATH="$(dirname "$NODE24"):$ROOT/inst/node_modules/.bin:/usr/local/bin:/usr/bin:/bin" \
   paperclipai onboard -y --data-dir "$RUN_DIR/data" --bind loopback --no-install-service \
   < /dev/null > "$RUN_DIR/server.log" 2>&1 &

@@ -11,7 +11,8 @@ export interface CommandChannelOptions {
   lease: string;
   /**
    * False: the runner is returned unchanged (every command a fresh exec). Default true, unless the
-   * worker's environment sets `PAPERCLIP_SANDBOX_COMMAND_CHANNEL=off` (or `0`): the operator's switch.
+   * worker's environment sets `PAPERCLIP_SANDBOX_COMMAND_CHANNEL=off` (or `0`): for benchmarks and
+   * conformance runs (the host itself gives plugin workers none of its environment).
    */
   enabled?: boolean;
   /** A channel with no command for this long is closed (ms, default 60 s). */
@@ -70,7 +71,7 @@ const BACKOFF_MAX_MS = 5 * 60_000;
 /** A channel that lived this long resets the backoff. */
 const HEALTHY_AFTER_MS = 60_000;
 
-/** The operator's switch: `PAPERCLIP_SANDBOX_COMMAND_CHANNEL=off` (or `0`, `false`) in the worker's environment. */
+/** `PAPERCLIP_SANDBOX_COMMAND_CHANNEL=off` (or `0`, `false`) in a worker's environment turns channels off. */
 export const COMMAND_CHANNEL_SWITCH = "PAPERCLIP_SANDBOX_COMMAND_CHANNEL";
 
 function switchedOff(): boolean {
