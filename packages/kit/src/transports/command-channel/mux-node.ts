@@ -12,8 +12,8 @@
  * the host's recovery exec reads and removes it.
  */
 export const NODE_MUX_SOURCE = `"use strict";
-if (+process.versions.node.split(".")[0] < 12) process.exit(98);
 const cp = require("child_process"), fs = require("fs"), path = require("path"), net = require("net");
+if (typeof fs.rmSync !== "function") process.exit(98);
 try { process.title = "paperclip-channel"; } catch (e) {}
 const DIR = process.argv[1];
 const DRAIN_MS = 200;
