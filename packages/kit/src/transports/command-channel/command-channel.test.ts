@@ -10,6 +10,7 @@ import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import { createLocalScriptRunner } from "../../exec/local/local-runner.js";
 import { findMarkedProcesses, endMarkedProcesses } from "../../exec/local/process-marker.js";
 import { isZombieOrGone } from "../../exec/local/proc-stat.js";
+import { withRemoteGroupKill } from "../remote-group-kill.js";
 import { STREAM_TRANSPORT, type ScriptExit, type ScriptIo, type ScriptRunner } from "../../transport.js";
 import { CommandChannelLostError, closeCommandChannel, commandChannelStatus, withCommandChannel, type CommandChannelOptions } from "./index.js";
 
@@ -105,6 +106,26 @@ describe("command channel: a fresh exec's semantics over one multiplexer", () =>
     expect({ ...over.exit, pid: 0 }).toEqual({ ...fresh.exit, pid: 0 });
     expect(over.stdout).toContain("EXTRA=a 'quoted' value");
     expect(over.stdout).toMatch(/\n1\n$/); // a process group and session of its own
+  });
+
+  it("a command killed by a signal reports as the fresh exec it replaces: the signal's name, or 128 + n under the group-kill wrapper", async () => {
+    const box = sandbox();
+    const native = channel(box);
+    await warm(box, native);
+    const fresh = await run(box.local, "kill -9 $$");
+    const over = await run(native, "kill -9 $$");
+    expect(over.exit).toMatchObject({ exitCode: null, signal: "SIGKILL", reason: "signal" });
+    expect({ ...over.exit, pid: 0 }).toEqual({ ...fresh.exit, pid: 0 });
+
+    const wrappedBox = sandbox();
+    const wrapped = withRemoteGroupKill(wrappedBox.local);
+    const wrappedChannel = channel(wrappedBox, wrapped, { signalsAsExitStatus: true });
+    await warm(wrappedBox, wrappedChannel);
+    const wrappedFresh = await run(wrapped, "kill -9 $$");
+    const wrappedOver = await run(wrappedChannel, "kill -9 $$");
+    expect(commandChannelStatus(wrappedBox.lease).overChannel).toBe(1);
+    expect(wrappedOver.exit).toMatchObject({ exitCode: 137, signal: null, reason: "exit" });
+    expect({ ...wrappedOver.exit, pid: 0 }).toEqual({ ...wrappedFresh.exit, pid: 0 });
   });
 
   it("carries every byte value both ways, with inline and streamed stdin", async () => {

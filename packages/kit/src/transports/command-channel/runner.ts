@@ -28,6 +28,12 @@ export interface CommandChannelOptions {
    * exec while the channel starts beside it). For tests that must exercise the channel path.
    */
   waitForStart?: boolean;
+  /**
+   * Report a command ended by a signal as the shell does (exit status 128 + n, no signal), as a
+   * fresh exec under `withRemoteGroupKill` reports it. Default false: the signal's name, as a
+   * runner with native group signals reports it.
+   */
+  signalsAsExitStatus?: boolean;
   /** First restart delay after a failed start or a break, doubling to 5 minutes (ms, default 1 s). */
   restartDelayMs?: number;
   /** Starts, fallbacks and breaks, in words. */
@@ -86,7 +92,7 @@ export function canCarryCommandChannel(capabilities: TransportCapabilities): boo
 
 /**
  * Runs a lease's commands over one long-lived multiplexer in the sandbox instead of one vendor exec
- * each. The first command of a lease runs as a fresh exec while the channel starts beside it; later
+ * each. The first command of a lease runs as a fresh exec, and the channel starts when it is done; later
  * commands go over the channel (no vendor exec; a stdin write where the vendor bills one). Commands
  * keep a fresh exec's semantics: `sh -c` as the sandbox user, in a process group of its own, the
  * exec's working directory and environment plus `io.env`, stdin then EOF, stdout and stderr apart,
@@ -123,9 +129,12 @@ export function withCommandChannel(inner: ScriptRunner, options: CommandChannelO
           armIdle(key, lease, session, options);
         }
       }
-      ensureStarted(key, lease, inner, options);
       lease.stats.fresh += 1;
-      return inner.run(script, io);
+      const exit = await inner.run(script, io);
+      // Started once a vendor exec has worked here (a transport may learn from it: Kubernetes
+      // learns whether the server can half-close stdin), and only on a lease still in use.
+      if (channels.get(key) === lease) ensureStarted(key, lease, inner, options);
+      return exit;
     },
   };
 }
@@ -190,6 +199,7 @@ export async function probeCommandChannel(inner: ScriptRunner, options: Pick<Com
     startTimeoutMs: options.startTimeoutMs ?? DEFAULTS.startTimeoutMs,
     ackTimeoutMs: DEFAULTS.ackTimeoutMs,
     closeTimeoutMs: DEFAULTS.closeTimeoutMs,
+    signalsAsExitStatus: false,
   });
   try {
     const hello = await session.ready;
@@ -224,6 +234,7 @@ function ensureStarted(key: string, lease: LeaseChannel, inner: ScriptRunner, op
     startTimeoutMs: options.startTimeoutMs ?? DEFAULTS.startTimeoutMs,
     ackTimeoutMs: options.ackTimeoutMs ?? DEFAULTS.ackTimeoutMs,
     closeTimeoutMs: DEFAULTS.closeTimeoutMs,
+    signalsAsExitStatus: options.signalsAsExitStatus === true,
     ...(options.log ? { log: options.log } : {}),
   });
   lease.session = session;

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import os from "node:os";
 import { PassThrough, Readable, Writable } from "node:stream";
 import { shellQuote } from "../../exec/quote.js";
 import type { ScriptExit, ScriptIo, ScriptRunner } from "../../transport.js";
@@ -57,6 +58,8 @@ export interface SessionOptions {
   ackTimeoutMs: number;
   /** Graceful close waits this long for the multiplexer to exit before ending it (ms). */
   closeTimeoutMs: number;
+  /** A command ended by a signal reports exit status 128 + n (as the shell would), not the signal. */
+  signalsAsExitStatus: boolean;
   log?: (message: string) => void;
 }
 
@@ -311,7 +314,7 @@ export class ChannelSession {
         job.creditWaiter?.();
         return;
       case "done": {
-        const exit = exitOf(reply, job);
+        const exit = exitOf(reply, job, this.opts.signalsAsExitStatus);
         job.state = "ended";
         job.queue = job.queue.then(() => Promise.all([job.stdout.end(), job.stderr.end()])).then(() => undefined);
         void job.queue.then(() => {
@@ -450,11 +453,15 @@ export class ChannelSession {
   }
 }
 
-function exitOf(done: Extract<Reply, { kind: "done" }>, job: Job): ScriptExit {
+function exitOf(done: Extract<Reply, { kind: "done" }>, job: Job, signalsAsExitStatus: boolean): ScriptExit {
   const pid = job.pid !== undefined ? { pid: job.pid } : {};
   if (job.aborted) return { exitCode: null, signal: done.signal ?? "SIGTERM", aborted: true, reason: "aborted", ...pid };
   if (done.timedOut) return { exitCode: null, signal: done.signal ?? "SIGKILL", aborted: false, timedOut: true, reason: "timeout", ...pid };
-  if (done.signal) return { exitCode: null, signal: done.signal, aborted: false, reason: "signal", ...pid };
+  if (done.signal) {
+    const number = (os.constants.signals as Record<string, number | undefined>)[done.signal];
+    if (signalsAsExitStatus && number !== undefined) return { exitCode: 128 + number, signal: null, aborted: false, reason: "exit", ...pid };
+    return { exitCode: null, signal: done.signal, aborted: false, reason: "signal", ...pid };
+  }
   return { exitCode: done.exitCode, signal: null, aborted: false, reason: "exit", ...pid };
 }
 
