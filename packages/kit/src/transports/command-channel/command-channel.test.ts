@@ -1,6 +1,7 @@
 // The command channel over real processes on this machine: the local runner stands in for a
 // vendor's exec (each "fresh exec" is a new `sh -c`), and the multiplexer runs as it would in a
 // sandbox. Faults are made for real: the multiplexer is killed, the stream is cut, pipes are filled.
+import { AsyncLocalStorage } from "node:async_hooks";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -106,6 +107,18 @@ describe("command channel: a fresh exec's semantics over one multiplexer", () =>
     expect({ ...over.exit, pid: 0 }).toEqual({ ...fresh.exit, pid: 0 });
     expect(over.stdout).toContain("EXTRA=a 'quoted' value");
     expect(over.stdout).toMatch(/\n1\n$/); // a process group and session of its own
+  });
+
+  it("delivers output in the async context of the command's caller, not of whoever started the channel", async () => {
+    const box = sandbox();
+    const runner = channel(box);
+    const invocation = new AsyncLocalStorage<string>();
+    await invocation.run("first", () => warm(box, runner));
+    const seen: Array<string | undefined> = [];
+    const exit = await invocation.run("second", () => runner.run("echo out; echo err >&2", { stdout: () => seen.push(invocation.getStore()), stderr: () => seen.push(invocation.getStore()) }));
+    expect(exit.exitCode).toBe(0);
+    expect(commandChannelStatus(box.lease).overChannel).toBe(1);
+    expect(seen).toEqual(["second", "second"]);
   });
 
   it("a command killed by a signal reports as the fresh exec it replaces: the signal's name, or 128 + n under the group-kill wrapper", async () => {

@@ -77,11 +77,19 @@ const BACKOFF_MAX_MS = 5 * 60_000;
 /** A channel that lived this long resets the backoff. */
 const HEALTHY_AFTER_MS = 60_000;
 
-/** `PAPERCLIP_SANDBOX_COMMAND_CHANNEL=off` (or `0`, `false`) in a worker's environment turns channels off. */
+/**
+ * A worker's environment may set `PAPERCLIP_SANDBOX_COMMAND_CHANNEL`: `off` (or `0`, `false`) turns
+ * channels off, `always` makes every command wait for the channel (`waitForStart`), so a
+ * conformance run covers one path or the other whole.
+ */
 export const COMMAND_CHANNEL_SWITCH = "PAPERCLIP_SANDBOX_COMMAND_CHANNEL";
 
+function switchValue(): string | undefined {
+  return process.env[COMMAND_CHANNEL_SWITCH]?.trim().toLowerCase();
+}
+
 function switchedOff(): boolean {
-  const value = process.env[COMMAND_CHANNEL_SWITCH]?.trim().toLowerCase();
+  const value = switchValue();
   return value === "off" || value === "0" || value === "false";
 }
 
@@ -106,8 +114,9 @@ export function canCarryCommandChannel(capabilities: TransportCapabilities): boo
  *
  * A transport without streamed stdin or live output gets its runner back unchanged.
  */
-export function withCommandChannel(inner: ScriptRunner, options: CommandChannelOptions): ScriptRunner {
-  if (options.enabled === false || switchedOff() || !canCarryCommandChannel(inner.capabilities)) return inner;
+export function withCommandChannel(inner: ScriptRunner, given: CommandChannelOptions): ScriptRunner {
+  if (given.enabled === false || switchedOff() || !canCarryCommandChannel(inner.capabilities)) return inner;
+  const options = switchValue() === "always" ? { ...given, waitForStart: true } : given;
   const key = options.lease;
   return {
     capabilities: inner.capabilities,

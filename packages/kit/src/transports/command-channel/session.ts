@@ -1,3 +1,4 @@
+import { AsyncResource } from "node:async_hooks";
 import { randomBytes } from "node:crypto";
 import os from "node:os";
 import { PassThrough, Readable, Writable } from "node:stream";
@@ -81,6 +82,12 @@ interface Job {
   /** Deliveries to Writable sinks, in order. */
   queue: Promise<void>;
   stdinCredit: number;
+  /**
+   * Runs a delivery in the async context of the command's caller: output arrives on the channel's
+   * stream, which an earlier caller opened, and a host SDK ties live output (`ctx.execution.log`)
+   * to the invocation in its async context.
+   */
+  scope: AsyncResource;
   creditWaiter?: () => void;
   stopStdin?: () => void;
   pendingStdin?: { source: Readable | Buffer };
@@ -210,6 +217,7 @@ export class ChannelSession {
         credited: 0,
         queue: Promise.resolve(),
         stdinCredit: STDIN_WINDOW,
+        scope: new AsyncResource("PaperclipCommandChannelCommand"),
         ...(mode === "s" ? { pendingStdin: { source: known ?? (stdinSource as Readable) } } : {}),
         settle: (outcome) => {
           if (job.state === "done") return;
@@ -316,7 +324,7 @@ export class ChannelSession {
       case "done": {
         const exit = exitOf(reply, job, this.opts.signalsAsExitStatus);
         job.state = "ended";
-        job.queue = job.queue.then(() => Promise.all([job.stdout.end(), job.stderr.end()])).then(() => undefined);
+        job.queue = job.queue.then(() => job.scope.runInAsyncScope(() => Promise.all([job.stdout.end(), job.stderr.end()]))).then(() => undefined);
         void job.queue.then(() => {
           this.completed += 1;
           job.settle({ exit });
@@ -328,11 +336,11 @@ export class ChannelSession {
 
   private deliver(job: Job, sink: ScriptSink, bytes: Buffer): void {
     if (job.window === 0) {
-      void sink.write(bytes);
+      void job.scope.runInAsyncScope(() => sink.write(bytes));
       return;
     }
     job.queue = job.queue.then(async () => {
-      await sink.write(bytes);
+      await job.scope.runInAsyncScope(() => sink.write(bytes));
       job.delivered += bytes.length;
       if (job.delivered - job.credited >= job.window / 2 && this.jobs.has(job.id)) {
         this.write(creditLine(job.id, job.delivered - job.credited));
