@@ -1,4 +1,4 @@
-export { STREAM_TRANSPORT, capabilitiesOf } from "./transport.js";
+export { STREAM_TRANSPORT } from "./transport.js";
 export type { ScriptRunner, ScriptIo, ScriptExit, TransportCapabilities, TerminationReason, FileTransport } from "./transport.js";
 export * from "./config/index.js";
 export * from "./probe/index.js";

@@ -108,8 +108,3 @@ export interface FileTransport {
   /** Largest single upload the vendor accepts, when it has a limit. */
   readonly maxUploadBytes?: number;
 }
-
-/** A runner's capabilities, defaulting to the full contract for runners written before they existed. */
-export function capabilitiesOf(runner: ScriptRunner): TransportCapabilities {
-  return runner.capabilities ?? STREAM_TRANSPORT;
-}

@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll } from "vitest";
 import { describeConformance } from "@paperclip-sandbox/conformance";
 import { bubblewrapLeftovers } from "@paperclip-sandbox/sandbox-backend/test-support";
-import { listLeases } from "./leases.js";
+import { listLeases } from "./plugin.js";
 
 const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), "bwrap-conf-"));
 const config = { stateDir, timeoutMs: 60_000 };

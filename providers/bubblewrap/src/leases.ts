@@ -6,19 +6,16 @@
 import os from "node:os";
 import path from "node:path";
 import { createSandboxBackend, newSandboxId, type SandboxSummary } from "@paperclip-sandbox/sandbox-backend";
-import { defineLeaseLister, type EgressGrant } from "@paperclip-sandbox/kit";
-import { providerConfig } from "./config.js";
+import { defineLeaseIdCodec, type EgressGrant } from "@paperclip-sandbox/kit";
 
 export const LEASE_ID_PREFIX = "bwrap-";
-const LEASE_ID_PATTERN = /^bwrap-[a-z0-9]{16}$/;
+const leaseIds = defineLeaseIdCodec<string>({ vendor: "bubblewrap", prefix: LEASE_ID_PREFIX, pattern: /[a-z0-9]{16}/, encode: (id) => id, decode: (body) => body });
 
 export function newLeaseId(): string {
   return newSandboxId(LEASE_ID_PREFIX);
 }
 
-export function isLeaseId(value: unknown): value is string {
-  return typeof value === "string" && LEASE_ID_PATTERN.test(value);
-}
+export const isLeaseId = (value: unknown): value is string => leaseIds.is(value);
 
 /**
  * Default state directory: $XDG_STATE_HOME/paperclip-bubblewrap when set, else a per-uid directory
@@ -123,27 +120,3 @@ export async function reapLease(leaseId: string, stateDir: string = defaultState
     await backend.close();
   }
 }
-
-/**
- * The kit's lister contract (`paperclip-sandbox leases gc --provider bubblewrap`): every lease in the
- * config's state directory, as the worker would see it (its default state dir follows the worker's
- * environment). A half-created lease has no labels yet; it is in our state directory, so it is ours.
- */
-export const listLeases = defineLeaseLister(async (config, ctx) => {
-  const parsed = providerConfig.parse(config);
-  const backend = createSandboxBackend({ stateDir: parsed.stateDir ?? defaultStateDir(ctx.env) });
-  try {
-    return (await backend.list())
-      .filter((sandbox) => isLeaseId(sandbox.id))
-      .map((sandbox) => ({
-        providerLeaseId: sandbox.id,
-        labels: Object.keys(sandbox.labels).length > 0 ? { ...sandbox.labels } : { "paperclip-provider": "bubblewrap" },
-        ...(sandbox.createdAt ? { createdAt: new Date(sandbox.createdAt).toISOString() } : {}),
-        expiresAt: sandbox.expiresAt ? new Date(sandbox.expiresAt).toISOString() : null,
-        state: sandbox.state,
-        ownerAlive: sandbox.ownerAlive,
-      }));
-  } finally {
-    await backend.close();
-  }
-});

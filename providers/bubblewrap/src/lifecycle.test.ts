@@ -3,7 +3,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { findOrphans, listLeaseDirectories, listLeases, reapLease } from "./index.js";
+import { findOrphans, listLeaseDirectories, reapLease } from "./index.js";
 import { probeBubblewrap } from "./probe.js";
 import { providerConfig } from "./config.js";
 import { eventually, hostProcessesMatching, startHarness, type Harness } from "./test-support/harness.js";

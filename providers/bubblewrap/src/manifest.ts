@@ -4,7 +4,7 @@ import { providerConfig } from "./config.js";
 export const BUBBLEWRAP_DRIVER_KEY = "bubblewrap";
 export const BUBBLEWRAP_PLUGIN_ID = "paperclip-sandbox.bubblewrap";
 /** The in-jail supervisor meets the whole transport contract and enforces deadlines; stopped jails keep their disk. */
-export const BUBBLEWRAP_SHAPE: DeclaredProviderShape = { transport: { ...STREAM_TRANSPORT, remoteTimeout: true }, canStop: true };
+export const BUBBLEWRAP_SHAPE: DeclaredProviderShape = { transport: { ...STREAM_TRANSPORT, remoteTimeout: true }, keepsLeases: true };
 
 export default defineSandboxProviderManifest({
   id: BUBBLEWRAP_PLUGIN_ID,

@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import path from "node:path";
-import { appendBlockedNetworkNote, defineSandboxProvider, REUSE_SENTINEL_PATH, type SandboxHandle } from "@paperclip-sandbox/kit";
+import { appendBlockedNetworkNote, defineSandboxProvider, LeaseGoneError, REUSE_SENTINEL_PATH, type ListedResource, type SandboxHandle } from "@paperclip-sandbox/kit";
 import {
   checkSocketPathLength,
   createResolver,
@@ -12,6 +12,7 @@ import {
   type EgressDenial,
   type Sandbox,
   type SandboxBackend,
+  type SandboxSummary,
 } from "@paperclip-sandbox/sandbox-backend";
 import { DEFAULT_LEASE_TTL_MS, providerConfig, sandboxShape, type BubblewrapConfig } from "./config.js";
 import { defaultStateDir, isLeaseId, newLeaseId } from "./leases.js";
@@ -29,9 +30,9 @@ export interface BubblewrapPluginDeps {
   nodeBinary?: string;
 }
 
-/** A lease is a backend sandbox (its jail, its directories, its egress proxy). */
+/** A lease is a backend sandbox (its jail, its directories, its egress proxy); none for one that ended. */
 interface Lease extends SandboxHandle {
-  sandbox: Sandbox;
+  sandbox?: Sandbox;
 }
 
 /** Sandbox directories sync may touch: the jail's writable binds. */
@@ -41,10 +42,23 @@ const SENTINEL_FILE = `${SANDBOX_PATHS.workspace}/${REUSE_SENTINEL_PATH}`;
 const leaseOf = (sandbox: Sandbox): Lease => ({
   providerLeaseId: sandbox.id,
   expiresAt: new Date(sandbox.expiresAt),
-  state: sandbox.state === "destroyed" ? "stopped" : sandbox.state,
+  state: sandbox.state === "destroyed" ? "ended" : sandbox.state,
   labels: sandbox.labels,
   sandbox,
 });
+
+/** An expired jail, or a create that died half-way (no record, so no labels: never the caller's). */
+const endedLease = (summary: SandboxSummary): Lease => ({
+  providerLeaseId: summary.id,
+  expiresAt: summary.expiresAt === null ? null : new Date(summary.expiresAt),
+  state: "ended",
+  labels: summary.labels,
+});
+
+const sandboxOf = (lease: Lease): Sandbox => {
+  if (!lease.sandbox) throw new LeaseGoneError(`bubblewrap lease ${lease.providerLeaseId} has ended`);
+  return lease.sandbox;
+};
 
 export function createBubblewrapProvider(deps: BubblewrapPluginDeps = {}) {
   const env = deps.env ?? process.env;
@@ -53,10 +67,10 @@ export function createBubblewrapProvider(deps: BubblewrapPluginDeps = {}) {
   const nodeBinary = deps.nodeBinary ?? fs.realpathSync(process.execPath);
   const resolver = createResolver(parseResolveOverrides(env[RESOLVE_ENV]));
   const backends = new Map<string, SandboxBackend>(); // one per state directory (the config chooses it)
-  const stateDirOf = (config: BubblewrapConfig) => config.stateDir ?? defaultStateDir(env);
+  const stateDirOf = (config: BubblewrapConfig, from: NodeJS.ProcessEnv = env) => config.stateDir ?? defaultStateDir(from);
 
-  const backendFor = (config: BubblewrapConfig): SandboxBackend => {
-    const stateDir = stateDirOf(config);
+  const backendFor = (config: BubblewrapConfig, from?: NodeJS.ProcessEnv): SandboxBackend => {
+    const stateDir = stateDirOf(config, from);
     let backend = backends.get(stateDir);
     if (!backend) backends.set(stateDir, (backend = createSandboxBackend({ stateDir, bwrapPath: bwrapPath ?? "bwrap", supervisorScript, nodeBinary, resolver })));
     return backend;
@@ -79,12 +93,11 @@ export function createBubblewrapProvider(deps: BubblewrapPluginDeps = {}) {
     driverKey: BUBBLEWRAP_DRIVER_KEY,
     config: providerConfig,
     transport: BUBBLEWRAP_SHAPE.transport,
-    workspaceDir: () => SANDBOX_PATHS.workspace,
-    syncRoots: () => SYNC_ROOTS,
+    workspace: { existing: () => SANDBOX_PATHS.workspace, syncRoots: () => SYNC_ROOTS },
     shape: sandboxShape,
-    defaultTtlMs: (config) => config.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS,
-    defaultTimeoutMs: (config) => config.timeoutMs,
-    egress: { fromConfig: (config) => ({ allowFqdns: config.egressAllowFqdns, allowCidrs: config.egressAllowCidrs }) },
+    options: { ttlMs: (config) => config.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS, commandTimeoutMs: (config) => config.timeoutMs },
+    keep: { reusable: (config) => config.reuseLease, by: "stop" },
+    egress: (config) => ({ allowFqdns: config.egressAllowFqdns, allowCidrs: config.egressAllowCidrs }),
     validate: (config) => {
       const problem = checkSocketPathLength(stateDirOf(config));
       return problem ? { errors: [problem] } : {};
@@ -93,8 +106,6 @@ export function createBubblewrapProvider(deps: BubblewrapPluginDeps = {}) {
 
     async create({ config, labels, expiresAt, grant, reusable, created }) {
       if (!bwrapPath) throw new Error("bubblewrap (bwrap) is not installed: apt-get install bubblewrap");
-      const socketProblem = checkSocketPathLength(stateDirOf(config));
-      if (socketProblem) throw new Error(socketProblem);
       if (config.rootfs && !fs.statSync(config.rootfs, { throwIfNoEntry: false })?.isDirectory()) {
         throw new Error(`rootfs ${config.rootfs} is not a directory (set "Root filesystem" to a directory holding the sandbox's tree)`);
       }
@@ -104,7 +115,7 @@ export function createBubblewrapProvider(deps: BubblewrapPluginDeps = {}) {
         id,
         rootfs: config.rootfs,
         limits: { cpu: config.cpu, memoryMb: config.memoryMb, pids: config.pids },
-        expiresAt: expiresAt!.getTime(), // the kit always bounds it (defaultTtlMs)
+        expiresAt: expiresAt!.getTime(), // the kit always bounds it (options.ttlMs)
         egress: grant,
         labels: { ...labels },
         metadata: { reuse: reusable },
@@ -112,33 +123,41 @@ export function createBubblewrapProvider(deps: BubblewrapPluginDeps = {}) {
       return leaseOf(sandbox);
     },
     async get(ref) {
-      const sandbox = isLeaseId(ref.providerLeaseId) ? await backendFor(ref.config).get(ref.providerLeaseId) : null;
-      return sandbox ? leaseOf(sandbox) : null;
+      if (!isLeaseId(ref.providerLeaseId)) return null;
+      const backend = backendFor(ref.config);
+      const sandbox = await backend.get(ref.providerLeaseId);
+      if (sandbox) return leaseOf(sandbox);
+      const summary = await backend.summary(ref.providerLeaseId);
+      return summary ? endedLease(summary) : null;
     },
-    async destroy(ref) {
-      if (isLeaseId(ref.providerLeaseId)) await backendFor(ref.config).destroy(ref.providerLeaseId);
-    },
-    stop: (lease) => lease.sandbox.stop(),
+    destroy: (ref, lease) => backendFor(ref.config).destroy(lease.providerLeaseId),
+    stop: (lease) => sandboxOf(lease).stop(),
     start: async (lease) => {
-      await lease.sandbox.start();
-      return leaseOf(lease.sandbox);
+      await sandboxOf(lease).start();
+      return leaseOf(sandboxOf(lease));
     },
-    alive: (lease) => lease.sandbox.state === "running",
-    runner: (lease) => lease.sandbox.runner,
+    alive: (lease) => lease.sandbox?.state === "running",
+    runner: (lease) => sandboxOf(lease).runner,
     // Read from the disk without following any link, also while the lease is stopped (a resume then
     // knows it may restart the jail before paying for it); written inside the jail.
     sentinel: {
-      read: async (lease) => (await lease.sandbox.readStoredFile(SENTINEL_FILE, { maxBytes: 4096 }))?.toString("utf8") ?? null,
+      read: async (lease) => (await sandboxOf(lease).readStoredFile(SENTINEL_FILE, { maxBytes: 4096 }))?.toString("utf8") ?? null,
       write: async (lease, text) => {
         const roots = [SANDBOX_PATHS.workspace];
-        await lease.sandbox.files.mkdir(path.posix.dirname(SENTINEL_FILE), { mode: 0o700, roots });
-        await lease.sandbox.files.write(SENTINEL_FILE, text, { mode: 0o600, createParents: false, roots });
+        await sandboxOf(lease).files.mkdir(path.posix.dirname(SENTINEL_FILE), { mode: 0o700, roots });
+        await sandboxOf(lease).files.write(SENTINEL_FILE, text, { mode: 0o600, createParents: false, roots });
       },
     },
-    annotateStderr: (lease) => annotate(lease.sandbox),
-    async list(config, labels) {
-      const found = await backendFor(config).list({ labels });
-      return found.filter((s) => isLeaseId(s.id)).map((s) => ({ providerLeaseId: s.id, labels: { ...s.labels }, ownerAlive: s.ownerAlive }));
+    annotateStderr: (lease) => annotate(sandboxOf(lease)),
+    // Every lease in the config's state directory carrying the labels (a half-made one has none),
+    // as the worker would see it: outside the worker the default state dir follows the worker's env.
+    async list(config, labels, context) {
+      const backend = context.env ? createSandboxBackend({ stateDir: stateDirOf(config, context.env) }) : backendFor(config);
+      try {
+        return (await backend.list({ labels })).filter((s) => isLeaseId(s.id)).map(listed);
+      } finally {
+        if (context.env) await backend.close();
+      }
     },
     // Jails outlive the worker on purpose (the next worker adopts them); only local handles go.
     async shutdown() {
@@ -150,4 +169,18 @@ export function createBubblewrapProvider(deps: BubblewrapPluginDeps = {}) {
 
 export const createBubblewrapPlugin = (deps: BubblewrapPluginDeps = {}) => createBubblewrapProvider(deps).plugin;
 
-export default createBubblewrapPlugin();
+const provider = createBubblewrapProvider();
+/** For `paperclip-sandbox leases gc --provider bubblewrap`: the leases in the config's state directory. */
+export const listLeases = provider.listLeases;
+export default provider.plugin;
+
+function listed(sandbox: SandboxSummary): ListedResource {
+  return {
+    providerLeaseId: sandbox.id,
+    labels: { ...sandbox.labels },
+    ...(sandbox.createdAt ? { createdAt: new Date(sandbox.createdAt).toISOString() } : {}),
+    expiresAt: sandbox.expiresAt ? new Date(sandbox.expiresAt).toISOString() : null,
+    state: sandbox.state,
+    ownerAlive: sandbox.ownerAlive,
+  };
+}

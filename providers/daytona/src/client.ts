@@ -68,14 +68,14 @@ export function createDaytonaClient(config: DaytonaConfig, deps: ClientDeps = {}
 }
 
 /** One client per endpoint, target and key, made on first use (no module-level state: the plugin owns it). */
-export function createClientCache(deps: ClientDeps = {}): (config: DaytonaConfig) => DaytonaClient {
+export function createClientCache(deps: ClientDeps = {}): (config: DaytonaConfig, env?: NodeJS.ProcessEnv) => DaytonaClient {
   const clients = new Map<string, DaytonaClient>();
-  return (config) => {
+  return (config, env = deps.env) => {
     const key = createHash("sha256")
-      .update(JSON.stringify([config.apiUrl, config.target ?? "", apiKeyOf(config, deps.env) ?? ""]))
+      .update(JSON.stringify([config.apiUrl, config.target ?? "", apiKeyOf(config, env) ?? ""]))
       .digest("hex");
     let client = clients.get(key);
-    if (!client) clients.set(key, (client = createDaytonaClient(config, deps)));
+    if (!client) clients.set(key, (client = createDaytonaClient(config, { ...deps, env })));
     return client;
   };
 }

@@ -6,7 +6,7 @@ import { CONFORMANCE_CASE_NAMES, describeConformance, type ConformanceCaseName }
 import { runEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "@paperclip-sandbox/emulator-daytona";
 import { RESOURCES_NEED_IMAGE, SNAPSHOT_AND_IMAGE } from "./config.js";
-import { listLeases } from "./lister.js";
+import { listLeases } from "./plugin.js";
 
 const emu = await runEmulator(emulator, {});
 afterAll(() => emu.close(), 60_000);

@@ -1,4 +1,3 @@
-export { createDaytonaPlugin, type DaytonaPluginDeps } from "./plugin.js";
+export { createDaytonaPlugin, createDaytonaProvider, listLeases, type DaytonaPluginDeps } from "./plugin.js";
 export { daytonaConfig, daytonaConfigSchema, type DaytonaConfig } from "./config.js";
 export { default as manifest, DAYTONA_DRIVER_KEY, DAYTONA_PLUGIN_ID } from "./manifest.js";
-export { listLeases } from "./lister.js";

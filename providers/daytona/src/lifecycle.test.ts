@@ -3,7 +3,7 @@
 // ownership, and the lister.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, waitFor, type Harness } from "./__fixtures__/harness.js";
-import { listLeases } from "./lister.js";
+import { listLeases } from "./plugin.js";
 
 let h: Harness;
 beforeAll(async () => {
@@ -38,10 +38,10 @@ describe("acquire", () => {
   it("refuses resources without an image with the exact message, without creating anything", async () => {
     const mark = h.emu.requests.mark();
     await expect(h.acquire({ cpu: 2 })).rejects.toThrow(
-      /^Daytona resource settings require image-backed sandbox creation; snapshot\/default sandbox creation cannot override CPU, memory, disk, or GPU$/,
+      /^Invalid provider config: Daytona resource settings require image-backed sandbox creation; snapshot\/default sandbox creation cannot override CPU, memory, disk, or GPU$/,
     );
-    // Only the kit's look-up for a create that might have happened.
-    expect(await h.calls(mark)).toEqual(["GET /api/sandbox 200"]);
+    // The kit validates before create: no vendor call at all.
+    expect(await h.calls(mark)).toEqual([]);
   });
 
   it("maps requestedExpiresAt to a TTL that deletes the sandbox at or before it; under a minute it returns no expiry", async () => {

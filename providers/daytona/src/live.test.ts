@@ -3,7 +3,7 @@
 import { fileURLToPath } from "node:url";
 import { describe, it } from "vitest";
 import { describeConformance } from "@paperclip-sandbox/conformance";
-import { listLeases } from "./lister.js";
+import { listLeases } from "./plugin.js";
 
 const apiKey = process.env.DAYTONA_API_KEY;
 const SKIP_LINE = "live Daytona suite skipped: set DAYTONA_API_KEY (optionally DAYTONA_API_URL, DAYTONA_TARGET) to run it against Daytona";

@@ -9,7 +9,7 @@ export const DAYTONA_PLUGIN_ID = "paperclip-sandbox.daytona";
  */
 export const DAYTONA_SHAPE: DeclaredProviderShape = {
   transport: { stdin: "buffered", stdinEof: true, binarySafe: true, liveOutput: false, separateStderr: true, signals: "group", remoteTimeout: false },
-  canStop: true,
+  keepsLeases: true,
 };
 
 export default defineSandboxProviderManifest({

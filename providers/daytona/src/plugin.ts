@@ -1,31 +1,22 @@
 import type { PluginContext } from "@paperclipai/plugin-sdk";
-import { assertOwnedBy, defineSandboxProvider, isProviderApiError, opaqueLeaseIdCodec } from "@paperclip-sandbox/kit";
+import { defineSandboxProvider, isProviderApiError, opaqueLeaseIdCodec } from "@paperclip-sandbox/kit";
 import { createClientCache, type DaytonaClient } from "./client.js";
 import { configWarnings, creationProblems, daytonaConfig, type DaytonaConfig } from "./config.js";
 import { daytonaFiles, daytonaRunner } from "./exec.js";
 import { DAYTONA_DRIVER_KEY, DAYTONA_SHAPE } from "./manifest.js";
 import { createParams, createSandbox, deleteSandbox, findByLabels, getSandbox, handleOf, listedResource, startSandbox, stateOf, stopSandbox, type DaytonaHandle } from "./sandboxes.js";
 import { createSessionRunner, daytonaSessionApi } from "./session-runner.js";
-import { prepareWorkspace, workspaceFrom } from "./workspace.js";
 
 export interface DaytonaPluginDeps {
   /** Where the DAYTONA_API_KEY fallback is read (default the worker's environment). */
   env?: NodeJS.ProcessEnv;
-  /** The SDK client for a config (default one cached client per endpoint, target and key). */
-  clientFor?: (config: DaytonaConfig) => DaytonaClient;
+  /** The SDK client for a config (default one cached client per endpoint, target and key); `env` when listing outside the worker. */
+  clientFor?: (config: DaytonaConfig, env?: NodeJS.ProcessEnv) => DaytonaClient;
 }
 
 const leaseIds = opaqueLeaseIdCodec({ vendor: "daytona" });
-const isLeaseId = (id: string) => {
-  try {
-    leaseIds.decode(id);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
-export function createDaytonaPlugin(deps: DaytonaPluginDeps = {}) {
+export function createDaytonaProvider(deps: DaytonaPluginDeps = {}) {
   let ctx: PluginContext | undefined;
   const clientFor =
     deps.clientFor ??
@@ -35,45 +26,32 @@ export function createDaytonaPlugin(deps: DaytonaPluginDeps = {}) {
     driverKey: DAYTONA_DRIVER_KEY,
     config: daytonaConfig,
     transport: DAYTONA_SHAPE.transport,
-    workspaceDir: (handle: DaytonaHandle) => handle.workdir,
+    // Under the sandbox user's home, as upstream's provider puts it.
+    workspace: { homeSubdir: "paperclip-workspace" },
     // A change of any of these means another sandbox (the kit puts company, environment, agent,
     // execution workspace and adapter type into the fingerprint itself).
     shape: (config) => ({ image: config.image, snapshot: config.snapshot, target: config.target, cpu: config.cpu, memory: config.memory, disk: config.disk, gpu: config.gpu }),
-    defaultTimeoutMs: (config) => config.timeoutMs,
+    options: { commandTimeoutMs: (config) => config.timeoutMs },
+    keep: { reusable: (config) => config.reuseLease, by: "stop" },
     validate: (config) => ({ errors: creationProblems(config), warnings: configWarnings(config, deps.env) }),
     setup: (context) => void (ctx = context),
 
     async create({ config, labels, expiresAt, signal, created }) {
-      const problems = creationProblems(config);
-      if (problems.length > 0) throw new Error(problems.join("; "));
-      const client = clientFor(config);
-      const sandbox = await createSandbox(client, createParams(config, { ...labels }, expiresAt), signal);
+      const sandbox = await createSandbox(clientFor(config), createParams(config, { ...labels }, expiresAt), signal);
       created(sandbox.id);
-      return handleOf(sandbox, await prepareWorkspace(client, sandbox));
+      return handleOf(sandbox);
     },
     async get(ref) {
-      if (!isLeaseId(ref.providerLeaseId)) return null;
-      const client = clientFor(ref.config);
-      const sandbox = await getSandbox(client, ref.providerLeaseId);
-      if (!sandbox || stateOf(sandbox) === null) return null;
-      // A fresh worker learns the workspace from the lease (a stopped sandbox cannot be asked).
-      const workdir = workspaceFrom(ref.metadata) ?? (sandbox.state === "started" ? await prepareWorkspace(client, sandbox) : "");
-      return handleOf(sandbox, workdir);
+      if (!leaseIds.is(ref.providerLeaseId)) return null;
+      const sandbox = await getSandbox(clientFor(ref.config), ref.providerLeaseId);
+      return sandbox && stateOf(sandbox) !== null ? handleOf(sandbox) : null;
     },
-    async destroy(ref, handle) {
-      const client = clientFor(ref.config);
-      const sandbox = handle?.sandbox ?? (isLeaseId(ref.providerLeaseId) ? await getSandbox(client, ref.providerLeaseId) : null);
-      if (!sandbox) return;
-      // Never another company's or environment's sandbox, whatever id the call names.
-      assertOwnedBy(sandbox.labels, { driverKey: DAYTONA_DRIVER_KEY, companyId: ref.companyId, environmentId: ref.environmentId }, { resource: `daytona sandbox ${sandbox.id}` });
-      await deleteSandbox(client, sandbox);
-    },
+    destroy: (ref, handle) => deleteSandbox(clientFor(ref.config), handle.sandbox),
     stop: (handle, ref) => stopSandbox(clientFor(ref.config), handle.sandbox),
     async start(handle, ref) {
-      const client = clientFor(ref.config);
-      await startSandbox(client, handle.sandbox);
+      await startSandbox(clientFor(ref.config), handle.sandbox);
       // A fresh handle: the old one's session ended with the stop.
-      return handleOf(handle.sandbox, handle.workdir || (await prepareWorkspace(client, handle.sandbox)));
+      return handleOf(handle.sandbox);
     },
     notRunning: (error) => isProviderApiError(error) && (error.code === "sandbox_not_started" || error.status === 502 || error.status === 503),
 
@@ -83,8 +61,13 @@ export function createDaytonaPlugin(deps: DaytonaPluginDeps = {}) {
       return config.liveOutput ? createSessionRunner(daytonaSessionApi(client, handle), files) : daytonaRunner(client, handle, files);
     },
     files: (handle, config) => daytonaFiles(clientFor(config), handle),
-    list: async (config, labels) => (await findByLabels(clientFor(config), labels)).map(listedResource),
-  }).plugin;
+    list: async (config, labels, { env }) => (await findByLabels(clientFor(config, env), labels)).map(listedResource),
+  });
 }
 
-export default createDaytonaPlugin();
+export const createDaytonaPlugin = (deps: DaytonaPluginDeps = {}) => createDaytonaProvider(deps).plugin;
+
+const provider = createDaytonaProvider();
+/** For `paperclip-sandbox leases gc --provider daytona`: this provider's sandboxes, listed by label at Daytona. */
+export const listLeases = provider.listLeases;
+export default provider.plugin;

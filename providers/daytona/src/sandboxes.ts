@@ -12,21 +12,20 @@ type CreateParams = CreateSandboxFromSnapshotParams | CreateSandboxFromImagePara
 
 export interface DaytonaHandle extends SandboxHandle {
   sandbox: Sandbox;
-  /** The lease's workspace in the sandbox (absolute). */
-  workdir: string;
   /** The live-output session, made on first use (sessions end when the sandbox stops). */
   session?: Promise<string>;
 }
 
-/** Gone or unusable (null), running, or anything `startSandbox` can bring back ("stopped"). */
-export function stateOf(sandbox: Sandbox): "running" | "stopped" | null {
+/** Gone (null: being deleted), running, unusable ("ended": failed), or anything `startSandbox` can bring back ("stopped"). */
+export function stateOf(sandbox: Sandbox): "running" | "stopped" | "ended" | null {
   if (sandbox.state === "started") return "running";
-  return ["destroyed", "destroying", "error", "build_failed"].includes(sandbox.state ?? "") ? null : "stopped";
+  if (sandbox.state === "destroyed" || sandbox.state === "destroying") return null;
+  return sandbox.state === "error" || sandbox.state === "build_failed" ? "ended" : "stopped";
 }
 
-export function handleOf(sandbox: Sandbox, workdir: string): DaytonaHandle {
+export function handleOf(sandbox: Sandbox): DaytonaHandle {
   const expiresAt = sandbox.autoDestroyAt ? new Date(sandbox.autoDestroyAt) : null;
-  return { providerLeaseId: sandbox.id, sandbox, workdir, labels: { ...sandbox.labels }, state: stateOf(sandbox) ?? "stopped", expiresAt };
+  return { providerLeaseId: sandbox.id, sandbox, labels: { ...sandbox.labels }, state: stateOf(sandbox) ?? "ended", expiresAt };
 }
 
 /** Snapshot or image (with its resources), labels, the lifecycle intervals, and a TTL ending at or before `expiresAt`. */

@@ -4,7 +4,7 @@ import { e2bConfig } from "./config.js";
 export const E2B_DRIVER_KEY = "e2b";
 export const E2B_PLUGIN_ID = "paperclip-sandbox.e2b";
 /** envd's process service with the kit's group kill (the full runner contract); pause/resume keeps leases. */
-export const E2B_SHAPE: DeclaredProviderShape = { transport: STREAM_TRANSPORT, canStop: true };
+export const E2B_SHAPE: DeclaredProviderShape = { transport: STREAM_TRANSPORT, keepsLeases: true };
 
 export default defineSandboxProviderManifest({
   id: E2B_PLUGIN_ID,

@@ -1,4 +1,4 @@
-import { defineEnvdSandboxProvider, envdLeaseLister } from "@paperclip-sandbox/kit";
+import { defineEnvdSandboxProvider } from "@paperclip-sandbox/kit";
 import { e2bConfig, type E2bConfig } from "./config.js";
 import { E2B_REQUEST_TIMEOUT_MS, e2bConnection, e2bControlPlane } from "./control-plane.js";
 import { E2B_DRIVER_KEY } from "./manifest.js";
@@ -17,7 +17,8 @@ const spec = {
   template: (config: E2bConfig) => config.template,
   sandboxTimeoutMs: (config: E2bConfig) => config.timeoutMs,
   // E2B's default user's working directory is its home; upstream's plugin used `$(pwd)/paperclip-workspace`.
-  workspace: () => ({ homeSubdir: "paperclip-workspace" }),
+  workspace: { homeSubdir: "paperclip-workspace" },
+  reusable: (config: E2bConfig) => config.reuseLease,
   shape: (config: E2bConfig) => ({ template: config.template, apiUrl: config.apiUrl ?? null }),
   requestTimeoutMs: () => E2B_REQUEST_TIMEOUT_MS,
   // The SDK streams a ReadableStream upload as one octet-stream request.
@@ -28,7 +29,7 @@ export function createE2bPlugin(deps: E2bPluginDeps = {}) {
   return defineEnvdSandboxProvider({ ...spec, ...(deps.now ? { now: deps.now } : {}) });
 }
 
+const provider = createE2bPlugin();
 /** For `paperclip-sandbox leases gc --provider e2b`: this provider's sandboxes by their metadata. */
-export const listLeases = envdLeaseLister(spec);
-
-export default createE2bPlugin().plugin;
+export const listLeases = provider.listLeases;
+export default provider.plugin;

@@ -8,6 +8,8 @@ export interface FakeLeaseRecord {
   providerLeaseId: string;
   companyId: string;
   environmentId: string;
+  /** The lease labels acquire gave it (provider, company, environment, run): whose it is. */
+  labels: Record<string, string>;
   fingerprint: string;
   reusable: boolean;
   image: string;

@@ -4,7 +4,7 @@ import { fakeConfig } from "./config.js";
 export const FAKE_DRIVER_KEY = "fake-plugin";
 export const FAKE_PLUGIN_ID = "paperclip-sandbox.fake-plugin";
 /** A local process runner (the full transport contract) and kept leases; the plugin is built from the same. */
-export const FAKE_SHAPE: DeclaredProviderShape = { transport: STREAM_TRANSPORT, canStop: true };
+export const FAKE_SHAPE: DeclaredProviderShape = { transport: STREAM_TRANSPORT, keepsLeases: true };
 
 export default defineSandboxProviderManifest({
   id: FAKE_PLUGIN_ID,

@@ -28,13 +28,15 @@ interface FakeHandle extends SandboxHandle {
 export function createFakePlugin(deps: FakePluginDeps = {}) {
   const store = new FakeLeaseStore(deps.baseDir ?? join(tmpdir(), `paperclip-fake-plugin-${process.getuid?.() ?? "user"}`));
   const now = deps.now ?? (() => new Date());
+  // Past its expiry by this provider's clock (tests move it): ended, for the kit to destroy.
   const handleOf = (record: FakeLeaseRecord, paths: FakeLeasePaths): FakeHandle => ({
     providerLeaseId: record.providerLeaseId,
+    ...(record.expiresAt !== null && Date.parse(record.expiresAt) <= now().getTime() ? { state: "ended" as const } : {}),
     expiresAt: record.expiresAt === null ? null : new Date(record.expiresAt),
+    labels: record.labels,
     record,
     paths,
   });
-  const isExpired = (record: FakeLeaseRecord) => record.expiresAt !== null && Date.parse(record.expiresAt) <= now().getTime();
 
   const runnerFor = (handle: FakeHandle, config: FakeConfig): ScriptRunner => {
     const local = createLocalScriptRunner({
@@ -50,13 +52,13 @@ export function createFakePlugin(deps: FakePluginDeps = {}) {
     driverKey: FAKE_DRIVER_KEY,
     config: fakeConfig,
     transport: FAKE_SHAPE.transport,
-    workspaceDir: (handle: FakeHandle) => handle.paths.workspace,
-    syncRoots: (handle) => [handle.paths.leaseDir],
+    workspace: { existing: (handle: FakeHandle) => handle.paths.workspace, syncRoots: (handle) => [handle.paths.leaseDir] },
     shape: (config) => ({ image: config.image }),
-    defaultTimeoutMs: (config) => config.timeoutMs,
+    options: { commandTimeoutMs: (config) => config.timeoutMs },
+    keep: { reusable: (config) => config.reuseLease, by: "stop" },
     leaseMetadata: (handle) => ({ leaseDir: handle.paths.leaseDir, image: handle.record.image }),
 
-    async create({ config, params, expiresAt, fingerprint, reusable, created }) {
+    async create({ config, params, labels, expiresAt, fingerprint, reusable, created }) {
       if (config.acquireDelayMs) await sleep(config.acquireDelayMs);
       if (config.acquireFailure) throw new Error(`fake-plugin acquire failed (injected): ${config.acquireFailure}`);
       const record: FakeLeaseRecord = {
@@ -64,6 +66,7 @@ export function createFakePlugin(deps: FakePluginDeps = {}) {
         providerLeaseId: FakeLeaseStore.newLeaseId(),
         companyId: params.companyId,
         environmentId: params.environmentId,
+        labels: { ...labels },
         fingerprint,
         reusable,
         image: config.image,
@@ -77,15 +80,14 @@ export function createFakePlugin(deps: FakePluginDeps = {}) {
     },
     async get(ref) {
       const found = await store.load(ref.providerLeaseId);
-      return found && !isExpired(found.record) ? handleOf(found.record, found.paths) : null;
+      return found ? handleOf(found.record, found.paths) : null;
     },
-    async destroy(ref) {
-      await endMarkedProcesses(LEASE_MARKER, ref.providerLeaseId);
-      await store.remove(ref.providerLeaseId);
+    async destroy(_ref, handle) {
+      await endMarkedProcesses(LEASE_MARKER, handle.providerLeaseId);
+      await store.remove(handle.providerLeaseId);
     },
     // A kept lease keeps its directory; its processes end as a stopped sandbox's would.
     stop: (handle) => endMarkedProcesses(LEASE_MARKER, handle.providerLeaseId).then(() => undefined),
-    start: async (handle) => handle,
     runner: runnerFor,
 
     async probe(config) {

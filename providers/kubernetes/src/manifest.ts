@@ -7,7 +7,7 @@ export const KUBERNETES_PLUGIN_ID = "paperclip-sandbox.kubernetes";
  * Pod exec over the v5 channel protocol: streamed binary-safe stdin with half-close, live separate
  * output; the group kill comes from withRemoteGroupKill. Reusable leases keep the pod.
  */
-export const KUBERNETES_SHAPE: DeclaredProviderShape = { transport: { ...CHANNEL_EXEC_CAPABILITIES, signals: "group" }, canStop: true };
+export const KUBERNETES_SHAPE: DeclaredProviderShape = { transport: { ...CHANNEL_EXEC_CAPABILITIES, signals: "group" }, keepsLeases: true };
 
 export default defineSandboxProviderManifest({
   id: KUBERNETES_PLUGIN_ID,

@@ -16,10 +16,9 @@ import { call, createClientPool, isStatus, type KubeClients } from "./kube.js";
 import { DEFAULT_ENTRYPOINT, jobManifest, MANAGED_BY, POD_PATHS, podSpec, sandboxManifest } from "./manifests.js";
 import { KUBERNETES_DRIVER_KEY, KUBERNETES_SHAPE } from "./manifest.js";
 import { leaseIds, tenantNamespace, workloadName, type WorkloadRef } from "./names.js";
-import { listWorkloads } from "./lister.js";
 import { checkImageTools, jobRunner, podRunner } from "./runners.js";
 import { ensureTenant } from "./tenant.js";
-import { createWorkload, destroyWorkload, expiryOf, jobPodName, readWorkload, sandboxApiVersion, waitForPod, workloadProblem } from "./workload.js";
+import { createWorkload, destroyWorkload, expiryOf, jobPodName, listWorkloads, readWorkload, sandboxApiVersion, waitForPod, workloadProblem } from "./workload.js";
 
 export const RUN_ID_LABEL = "paperclip.io/run-id";
 
@@ -52,7 +51,8 @@ export function createKubernetesProvider(_deps: KubernetesPluginDeps = {}) {
     providerLeaseId: leaseIds.encode(ref),
     expiresAt: expiryOf(workload, ref.kind, config),
     labels: workload.metadata?.labels ?? {},
-    state: "running",
+    // Being deleted: it will not run again (a destroy waits for it to go).
+    state: workload.metadata?.deletionTimestamp ? "ended" : "running",
     ref,
     clients,
     version,
@@ -67,13 +67,17 @@ export function createKubernetesProvider(_deps: KubernetesPluginDeps = {}) {
     driverKey: KUBERNETES_DRIVER_KEY,
     config: kubernetesConfig,
     transport: KUBERNETES_SHAPE.transport,
-    workspaceDir: () => POD_PATHS.workspace,
-    syncRoots: () => [POD_PATHS.workspace, POD_PATHS.home, POD_PATHS.tmp],
+    // An emptyDir the pod spec mounts: nothing to make.
+    workspace: { existing: () => POD_PATHS.workspace, syncRoots: () => [POD_PATHS.home, POD_PATHS.tmp] },
     shape: (config) => ({ backend: config.backend, adapterType: config.adapterType, image: config.image ?? null, imageRegistry: config.imageRegistry ?? null, runtimeClassName: config.runtimeClassName ?? null, cpu: [config.cpuRequest, config.cpuLimit], memory: [config.memoryRequest, config.memoryLimit], egressMode: config.egressMode }),
-    defaultTimeoutMs: (config) => config.timeoutMs,
-    acquireBudgetMs: (config) => Math.max(10_000, Math.min(config.timeoutMs, (config.readyTimeoutSec + 60) * 1000) + 25_000),
-    egress: { fromConfig: (config) => ({ allowFqdns: config.egressAllowFqdns, allowCidrs: config.egressAllowCidrs }) },
-    validate: (config) => ({ errors: crossFieldProblems(config) }),
+    options: {
+      commandTimeoutMs: (config) => config.timeoutMs,
+      acquireBudgetMs: (config) => Math.max(10_000, Math.min(config.timeoutMs, (config.readyTimeoutSec + 60) * 1000) + 25_000),
+    },
+    // Kubernetes cannot pause a pod: a kept lease keeps its pod (and its emptyDir files) running.
+    keep: { reusable: (config) => config.reuseLease, by: "leave-running" },
+    egress: (config) => ({ allowFqdns: config.egressAllowFqdns, allowCidrs: config.egressAllowCidrs }),
+    validate: (config) => ({ errors: [...crossFieldProblems(config), ...[missingCredentials(config)].filter((p): p is string => p !== undefined)] }),
     leaseMetadata: (handle) => ({
       namespace: handle.ref.namespace,
       workload: handle.ref.name,
@@ -91,8 +95,6 @@ export function createKubernetesProvider(_deps: KubernetesPluginDeps = {}) {
     annotateStderr: (handle) => (stderr) => appendBlockedNetworkNote(stderr, handle.grant),
 
     async create({ config, params, labels, expiresAt, grant, signal, created }) {
-      const problems = [...crossFieldProblems(config), ...[missingCredentials(config)].filter((p): p is string => p !== undefined)];
-      if (problems.length) throw new Error(problems.join("; "));
       const clients = clientsFor(config);
       const namespace = tenantNamespace(config, params.companyId);
       const kind: WorkloadRef["kind"] = config.backend === "job" ? "job" : "sandbox";
@@ -168,38 +170,18 @@ export function createKubernetesProvider(_deps: KubernetesPluginDeps = {}) {
     },
 
     async get(ref) {
-      let workloadRef: WorkloadRef;
-      try {
-        workloadRef = leaseIds.decode(ref.providerLeaseId);
-      } catch {
-        return null;
-      }
+      const workloadRef = leaseIds.tryDecode(ref.providerLeaseId);
+      if (!workloadRef) return null;
       const clients = clientsFor(ref.config);
       const version = await versionFor(clients, workloadRef.kind).catch(() => (workloadRef.kind === "sandbox" ? "v1beta1" : "v1"));
       const workload = await readWorkload(clients, workloadRef, version);
-      if (!workload || workload.metadata?.deletionTimestamp) return null;
+      if (!workload) return null;
       const meta = ref.metadata as { effectiveEgress?: EgressGrant; podName?: string | null; egressPolicy?: string | null };
       const podName = meta.podName ?? (workloadRef.kind === "job" ? await jobPodName(clients, workloadRef).catch(() => undefined) : workloadRef.name);
       return handleOf(clients, workloadRef, version, workload, ref.config, { podName: podName ?? undefined, grant: meta.effectiveEgress, policy: meta.egressPolicy ?? undefined });
     },
 
-    async destroy(ref, handle) {
-      let workloadRef: WorkloadRef;
-      try {
-        workloadRef = handle?.ref ?? leaseIds.decode(ref.providerLeaseId);
-      } catch {
-        return; // never ours
-      }
-      const clients = handle?.clients ?? clientsFor(ref.config);
-      const version = handle?.version ?? (await versionFor(clients, workloadRef.kind));
-      await destroyWorkload(clients, workloadRef, version);
-    },
-
-    // Kubernetes cannot pause a pod: a kept lease keeps its pod (and its emptyDir files) running.
-    async stop() {},
-    async start(handle) {
-      return handle;
-    },
+    destroy: (_ref, handle) => destroyWorkload(handle.clients, handle.ref, handle.version),
 
     runner: (handle, config) =>
       handle.ref.kind === "job" ? jobRunner(handle.clients, handle.ref, KUBERNETES_SHAPE.transport) : podRunner(handle.clients, handle.ref.namespace, handle.podName ?? handle.ref.name, config.podActivityDeadlineSec * 1000),
@@ -207,16 +189,13 @@ export function createKubernetesProvider(_deps: KubernetesPluginDeps = {}) {
     list: (config, labels) => listWorkloads(clientsFor(config), config, labels),
 
     async probe(config, params) {
-      const problems = [...crossFieldProblems(config), ...[missingCredentials(config)].filter((p): p is string => p !== undefined)];
       let clients: KubeClients | undefined;
       const namespace = tenantNamespace(config, params.companyId);
       const { ok, diagnostics } = await runProbeChecks(
         [
-          { code: "config", name: "Configuration", run: () => (problems.length ? { ok: false, message: problems.join("; ") } : undefined) },
           {
             code: "api_reachable",
             name: "API server reachable",
-            requires: ["config"],
             run: async () => {
               clients = clientsFor(config);
               const version = await call("getCode", true, () => clients!.kc.makeApiClient(VersionApi).getCode());
@@ -259,4 +238,7 @@ export function createKubernetesPlugin(deps: KubernetesPluginDeps = {}) {
   return createKubernetesProvider(deps).plugin;
 }
 
-export default createKubernetesPlugin();
+const provider = createKubernetesProvider();
+/** For `paperclip-sandbox leases gc --provider kubernetes`: Sandboxes and Jobs by label, across every tenant namespace. */
+export const listLeases = provider.listLeases;
+export default provider.plugin;

@@ -1,9 +1,10 @@
 // The per-run workload: an agent-sandbox Sandbox (its pod named after it) or a batch/v1 Job (its
 // pod found by the job-name label), the pod's readiness, and deletion that waits until it is gone.
 import { Watch } from "@kubernetes/client-node";
+import type { ListedResource } from "@paperclip-sandbox/kit";
 import type { KubernetesConfig } from "./config.js";
 import { call, isStatus, type KubeClients } from "./kube.js";
-import type { WorkloadRef } from "./names.js";
+import { leaseIds, type WorkloadRef } from "./names.js";
 
 type Manifest = Record<string, any>;
 
@@ -165,4 +166,34 @@ export function expiryOf(workload: Manifest, kind: WorkloadRef["kind"], config: 
   const start = workload.status?.startTime ?? workload.metadata?.creationTimestamp;
   const seconds = workload.spec?.activeDeadlineSeconds ?? config.podActivityDeadlineSec;
   return start ? new Date(Date.parse(start) + seconds * 1000) : null;
+}
+
+/** This provider's Sandboxes and Jobs carrying every label, across all namespaces (cluster-wide lists). */
+export async function listWorkloads(clients: KubeClients, config: KubernetesConfig, labels: Record<string, string>): Promise<ListedResource[]> {
+  const labelSelector = Object.entries(labels).map(([k, v]) => `${k}=${v}`).join(",");
+  const out: ListedResource[] = [];
+  const push = (kind: WorkloadRef["kind"], item: Manifest) => {
+    let providerLeaseId: string;
+    try {
+      providerLeaseId = leaseIds.encode({ namespace: item.metadata.namespace, kind, name: item.metadata.name });
+    } catch {
+      return; // not a name this provider makes
+    }
+    const ready = (item.status?.conditions ?? []).find((c: Manifest) => c.type === "Ready");
+    out.push({
+      providerLeaseId,
+      labels: item.metadata.labels ?? {},
+      createdAt: item.metadata.creationTimestamp,
+      expiresAt: expiryOf(item, kind, config)?.toISOString() ?? null,
+      state: item.metadata.deletionTimestamp ? "deleting" : kind === "sandbox" ? (ready?.reason ?? "pending") : item.status?.active ? "running" : "finished",
+    });
+  };
+  const version = await sandboxApiVersion(clients).catch(() => undefined);
+  if (version) {
+    const list = (await call("listSandboxes", true, () => clients.custom.listClusterCustomObject({ group: SANDBOX_GROUP, version, plural: "sandboxes", labelSelector }))) as { items: Manifest[] };
+    for (const item of list.items) push("sandbox", item);
+  }
+  const jobs = await call("listJobs", true, () => clients.batch.listJobForAllNamespaces({ labelSelector }));
+  for (const item of jobs.items) push("job", item as Manifest);
+  return out;
 }

@@ -6,7 +6,7 @@ import {
   LeaseGoneError,
   probeResult,
   secretFieldPaths,
-  type LeaseRef,
+  secretValuesOf,
   type ProbeFinding,
   type Redactor,
   type SandboxProviderDefinition,
@@ -15,7 +15,7 @@ import { createAccounts, isGone, loadModalSdk, modalError, type ModalAccount, ty
 import { billingWarning, billsWhileReused, credentialsOf, modalConfig, modalConfigSchema, type ModalConfig } from "./config.js";
 import { modalLeaseIds, newLeaseName, type ModalLeaseRef } from "./lease-id.js";
 import { MODAL_DRIVER_KEY, MODAL_SHAPE } from "./manifest.js";
-import { createSandbox, deleteImage, handleOf, inspect, prepareWorkdir, sandboxesLabelled, TAGS, terminate, type ModalHandle } from "./sandboxes.js";
+import { createSandbox, deleteImage, handleOf, inspect, sandboxesLabelled, TAGS, terminate, type ModalHandle } from "./sandboxes.js";
 import { createModalRunner } from "./transport.js";
 
 export interface ModalPluginDeps {
@@ -38,16 +38,15 @@ export function createModalPlugin(deps: ModalPluginDeps = {}) {
   const accounts = createAccounts({ loadSdk: deps.loadSdk ?? loadModalSdk, env, logger: () => ctx?.logger });
   const secretPaths = secretFieldPaths(modalConfig.jsonSchema);
   /** Redacts the config's secrets and the tokens taken from the worker's environment. */
-  const redactorOf = (config: ModalConfig): Redactor => {
-    const values = secretPaths.map((path) => (config as Record<string, unknown>)[path]).filter((value): value is string => typeof value === "string" && value !== "");
-    const { credentials } = credentialsOf(config, env);
-    return createSecretRedactor([...values, ...(credentials ? [credentials.tokenId, credentials.tokenSecret] : [])]).redact;
+  const redactorOf = (config: ModalConfig, from: NodeJS.ProcessEnv = env): Redactor => {
+    const { credentials } = credentialsOf(config, from);
+    return createSecretRedactor([...secretValuesOf(config, secretPaths), ...(credentials ? [credentials.tokenId, credentials.tokenSecret] : [])]).redact;
   };
-  const accountOf = (config: ModalConfig): Promise<ModalAccount> => accounts.of(config, redactorOf(config));
-  const refOf = (providerLeaseId: string): ModalLeaseRef => modalLeaseIds.decode(providerLeaseId);
+  const accountOf = (config: ModalConfig, from: NodeJS.ProcessEnv = env): Promise<ModalAccount> => accounts.of(config, redactorOf(config, from), from);
 
   /** The lease's current sandbox as Modal has it now; null when it is gone. */
-  async function find(config: ModalConfig, ref: ModalLeaseRef): Promise<ModalHandle | null> {
+  async function find(config: ModalConfig, ref: ModalLeaseRef | undefined): Promise<ModalHandle | null> {
+    if (!ref) return null;
     const account = await accountOf(config);
     const { client } = account;
     if (ref.kind === "sandbox") {
@@ -81,10 +80,14 @@ export function createModalPlugin(deps: ModalPluginDeps = {}) {
     driverKey: MODAL_DRIVER_KEY,
     config: modalConfig,
     transport: MODAL_SHAPE.transport,
-    workspaceDir: (_handle, config) => config.workdir,
+    // Made at acquire through the runner, which also proves the image runs commands (a broken
+    // image fails the acquire, not the first execute).
+    workspace: { path: (config) => config.workdir },
     shape: (config) => ({ appName: config.appName, image: config.image, environment: config.environment ?? null, workdir: config.workdir, serverUrl: config.serverUrl }),
-    defaultTtlMs: (config) => config.sandboxTimeoutMs,
-    defaultTimeoutMs: (config) => config.execTimeoutMs,
+    options: { ttlMs: (config) => config.sandboxTimeoutMs, commandTimeoutMs: (config) => config.execTimeoutMs },
+    // Modal has no pause. A sandbox-id lease keeps running (billed until its timeout or idle
+    // timeout); a lease kept by snapshots is stopped: its filesystem saved, its sandbox ended.
+    keep: { reusable: (config) => config.reuseLease, by: (handle) => (handle.ref.kind === "named" ? "stop" : "leave-running") },
     leaseMetadata: (handle) => ({ sandboxId: handle.sandbox.sandboxId, ...(handle.ref.kind === "named" ? { reuseVia: "snapshot" } : {}) }),
 
     validate(config) {
@@ -101,15 +104,12 @@ export function createModalPlugin(deps: ModalPluginDeps = {}) {
       const made = await createSandbox(account, config, { image: account.registryImage(config.image), tags, expiresAt, ...(name ? { name } : {}) });
       const ref: ModalLeaseRef = name ? { kind: "named", name } : { kind: "sandbox", sandboxId: made.sandbox.sandboxId };
       created(modalLeaseIds.encode(ref));
-      await prepareWorkdir(account, made.sandbox, config.workdir);
       return handleOf(account, ref, made.sandbox, made.tags);
     },
 
-    get: (ref) => find(ref.config, refOf(ref.providerLeaseId)),
+    get: (ref) => find(ref.config, modalLeaseIds.tryDecode(ref.providerLeaseId)),
 
-    async destroy(ref: LeaseRef<ModalConfig>, handle) {
-      const current = handle ?? (await find(ref.config, refOf(ref.providerLeaseId)));
-      if (!current) return;
+    async destroy(_ref, current) {
       const { account } = current;
       if (current.state !== "stopped") await terminate(account, current.sandbox);
       else current.sandbox.detach();
@@ -119,12 +119,10 @@ export function createModalPlugin(deps: ModalPluginDeps = {}) {
     },
 
     /**
-     * Keeps a reusable lease. A sandbox-id lease keeps running (Modal has no pause: it is billed
-     * until its timeout or idle timeout). A lease kept by snapshots saves the filesystem as an image,
-     * names it in the sandbox's tags and ends the sandbox; the snapshot it started from goes.
+     * Keeps a lease kept by snapshots: saves the filesystem as an image, names it in the sandbox's
+     * tags and ends the sandbox; the snapshot it started from goes.
      */
     async stop(handle) {
-      if (handle.ref.kind === "sandbox" || handle.state === "stopped") return;
       const { account, sandbox } = handle;
       const image = await account.call("snapshotFilesystem", () => sandbox.snapshotFilesystem(), { idempotent: false });
       await account.call("setTags", () => sandbox.setTags({ ...leaseTags(handle.labels), [TAGS.expiresAt]: handle.labels[TAGS.expiresAt] ?? "0", [TAGS.snapshot]: image.imageId }), { idempotent: true });
@@ -145,14 +143,26 @@ export function createModalPlugin(deps: ModalPluginDeps = {}) {
 
     runner: (handle) => createModalRunner(handle.sandbox, { error: (operation, error) => modalError(operation, error, handle.account.redact), retry: (operation, call) => handle.account.call(operation, call, { idempotent: false }) }),
 
-    async list(config, labels) {
-      const account = await accountOf(config);
-      return (await sandboxesLabelled(account, config, labels)).map(({ id, tags }) => ({ providerLeaseId: id, labels: tags }));
+    /**
+     * The running sandboxes of the config's app carrying the labels, each with its lease id and
+     * expiry. A lease kept by snapshot and released has no running sandbox, so it is not listed (it
+     * bills nothing; its snapshot image expires with Modal's image TTL).
+     */
+    async list(config, labels, context) {
+      const account = await accountOf(config, context.env);
+      return (await sandboxesLabelled(account, config, labels)).map(({ id, sandboxId, tags }) => {
+        const expires = Number(tags[TAGS.expiresAt]);
+        return {
+          providerLeaseId: id,
+          labels: tags,
+          state: "running",
+          metadata: { sandboxId },
+          ...(Number.isFinite(expires) && expires > 0 ? { expiresAt: new Date(expires * 1000).toISOString() } : {}),
+        };
+      });
     },
 
     async probe(config, params) {
-      const { missing } = credentialsOf(config, env);
-      if (missing.length > 0) return probeResult("modal sandbox", missing.map((message) => ({ severity: "error", code: "MODAL_CREDENTIALS_MISSING", message })));
       const base = await defaultProbe(definition, config, params);
       const findings: ProbeFinding[] = [...(base.diagnostics ?? [])];
       if (billsWhileReused(config)) {
@@ -172,4 +182,7 @@ export function createModalPlugin(deps: ModalPluginDeps = {}) {
   return { provider: defineSandboxProvider(definition), accounts, accountOf };
 }
 
-export default createModalPlugin().provider.plugin;
+const { provider } = createModalPlugin();
+/** For `paperclip-sandbox leases gc --provider modal`: the app's running sandboxes by their tags. */
+export const listLeases = provider.listLeases;
+export default provider.plugin;

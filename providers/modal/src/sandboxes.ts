@@ -1,5 +1,5 @@
 import type { Image, Sandbox } from "modal";
-import { shellQuote, type SandboxHandle } from "@paperclip-sandbox/kit";
+import type { SandboxHandle } from "@paperclip-sandbox/kit";
 import { isGone, type ModalAccount } from "./client.js";
 import { allowlistOf, type ModalConfig } from "./config.js";
 import { modalLeaseIds, type ModalLeaseRef } from "./lease-id.js";
@@ -87,16 +87,6 @@ export async function createSandbox(account: ModalAccount, config: ModalConfig, 
       await new Promise((resolve) => setTimeout(resolve, 1_000));
     }
   }
-}
-
-/**
- * Makes the workdir and proves the sandbox runs commands before the lease is handed out (a broken
- * image fails the acquire, not the first execute). Two calls: start and wait, no output streams.
- */
-export async function prepareWorkdir(account: ModalAccount, sandbox: Sandbox, workdir: string): Promise<void> {
-  const process = await account.call("execStart", () => sandbox.exec(["sh", "-c", `mkdir -p -- ${shellQuote(workdir)}`], { stdout: "ignore", stderr: "ignore" }), { idempotent: false });
-  const code = await account.call("execWait", () => process.wait(), { idempotent: true });
-  if (code !== 0) throw new Error(`modal: the sandbox could not create its working directory ${workdir} (exit ${code})`);
 }
 
 /** The sandbox's tags and whether it still runs; null when Modal no longer knows it. */

@@ -1,4 +1,4 @@
-import { defineEnvdSandboxProvider, envdLeaseLister } from "@paperclip-sandbox/kit";
+import { defineEnvdSandboxProvider } from "@paperclip-sandbox/kit";
 import { novitaConfig, type NovitaConfig } from "./config.js";
 import { novitaConnection, novitaControlPlane } from "./control-plane.js";
 import { NOVITA_DRIVER_KEY } from "./manifest.js";
@@ -16,7 +16,8 @@ const spec = {
   controlPlane: novitaControlPlane,
   template: (config: NovitaConfig) => config.template,
   sandboxTimeoutMs: (config: NovitaConfig) => config.timeoutMs,
-  workspace: (config: NovitaConfig) => ({ path: config.requestedCwd }),
+  workspace: { path: (config: NovitaConfig) => config.requestedCwd },
+  reusable: (config: NovitaConfig) => config.reuseLease,
   shape: (config: NovitaConfig) => ({ template: config.template, domain: config.domain ?? null, apiUrl: config.apiUrl ?? null, secure: config.secure }),
   requestTimeoutMs: (config: NovitaConfig) => config.requestTimeoutMs,
   // The SDK buffers every upload into a Blob: a file-backed one is not read into memory first.
@@ -30,7 +31,7 @@ export function createNovitaPlugin(deps: NovitaPluginDeps = {}) {
   return defineEnvdSandboxProvider({ ...spec, ...(deps.now ? { now: deps.now } : {}) });
 }
 
+const provider = createNovitaPlugin();
 /** For `paperclip-sandbox leases gc --provider novita`: this provider's sandboxes by their metadata. */
-export const listLeases = envdLeaseLister(spec);
-
-export default createNovitaPlugin().plugin;
+export const listLeases = provider.listLeases;
+export default provider.plugin;

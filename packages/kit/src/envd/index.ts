@@ -1,7 +1,7 @@
 // E2B-family (e2b, novita-sandbox) plumbing: envd's process service as a streamed runner, its
 // /files API as a FileTransport, SDK errors as ProviderApiError, and the lifecycle on the kit's layer.
-export { defineEnvdSandboxProvider, envdLeaseLister, ENVD_EXPIRES_AT_KEY } from "./provider.js";
-export type { EnvdControlPlane, EnvdHandle, EnvdListedSandbox, EnvdProviderSpec, EnvdSandboxInfo, EnvdWorkspace } from "./provider.js";
+export { defineEnvdSandboxProvider, ENVD_EXPIRES_AT_KEY } from "./provider.js";
+export type { EnvdControlPlane, EnvdHandle, EnvdListedSandbox, EnvdProviderSpec, EnvdSandboxInfo } from "./provider.js";
 export { envdProcessApi, type EnvdProcessApiOptions } from "./process-api.js";
 export { envdFileTransport, type EnvdFileTransportOptions } from "./file-transport.js";
 export { envdApiError, envdCall, SANDBOX_NOT_RUNNING, type EnvdCallOptions, type EnvdErrorContext } from "./errors.js";

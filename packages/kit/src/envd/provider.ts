@@ -1,12 +1,11 @@
 import type { PluginEnvironmentProbeParams, PluginEnvironmentProbeResult } from "@paperclipai/plugin-sdk";
 import type { z } from "zod";
 import type { ProviderConfig } from "../config/define.js";
-import { shellQuote } from "../exec/quote.js";
 import { cappedTtlMs, createTtlKeepers, SECOND_MS } from "../lease/ttl-keeper.js";
-import { defineLeaseLister, type ProviderLeaseLister } from "../lease/lister.js";
+import type { ListedResource } from "../lease/lister.js";
 import { defineSandboxProvider, type SandboxProvider } from "../provider/define.js";
 import { LeaseGoneError } from "../provider/errors.js";
-import type { HookContext, LeaseRef, ListedResource, SandboxHandle } from "../provider/types.js";
+import type { HookContext, SandboxHandle, WorkspaceDeclaration } from "../provider/types.js";
 import { STREAM_TRANSPORT, type FileTransport, type ScriptRunner } from "../transport.js";
 import { withRemoteGroupKill } from "../transports/remote-group-kill.js";
 import { createStreamedProcessRunner } from "../transports/streamed-process-runner.js";
@@ -52,9 +51,6 @@ export interface EnvdControlPlane<Conn> {
   list(conn: Conn, metadata: Record<string, string>): Promise<EnvdListedSandbox[]>;
 }
 
-/** Where a lease's workspace is: a fixed absolute path, or a directory under the sandbox user's home. */
-export type EnvdWorkspace = { path: string } | { homeSubdir: string };
-
 export interface EnvdProviderSpec<S extends z.ZodObject, Conn> {
   driverKey: string;
   /** Vendor name in errors (`e2b`, `novita`). */
@@ -66,7 +62,12 @@ export interface EnvdProviderSpec<S extends z.ZodObject, Conn> {
   template(config: z.output<S>): string;
   /** The sandbox timeout a held lease keeps alive (ms). */
   sandboxTimeoutMs(config: z.output<S>): number;
-  workspace(config: z.output<S>): EnvdWorkspace;
+  /** Where the lease's workspace is (a fixed path, or a directory under `$HOME`). */
+  workspace: WorkspaceDeclaration<EnvdHandle, z.output<S>>;
+  /** Whether leases of this config are kept (paused) at release. */
+  reusable(config: z.output<S>): boolean;
+  /** A command's time limit when the host gives none (default: the sandbox timeout). */
+  commandTimeoutMs?(config: z.output<S>): number;
   /** Config fields that shape the sandbox (a change means another sandbox). */
   shape(config: z.output<S>): Record<string, unknown>;
   /** The SDK's request timeout for one call (ms). */
@@ -93,14 +94,11 @@ export interface EnvdProviderSpec<S extends z.ZodObject, Conn> {
 export interface EnvdHandle extends SandboxHandle {
   sandboxId: string;
   sandbox?: EnvdSandboxLike;
-  workspace: string;
   /** The lease's hard deadline (epoch ms), or null. */
   capAt: number | null;
   /** Work through this handle's runner and files (shared by its copies), for the keepalive. */
   activity: { inFlight: number; last: number };
 }
-
-const HOME_WORKSPACE_FALLBACK = "/home/user";
 
 /**
  * An E2B-family sandbox provider (e2b, novita) on the kit's lifecycle layer, from its control plane:
@@ -122,7 +120,7 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
   const ids = opaqueLeaseIdCodec({ vendor: spec.vendor });
   const keepers = createTtlKeepers();
   let log: (message: string) => void = () => undefined;
-  const conn = (config: C) => spec.connection(config, process.env);
+  const conn = (config: C, env: NodeJS.ProcessEnv = process.env) => spec.connection(config, env);
 
   const timeoutFor = (config: C, capAt: number | null) => cappedTtlMs(spec.sandboxTimeoutMs(config), capAt, { granularityMs: SECOND_MS, now: now() });
 
@@ -185,30 +183,6 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
     };
   };
 
-  /** Makes the workspace and returns its absolute path (one process start). */
-  const makeWorkspace = async (handle: EnvdHandle, config: C): Promise<string> => {
-    const where = spec.workspace(config);
-    const script =
-      "path" in where
-        ? `mkdir -p -- ${shellQuote(where.path)} && cd -- ${shellQuote(where.path)} && pwd -P`
-        : `mkdir -p -- "$HOME"/${shellQuote(where.homeSubdir)} && cd -- "$HOME"/${shellQuote(where.homeSubdir)} && pwd -P`;
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    const exit = await runnerOf(handle, config).run(script, { stdout: (c) => out.push(c), stderr: (c) => err.push(c) });
-    const path = Buffer.concat(out).toString("utf8").trim();
-    if (exit.exitCode !== 0 || !path.startsWith("/")) {
-      throw new Error(`creating the workspace in sandbox ${handle.sandboxId} failed (exit ${exit.exitCode ?? exit.signal}): ${Buffer.concat(err).toString("utf8").trim().slice(0, 300)}`);
-    }
-    return "path" in where ? where.path : path;
-  };
-
-  const workspaceFromRef = (ref: LeaseRef<C>): string => {
-    const remembered = ref.metadata.remoteCwd;
-    if (typeof remembered === "string" && remembered.startsWith("/")) return remembered;
-    const where = spec.workspace(ref.config);
-    return "path" in where ? where.path : `${HOME_WORKSPACE_FALLBACK}/${where.homeSubdir}`;
-  };
-
   const capOf = (metadata: Record<string, string>): number | null => {
     const raw = metadata[ENVD_EXPIRES_AT_KEY];
     const value = raw === undefined ? NaN : Number(raw);
@@ -224,17 +198,21 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
     return fresh;
   };
 
-  const provider = defineSandboxProvider({
+  return defineSandboxProvider({
     driverKey: spec.driverKey,
     config: spec.config,
     transport: STREAM_TRANSPORT,
-    // Each stdin chunk of envd's process API is a call of its own; its file API moves a whole archive in one.
-    syncPrefer: "file-api",
-    workspaceDir: (handle: EnvdHandle) => handle.workspace,
+    workspace: spec.workspace,
     shape: spec.shape,
     leaseMetadata: (handle) => ({ sandboxId: handle.sandboxId }),
     ...(spec.validate ? { validate: spec.validate } : {}),
     ...(spec.probe ? { probe: spec.probe } : {}),
+    options: {
+      // Each stdin chunk of envd's process API is a call of its own; its file API moves a whole archive in one.
+      syncPrefer: "file-api",
+      commandTimeoutMs: spec.commandTimeoutMs ?? spec.sandboxTimeoutMs,
+    },
+    keep: { reusable: spec.reusable, by: "stop" },
     setup(ctx) {
       log = (message) => ctx.logger?.warn(message);
     },
@@ -252,7 +230,6 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
         providerLeaseId: sandboxId,
         sandboxId,
         sandbox,
-        workspace: "",
         capAt,
         expiresAt: capAt === null ? null : new Date(capAt),
         state: "running",
@@ -260,45 +237,33 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
         activity: { inFlight: 0, last: now() },
       };
       keepAlive(config, handle);
-      try {
-        handle.workspace = await makeWorkspace(handle, config);
-      } catch (error) {
-        keepers.stop(sandboxId);
-        throw error;
-      }
       return handle;
     },
 
     async get(ref) {
-      const id = ids.decode(ref.providerLeaseId);
+      const id = ids.tryDecode(ref.providerLeaseId);
+      if (id === undefined) return null;
       const info = await cp.info(conn(ref.config), id);
       if (!info) return null;
       const capAt = capOf(info.metadata);
-      if (capAt !== null && capAt <= now()) {
-        // Past the lease's deadline: it must not run (or wait paused) any longer.
-        keepers.stop(id);
-        await cp.kill(conn(ref.config), id);
-        return null;
-      }
       const handle: EnvdHandle = {
         providerLeaseId: id,
         sandboxId: id,
-        workspace: workspaceFromRef(ref),
         capAt,
         expiresAt: capAt === null ? null : new Date(capAt),
         state: info.state === "paused" ? "frozen" : "running",
         labels: info.metadata,
         activity: { inFlight: 0, last: now() },
       };
-      // A running sandbox needs a connected SDK object (its envd access token): connect, which only
-      // ever extends a running sandbox's timeout.
-      return info.state === "paused" ? handle : connected(ref.config, handle);
+      // Past the lease's deadline (the kit destroys it) or paused: not connected. A running sandbox
+      // needs a connected SDK object (its envd access token): connect, which only ever extends a
+      // running sandbox's timeout.
+      return info.state === "paused" || (capAt !== null && capAt <= now()) ? handle : connected(ref.config, handle);
     },
 
-    async destroy(ref) {
-      const id = ids.decode(ref.providerLeaseId);
-      keepers.stop(id);
-      await cp.kill(conn(ref.config), id);
+    async destroy(ref, handle) {
+      keepers.stop(handle.sandboxId);
+      await cp.kill(conn(ref.config), handle.sandboxId);
     },
 
     async stop(handle, ref) {
@@ -319,11 +284,10 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
     runner: runnerOf,
     files: filesOf,
 
-    async list(config, labels) {
-      return (await cp.list(conn(config), labels)).map(listedResource);
+    async list(config, labels, { env }) {
+      return (await cp.list(conn(config, env), labels)).map(listedResource);
     },
   });
-  return provider;
 }
 
 function listedResource(sandbox: EnvdListedSandbox): ListedResource {
@@ -336,14 +300,6 @@ function listedResource(sandbox: EnvdListedSandbox): ListedResource {
     // A running sandbox ends at its timeout at the latest; a paused one only at the lease's deadline.
     expiresAt: cap ?? (sandbox.state === "running" && sandbox.endAt ? sandbox.endAt.toISOString() : null),
     state: sandbox.state,
+    metadata: { sandboxId: sandbox.sandboxId },
   };
-}
-
-/** `listLeases` for `paperclip-sandbox leases gc`: the provider's sandboxes, found by their metadata. */
-export function envdLeaseLister<S extends z.ZodObject, Conn>(spec: Pick<EnvdProviderSpec<S, Conn>, "config" | "connection" | "controlPlane">): ProviderLeaseLister {
-  return defineLeaseLister(async (raw, ctx) => {
-    const config = spec.config.parse(raw);
-    const found = await spec.controlPlane.list(spec.connection(config, ctx.env), ctx.matchLabels ?? {});
-    return found.map((sandbox) => ({ ...listedResource(sandbox), metadata: { sandboxId: sandbox.sandboxId } }));
-  });
 }

@@ -1,6 +1,6 @@
 export { leaseFingerprint, canonicalJson } from "./fingerprint.js";
 export type { LeaseFingerprintInput } from "./fingerprint.js";
-export { REUSE_SENTINEL_PATH, buildSentinel, sentinelMatches } from "./sentinel.js";
+export { REUSE_SENTINEL_PATH, buildSentinel, sentinelNamesFingerprint } from "./sentinel.js";
 export { leaseLabels, labelValue, LABEL_VALUE_MAX } from "./labels.js";
 export type { LeaseLabels } from "./labels.js";
 export { resolveLeaseExpiry } from "./expiry.js";
@@ -15,4 +15,4 @@ export type { LeaseOwner, OwnershipMismatch } from "./ownership.js";
 export { encodeLeaseName, parseLeaseName, assertLeaseNameOwnedBy, leaseNameHash, LEASE_NAME_MAX } from "./lease-name.js";
 export type { LeaseNameParts, LeaseNameOptions } from "./lease-name.js";
 export { defineLeaseLister, isProviderLeaseLister } from "./lister.js";
-export type { ProviderLeaseLister, ListedProviderLease, LeaseListerContext } from "./lister.js";
+export type { ProviderLeaseLister, ListedResource, LeaseListerContext } from "./lister.js";

@@ -7,7 +7,7 @@ import {
   leaseLabels,
   resolveLeaseExpiry,
   REUSE_SENTINEL_PATH,
-  sentinelMatches,
+  sentinelNamesFingerprint,
 } from "./index.js";
 
 const base = { companyId: "c1", environmentId: "e1", agentId: "a1", executionWorkspaceId: "w1", adapterType: "claude" };
@@ -35,11 +35,11 @@ describe("sentinel", () => {
     const text = buildSentinel({ fingerprint: "abc", providerLeaseId: "lease-1" });
     expect(REUSE_SENTINEL_PATH).toBe(".paperclip-runtime/reusable-sandbox-lease.json");
     expect(JSON.parse(text)).toMatchObject({ fingerprint: "abc", providerLeaseId: "lease-1" });
-    expect(sentinelMatches(text, "abc")).toBe(true);
-    expect(sentinelMatches(text, "abd")).toBe(false);
-    expect(sentinelMatches("not json", "abc")).toBe(false);
-    expect(sentinelMatches("", "abc")).toBe(false);
-    expect(sentinelMatches("null", "abc")).toBe(false);
+    expect(sentinelNamesFingerprint(text, "abc")).toBe(true);
+    expect(sentinelNamesFingerprint(text, "abd")).toBe(false);
+    expect(sentinelNamesFingerprint("not json", "abc")).toBe(false);
+    expect(sentinelNamesFingerprint("", "abc")).toBe(false);
+    expect(sentinelNamesFingerprint("null", "abc")).toBe(false);
   });
 });
 

@@ -1,5 +1,5 @@
-/** One vendor resource a provider found by listing, whoever created it. */
-export interface ListedProviderLease {
+/** One provider resource found at the vendor by label, whoever created it (lost-create clean-up, `leases gc`). */
+export interface ListedResource {
   providerLeaseId: string;
   /** The resource's labels as the vendor reports them (decoded from its name for label-less vendors). */
   labels: Record<string, string>;
@@ -8,9 +8,9 @@ export interface ListedProviderLease {
   expiresAt?: string | null;
   /** The vendor's state, for people (`started`, `stopped`, `expired`). */
   state?: string;
-  /** The provider's view of whether a worker still holds it; undefined when it cannot tell. */
+  /** For local providers: whether the worker that last held it is still running; undefined when it cannot tell. */
   ownerAlive?: boolean;
-  /** Passed as `leaseMetadata` when it is destroyed through the plugin's hook. */
+  /** Passed as `leaseMetadata` when `leases gc` destroys it through the plugin's hook. */
   metadata?: Record<string, unknown>;
 }
 
@@ -23,17 +23,18 @@ export interface LeaseListerContext {
 }
 
 /**
- * What each provider package exports from its main module as `listLeases`, for the CLI's
- * `leases gc` to find leaked resources at the vendor: `config` is the driver config the worker
- * would get (secrets included), still to be parsed.
+ * What each provider package exports from its main module as `listLeases` (the kit derives it from
+ * the definition's `list`: `defineSandboxProvider(...).listLeases`), for the CLI's `leases gc` to
+ * find leaked resources at the vendor: `config` is the driver config the worker would get (secrets
+ * included), still to be parsed.
  */
-export type ProviderLeaseLister = (config: Record<string, unknown>, ctx: LeaseListerContext) => Promise<ListedProviderLease[]>;
+export type ProviderLeaseLister = (config: Record<string, unknown>, ctx: LeaseListerContext) => Promise<ListedResource[]>;
 
 const CONTRACT = Symbol.for("paperclip-sandbox.lease-lister.v1");
 
 /** Marks a lister as following this contract (`listLeases(config, ctx)`), so the CLI can tell it from older exports. */
 export function defineLeaseLister(lister: ProviderLeaseLister): ProviderLeaseLister {
-  if (typeof lister !== "function") throw new TypeError("defineLeaseLister: expected a function (config, ctx) => Promise<ListedProviderLease[]>");
+  if (typeof lister !== "function") throw new TypeError("defineLeaseLister: expected a function (config, ctx) => Promise<ListedResource[]>");
   Object.defineProperty(lister, CONTRACT, { value: 1 });
   return lister;
 }

@@ -5,7 +5,7 @@ export function buildSentinel(input: { fingerprint: string; providerLeaseId: str
   return `${JSON.stringify({ version: 1, fingerprint: input.fingerprint, providerLeaseId: input.providerLeaseId })}\n`;
 }
 
-export function sentinelMatches(text: string | null | undefined, fingerprint: string): boolean {
+export function sentinelNamesFingerprint(text: string | null | undefined, fingerprint: string): boolean {
   if (!text) return false;
   try {
     const parsed = JSON.parse(text) as { fingerprint?: unknown };

@@ -10,8 +10,8 @@ type DriverDeclaration = NonNullable<PaperclipPluginManifestV1["environmentDrive
  */
 export interface DeclaredProviderShape {
   transport: TransportCapabilities;
-  /** The definition has `stop` (reusable leases). */
-  canStop: boolean;
+  /** The definition declares `keep` (reusable leases). */
+  keepsLeases: boolean;
   concurrentSync?: boolean;
 }
 
@@ -47,6 +47,6 @@ export function defineSandboxProviderManifest(input: SandboxProviderManifestInpu
 }
 
 function derivedFlags(shape: DeclaredProviderShape): Pick<DriverDeclaration, "sandboxCapabilities" | "supportsReusableLeases"> {
-  const sandboxCapabilities = deriveSandboxCapabilities({ transport: shape.transport, canStop: shape.canStop, concurrentSync: shape.concurrentSync ?? true });
+  const sandboxCapabilities = deriveSandboxCapabilities({ transport: shape.transport, keepsLeases: shape.keepsLeases, concurrentSync: shape.concurrentSync ?? true });
   return { sandboxCapabilities, supportsReusableLeases: sandboxCapabilities.reusableLeases };
 }

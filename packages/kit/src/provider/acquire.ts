@@ -5,6 +5,7 @@ import { CreationCleanupError } from "../lease/creation-cleanup-error.js";
 import { resolveLeaseExpiry } from "../lease/expiry.js";
 import { leaseFingerprint } from "../lease/fingerprint.js";
 import { leaseLabels, type LeaseLabels } from "../lease/labels.js";
+import { closeCommandChannel } from "../transports/command-channel/index.js";
 import { AcquireBudgetError } from "./errors.js";
 import type { LeaseRef, SandboxHandle, SandboxProviderDefinition } from "./types.js";
 
@@ -12,6 +13,16 @@ import type { LeaseRef, SandboxHandle, SandboxProviderDefinition } from "./types
 const HOST_REPLY_MARGIN_MS = 5_000;
 /** The host gives lifecycle calls the config's `timeoutMs` plus this (paperclip-providers.md §1.1). */
 const HOST_OVERHEAD_MS = 30_000;
+
+/**
+ * How long the host waits for a lifecycle call (acquire, release, ...). The host reads `timeoutMs`
+ * from the environment's saved config itself (a host-owned key, like `reuseLease`, whatever the
+ * provider's own schema makes of it) and adds 30 s; without one, 30 s.
+ */
+export function hostCallDeadlineMs(rawConfig: unknown): number {
+  const timeoutMs = (rawConfig as { timeoutMs?: unknown } | null)?.timeoutMs;
+  return (typeof timeoutMs === "number" && timeoutMs > 0 ? timeoutMs : 0) + HOST_OVERHEAD_MS;
+}
 /** Destroy attempts for a half-made sandbox (0.5 s, 1 s, 2 s, 4 s apart). */
 const CLEANUP_ATTEMPTS = 5;
 /** How long a late create is waited for, so what it made can be destroyed. */
@@ -27,11 +38,6 @@ export interface AcquirePlan {
   budgetMs: number;
 }
 
-/** The config asks for kept leases (`reuseLease: true` unless the provider decides otherwise). */
-export function wantsReuse<S extends z.ZodObject, H extends SandboxHandle>(def: SandboxProviderDefinition<S, H>, config: z.output<S>): boolean {
-  return def.reusable ? def.reusable(config) : (config as { reuseLease?: unknown }).reuseLease === true;
-}
-
 /** Identity of the sandbox's shape alone: recomputable at resume, which has no agent or run params. */
 export function shapeFingerprintOf(companyId: string, environmentId: string, shape: Record<string, unknown>): string {
   return leaseFingerprint({ companyId, environmentId, resource: shape });
@@ -43,27 +49,26 @@ export function planAcquire<S extends z.ZodObject, H extends SandboxHandle>(
   params: PluginEnvironmentAcquireLeaseParams,
 ): AcquirePlan {
   const shape = def.shape(config);
-  const { expiresAt } = resolveLeaseExpiry({ requestedExpiresAt: params.requestedExpiresAt, defaultTtlMs: def.defaultTtlMs?.(config) ?? null });
+  const { expiresAt } = resolveLeaseExpiry({ requestedExpiresAt: params.requestedExpiresAt, defaultTtlMs: def.options?.ttlMs?.(config) ?? null });
   // A lease can only be matched to a later run that names the same agent and execution workspace.
-  const reusable = wantsReuse(def, config) && def.stop !== undefined && Boolean(params.agentId) && Boolean(params.executionWorkspaceId);
-  const timeoutMs = (config as { timeoutMs?: unknown }).timeoutMs;
-  const hostDeadline = (typeof timeoutMs === "number" && timeoutMs > 0 ? timeoutMs : 0) + HOST_OVERHEAD_MS;
+  const reusable = (def.keep?.reusable(config) ?? false) && Boolean(params.agentId) && Boolean(params.executionWorkspaceId);
   return {
     expiresAt,
     reusable,
     labels: leaseLabels({ driverKey: params.driverKey || def.driverKey, companyId: params.companyId, environmentId: params.environmentId, runId: params.runId }),
     fingerprint: leaseFingerprint({ ...params, resource: shape }),
     shapeFingerprint: shapeFingerprintOf(params.companyId, params.environmentId, shape),
-    grant: def.egress ? mergeEgressGrants(def.egress.fromConfig(config), normalizeEgressGrant(params.executionWorkspaceSettings)) : undefined,
-    budgetMs: def.acquireBudgetMs?.(config) ?? Math.max(5_000, hostDeadline - HOST_REPLY_MARGIN_MS),
+    grant: def.egress ? mergeEgressGrants(def.egress(config), normalizeEgressGrant(params.executionWorkspaceSettings)) : undefined,
+    budgetMs: def.options?.acquireBudgetMs?.(config) ?? Math.max(5_000, hostCallDeadlineMs(params.config) - HOST_REPLY_MARGIN_MS),
   };
 }
 
 /**
- * `create` within the budget. Whatever the provider reported as created (`created(id)`) is destroyed
- * when create fails; a create still running when the budget ends is left to finish in the background
- * and what it made is destroyed then; when create failed before naming anything and the provider can
- * list, the run's label finds what a lost response hid.
+ * `create`, then `prepare` (the workspace, the sentinel), within the budget. Whatever the provider
+ * reported as created (`created(id)`) is destroyed when either fails; a create still running when
+ * the budget ends is left to finish in the background and what it made is destroyed then; when
+ * create failed before naming anything and the provider can list, the run's label finds what a lost
+ * response hid. These are resources this acquire made, so no ownership check applies.
  */
 export async function createWithinBudget<S extends z.ZodObject, H extends SandboxHandle>(
   def: SandboxProviderDefinition<S, H>,
@@ -71,11 +76,12 @@ export async function createWithinBudget<S extends z.ZodObject, H extends Sandbo
   params: PluginEnvironmentAcquireLeaseParams,
   plan: AcquirePlan,
   log: (message: string) => void,
+  prepare: (handle: H, signal: AbortSignal) => Promise<void> = async () => undefined,
 ): Promise<H> {
   const budget = new AbortController();
   const timer = setTimeout(() => budget.abort(new AcquireBudgetError(`acquire did not finish within ${plan.budgetMs} ms`)), plan.budgetMs);
   const created = new Set<string>();
-  const creating = def.create({
+  const made = def.create({
     config,
     params,
     labels: plan.labels,
@@ -86,11 +92,16 @@ export async function createWithinBudget<S extends z.ZodObject, H extends Sandbo
     signal: budget.signal,
     created: (id) => created.add(id),
   });
+  const creating = made.then(async (handle) => {
+    created.add(handle.providerLeaseId);
+    await prepare(handle, budget.signal);
+    return handle;
+  });
   const refFor = (providerLeaseId: string): LeaseRef<z.output<S>> => ({ providerLeaseId, config, metadata: {}, companyId: params.companyId, environmentId: params.environmentId });
   try {
     return await Promise.race([creating, rejectOnAbort(budget.signal)]);
   } catch (error) {
-    const cleanup = cleanUpFailedCreate(def, config, plan, creating, created, refFor);
+    const cleanup = cleanUpFailedCreate(def, config, plan, made, created, refFor);
     if (budget.signal.aborted) {
       // The host is about to give up on this call: answer now, finish the clean-up in the background.
       void cleanup.catch((problem: unknown) => log(`clean-up after an acquire past its budget failed: ${(problem as Error).message}`));
@@ -116,24 +127,31 @@ async function cleanUpFailedCreate<S extends z.ZodObject, H extends SandboxHandl
   const late = await Promise.race([creating.then((handle) => handle, () => undefined), sleep(LATE_CREATE_WAIT_MS).then(() => undefined)]);
   if (late) created.add(late.providerLeaseId);
   if (created.size === 0 && def.list) {
-    const found = await def.list(config, { "paperclip-provider": plan.labels["paperclip-provider"], "paperclip-run": plan.labels["paperclip-run"] }).catch(() => []);
+    const found = await def.list(config, { "paperclip-provider": plan.labels["paperclip-provider"], "paperclip-run": plan.labels["paperclip-run"] }, {}).catch(() => []);
     for (const resource of found) created.add(resource.providerLeaseId);
   }
   for (const id of created) await destroyConfirmed(def, refFor(id), late?.providerLeaseId === id ? late : undefined, plan);
 }
 
-/** Destroys with retries; throws CreationCleanupError (naming the resource) when it cannot be confirmed. */
+/**
+ * Destroys a resource this acquire (or probe) made, with retries (looked up first when only its id
+ * is known; gone is success); throws CreationCleanupError (naming the resource) when it cannot be
+ * confirmed.
+ */
 export async function destroyConfirmed<S extends z.ZodObject, H extends SandboxHandle>(
   def: SandboxProviderDefinition<S, H>,
   ref: LeaseRef<z.output<S>>,
   handle: H | undefined,
   plan: Pick<AcquirePlan, "labels">,
 ): Promise<void> {
+  // A command channel the failed acquire started (its workspace step ran through the runner) goes first.
+  await closeCommandChannel(ref.providerLeaseId);
   let last: unknown;
   for (let attempt = 0; attempt < CLEANUP_ATTEMPTS; attempt += 1) {
     if (attempt > 0) await sleep(500 * 2 ** (attempt - 1));
     try {
-      await def.destroy(ref, handle);
+      const found = handle ?? (await def.get(ref));
+      if (found) await def.destroy(ref, found);
       return;
     } catch (error) {
       last = error;

@@ -16,12 +16,12 @@ export function supportsDuplex(transport: TransportCapabilities): boolean {
 
 /**
  * Capabilities follow from what the provider defines and what its transport can do, never typed
- * by hand: reuse needs `stop`, duplex needs a streamed, binary-safe transport with live output.
- * Native sync is always offered (the kit picks streaming, file-API or base64 by `syncFor`).
+ * by hand: reuse needs a `keep` declaration, duplex needs a streamed, binary-safe transport with
+ * live output. Native sync is always offered (the kit picks streaming, file-API or base64 by `syncFor`).
  */
-export function deriveSandboxCapabilities(input: { transport: TransportCapabilities; canStop: boolean; concurrentSync: boolean }): DerivedSandboxCapabilities {
+export function deriveSandboxCapabilities(input: { transport: TransportCapabilities; keepsLeases: boolean; concurrentSync: boolean }): DerivedSandboxCapabilities {
   return {
-    reusableLeases: input.canStop,
+    reusableLeases: input.keepsLeases,
     nativeSyncIn: true,
     nativeSyncOut: true,
     concurrentSyncOperations: input.concurrentSync,

@@ -8,6 +8,7 @@ import { defineProviderConfig } from "../config/define.js";
 import { fields } from "../config/fields.js";
 import { createLocalScriptRunner } from "../exec/local/local-runner.js";
 import { STREAM_TRANSPORT } from "../transport.js";
+import { hostCallDeadlineMs } from "./acquire.js";
 import { defineSandboxProvider } from "./define.js";
 import type { SandboxHandle, SandboxProviderDefinition } from "./types.js";
 
@@ -53,9 +54,10 @@ function vendor(options: VendorOptions = {}, overrides: Partial<SandboxProviderD
     driverKey: "memory",
     config,
     transport: STREAM_TRANSPORT,
-    workspaceDir: (box) => box.dir,
+    workspace: { existing: (box) => box.dir },
     shape: (c) => ({ size: c.size }),
-    defaultTtlMs: () => 3_600_000,
+    options: { ttlMs: () => 3_600_000 },
+    keep: { reusable: (c) => c.reuseLease, by: "stop" },
     notRunning: (error) => (error as Error).message === "sandbox is stopped",
     async create(input) {
       calls.push("create");
@@ -74,6 +76,7 @@ function vendor(options: VendorOptions = {}, overrides: Partial<SandboxProviderD
     },
     async destroy(ref) {
       calls.push("destroy");
+      if (!boxes.has(ref.providerLeaseId)) throw new Error(`destroy of an unknown box ${ref.providerLeaseId}`);
       boxes.delete(ref.providerLeaseId);
       fs.rmSync(path.join(root, ref.providerLeaseId), { recursive: true, force: true });
     },
@@ -86,7 +89,7 @@ function vendor(options: VendorOptions = {}, overrides: Partial<SandboxProviderD
       boxes.get(box.providerLeaseId)!.state = "running";
       return handle(box.providerLeaseId);
     },
-    async list(_config, labels) {
+    async list(_config, labels, _context) {
       calls.push("list");
       return [...boxes.entries()]
         .filter(([, box]) => Object.entries(labels).every(([key, value]) => box.labels[key] === value))
@@ -107,11 +110,11 @@ function vendor(options: VendorOptions = {}, overrides: Partial<SandboxProviderD
     },
     ...overrides,
   };
-  const { plugin, sandboxCapabilities } = defineSandboxProvider(definition);
+  const { plugin, sandboxCapabilities, listLeases } = defineSandboxProvider(definition);
   const hooks = plugin.definition as unknown as Record<string, (params: Record<string, unknown>) => Promise<any>>;
   const warnings: string[] = [];
   const ctx = { logger: { warn: (m: string) => warnings.push(m), info: () => undefined }, execution: { log: () => undefined } } as unknown as PluginContext;
-  return { boxes, calls, hooks, warnings, sandboxCapabilities, setup: () => plugin.definition.setup(ctx) };
+  return { boxes, calls, hooks, warnings, sandboxCapabilities, listLeases, setup: () => plugin.definition.setup(ctx) };
 }
 
 const scope = { driverKey: "memory", companyId: "Company-1", environmentId: "env-1" };
@@ -152,18 +155,19 @@ describe("defineSandboxProvider", () => {
     await v.setup();
     await expect(v.hooks.onEnvironmentAcquireLease!(acquireParams())).rejects.toThrow("setup step 2 failed");
     expect(v.boxes.size).toBe(0);
-    expect(v.calls).toEqual(["create", "destroy"]);
+    // Only its id was reported: it is looked up, then destroyed.
+    expect(v.calls).toEqual(["create", "get", "destroy"]);
   });
   it("finds and destroys by the run's labels a sandbox whose create response was lost", async () => {
     const v = vendor({ loseCreateResponse: true });
     await v.setup();
     await expect(v.hooks.onEnvironmentAcquireLease!({ ...acquireParams(), runId: "run-lost" })).rejects.toThrow(/connection reset/);
-    expect(v.calls).toEqual(["create", "list", "destroy"]);
+    expect(v.calls).toEqual(["create", "list", "get", "destroy"]);
     expect(v.boxes.size).toBe(0);
   });
   it("answers within the acquire budget and destroys the sandbox that arrives late", async () => {
     let open!: () => void;
-    const v = vendor({ createGate: new Promise<void>((resolve) => (open = resolve)) }, { acquireBudgetMs: () => 200 });
+    const v = vendor({ createGate: new Promise<void>((resolve) => (open = resolve)) }, { options: { acquireBudgetMs: () => 200 } });
     await v.setup();
     const started = Date.now();
     await expect(v.hooks.onEnvironmentAcquireLease!(acquireParams())).rejects.toMatchObject({ code: "ACQUIRE_BUDGET_EXCEEDED" });
@@ -217,7 +221,7 @@ describe("defineSandboxProvider", () => {
   });
 
   it("a plain release drains in-flight work for a bounded time, then ends it", async () => {
-    const v = vendor({}, { releaseDrainMs: 300 });
+    const v = vendor({}, { options: { releaseDrainMs: 300 } });
     await v.setup();
     const lease = await v.hooks.onEnvironmentAcquireLease!(acquireParams());
     const running = v.hooks.onEnvironmentExecute!({ ...scope, config: {}, lease, command: "sleep", args: ["30"] });
@@ -251,6 +255,98 @@ describe("defineSandboxProvider", () => {
     const result = await v.hooks.onEnvironmentExecute!({ ...scope, config: {}, lease, command: "echo", args: ["again"] });
     expect(result).toMatchObject({ exitCode: 0, stdout: "again\n" });
     expect(v.calls).toContain("start");
+  });
+});
+
+
+describe("defineSandboxProvider: what the kit owns", () => {
+  it("runs the provider's validate before create, and never creates for a config it refuses", async () => {
+    const v = vendor({}, { validate: (c) => ({ errors: c.size === "huge" ? ["Size: huge needs an image"] : [] }) });
+    await v.setup();
+    await expect(v.hooks.onEnvironmentAcquireLease!(acquireParams({ size: "huge" }))).rejects.toThrow(/Size: huge needs an image/);
+    const probe = await v.hooks.onEnvironmentProbe!({ ...scope, config: { size: "huge" } });
+    expect(probe).toMatchObject({ ok: false, diagnostics: [{ severity: "error", code: "CONFIG_INVALID", message: "Size: huge needs an image" }] });
+    expect(v.calls).toEqual([]);
+  });
+
+  it("destroys only a resource labelled for this provider, the lease's company and its environment", async () => {
+    const v = vendor();
+    await v.setup();
+    const lease = await v.hooks.onEnvironmentAcquireLease!(acquireParams());
+    const foreign = { ...scope, companyId: "company-2", config: {}, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata };
+    await expect(v.hooks.onEnvironmentDestroyLease!(foreign)).rejects.toMatchObject({ code: "lease_not_owned" });
+    // Another provider's resource under the same id is refused too, also when a fresh worker looks it up.
+    v.boxes.get(lease.providerLeaseId!)!.labels["paperclip-provider"] = "other";
+    const fresh = vendor();
+    for (const [id, box] of v.boxes) fresh.boxes.set(id, box);
+    await fresh.setup();
+    const release = { ...scope, config: {}, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata };
+    await expect(fresh.hooks.onEnvironmentReleaseLease!(release)).rejects.toThrow(/paperclip-provider is "other", expected "memory"/);
+    expect(v.boxes.has(lease.providerLeaseId!)).toBe(true);
+    expect(fresh.calls).toEqual(["get"]);
+  });
+
+  it("a destroy of a lease the vendor no longer has is a receipt, not an error", async () => {
+    const v = vendor();
+    await v.setup();
+    const receipt = await v.hooks.onEnvironmentDestroyLease!({ ...scope, config: {}, providerLeaseId: "box-0-gone", leaseMetadata: {} });
+    expect(receipt).toEqual({ providerLeaseId: "box-0-gone", state: "destroyed" });
+    expect(v.calls).toEqual(["get"]);
+  });
+
+  it("keep by leave-running calls no stop: the sandbox runs on and the receipt says stopped", async () => {
+    const v = vendor({}, { keep: { reusable: () => true, by: "leave-running" }, stop: undefined });
+    await v.setup();
+    expect(v.sandboxCapabilities.reusableLeases).toBe(true);
+    const lease = await v.hooks.onEnvironmentAcquireLease!(acquireParams());
+    const receipt = await v.hooks.onEnvironmentReleaseLease!({ ...scope, config: {}, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata });
+    expect(receipt).toEqual({ providerLeaseId: lease.providerLeaseId, state: "stopped" });
+    expect(v.boxes.get(lease.providerLeaseId!)?.state).toBe("running");
+    expect(v.calls).not.toContain("stop");
+  });
+
+  it("without keep, leases are not reusable and a release destroys", async () => {
+    const v = vendor({}, { keep: undefined });
+    await v.setup();
+    expect(v.sandboxCapabilities.reusableLeases).toBe(false);
+    const lease = await v.hooks.onEnvironmentAcquireLease!(acquireParams({ reuseLease: true }));
+    expect(lease.metadata?.reusable).toBe(false);
+    expect(await v.hooks.onEnvironmentReleaseLease!({ ...scope, config: {}, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata })).toMatchObject({ state: "destroyed" });
+  });
+
+  it("makes a $HOME workspace through the runner after create, and reads its real path back", async () => {
+    const home = fs.mkdtempSync(path.join(root, "home-"));
+    const v = vendor({}, {
+      workspace: { homeSubdir: "paperclip-workspace" },
+      runner: (box) => createLocalScriptRunner({ cwd: box.dir, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: home } }),
+    });
+    await v.setup();
+    const lease = await v.hooks.onEnvironmentAcquireLease!(acquireParams());
+    expect(lease.metadata?.remoteCwd).toBe(path.join(fs.realpathSync(home), "paperclip-workspace"));
+    expect(fs.statSync(lease.metadata!.remoteCwd as string).isDirectory()).toBe(true);
+  });
+
+  it("destroys what it created when the workspace cannot be made", async () => {
+    const v = vendor({}, { workspace: { path: "/proc/paperclip-cannot-exist" } });
+    await v.setup();
+    await expect(v.hooks.onEnvironmentAcquireLease!(acquireParams())).rejects.toThrow(/creating the workspace in sandbox box-\S+ failed \(exit 1\)/);
+    expect(v.boxes.size).toBe(0);
+  });
+
+  it("derives the leases gc lister from list, filtered by this provider's label", async () => {
+    const v = vendor();
+    await v.setup();
+    const lease = await v.hooks.onEnvironmentAcquireLease!(acquireParams());
+    v.boxes.set("box-foreign", { labels: { "paperclip-provider": "other" }, state: "running", expiresAt: null });
+    const listed = await v.listLeases({}, { env: {}, matchLabels: {} });
+    expect(listed.map((r) => r.providerLeaseId)).toEqual([lease.providerLeaseId]);
+    expect(await vendor({}, { list: undefined }).listLeases({}, { env: {} })).toEqual([]);
+  });
+
+  it("budgets acquire from the host's own deadline: the raw config's timeoutMs plus 30 s", () => {
+    expect(hostCallDeadlineMs({ timeoutMs: 60_000 })).toBe(90_000);
+    expect(hostCallDeadlineMs({})).toBe(30_000);
+    expect(hostCallDeadlineMs({ timeoutMs: "60000" })).toBe(30_000);
   });
 });
 

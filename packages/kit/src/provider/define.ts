@@ -8,29 +8,36 @@ import {
   type PluginEnvironmentTerminationReceipt,
 } from "@paperclipai/plugin-sdk";
 import type { z } from "zod";
+import { ConfigError } from "../config/errors.js";
 import { secretFieldPaths } from "../config/secret-paths.js";
 import { createDuplexChannels } from "../duplex/duplex-channels.js";
 import { executeCommand } from "../exec/execute.js";
 import { closeAllCommandChannels, closeCommandChannel } from "../transports/command-channel/index.js";
 import { labelValue } from "../lease/labels.js";
+import { defineLeaseLister, type ProviderLeaseLister } from "../lease/lister.js";
+import { assertOwnedBy, ownershipMismatches } from "../lease/ownership.js";
+import { buildSentinel, sentinelNamesFingerprint } from "../lease/sentinel.js";
 import { execRequestFrom } from "../plugin/exec-request.js";
+import { probeResult } from "../probe/summary.js";
+import { createRedactor, type Redactor } from "../redact/redactor.js";
 import { downloadStagesCleanupScript } from "../sync/file-api-sync.js";
 import { syncFor } from "../sync/sync-for.js";
-import type { Redactor } from "../redact/redactor.js";
 import { createWithinBudget, destroyConfirmed, planAcquire, shapeFingerprintOf, type AcquirePlan } from "./acquire.js";
 import { deriveSandboxCapabilities, supportsDuplex, type DerivedSandboxCapabilities } from "./capabilities.js";
-import { LeaseGoneError, redactedError, redactorFor, secretValuesOf } from "./errors.js";
+import { LeaseGoneError, redactedError, secretValuesOf } from "./errors.js";
 import { LeaseRegistry, type LeaseEntry } from "./lease-registry.js";
 import { defaultProbe } from "./probe.js";
-import { buildSentinel, sentinelMatches as holdsFingerprint } from "../lease/sentinel.js";
 import { sentinelHolds, writeSentinelVia } from "./sentinel-io.js";
-import type { LeaseRef, SandboxHandle, SandboxProviderDefinition } from "./types.js";
+import type { KeepMode, LeaseRef, SandboxHandle, SandboxProviderDefinition } from "./types.js";
+import { knownWorkspace, makeWorkspace } from "./workspace.js";
 
 const DEFAULT_RELEASE_DRAIN_MS = 30_000;
 
 export interface SandboxProvider {
   /** The Paperclip plugin: `export default provider.plugin` from `plugin.ts`, `runWorker` it from `worker.ts`. */
   plugin: PaperclipPlugin;
+  /** For `leases gc`, derived from `list` (without one it lists nothing): export it as `listLeases` from the package's main module. */
+  listLeases: ProviderLeaseLister;
   /** For the manifest's driver declaration. */
   sandboxCapabilities: DerivedSandboxCapabilities;
   supportsReusableLeases: boolean;
@@ -41,10 +48,11 @@ type Disposition = "keep_running" | "stop_and_retain" | "destroy";
 
 /**
  * Writes every environment hook of a sandbox-provider plugin from a declaration: validation, probe,
- * acquire (labels, fingerprint, expiry, budget, clean-up of half-made sandboxes), resume (expired
- * and identity-mismatch shapes, sentinel check, restart of a stopped sandbox), release and destroy
- * (drain or cancel, receipts only after the provider confirms), realize, execute, sync (strategy by
- * transport), and duplex channels (only over a transport that can carry them).
+ * acquire (validate, labels, fingerprint, expiry, budget, workspace, clean-up of half-made
+ * sandboxes), resume (expired and identity-mismatch shapes, sentinel check, restart of a stopped
+ * sandbox), release and destroy (ownership checked, drain or cancel, keep or destroy, receipts only
+ * after the provider confirms), realize, execute, sync (strategy by transport), duplex channels
+ * (only over a transport that can carry them), and the lease listing for `leases gc`.
  */
 export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHandle>(def: SandboxProviderDefinition<S, H>): SandboxProvider {
   type C = z.output<S>;
@@ -53,12 +61,14 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
   let ctx: PluginContext | undefined;
   const log = (message: string) => ctx?.logger?.warn(message);
   const info = (message: string) => ctx?.logger?.info(message);
-  const canStop = def.stop !== undefined;
   const duplexOk = supportsDuplex(def.transport);
+  if (def.keep && typeof def.keep.by === "string" && def.keep.by === "stop" && !def.stop) {
+    throw new TypeError(`${def.driverKey}: keep.by "stop" needs a stop function`);
+  }
 
   const parse = (raw: unknown): { config: C; redact: Redactor } => {
     const config = def.config.parse(raw);
-    return { config, redact: redactorFor(secretValuesOf(config, secretPaths)) };
+    return { config, redact: createRedactor(secretValuesOf(config, secretPaths)) };
   };
 
   /** Runs a hook body; anything it throws reaches the host without the config's secrets. */
@@ -73,6 +83,9 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     }
   };
 
+  /** The provider's checks beyond the schema; acquire and probe run only a config that passes them. */
+  const problemsOf = (config: C): string[] => def.validate?.(config).errors ?? [];
+
   const refOf = (params: PluginEnvironmentDriverBaseParams, providerLeaseId: string, config: C, metadata: Record<string, unknown> | undefined): LeaseRef<C> => ({
     providerLeaseId,
     config,
@@ -81,11 +94,12 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     environmentId: params.environmentId,
   });
 
-  const entryFor = (handle: H, ref: LeaseRef<C>): LeaseEntry<H, C> => ({
+  const entryFor = (handle: H, ref: LeaseRef<C>, workspace: string | undefined): LeaseEntry<H, C> => ({
     providerLeaseId: handle.providerLeaseId,
     handle,
     config: ref.config,
     metadata: ref.metadata,
+    workspace,
     files: def.files?.(handle, ref.config),
     work: new Set(),
     abort: new AbortController(),
@@ -93,16 +107,31 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
   });
 
   // Made per use from the latest config (cheap: providers keep their clients on the handle).
-  const runnerOf = (entry: LeaseEntry<H, C>) => def.runner(entry.handle, entry.config);
+  const runnerOf = (entry: Pick<LeaseEntry<H, C>, "handle" | "config">) => def.runner(entry.handle, entry.config);
 
   const expired = (handle: H) => handle.expiresAt instanceof Date && handle.expiresAt.getTime() <= Date.now();
+  /** Still at the vendor, but never to run again: gone to every hook but destroy. */
+  const unusable = (handle: H) => handle.state === "ended" || expired(handle);
+  const owner = (ref: Pick<LeaseRef<C>, "companyId" | "environmentId">) => ({ driverKey: def.driverKey, companyId: ref.companyId, environmentId: ref.environmentId });
+  const ownedBy = (handle: H, ref: Pick<LeaseRef<C>, "companyId" | "environmentId">) => ownershipMismatches(handle.labels, owner(ref)).length === 0;
+  /** Strict: the resource's labels must name this provider, the lease's company and its environment. */
+  const assertOwned = (handle: H, ref: Pick<LeaseRef<C>, "companyId" | "environmentId">) =>
+    assertOwnedBy(handle.labels, owner(ref), { resource: `${def.driverKey} sandbox ${handle.providerLeaseId}` });
+  const keepModeOf = (handle: H, config: C): KeepMode => {
+    const by = def.keep!.by;
+    return typeof by === "function" ? by(handle, config) : by;
+  };
 
-  /** The live lease for a hook that needs one: held, or looked up (and started when stopped). */
-  const live = async (params: PluginEnvironmentDriverBaseParams, lease: PluginEnvironmentLease, config: C): Promise<LeaseEntry<H, C>> => {
+  const workspaceOf = async (entry: LeaseEntry<H, C>): Promise<string> =>
+    (entry.workspace ??= await makeWorkspace(def.workspace, entry.handle, entry.config, () => runnerOf(entry), entry.abort.signal));
+  const syncRootsOf = (entry: LeaseEntry<H, C>, workspace: string) => [workspace, ...(def.workspace.syncRoots?.(entry.handle, entry.config) ?? [])];
+
+  /** The lease a hook works on: held by this worker, or looked up (checked, started when stopped). */
+  const activeLease = async (params: PluginEnvironmentDriverBaseParams, lease: PluginEnvironmentLease, config: C): Promise<LeaseEntry<H, C>> => {
     const id = lease.providerLeaseId;
     if (!id) throw new LeaseGoneError("this lease has no providerLeaseId (it was never acquired, or it expired)");
     const held = registry.held(id);
-    if (held && (def.alive ? def.alive(held.handle) : true) && !expired(held.handle)) {
+    if (held && (def.alive ? def.alive(held.handle) : true) && !unusable(held.handle)) {
       held.config = config;
       return held;
     }
@@ -110,29 +139,33 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     return registry.obtain(id, async () => {
       const ref = refOf(params, id, config, lease.metadata);
       let handle = await def.get(ref);
-      if (!handle || expired(handle)) throw new LeaseGoneError(`${def.driverKey} lease ${id} is not running (released, destroyed or expired)`);
+      if (!handle || unusable(handle)) throw new LeaseGoneError(`${def.driverKey} lease ${id} is not running (released, destroyed or expired)`);
+      assertOwned(handle, ref);
       if (handle.state !== undefined && handle.state !== "running") {
         if (!def.start) throw new LeaseGoneError(`${def.driverKey} lease ${id} is ${handle.state}`);
         handle = await def.start(handle, ref);
       }
-      return entryFor(handle, ref);
+      const entry = entryFor(handle, ref, knownWorkspace(def.workspace, handle, config, ref.metadata));
+      await workspaceOf(entry);
+      return entry;
     });
   };
 
-  /** Runs `work` once; if the provider says the sandbox was not running, starts it and runs it again. */
-  const withRestart = async <T>(entry: LeaseEntry<H, C>, params: PluginEnvironmentDriverBaseParams, work: (entry: LeaseEntry<H, C>) => Promise<T>): Promise<T> => {
+  /** Runs `work` once; if the provider says the sandbox was not running, starts it and runs it once more. */
+  const retryAfterStart = async <T>(entry: LeaseEntry<H, C>, params: PluginEnvironmentDriverBaseParams, work: (entry: LeaseEntry<H, C>) => Promise<T>): Promise<T> => {
     try {
       return await work(entry);
     } catch (error) {
       if (!def.notRunning?.(error) || !def.start || entry.abort.signal.aborted) throw error;
       const ref = refOf(params, entry.providerLeaseId, entry.config, entry.metadata);
-      const started = entryFor(await def.start(entry.handle, ref), ref);
+      const started = entryFor(await def.start(entry.handle, ref), ref, entry.workspace);
       registry.set(started);
       return work(started);
     }
   };
 
-  const leaseResult = (handle: H, config: C, plan: Pick<AcquirePlan, "fingerprint" | "shapeFingerprint" | "reusable" | "grant">, requested: string | null | undefined): PluginEnvironmentLease => {
+  const leaseResult = (entry: LeaseEntry<H, C>, workspace: string, plan: Pick<AcquirePlan, "fingerprint" | "shapeFingerprint" | "reusable" | "grant">, requested: string | null | undefined): PluginEnvironmentLease => {
+    const handle = entry.handle;
     let expiresAt: string | null = handle.expiresAt ? handle.expiresAt.toISOString() : null;
     // The host fails closed without an expiry: never claim one later than what it asked for.
     if (requested && (!handle.expiresAt || handle.expiresAt.getTime() > Date.parse(requested))) {
@@ -143,8 +176,8 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       providerLeaseId: handle.providerLeaseId,
       expiresAt,
       metadata: {
-        ...(def.leaseMetadata?.(handle, config) ?? {}),
-        remoteCwd: def.workspaceDir(handle, config),
+        ...(def.leaseMetadata?.(handle, entry.config) ?? {}),
+        remoteCwd: workspace,
         fingerprint: plan.fingerprint,
         shapeFingerprint: plan.shapeFingerprint,
         reusable: plan.reusable,
@@ -167,7 +200,8 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       })
     : undefined;
 
-  const end = async (params: PluginEnvironmentReleaseLeaseParams & { resourceDisposition?: Disposition }, mode: "release" | "destroy" | "stop"): Promise<PluginEnvironmentTerminationReceipt | void> => {
+  /** Release, destroy or stop: the resource is the caller's, its work is drained or ended, then kept or destroyed. */
+  const finishLease = async (params: PluginEnvironmentReleaseLeaseParams & { resourceDisposition?: Disposition }, mode: "release" | "destroy" | "stop"): Promise<PluginEnvironmentTerminationReceipt | void> => {
     const id = params.providerLeaseId;
     if (!id) return;
     return guarded(params.config, async (config) => {
@@ -178,29 +212,30 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       const keep =
         mode === "stop" ||
         disposition === "stop_and_retain" ||
-        (mode === "release" && disposition !== "destroy" && canStop && ref.metadata.reusable === true);
+        (mode === "release" && disposition !== "destroy" && def.keep !== undefined && ref.metadata.reusable === true);
       if (entry) {
-        const deadline = def.releaseDrainMs ?? DEFAULT_RELEASE_DRAIN_MS;
+        const deadline = def.options?.releaseDrainMs ?? DEFAULT_RELEASE_DRAIN_MS;
         if (params.cancelActiveWork === true || (mode === "destroy" && !keep)) await registry.cancel(entry, deadline);
         else await registry.drain(entry, deadline);
       }
       // A lease's command channel (when its runner has one) ends before the sandbox stops or goes.
       await closeCommandChannel(id);
-      if (keep) {
+      const handle = entry?.handle ?? (await def.get(ref));
+      registry.forget(id);
+      if (!handle) return { providerLeaseId: id, state: "destroyed" };
+      // Never another provider's, company's or environment's resource, whatever id the call names.
+      assertOwned(handle, ref);
+      if (keep && !unusable(handle)) {
         // A stop that fails is an error, never a silent delete: the host retries.
-        if (!def.stop) throw new Error(`${def.driverKey} cannot keep a sandbox (it has no stop)`);
-        const handle = entry?.handle ?? (await def.get(ref));
-        registry.forget(id);
-        if (!handle || expired(handle)) {
-          if (handle) await def.destroy(ref, handle);
-          return { providerLeaseId: id, state: "destroyed" };
+        if (!def.keep) throw new Error(`${def.driverKey} cannot keep a sandbox (it declares no keep)`);
+        if (keepModeOf(handle, config) === "stop" && handle.state !== "stopped") {
+          if (entry?.downloadStages) await runnerOf(entry).run(downloadStagesCleanupScript(), {}).catch(() => undefined);
+          if (!def.stop) throw new Error(`${def.driverKey} keeps a sandbox by stopping it, but declares no stop`);
+          await def.stop(handle, ref);
         }
-        if (entry?.downloadStages) await runnerOf(entry).run(downloadStagesCleanupScript(), {}).catch(() => undefined);
-        await def.stop(handle, ref);
         return { providerLeaseId: id, state: "stopped" };
       }
-      registry.forget(id);
-      await def.destroy(ref, entry?.handle);
+      await def.destroy(ref, handle);
       return { providerLeaseId: id, state: "destroyed" };
     });
   };
@@ -226,27 +261,32 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     },
 
     async onEnvironmentProbe(params: Parameters<NonNullable<SandboxProviderDefinition<S, H>["probe"]>>[1]) {
-      return guarded(params.config, (config) => (def.probe ? def.probe(config, params, { ctx }) : defaultProbe(def, config, params)));
+      return guarded(params.config, async (config) => {
+        const problems = problemsOf(config);
+        if (problems.length > 0) {
+          return probeResult(`${def.driverKey} sandbox`, problems.map((message) => ({ severity: "error" as const, code: "CONFIG_INVALID", message })));
+        }
+        return def.probe ? def.probe(config, params, { ctx }) : defaultProbe(def, config, params);
+      });
     },
 
     async onEnvironmentAcquireLease(params: Parameters<NonNullable<PaperclipPlugin["definition"]["onEnvironmentAcquireLease"]>>[0]) {
       return guarded(params.config, async (config) => {
+        const problems = problemsOf(config);
+        if (problems.length > 0) throw new ConfigError(problems);
         const plan = planAcquire(def, config, params);
-        const handle = await createWithinBudget(def, config, params, plan, log);
-        const ref = refOf(params, handle.providerLeaseId, config, {});
-        const entry = entryFor(handle, ref);
-        try {
-          if (plan.reusable) {
-            if (def.sentinel) await def.sentinel.write(handle, buildSentinel({ fingerprint: plan.fingerprint, providerLeaseId: handle.providerLeaseId }), config);
-            else await writeSentinelVia(runnerOf(entry), def.workspaceDir(handle, config), plan.fingerprint, handle.providerLeaseId);
-          }
-        } catch (error) {
-          await destroyConfirmed(def, ref, handle, plan);
-          throw error;
-        }
-        const lease = leaseResult(handle, config, plan, params.requestedExpiresAt);
-        entry.metadata = lease.metadata ?? {};
-        registry.set(entry);
+        let entry: LeaseEntry<H, C> | undefined;
+        await createWithinBudget(def, config, params, plan, log, async (handle, signal) => {
+          entry = entryFor(handle, refOf(params, handle.providerLeaseId, config, {}), undefined);
+          const workspace = await makeWorkspace(def.workspace, handle, config, () => runnerOf(entry!), signal);
+          entry.workspace = workspace;
+          if (!plan.reusable) return;
+          if (def.sentinel) await def.sentinel.write(handle, buildSentinel({ fingerprint: plan.fingerprint, providerLeaseId: handle.providerLeaseId }), config);
+          else await writeSentinelVia(runnerOf(entry), workspace, plan.fingerprint, handle.providerLeaseId);
+        });
+        const lease = leaseResult(entry!, entry!.workspace!, plan, params.requestedExpiresAt);
+        entry!.metadata = lease.metadata ?? {};
+        registry.set(entry!);
         return lease;
       });
     },
@@ -259,66 +299,69 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
         const ref = refOf(params, params.providerLeaseId, config, metadata);
         const handle = await def.get(ref);
         if (!handle) return gone;
-        if (expired(handle)) {
-          // Past its expiry but still there (a vendor that stops rather than deletes): ours, so end it.
-          if (ownedBy(handle, params)) await def.destroy(ref, handle).catch((error: unknown) => log(`destroying an expired sandbox failed: ${(error as Error).message}`));
+        if (unusable(handle)) {
+          // Past its expiry or failed, but still there (a vendor that stops rather than deletes): ours, so end it.
+          if (ownedBy(handle, ref)) await def.destroy(ref, handle).catch((error: unknown) => log(`destroying an ended sandbox failed: ${(error as Error).message}`));
           return gone;
         }
         // Someone else's resource under a recycled id: not ours to touch.
-        if (!ownedBy(handle, params)) return mismatch;
+        if (!ownedBy(handle, ref)) return mismatch;
         const shapeFingerprint = shapeFingerprintOf(params.companyId, params.environmentId, def.shape(config));
         const fingerprint = typeof metadata.fingerprint === "string" ? metadata.fingerprint : undefined;
         const reusable = metadata.reusable === true;
         const sameShape = metadata.shapeFingerprint === undefined || metadata.shapeFingerprint === shapeFingerprint;
+        const workspace = (sandbox: H) => knownWorkspace(def.workspace, sandbox, config, metadata);
         // A provider that can read the sentinel while the sandbox is stopped checks before starting it.
-        const sentinelMatches = async (sandbox: H) => {
+        const sentinelStillHolds = async (sandbox: H) => {
           if (!reusable) return true;
           if (fingerprint === undefined) return false;
-          if (def.sentinel) return holdsFingerprint(await def.sentinel.read(sandbox, config), fingerprint);
-          return sentinelHolds(runnerOf(entryFor(sandbox, ref)), def.workspaceDir(sandbox, config), fingerprint);
+          if (def.sentinel) return sentinelNamesFingerprint(await def.sentinel.read(sandbox, config), fingerprint);
+          const dir = workspace(sandbox);
+          return dir !== undefined && sentinelHolds(runnerOf({ handle: sandbox, config }), dir, fingerprint);
         };
         let current = handle;
-        let matches = sameShape && (def.sentinel ? await sentinelMatches(current) : true);
+        let matches = sameShape && (def.sentinel ? await sentinelStillHolds(current) : true);
         if (matches && current.state !== undefined && current.state !== "running") {
           if (!def.start) return gone;
           current = await def.start(current, ref);
         }
-        if (matches && !def.sentinel) matches = await sentinelMatches(current);
+        if (matches && !def.sentinel) matches = await sentinelStillHolds(current);
         if (!matches) {
           // Ours, but no longer the sandbox this lease was: destroy it, the host provisions a fresh one.
           registry.forget(params.providerLeaseId);
           await def.destroy(ref, current).catch((error: unknown) => log(`destroying a mismatched sandbox failed: ${(error as Error).message}`));
           return mismatch;
         }
-        const entry = entryFor(current, ref);
+        const entry = entryFor(current, ref, workspace(current));
+        const dir = await workspaceOf(entry);
         registry.set(entry);
-        const lease = leaseResult(current, config, { fingerprint: fingerprint ?? "", shapeFingerprint, reusable, grant: metadata.egress as AcquirePlan["grant"] }, null);
+        const lease = leaseResult(entry, dir, { fingerprint: fingerprint ?? "", shapeFingerprint, reusable, grant: metadata.egress as AcquirePlan["grant"] }, null);
         entry.metadata = lease.metadata ?? {};
         return lease;
       });
     },
 
-    onEnvironmentReleaseLease: (params: PluginEnvironmentReleaseLeaseParams) => end(params, "release"),
-    onEnvironmentDestroyLease: (params: PluginEnvironmentReleaseLeaseParams) => end(params, "destroy"),
+    onEnvironmentReleaseLease: (params: PluginEnvironmentReleaseLeaseParams) => finishLease(params, "release"),
+    onEnvironmentDestroyLease: (params: PluginEnvironmentReleaseLeaseParams) => finishLease(params, "destroy"),
     // Newer hosts (2026.1005.0) stop a lease and keep it; 2026.916.1 never calls this.
-    onEnvironmentStopLease: (params: PluginEnvironmentReleaseLeaseParams) => end(params, "stop"),
+    onEnvironmentStopLease: (params: PluginEnvironmentReleaseLeaseParams) => finishLease(params, "stop"),
 
     async onEnvironmentRealizeWorkspace(params: Parameters<NonNullable<PaperclipPlugin["definition"]["onEnvironmentRealizeWorkspace"]>>[0]) {
       return guarded(params.config, async (config) => {
-        const entry = await live(params, params.lease, config);
-        return { cwd: def.workspaceDir(entry.handle, config) };
+        const entry = await activeLease(params, params.lease, config);
+        return { cwd: await workspaceOf(entry) };
       });
     },
 
     async onEnvironmentExecute(params: Parameters<NonNullable<PaperclipPlugin["definition"]["onEnvironmentExecute"]>>[0]) {
       return guarded(params.config, async (config) => {
-        const first = await live(params, params.lease, config);
+        const first = await activeLease(params, params.lease, config);
         return registry.track(
           first,
-          withRestart(first, params, (entry) =>
-            executeCommand(runnerOf(entry), execRequestFrom(params, def.workspaceDir(entry.handle, config)), {
+          retryAfterStart(first, params, async (entry) =>
+            executeCommand(runnerOf(entry), execRequestFrom(params, await workspaceOf(entry)), {
               log: (stream, text) => ctx?.execution.log(stream, text),
-              defaultTimeoutMs: def.defaultTimeoutMs?.(config) ?? numberOr((config as { timeoutMs?: unknown }).timeoutMs),
+              defaultTimeoutMs: def.options?.commandTimeoutMs?.(config),
               signal: entry.abort.signal,
               annotateStderr: def.annotateStderr?.(entry.handle, config),
             }),
@@ -329,17 +372,19 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
 
     async onEnvironmentSyncIn(params: Parameters<NonNullable<PaperclipPlugin["definition"]["onEnvironmentSyncIn"]>>[0]) {
       return guarded(params.config, async (config) => {
-        const entry = await live(params, params.lease, config);
-        const roots = def.syncRoots?.(entry.handle, config) ?? [def.workspaceDir(entry.handle, config)];
-        return registry.track(entry, syncFor(runnerOf(entry), entry.files, def.syncPrefer ? { prefer: def.syncPrefer } : {}).syncIn(params.operations, { roots, signal: entry.abort.signal, log: info }));
+        const entry = await activeLease(params, params.lease, config);
+        const roots = syncRootsOf(entry, await workspaceOf(entry));
+        const prefer = def.options?.syncPrefer;
+        return registry.track(entry, syncFor(runnerOf(entry), entry.files, prefer ? { prefer } : {}).syncIn(params.operations, { roots, signal: entry.abort.signal, log: info }));
       });
     },
 
     async onEnvironmentSyncOut(params: Parameters<NonNullable<PaperclipPlugin["definition"]["onEnvironmentSyncOut"]>>[0]) {
       return guarded(params.config, async (config) => {
-        const entry = await live(params, params.lease, config);
-        const roots = def.syncRoots?.(entry.handle, config) ?? [def.workspaceDir(entry.handle, config)];
-        const strategy = syncFor(runnerOf(entry), entry.files, def.syncPrefer ? { prefer: def.syncPrefer } : {});
+        const entry = await activeLease(params, params.lease, config);
+        const roots = syncRootsOf(entry, await workspaceOf(entry));
+        const prefer = def.options?.syncPrefer;
+        const strategy = syncFor(runnerOf(entry), entry.files, prefer ? { prefer } : {});
         if (strategy.kind === "file-api") entry.downloadStages = true;
         return registry.track(entry, strategy.syncOut(params.operations, { roots, signal: entry.abort.signal, log: info }));
       });
@@ -355,23 +400,15 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       : {}),
   };
 
+  const list = def.list;
+  const canKeep = def.keep !== undefined;
   return {
     // definePlugin's type lists only the hooks of its SDK version; onEnvironmentStopLease is for newer hosts.
     plugin: definePlugin(hooks as Parameters<typeof definePlugin>[0]),
-    sandboxCapabilities: deriveSandboxCapabilities({ transport: def.transport, canStop, concurrentSync: def.concurrentSync ?? true }),
-    supportsReusableLeases: canStop,
+    listLeases: defineLeaseLister(async (raw, context) =>
+      list ? list(def.config.parse(raw), { ...context.matchLabels, "paperclip-provider": labelValue(def.driverKey) }, { env: context.env, ...(context.signal ? { signal: context.signal } : {}) }) : [],
+    ),
+    sandboxCapabilities: deriveSandboxCapabilities({ transport: def.transport, keepsLeases: canKeep, concurrentSync: def.options?.concurrentSync ?? true }),
+    supportsReusableLeases: canKeep,
   };
-}
-
-/** A handle whose vendor labels name another company or environment is someone else's. */
-function ownedBy(handle: SandboxHandle, params: PluginEnvironmentDriverBaseParams): boolean {
-  const owner = handle.labels;
-  if (!owner) return true;
-  const company = owner["paperclip-company"];
-  const environment = owner["paperclip-environment"];
-  return (company === undefined || company === labelValue(params.companyId)) && (environment === undefined || environment === labelValue(params.environmentId));
-}
-
-function numberOr(value: unknown): number | undefined {
-  return typeof value === "number" && value > 0 ? value : undefined;
 }

@@ -1,4 +1,4 @@
-import { createRedactor, type Redactor } from "../redact/redactor.js";
+import type { Redactor } from "../redact/redactor.js";
 
 /** A hook named a lease that no longer runs (released, destroyed, expired, or never existed). */
 export class LeaseGoneError extends Error {
@@ -34,8 +34,4 @@ export function redactedError(error: unknown, redact: Redactor): Error {
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === "string") Object.assign(clean, { code });
   return clean;
-}
-
-export function redactorFor(secrets: string[]): Redactor {
-  return createRedactor(secrets);
 }

@@ -1,5 +1,16 @@
 export { defineSandboxProvider, type SandboxProvider } from "./define.js";
-export type { SandboxProviderDefinition, SandboxHandle, LeaseRef, CreateInput, HookContext, ListedResource } from "./types.js";
-export { LeaseGoneError, AcquireBudgetError } from "./errors.js";
+export type {
+  SandboxProviderDefinition,
+  SandboxHandle,
+  LeaseRef,
+  CreateInput,
+  HookContext,
+  WorkspaceDeclaration,
+  KeepDeclaration,
+  KeepMode,
+  ProviderOptions,
+  ListContext,
+} from "./types.js";
+export { LeaseGoneError, AcquireBudgetError, secretValuesOf } from "./errors.js";
 export { deriveSandboxCapabilities, supportsDuplex, type DerivedSandboxCapabilities } from "./capabilities.js";
 export { defaultProbe } from "./probe.js";

@@ -8,6 +8,8 @@ export interface LeaseEntry<H extends SandboxHandle, C> {
   /** The config of the latest hook for this lease (duplex opens, which carry none, use it). */
   config: C;
   metadata: Record<string, unknown>;
+  /** The lease's workspace (absolute), once known. */
+  workspace: string | undefined;
   /** The vendor file API, made once per entry (sync-out stages are tracked per transport). */
   files: FileTransport | undefined;
   /** Executes and syncs running now, so release can drain or cancel them. */

@@ -4,6 +4,7 @@ import type { z } from "zod";
 import { closeCommandChannel, settledCommandChannel } from "../transports/command-channel/index.js";
 import { createWithinBudget, destroyConfirmed, planAcquire } from "./acquire.js";
 import type { SandboxHandle, SandboxProviderDefinition } from "./types.js";
+import { makeWorkspace } from "./workspace.js";
 
 /**
  * The probe for providers without their own: create a small sandbox as an acquire would, run one
@@ -21,7 +22,9 @@ export async function defaultProbe<S extends z.ZodObject, H extends SandboxHandl
   let ok = false;
   try {
     const started = Date.now();
-    handle = await createWithinBudget(def, config, acquire, plan, () => undefined);
+    handle = await createWithinBudget(def, config, acquire, plan, () => undefined, (made, signal) =>
+      makeWorkspace(def.workspace, made, config, () => def.runner(made, config), signal).then(() => undefined),
+    );
     diagnostics.push({ severity: "info", code: "PROBE_CREATE_OK", message: `created sandbox ${handle.providerLeaseId} in ${Date.now() - started} ms` });
     const out: Buffer[] = [];
     const exit = await def.runner(handle, config).run("echo paperclip-probe-ok", { stdout: (chunk) => out.push(chunk) });

@@ -1,5 +1,5 @@
 import { shellQuote } from "../exec/quote.js";
-import { buildSentinel, REUSE_SENTINEL_PATH, sentinelMatches } from "../lease/sentinel.js";
+import { buildSentinel, REUSE_SENTINEL_PATH, sentinelNamesFingerprint } from "../lease/sentinel.js";
 import type { ScriptRunner } from "../transport.js";
 
 /** Largest sentinel read back (it is a few dozen bytes; anything bigger is not ours). */
@@ -31,5 +31,5 @@ export async function sentinelHolds(runner: ScriptRunner, workspaceDir: string, 
       if (held <= MAX_SENTINEL_BYTES) out.push(chunk);
     },
   });
-  return exit.exitCode === 0 && sentinelMatches(Buffer.concat(out).toString("utf8"), fingerprint);
+  return exit.exitCode === 0 && sentinelNamesFingerprint(Buffer.concat(out).toString("utf8"), fingerprint);
 }

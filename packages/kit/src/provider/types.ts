@@ -8,18 +8,26 @@ import type { z } from "zod";
 import type { ProviderConfig } from "../config/define.js";
 import type { EgressGrant } from "../egress/grant.js";
 import type { LeaseLabels } from "../lease/labels.js";
+import type { ListedResource } from "../lease/lister.js";
 import type { FileTransport, ScriptRunner, TransportCapabilities } from "../transport.js";
 
 /** What a provider knows about one of its sandboxes; the kit keeps it per lease in the worker. */
 export interface SandboxHandle {
   /** The host's `providerLeaseId` for this sandbox (usually the vendor id, validated by the provider). */
   providerLeaseId: string;
-  /** When the vendor (or the local engine) ends the sandbox, if it bounds it. */
+  /** When the vendor (or the local engine) ends the sandbox, if it bounds it. Past: the kit treats it as gone. */
   expiresAt?: Date | null;
-  /** "running" unless the provider knows better; a stopped/frozen sandbox is started before use. */
-  state?: "running" | "stopped" | "frozen";
-  /** The resource's labels at the vendor, when it has them (ownership is checked against them). */
-  labels?: Readonly<Record<string, string>>;
+  /**
+   * `running` unless the provider knows better: `stopped`/`frozen` is started before use; `ended`
+   * is still at the vendor but will never run again (failed, or a create that died half-way): gone
+   * to every hook, and destroyed when it is the caller's.
+   */
+  state?: "running" | "stopped" | "frozen" | "ended";
+  /**
+   * The resource's labels at the vendor, as `create` was given them. The kit destroys, keeps or
+   * resumes a resource only when they name this provider and the lease's company and environment.
+   */
+  labels: Readonly<Record<string, string>>;
 }
 
 /** A lease the host names: its id, the config, and the metadata the kit returned at acquire. */
@@ -34,12 +42,13 @@ export interface LeaseRef<C> {
 export interface CreateInput<C> {
   config: C;
   params: PluginEnvironmentAcquireLeaseParams;
-  /** provider, company, environment and run labels (values already fit label rules). */
+  /** provider, company, environment and run labels (values already fit label rules): put them on the resource. */
   labels: LeaseLabels;
   /** The provider must end the sandbox at or before this (its TTL and the host's requested deadline), or say it cannot. */
   expiresAt: Date | null;
   /** Identity of the acquire and the sandbox's shape (also written to the reuse sentinel). */
   fingerprint: string;
+  /** The lease will be kept at release (see `keep`). */
   reusable: boolean;
   /** The lease's egress grant (config lists merged with the task's), for providers that declare `egress`. */
   grant: EgressGrant | undefined;
@@ -58,57 +67,97 @@ export interface HookContext {
   signal?: AbortSignal;
 }
 
-/** One provider resource found at the vendor by label (for `leases gc` and lost-create clean-up). */
-export interface ListedResource {
-  providerLeaseId: string;
-  labels: Record<string, string>;
-  createdAt?: string;
-  expiresAt?: string | null;
-  state?: string;
-  /** For local providers: whether the worker that last held it is still running. */
-  ownerAlive?: boolean;
+/**
+ * Where a lease's workspace (`metadata.remoteCwd`) is. The kit makes it through the runner right
+ * after `create` (one call), unless it exists already:
+ * - `path`: an absolute path (`mkdir -p`);
+ * - `homeSubdir`: a directory under the sandbox user's `$HOME`, whose real path is read back;
+ * - `existing`: a directory `create` made (or the image has), named from the handle; no call.
+ * `syncRoots` names directories besides the workspace that sync may touch.
+ */
+export type WorkspaceDeclaration<H, C> = (
+  | { path: string | ((config: C) => string) }
+  | { homeSubdir: string | ((config: C) => string) }
+  | { existing(handle: H, config: C): string }
+) & { syncRoots?(handle: H, config: C): string[] };
+
+/**
+ * How a kept lease waits for its next run: `stop` calls the provider's `stop` (processes and
+ * billing end, the disk stays); `leave-running` calls nothing (the sandbox runs on, billed while idle).
+ */
+export type KeepMode = "stop" | "leave-running";
+
+export interface KeepDeclaration<H, C> {
+  /** Whether leases of this config are kept at release (usually the host-owned `reuseLease` flag). */
+  reusable(config: C): boolean;
+  /** How; a function when it depends on how the lease was made. */
+  by: KeepMode | ((handle: H, config: C) => KeepMode);
+}
+
+/** Tuning with defaults; every member optional. */
+export interface ProviderOptions<C> {
+  /** The provider's own lifetime for a lease (ms), bounded further by the host's requested deadline. */
+  ttlMs?(config: C): number | null | undefined;
+  /** A command's time limit when the host gives none (ms); absent: none. */
+  commandTimeoutMs?(config: C): number | undefined;
+  /** How long acquire may take before the kit gives up and cleans up (default: the host's deadline for the call, minus a margin). */
+  acquireBudgetMs?(config: C): number;
+  /** How long a plain release waits for in-flight work before ending it; default 30 s. */
+  releaseDrainMs?: number;
+  /** Sync through the file API even when the runner could stream (see `SyncForOptions.prefer`). */
+  syncPrefer?: "file-api";
+  /** Host-run concurrent sync operations are safe (declared to the host); default true. */
+  concurrentSync?: boolean;
+}
+
+/** Where `list` runs: inside the worker (no `env`: use your own), or for `leases gc` in the CLI. */
+export interface ListContext {
+  /** The environment the worker would see (credential fallbacks), when listing outside the worker. */
+  env?: NodeJS.ProcessEnv;
+  signal?: AbortSignal;
 }
 
 /**
  * A sandbox provider, declared: the kit writes every Paperclip hook from this (see
  * `defineSandboxProvider`). Everything a vendor call can confirm must be confirmed before the
  * function resolves: `destroy` resolves only once the sandbox is gone, `stop` once it is stopped.
+ *
+ * The kit, not the provider: runs `validate` before `create` and before `probe`; checks ownership
+ * (labels naming provider, company and environment) before every destroy, keep and resume; makes
+ * the workspace; derives `listLeases` (for `leases gc`) from `list`.
  */
 export interface SandboxProviderDefinition<S extends z.ZodObject, H extends SandboxHandle> {
   driverKey: string;
   config: ProviderConfig<S>;
   /** What `runner(handle)` can do; declared statically because the manifest is. */
   transport: TransportCapabilities;
-  /** The sandbox's working directory (the lease's `metadata.remoteCwd`; the host empties /tmp without it). */
-  workspaceDir(handle: H, config: z.output<S>): string;
-  /** Directories sync may touch; default just the workspace. */
-  syncRoots?(handle: H, config: z.output<S>): string[];
+  /** The lease's working directory (`metadata.remoteCwd`; the host empties /tmp without it). */
+  workspace: WorkspaceDeclaration<H, z.output<S>>;
   /** Config fields that shape the sandbox (image, size, ...): a change means another sandbox. */
   shape(config: z.output<S>): Record<string, unknown>;
-  /** The provider's own lifetime for a lease (ms), bounded further by the host's requested deadline. */
-  defaultTtlMs?(config: z.output<S>): number | null | undefined;
-  /** Whether leases of this config are kept at release (default `config.reuseLease === true`). */
-  reusable?(config: z.output<S>): boolean;
-  /** The provider enforces egress grants; the kit merges the config's lists with the task's. */
-  egress?: { fromConfig(config: z.output<S>): EgressGrant };
-  /** How long acquire may take before the kit gives up and cleans up (default from `config.timeoutMs`). */
-  acquireBudgetMs?(config: z.output<S>): number;
 
+  /** Makes the sandbox, labelled with `input.labels`, running. */
   create(input: CreateInput<z.output<S>>): Promise<H>;
-  /** The sandbox as it is now (adopting it in a fresh worker), or null when it is gone. */
+  /** The sandbox as the vendor has it now, whatever its state (expired and `ended` included); null only when the vendor no longer has it. */
   get(ref: LeaseRef<z.output<S>>): Promise<H | null>;
-  /** Ends the sandbox for good; resolves once confirmed; a gone sandbox is success. */
-  destroy(ref: LeaseRef<z.output<S>>, handle: H | undefined): Promise<void>;
-  /** Keeps a reusable sandbox's disk but ends its processes (and billing); confirmed. */
+  /** Ends the sandbox for good; resolves once confirmed; gone meanwhile is success. Called only for a resource the kit checked is the caller's. */
+  destroy(ref: LeaseRef<z.output<S>>, handle: H): Promise<void>;
+  runner(handle: H, config: z.output<S>): ScriptRunner;
+
+  /** Leases of a reusable config are kept at release instead of destroyed (`reusableLeases` in the manifest). */
+  keep?: KeepDeclaration<H, z.output<S>>;
+  /** Ends a kept sandbox's processes (and billing), keeping its disk; confirmed. Needed for `keep.by: "stop"`. */
   stop?(handle: H, ref: LeaseRef<z.output<S>>): Promise<void>;
   /** Makes a stopped or frozen sandbox runnable again; returns the fresh handle. */
   start?(handle: H, ref: LeaseRef<z.output<S>>): Promise<H>;
-  /** A cheap local check that a cached handle still stands for a live sandbox (else it is fetched again). */
+  /** A cheap local check that a held handle still stands for a live sandbox (else it is fetched again). */
   alive?(handle: H): boolean;
   /** True for a runner error that means "the sandbox is not running" (it is then started and the command retried once). */
   notRunning?(error: unknown): boolean;
 
-  runner(handle: H, config: z.output<S>): ScriptRunner;
+  files?(handle: H, config: z.output<S>): FileTransport;
+  /** Resources of this provider carrying all these labels, whatever their state (lost creates, `leases gc`). */
+  list?(config: z.output<S>, labels: Record<string, string>, context: ListContext): Promise<ListedResource[]>;
   /**
    * Reads and writes the reuse sentinel (`REUSE_SENTINEL_PATH` under the workspace) without the
    * runner, for a provider that can reach a stopped sandbox's disk safely (never following a link
@@ -118,26 +167,19 @@ export interface SandboxProviderDefinition<S extends z.ZodObject, H extends Sand
     read(handle: H, config: z.output<S>): Promise<string | null>;
     write(handle: H, text: string, config: z.output<S>): Promise<void>;
   };
-  files?(handle: H, config: z.output<S>): FileTransport;
-  /** Resources of this provider carrying all these labels (vendor-side listing). */
-  list?(config: z.output<S>, labels: Record<string, string>): Promise<ListedResource[]>;
 
-  probe?(config: z.output<S>, params: PluginEnvironmentProbeParams, hook: HookContext): Promise<PluginEnvironmentProbeResult>;
-  /** Checks beyond the schema (e.g. a path length); errors fail validation, warnings are shown. */
+  /** Checks beyond the schema (across fields, credentials); errors fail validation, acquire and probe. */
   validate?(config: z.output<S>): { errors?: string[]; warnings?: string[] };
+  /** Default: create a small sandbox, run a command, destroy it. */
+  probe?(config: z.output<S>, params: PluginEnvironmentProbeParams, hook: HookContext): Promise<PluginEnvironmentProbeResult>;
+  /** The provider enforces egress grants: the config's lists (the kit merges the task's in). */
+  egress?(config: z.output<S>): EgressGrant;
   /** Extra lease metadata (never secrets: the host stores it). */
   leaseMetadata?(handle: H, config: z.output<S>): Record<string, unknown>;
   /** Rewrites an execute's final stderr (e.g. a blocked-network note naming the refused destination). */
   annotateStderr?(handle: H, config: z.output<S>): ((stderr: string) => string) | undefined;
-  /** Default command timeout when the host gives none. */
-  defaultTimeoutMs?(config: z.output<S>): number | undefined;
   /** Called once in the plugin's `setup`, and at shutdown (for local handles, e.g. proxies). */
   setup?(ctx: PluginContext): Promise<void> | void;
   shutdown?(): Promise<void> | void;
-  /** Sync through the file API even when the runner could stream (see `SyncForOptions.prefer`). */
-  syncPrefer?: "file-api";
-  /** Host-run concurrent sync operations are safe (declared to the host); default true. */
-  concurrentSync?: boolean;
-  /** How long a plain release waits for in-flight work before ending it; default 30 s. */
-  releaseDrainMs?: number;
+  options?: ProviderOptions<z.output<S>>;
 }

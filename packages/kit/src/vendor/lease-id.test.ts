@@ -64,14 +64,19 @@ describe("lease id codecs", () => {
     expect(refusal(() => kubernetes.decode("k8s-a/b\n")).message).toContain("control characters");
     expect(refusal(() => kubernetes.decode("k8s-" + "a".repeat(300))).message).toContain("longer than 256");
     const daytona = opaqueLeaseIdCodec({ vendor: "daytona" });
-    for (const bad of ["../sandbox", "a/b", "id?x=1", "id#frag", "a b", "%2e%2e"]) expect(daytona.test(bad), bad).toBe(false);
+    for (const bad of ["../sandbox", "a/b", "id?x=1", "id#frag", "a b", "%2e%2e"]) expect(daytona.is(bad), bad).toBe(false);
   });
 
   it("an unanchored pattern still matches whole ids only, and a global flag does not make it stateful", () => {
     const codec = opaqueLeaseIdCodec({ vendor: "x", pattern: /[a-z]+/g });
-    expect(codec.test("abc")).toBe(true);
-    expect(codec.test("abc")).toBe(true);
-    expect(codec.test("abc/def")).toBe(false);
+    expect(codec.is("abc")).toBe(true);
+    expect(codec.is("abc")).toBe(true);
+    expect(codec.is("abc/def")).toBe(false);
+  });
+
+  it("tryDecode answers undefined for an id that is not ours, instead of throwing", () => {
+    expect(kubernetes.tryDecode("k8s-ns/pod-1")).toEqual({ namespace: "ns", name: "pod-1" });
+    for (const bad of [undefined, 42, "", "ns/pod-1", "k8s-../x", "k8s-a/b\n"]) expect(kubernetes.tryDecode(bad)).toBeUndefined();
   });
 
   it("refuses to make a lease id from a vendor id it could not read back", () => {

@@ -38,7 +38,9 @@ export interface LeaseIdCodec<Ref> {
   /** The vendor reference in a lease id from the host; throws `LeaseIdError` naming the rule. */
   decode(leaseId: unknown): Ref;
   /** Whether `leaseId` follows the rule (no throw). */
-  test(leaseId: unknown): leaseId is string;
+  is(leaseId: unknown): leaseId is string;
+  /** The vendor reference, or undefined for an id that does not follow the rule (a lease that cannot be ours; no throw). */
+  tryDecode(leaseId: unknown): Ref | undefined;
 }
 
 /**
@@ -77,8 +79,12 @@ export function defineLeaseIdCodec<Ref>(spec: LeaseIdCodecSpec<Ref>): LeaseIdCod
       if (typeof found === "string") throw refuse(found);
       return spec.decode(found[0], found);
     },
-    test(leaseId): leaseId is string {
+    is(leaseId): leaseId is string {
       return typeof match(leaseId) !== "string";
+    },
+    tryDecode(leaseId) {
+      const found = match(leaseId);
+      return typeof found === "string" ? undefined : spec.decode(found[0], found);
     },
   };
 }

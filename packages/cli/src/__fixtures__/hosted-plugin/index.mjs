@@ -7,6 +7,6 @@ export { default as manifest } from "./manifest.mjs";
 export const listLeases = defineLeaseLister(async (config, ctx) => {
   const sandboxes = await listSandboxes(config, ctx.matchLabels, ctx.signal);
   return sandboxes
-    .filter((s) => leaseIds.test(`hf-${s.id}`))
+    .filter((s) => leaseIds.is(`hf-${s.id}`))
     .map((s) => ({ providerLeaseId: leaseIds.encode(s.id), labels: s.labels, createdAt: s.createdAt, expiresAt: s.expiresAt ?? null, state: s.state }));
 });

@@ -166,7 +166,7 @@ export function simulatedVendorManifest(variant) {
     displayName: `Simulated vendor (${variant})`,
     description: "Kit adapter test fixture: local commands behind a simulated vendor wire shape. No isolation; tests only.",
     driver: { driverKey: `simulated-${variant}`, displayName: `Simulated ${variant}`, configSchema: config.jsonSchema },
-    shape: { transport: transports[variant].capabilities, canStop: true },
+    shape: { transport: transports[variant].capabilities, keepsLeases: true },
   });
 }
 
@@ -177,7 +177,7 @@ export function simulatedVendorPlugin(variant) {
     const dir = path.join(base, id);
     return { dir, workspace: path.join(dir, "workspace"), home: path.join(dir, "home"), tmp: path.join(dir, "tmp") };
   };
-  const handleOf = (id, expiresAt) => ({ providerLeaseId: id, expiresAt, dirs: dirsOf(id) });
+  const handleOf = (id, record) => ({ providerLeaseId: id, expiresAt: record.expiresAt ? new Date(record.expiresAt) : null, labels: record.labels, dirs: dirsOf(id) });
   const made = (handle) => {
     const built = transport.make({ ...engine(handle.dirs, handle.providerLeaseId), dirs: handle.dirs }, handle.providerLeaseId);
     return "run" in built ? { runner: built } : built;
@@ -186,28 +186,29 @@ export function simulatedVendorPlugin(variant) {
     driverKey: `simulated-${variant}`,
     config,
     transport: transport.capabilities,
-    workspaceDir: (handle) => handle.dirs.workspace,
-    syncRoots: (handle) => [handle.dirs.dir],
+    workspace: { existing: (handle) => handle.dirs.workspace, syncRoots: (handle) => [handle.dirs.dir] },
     shape: () => ({ variant }),
-    async create({ expiresAt, created }) {
+    options: { commandTimeoutMs: (c) => c.timeoutMs },
+    keep: { reusable: (c) => c.reuseLease, by: "stop" },
+    async create({ expiresAt, labels, created }) {
       const id = `sim-${randomUUID()}`;
       created(id);
       const dirs = dirsOf(id);
       for (const dir of [dirs.dir, dirs.workspace, dirs.home, dirs.tmp]) await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
-      await fsp.writeFile(path.join(dirs.dir, "expires"), expiresAt ? expiresAt.toISOString() : "");
-      return handleOf(id, expiresAt);
+      const record = { expiresAt: expiresAt ? expiresAt.toISOString() : null, labels };
+      await fsp.writeFile(path.join(dirs.dir, "record.json"), JSON.stringify(record));
+      return handleOf(id, record);
     },
     async get(ref) {
       if (!/^sim-[0-9a-f-]{36}$/.test(ref.providerLeaseId)) return null;
-      const text = await fsp.readFile(path.join(dirsOf(ref.providerLeaseId).dir, "expires"), "utf8").catch(() => null);
-      return text === null ? null : handleOf(ref.providerLeaseId, text ? new Date(text) : null);
+      const text = await fsp.readFile(path.join(dirsOf(ref.providerLeaseId).dir, "record.json"), "utf8").catch(() => null);
+      return text === null ? null : handleOf(ref.providerLeaseId, JSON.parse(text));
     },
-    async destroy(ref) {
-      await endMarkedProcesses(MARKER, ref.providerLeaseId);
-      if (/^sim-[0-9a-f-]{36}$/.test(ref.providerLeaseId)) await fsp.rm(dirsOf(ref.providerLeaseId).dir, { recursive: true, force: true });
+    async destroy(_ref, handle) {
+      await endMarkedProcesses(MARKER, handle.providerLeaseId);
+      await fsp.rm(handle.dirs.dir, { recursive: true, force: true });
     },
     stop: (handle) => endMarkedProcesses(MARKER, handle.providerLeaseId).then(() => undefined),
-    start: async (handle) => handle,
     runner: (handle) => made(handle).runner,
     files: (handle) => made(handle).files,
   }).plugin;

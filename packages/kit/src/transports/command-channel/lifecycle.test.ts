@@ -35,17 +35,19 @@ function provider(implementations?: readonly ChannelImplementation[]) {
     driverKey: "channel-memory",
     config,
     transport: STREAM_TRANSPORT,
-    workspaceDir: (box) => box.dir,
+    workspace: { existing: (box) => box.dir },
     shape: () => ({}),
-    async create({ created }) {
+    async create({ created, labels }) {
       const id = `box-${++next}-${process.pid}-${Date.now()}`;
       fs.mkdirSync(path.join(root, id, "tmp"), { recursive: true });
+      fs.writeFileSync(path.join(root, id, "labels.json"), JSON.stringify(labels));
       created(id);
-      return { providerLeaseId: id, dir: path.join(root, id), expiresAt: null };
+      return { providerLeaseId: id, dir: path.join(root, id), expiresAt: null, labels: { ...labels } };
     },
     async get(ref) {
       const dir = path.join(root, ref.providerLeaseId);
-      return fs.existsSync(dir) ? { providerLeaseId: ref.providerLeaseId, dir, expiresAt: null } : null;
+      if (!fs.existsSync(dir)) return null;
+      return { providerLeaseId: ref.providerLeaseId, dir, expiresAt: null, labels: JSON.parse(fs.readFileSync(path.join(dir, "labels.json"), "utf8")) };
     },
     async destroy(ref) {
       const status = commandChannelStatus(ref.providerLeaseId);
