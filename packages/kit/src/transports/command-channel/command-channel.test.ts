@@ -383,7 +383,7 @@ describe("command channel: lifetime", () => {
     const runner = channel(box, box.local, { idleMs: 100 });
     const muxPid = await warm(box, runner);
     await vi.waitFor(() => expect(alive(muxPid)).toBe(false), { timeout: 10_000, interval: 20 });
-    expect(commandChannelStatus(box.lease).state).toBe("none");
+    await vi.waitFor(() => expect(commandChannelStatus(box.lease).state).toBe("none"), { timeout: 10_000, interval: 20 });
     expect(fs.readdirSync(box.tmp)).toEqual([]);
     expect(commandChannelStatus(box.lease).breaks).toBe(0);
     await warm(box, runner);

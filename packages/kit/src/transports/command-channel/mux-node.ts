@@ -6,8 +6,9 @@
  * argv: [stateDir]. It reads request lines on stdin and writes reply lines on stdout (protocol.ts).
  * Every command runs as `/bin/sh -c script` in a session of its own (`detached`), with the
  * environment and working directory this process was started with: what a fresh exec gets.
- * Claims: a command is started only after `mkdir stateDir/<id>` succeeded (its pid is written
- * into it), so a host that lost the channel can tell, from a second exec, whether it ran. The
+ * Claims: a command is started only after `mkdir stateDir/<id>` succeeded (the command writes its
+ * pid into it before its script runs), so a host that lost the channel can tell, from a second
+ * exec, whether it ran, and end it. The
  * state directory is removed on a clean exit only when every claim was acknowledged; otherwise
  * the host's recovery exec reads and removes it.
  */
@@ -17,6 +18,7 @@ if (typeof fs.rmSync !== "function") process.exit(98);
 try { process.title = "paperclip-channel"; } catch (e) {}
 const DIR = process.argv[1];
 const DRAIN_MS = 200;
+const PRELUDE = 'echo $$ >"$1/pid"; exec /bin/sh -c "$2"';
 const env = Object.assign({}, process.env);
 try { fs.mkdirSync(DIR, { mode: 0o700 }); } catch (e) { process.stderr.write("paperclip-channel: cannot create " + DIR + ": " + e.code + "\\n"); process.exit(97); }
 let out;
@@ -26,11 +28,12 @@ const jobs = new Map();
 const claims = new Set();
 let blocked = false, closing = false, kills = 0, quitting = null;
 const b64 = (s) => Buffer.from(s, "utf8").toString("base64");
-function send(line) {
-  if (out.write(line + "\\n") || blocked) return;
+function push(data) {
+  if (out.write(data) || blocked) return;
   blocked = true;
   out.once("drain", () => { blocked = false; for (const j of jobs.values()) flow(j); });
 }
+function send(line) { push(line + "\\n"); }
 function quit(code) {
   if (kills > 0) { quitting = code; return; }
   if (claims.size === 0) try { fs.rmSync(DIR, { recursive: true, force: true }); } catch (e) {}
@@ -79,7 +82,9 @@ function start(f) {
   claims.add(id);
   let child;
   try {
-    child = cp.spawn("/bin/sh", ["-c", Buffer.from(f[7], "base64").toString("utf8")], { detached: true, env, stdio: [mode === "n" ? "ignore" : "pipe", "pipe", "pipe"] });
+    // The command records its own pid (its group) in the claim before the script runs: a host
+    // recovering after this process died between the spawn and the S reply can still end it.
+    child = cp.spawn("/bin/sh", ["-c", PRELUDE, "sh", claim, Buffer.from(f[7], "base64").toString("utf8")], { detached: true, env, stdio: [mode === "n" ? "ignore" : "pipe", "pipe", "pipe"] });
   } catch (e) { child = null; }
   if (!child || child.pid === undefined) {
     if (child) child.on("error", () => {});
@@ -87,7 +92,6 @@ function start(f) {
     claims.delete(id);
     return send("F " + id + " " + b64("spawn failed"));
   }
-  try { fs.writeFileSync(path.join(claim, "pid"), String(child.pid)); } catch (e) {}
   const j = { id, child, window: window > 0 ? window : null, open: 2, exit: null, timedOut: false, done: false, deadline: null, drain: null, kill: null };
   jobs.set(id, j);
   send("S " + id + " " + child.pid);
@@ -98,7 +102,8 @@ function start(f) {
   }
   for (const [s, tag] of [[child.stdout, "O"], [child.stderr, "X"]]) {
     s.on("data", (c) => {
-      send(tag + " " + id + " " + c.toString("base64"));
+      push(tag + " " + id + " " + c.length + "\\n");
+      push(c);
       if (j.window !== null) j.window -= c.length;
       flow(j);
       if (j.exit) armDrain(j);

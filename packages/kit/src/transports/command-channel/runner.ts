@@ -126,7 +126,10 @@ export function withCommandChannel(inner: ScriptRunner, given: CommandChannelOpt
       if (options.waitForStart) ensureStarted(key, lease, inner, options);
       const session = lease.session;
       if (session) session.recovery = inner;
-      if (session && (session.state === "ready" || (session.state === "starting" && (lease.everReady || options.waitForStart)))) {
+      // A script the vendor's exec would refuse (its argv limit) goes there to be refused: a command
+      // must not work or fail depending on which path it took.
+      const withinLimit = inner.capabilities.maxScriptBytes === undefined || Buffer.byteLength(script, "utf8") <= inner.capabilities.maxScriptBytes;
+      if (session && withinLimit && (session.state === "ready" || (session.state === "starting" && (lease.everReady || options.waitForStart)))) {
         clearTimeout(lease.idle);
         try {
           const exit = await session.run(script, io);

@@ -7,17 +7,18 @@ import type { ScriptExit, ScriptIo, ScriptRunner } from "../../transport.js";
 import { envPrologue } from "../inline-env.js";
 import { scriptSink, type ScriptSink } from "../script-sink.js";
 import { bootstrapScript, type ChannelImplementation } from "./bootstrap.js";
-import { ackLine, creditLine, eofLine, killLine, LineSplitter, parseReply, ProtocolError, runLine, stdinLine, type Hello, type Reply, type StdinMode } from "./protocol.js";
+import { ackLine, creditLine, eofLine, killLine, parseReply, ProtocolError, ReplyReader, runLine, stdinLine, type Hello, type Reply, type StdinMode } from "./protocol.js";
 
-/** Output a command may send before the host has delivered it (Writable sinks only; others are unbounded). */
+/**
+ * Output a command may have in flight before the host takes it (a function sink takes it on
+ * arrival, a Writable once it has drained). It bounds what a vendor buffers for a slow stream.
+ */
 const OUTPUT_WINDOW = 1024 * 1024;
 /** Stdin bytes in flight per command before the sandbox reports them taken. */
 const STDIN_WINDOW = 1024 * 1024;
 const STDIN_PIECE = 256 * 1024;
 /** Known stdin up to this size rides in the run request itself. */
 const INLINE_STDIN_MAX = 256 * 1024;
-/** A reply line longer than this is not the protocol. */
-const MAX_LINE_CHARS = 64 * 1024 * 1024;
 const DEFAULT_KILL_GRACE_MS = 250;
 
 /** The command never started on the channel: running it another way cannot run it twice. */
@@ -77,6 +78,8 @@ interface Job {
   stderr: ScriptSink;
   /** Output window in force (0: unbounded). */
   window: number;
+  /** A sink is a Writable: deliveries wait for it to drain, in order. */
+  writable: boolean;
   delivered: number;
   credited: number;
   /** Deliveries to Writable sinks, in order. */
@@ -132,7 +135,6 @@ export class ChannelSession {
   private dying: Promise<void> | undefined;
   private watchdog: NodeJS.Timeout | undefined;
   private startTimer: NodeJS.Timeout | undefined;
-  private partialLine = 0;
 
   constructor(private readonly opts: SessionOptions) {
     this.recovery = opts.inner;
@@ -142,10 +144,7 @@ export class ChannelSession {
     });
     this.ready.catch(() => undefined);
     this.ended = new Promise<void>((resolve) => (this.resolveEnded = resolve));
-    const splitter = new LineSplitter((line) => {
-      this.partialLine = 0;
-      this.onLine(line);
-    });
+    const reader = new ReplyReader((line, payload) => this.onLine(line, payload));
     const stateDir = `.paperclip-cc-${randomBytes(12).toString("hex")}`;
     this.startTimer = setTimeout(() => void this.die(new ChannelUnavailableError(`no hello from the command channel within ${opts.startTimeoutMs} ms`, false)), opts.startTimeoutMs);
     this.startTimer.unref?.();
@@ -153,10 +152,9 @@ export class ChannelSession {
       .run(bootstrapScript(stateDir, opts.implementations), {
         stdin: this.input,
         stdout: (chunk) => {
-          this.partialLine += chunk.length;
-          if (this.partialLine > MAX_LINE_CHARS) return void this.die(new ProtocolError("a reply line is longer than the protocol allows"));
+          if (this.state === "dead") return;
           try {
-            splitter.push(chunk);
+            reader.push(chunk);
           } catch (error) {
             void this.die(error as Error);
           }
@@ -193,7 +191,7 @@ export class ChannelSession {
     const mode: StdinMode = stdinSource === undefined || stdinSource === null ? "n" : known !== undefined && known.length <= INLINE_STDIN_MAX ? "i" : "s";
     if (mode === "s" && !streamFeature) throw new CommandNotStartedError("this channel implementation takes no streamed stdin");
     const prologue = io.env && Object.keys(io.env).length > 0 ? envPrologue(io.env) : "";
-    const windowed = (io.stdout instanceof Writable || io.stderr instanceof Writable) && this.hello!.features.includes("window");
+    const windowed = this.hello!.features.includes("window");
     const id = ++this.seq;
     const graceMs = io.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
     const timeoutMs = this.opts.inner.capabilities.remoteTimeout && io.timeoutMs ? io.timeoutMs : 0;
@@ -213,6 +211,7 @@ export class ChannelSession {
         stdout: scriptSink(io.stdout),
         stderr: scriptSink(io.stderr),
         window: windowed ? OUTPUT_WINDOW : 0,
+        writable: io.stdout instanceof Writable || io.stderr instanceof Writable,
         delivered: 0,
         credited: 0,
         queue: Promise.resolve(),
@@ -284,10 +283,10 @@ export class ChannelSession {
     }
   }
 
-  private onLine(line: string): void {
+  private onLine(line: string, payload?: Buffer): void {
     let reply: Reply;
     try {
-      reply = parseReply(line);
+      reply = parseReply(line, payload);
     } catch (error) {
       // Before the hello the shell may still be talking (a login banner): not ours to judge yet.
       if (this.state === "starting") return this.opts.log?.(`command channel: ignored before hello: ${line.slice(0, 120)}`);
@@ -335,18 +334,26 @@ export class ChannelSession {
   }
 
   private deliver(job: Job, sink: ScriptSink, bytes: Buffer): void {
-    if (job.window === 0) {
+    if (!job.writable) {
+      // A function sink takes the bytes now: delivered, in order, without a queue.
       void job.scope.runInAsyncScope(() => sink.write(bytes));
+      this.taken(job, bytes.length);
       return;
     }
     job.queue = job.queue.then(async () => {
       await job.scope.runInAsyncScope(() => sink.write(bytes));
-      job.delivered += bytes.length;
-      if (job.delivered - job.credited >= job.window / 2 && this.jobs.has(job.id)) {
-        this.write(creditLine(job.id, job.delivered - job.credited));
-        job.credited = job.delivered;
-      }
+      this.taken(job, bytes.length);
     });
+  }
+
+  /** Output taken by the command's sink: past half a window, the sandbox gets the credit back. */
+  private taken(job: Job, bytes: number): void {
+    if (job.window === 0) return;
+    job.delivered += bytes;
+    if (job.delivered - job.credited >= job.window / 2 && this.jobs.has(job.id)) {
+      this.write(creditLine(job.id, job.delivered - job.credited));
+      job.credited = job.delivered;
+    }
   }
 
   private pumpStdin(job: Job, source: Readable | Buffer): void {
