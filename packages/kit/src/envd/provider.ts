@@ -9,6 +9,7 @@ import type { HookContext, SandboxHandle, WorkspaceDeclaration } from "../provid
 import { STREAM_TRANSPORT, type FileTransport, type ScriptRunner } from "../transport.js";
 import { withRemoteGroupKill } from "../transports/remote-group-kill.js";
 import { createStreamedProcessRunner } from "../transports/streamed-process-runner.js";
+import { withCommandChannel } from "../transports/command-channel/index.js";
 import { ProviderApiError, isProviderApiError } from "../vendor/api-error.js";
 import { opaqueLeaseIdCodec } from "../vendor/lease-id.js";
 import { SANDBOX_NOT_RUNNING } from "./errors.js";
@@ -150,7 +151,7 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
       return { capabilities: STREAM_TRANSPORT, run: () => Promise.reject(notRunningError(handle.sandboxId)) };
     }
     const api = envdProcessApi(sandbox, { vendor: spec.vendor, requestTimeoutMs: spec.requestTimeoutMs(config) });
-    const runner = withRemoteGroupKill(createStreamedProcessRunner({ api }));
+    const runner = withCommandChannel(withRemoteGroupKill(createStreamedProcessRunner({ api })), { lease: handle.providerLeaseId, signalsAsExitStatus: true });
     return { capabilities: runner.capabilities, run: (script, io) => tracked(handle, () => runner.run(script, io)) };
   };
 
