@@ -12,7 +12,7 @@ import { ConfigError } from "../config/errors.js";
 import { secretFieldPaths } from "../config/secret-paths.js";
 import { createDuplexChannels } from "../duplex/duplex-channels.js";
 import { executeCommand } from "../exec/execute.js";
-import { closeAllCommandChannels, closeCommandChannel } from "../transports/command-channel/index.js";
+import { closeAllCommandChannels, closeCommandChannel, setCommandChannelLog } from "../transports/command-channel/index.js";
 import { labelValue } from "../lease/labels.js";
 import { defineLeaseLister, type ProviderLeaseLister } from "../lease/lister.js";
 import { assertOwnedBy, ownershipMismatches } from "../lease/ownership.js";
@@ -243,6 +243,8 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
   const hooks = {
     async setup(context: PluginContext) {
       ctx = context;
+      // Command channels (starts, breaks, fallbacks) report to the worker's log.
+      setCommandChannelLog((message) => info(message));
       await def.setup?.(context);
     },
 

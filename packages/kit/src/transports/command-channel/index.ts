@@ -5,6 +5,7 @@ export {
   commandChannelStatus,
   probeCommandChannel,
   settledCommandChannel,
+  setCommandChannelLog,
   canCarryCommandChannel,
   COMMAND_CHANNEL_SWITCH,
   type CommandChannelOptions,

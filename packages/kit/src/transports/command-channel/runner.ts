@@ -69,6 +69,12 @@ interface LeaseChannel {
 }
 
 const channels = new Map<string, LeaseChannel>();
+/** Where channels report when their options name no `log` (the lifecycle layer sets the worker's log). */
+let defaultLog: ((message: string) => void) | undefined;
+
+export function setCommandChannelLog(log: ((message: string) => void) | undefined): void {
+  defaultLog = log;
+}
 
 const DEFAULTS = { idleMs: 60_000, startTimeoutMs: 30_000, ackTimeoutMs: 15_000, closeTimeoutMs: 10_000 };
 /** Restart delays after a failed start or a break: 1 s doubling to 5 minutes. */
@@ -116,7 +122,8 @@ export function canCarryCommandChannel(capabilities: TransportCapabilities): boo
  */
 export function withCommandChannel(inner: ScriptRunner, given: CommandChannelOptions): ScriptRunner {
   if (given.enabled === false || switchedOff() || !canCarryCommandChannel(inner.capabilities)) return inner;
-  const options = switchValue() === "always" ? { ...given, waitForStart: true } : given;
+  const log = given.log ?? ((message: string) => defaultLog?.(message));
+  const options = { ...given, log, ...(switchValue() === "always" ? { waitForStart: true } : {}) };
   const key = options.lease;
   return {
     capabilities: inner.capabilities,
@@ -273,7 +280,9 @@ function ensureStarted(key: string, lease: LeaseChannel, inner: ScriptRunner, op
     if (session.hello) lease.stats.breaks += 1;
     const healthy = session.hello !== undefined && Date.now() - session.startedAt >= HEALTHY_AFTER_MS;
     lease.failures = healthy ? 1 : lease.failures + 1;
-    lease.retryAt = Date.now() + Math.min(BACKOFF_MAX_MS, (options.restartDelayMs ?? BACKOFF_BASE_MS) * 2 ** (lease.failures - 1));
+    const delayMs = Math.min(BACKOFF_MAX_MS, (options.restartDelayMs ?? BACKOFF_BASE_MS) * 2 ** (lease.failures - 1));
+    lease.retryAt = Date.now() + delayMs;
+    if (session.hello) options.log?.(`command channel broke (${session.broken.message}); commands run as fresh execs, a restart may follow in ${delayMs} ms`);
   });
 }
 
