@@ -1,6 +1,7 @@
 import {
   ChannelExecError,
   createChannelExecRunner,
+  withCommandChannel,
   withInlineEnv,
   withRemoteGroupKill,
   type ScriptRunner,
@@ -35,9 +36,10 @@ export function withDeadline(inner: ScriptRunner, deadlineMs: number): ScriptRun
  * length-framed stdin otherwise), env inlined (exec has no env field), abort by a second exec that
  * ends the script's process group, and the activity deadline as a ceiling.
  */
-export function podRunner(clients: KubeClients, namespace: string, pod: string, deadlineMs: number): ScriptRunner {
+export function podRunner(clients: KubeClients, namespace: string, pod: string, deadlineMs: number, lease?: string): ScriptRunner {
   const channel = createChannelExecRunner({ connect: execConnector(clients, namespace, pod, CONTAINER), memory: clients.execProtocol });
-  return withDeadline(withRemoteGroupKill(withInlineEnv(channel)), deadlineMs);
+  const exec = withRemoteGroupKill(withInlineEnv(channel));
+  return withDeadline(lease === undefined ? exec : withCommandChannel(exec, { lease, signalsAsExitStatus: true }), deadlineMs);
 }
 
 export class JobBackendError extends Error {
