@@ -69,7 +69,7 @@ export async function hostLikeRun({ client, base, trees, scratch, tag }) {
     await exec("sh", ["-c", `cp -R ${rt}/claude/up-0 ${rt}/claude/config`]);
     await exec("sh", ["-c", `mkdir -p ${rt}/bridge && cat > ${rt}/bridge/server.mjs`], { stdin: "x".repeat(30_000) });
     await exec("sh", ["-c", `mkdir -p ${rt}/q && nohup sh -c 'echo ready > ${rt}/q/ready.json; sleep 5' >/dev/null 2>&1 & echo $! > ${rt}/bridge.pid`]);
-    await exec("sh", ["-c", `test -f ${rt}/q/ready.json`]);
+    await exec("sh", ["-c", `i=0; while [ ! -f ${rt}/q/ready.json ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done; test -f ${rt}/q/ready.json`]);
     // The agent (stdin = the prompt) while the host polls the file bridge.
     const agent = exec("sh", ["-c", "cat >/dev/null; sleep 1; echo done"], { stdin: "the prompt" });
     for (let i = 0; i < 30; i += 1) await exec("sh", ["-c", `ls ${rt}/q/ >/dev/null; tail -c +1 ${rt}/q/ready.json >/dev/null`]);
