@@ -19,7 +19,7 @@ export interface CommandChannelOptions {
   idleMs?: number;
   /** The in-sandbox side must say hello within this (ms, default 30 s). */
   startTimeoutMs?: number;
-  /** A command must be acknowledged within this, or the channel is taken as hung (ms, default 15 s). */
+  /** A command must be acknowledged within this, or the channel is taken as hung (ms, default 10 s). */
   ackTimeoutMs?: number;
   /** Implementations to try in the sandbox, in order (default: node). */
   implementations?: readonly ChannelImplementation[];
@@ -76,7 +76,7 @@ export function setCommandChannelLog(log: ((message: string) => void) | undefine
   defaultLog = log;
 }
 
-const DEFAULTS = { idleMs: 60_000, startTimeoutMs: 30_000, ackTimeoutMs: 15_000, closeTimeoutMs: 10_000 };
+const DEFAULTS = { idleMs: 60_000, startTimeoutMs: 30_000, ackTimeoutMs: 10_000, closeTimeoutMs: 10_000 };
 /** Restart delays after a failed start or a break: 1 s doubling to 5 minutes. */
 const BACKOFF_BASE_MS = 1_000;
 const BACKOFF_MAX_MS = 5 * 60_000;
