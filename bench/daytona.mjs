@@ -144,6 +144,9 @@ try {
   emu.faults.clear();
   for (const lease of leases) await client.env.destroyLease({ ...base(), providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata }).catch(() => undefined);
   await client.shutdown().catch(() => undefined);
+  // Calls the emulator did not serve (no route, UNIMPLEMENTED, refused): a missing route shows here.
+  const unserved = emu.requests.unserved();
+  console.log(`unserved calls: ${unserved.length ? unserved.map((u) => `${u.count}x ${u.method} ${u.target} (${u.reason})`).join(", ") : "none"}`);
   const left = await emu.leftovers();
   await emu.close();
   fs.rmSync(scratch, { recursive: true, force: true });

@@ -252,6 +252,9 @@ try {
     }
   }
 } finally {
+  // Calls the emulator did not serve (no route, UNIMPLEMENTED, refused): a missing route shows here.
+  const unserved = emu.requests.unserved();
+  console.log(`unserved calls: ${unserved.length ? unserved.map((u) => `${u.count}x ${u.method} ${u.target} (${u.reason})`).join(", ") : "none"}`);
   const left = await emu.leftovers();
   await emu.close();
   fs.rmSync(scratch, { recursive: true, force: true });

@@ -81,6 +81,9 @@ async function measure(latencyMs) {
     return rows;
   } finally {
     emu.faults.clear();
+    // Calls the emulator did not serve (no route, UNIMPLEMENTED, refused): a missing route shows here.
+    const unserved = emu.requests.unserved();
+    console.log(`unserved calls: ${unserved.length ? unserved.map((u) => `${u.count}x ${u.method} ${u.target} (${u.reason})`).join(", ") : "none"}`);
     await emu.close();
     await fs.rm(host, { recursive: true, force: true });
   }

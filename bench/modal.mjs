@@ -230,6 +230,9 @@ try {
 } finally {
   emu.faults.clear();
   await client.shutdown?.().catch(() => undefined);
+  // Calls the emulator did not serve (no route, UNIMPLEMENTED, refused): a missing route shows here.
+  const unserved = emu.requests.unserved();
+  console.log(`unserved calls: ${unserved.length ? unserved.map((u) => `${u.count}x ${u.method} ${u.target} (${u.reason})`).join(", ") : "none"}`);
   await emu.close();
   fs.rmSync(scratch, { recursive: true, force: true });
 }

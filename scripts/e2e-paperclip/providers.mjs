@@ -279,8 +279,8 @@ PROVIDERS.push({
   driverKey: "novita",
   dir: "providers/novita",
   emulator: { start: startEnvdEmulator },
-  // The emulator's jail user has its home at /home/sandbox (Novita's is /home/user).
-  config: (ctx) => ({ apiKey: ctx.emulator.credentials.apiKey, apiUrl: ctx.emulator.url, sandboxUrl: ctx.emulator.url, requestedCwd: "/home/sandbox/paperclip-workspace" }),
+  // The emulator's sandbox user is Novita's own (`user`, home /home/user): its default workspace works.
+  config: (ctx) => ({ apiKey: ctx.emulator.credentials.apiKey, apiUrl: ctx.emulator.url, sandboxUrl: ctx.emulator.url, requestedCwd: "/home/user/paperclip-workspace" }),
   invalidConfig: { config: { timeoutMs: 9_999 }, error: /Sandbox timeout \(ms\): must be at least 10000/ },
   missingBackend: { config: { template: "paperclip-e2e-missing" }, diagnostic: /template 'paperclip-e2e-missing' not found/ },
   reuse: true,
@@ -290,14 +290,14 @@ PROVIDERS.push({
   leftovers: envdLeftovers,
   ui: (ctx) => ({
     // No key typed (a secret picker): the emulator refuses the Test's create with 401.
-    fill: { "API URL": ctx.emulator.url, "Sandbox URL": ctx.emulator.url, "Workspace directory": "/home/sandbox/paperclip-workspace" },
+    fill: { "API URL": ctx.emulator.url, "Sandbox URL": ctx.emulator.url, "Workspace directory": "/home/user/paperclip-workspace" },
     cleared: ["Domain", "Template"],
     probe: /^novita sandbox not usable: .*401/,
     saved: (config) => [
       ...expectEqual("domain", config.domain, undefined),
       ...expectEqual("template", config.template, "base"),
       ...expectEqual("apiUrl", config.apiUrl, ctx.emulator.url),
-      ...expectEqual("requestedCwd", config.requestedCwd, "/home/sandbox/paperclip-workspace"),
+      ...expectEqual("requestedCwd", config.requestedCwd, "/home/user/paperclip-workspace"),
     ],
   }),
 });

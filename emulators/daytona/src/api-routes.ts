@@ -66,15 +66,43 @@ export function registerApiRoutes(router: Router, deps: ApiDeps): void {
     );
   action("start", (record) => fleet.start(record));
   action("stop", (record) => fleet.stop(record));
+  action("pause", (record) => fleet.pause(record));
   action("archive", (record) => fleet.archive(record));
   action("last-activity", async (record) => fleet.touch(record));
+  action("recover", async (record) => {
+    // Only a sandbox in the error state can be recovered; the emulator's jails never need it otherwise.
+    if (record.state !== "error") throw new HttpError(400, "Sandbox is not in an error state");
+    record.errorReason = undefined;
+    record.state = "stopped";
+    await fleet.start(record);
+  });
+  action("resize", async (record, ctx) => {
+    const body = (await ctx.readJson<Record<string, unknown>>()) ?? {};
+    await fleet.resize(record, { cpu: optionalNumber(body, "cpu", 1), memory: optionalNumber(body, "memory", 1), disk: optionalNumber(body, "disk", 1) });
+  });
+  action("public/:isPublic", async (record, ctx) => {
+    if (ctx.params.isPublic !== "true" && ctx.params.isPublic !== "false") throw new HttpError(400, "isPublic must be true or false");
+    record.public = ctx.params.isPublic === "true";
+  });
   const interval = (path: string, min: number, apply: (record: SandboxRecord, value: number) => void) =>
     action(`${path}/:interval`, async (record, ctx) => {
       const value = Number(ctx.params.interval);
       if (!Number.isInteger(value) || value < min) throw new HttpError(400, `${path} interval: must be an integer >= ${min}`);
       apply(record, value);
     });
-  interval("autostop", 0, (record, value) => (record.autoStopInterval = value));
+  interval("autostop", 0, (record, value) => {
+    record.autoStopInterval = value;
+    if (value > 0) record.autoPauseInterval = 0; // the two are mutually exclusive
+  });
+  interval("autopause", 0, (record, value) => {
+    record.autoPauseInterval = value;
+    if (value > 0) record.autoStopInterval = 0;
+  });
+  action("ttl/:ttlMinutes", async (record, ctx) => {
+    const value = Number(ctx.params.ttlMinutes);
+    if (!Number.isInteger(value) || value < 0) throw new HttpError(400, "ttlMinutes must be an integer >= 0");
+    record.autoDestroyAt = value === 0 ? undefined : fleet.clock.now() + fleet.clock.duration(value * 60_000);
+  });
   interval("autoarchive", 0, (record, value) => (record.autoArchiveInterval = value));
   interval("autodelete", -1, (record, value) => (record.autoDeleteInterval = value));
 
@@ -138,6 +166,7 @@ function createRequest(body: Record<string, unknown> | undefined): CreateRequest
     throw new HttpError(400, "Cannot specify Sandbox resources when using a snapshot");
   }
   const autoStopInterval = optionalNumber(body, "autoStopInterval", 0);
+  const autoPauseInterval = optionalNumber(body, "autoPauseInterval", 0);
   const autoArchiveInterval = optionalNumber(body, "autoArchiveInterval", 0);
   const autoDeleteInterval = optionalNumber(body, "autoDeleteInterval", -1);
   const ttlMinutes = optionalNumber(body, "ttlMinutes", 0);
@@ -150,6 +179,8 @@ function createRequest(body: Record<string, unknown> | undefined): CreateRequest
     ...(typeof body.target === "string" && body.target !== "" ? { target: body.target } : {}),
     ...Object.fromEntries(Object.entries(resources).filter(([, value]) => value !== undefined)),
     ...(autoStopInterval === undefined ? {} : { autoStopInterval }),
+    ...(autoPauseInterval === undefined ? {} : { autoPauseInterval }),
+    ...(typeof body.public === "boolean" ? { public: body.public } : {}),
     ...(autoArchiveInterval === undefined ? {} : { autoArchiveInterval }),
     ...(autoDeleteInterval === undefined ? {} : { autoDeleteInterval }),
     ...(ttlMinutes === undefined ? {} : { ttlMinutes }),

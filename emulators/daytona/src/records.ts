@@ -12,6 +12,10 @@ export type SandboxState =
   | "restoring"
   | "destroying"
   | "destroyed"
+  | "pausing"
+  | "paused"
+  | "resuming"
+  | "resizing"
   | "error";
 
 /** One sandbox as the control plane keeps it; `jail` is its backend sandbox (real processes and files). */
@@ -34,6 +38,9 @@ export interface SandboxRecord {
   errorReason: string | undefined;
   /** Minutes; 0 disables auto-stop. */
   autoStopInterval: number;
+  /** Minutes; 0 disables auto-pause (exclusive with auto-stop). */
+  autoPauseInterval: number;
+  public: boolean;
   /** Minutes after stopping; 0 means the maximum. */
   autoArchiveInterval: number;
   /** Minutes after stopping; negative disables, 0 deletes on stop. */
@@ -41,6 +48,8 @@ export interface SandboxRecord {
   /** Epoch ms of the TTL (`ttlMinutes`), when one is set. */
   autoDestroyAt: number | undefined;
   createdAt: number;
+  /** Real epoch ms the record was made: `maxLifetimeMs` counts from here whatever the vendor clock says. */
+  jailBornAt: number;
   updatedAt: number;
   lastActivityAt: number;
   /** When it last stopped (epoch ms): the archive and delete intervals count from here. */
@@ -55,9 +64,9 @@ export interface SandboxRecord {
 }
 
 /** States that hold CPU and memory of the organization's quota. */
-export const RUNNING_STATES: ReadonlySet<SandboxState> = new Set(["creating", "starting", "restoring", "started", "stopping"]);
+export const RUNNING_STATES: ReadonlySet<SandboxState> = new Set(["creating", "starting", "restoring", "started", "stopping", "pausing", "paused", "resuming", "resizing"]);
 /** States whose disk still counts (everything but archived and gone). */
-export const DISK_STATES: ReadonlySet<SandboxState> = new Set(["creating", "starting", "restoring", "started", "stopping", "stopped", "archiving", "error"]);
+export const DISK_STATES: ReadonlySet<SandboxState> = new Set(["creating", "starting", "restoring", "started", "stopping", "stopped", "archiving", "pausing", "paused", "resuming", "resizing", "error"]);
 
 const ISO = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
 
@@ -80,7 +89,7 @@ export function sandboxListItem(record: SandboxRecord, toolboxProxyUrl: string):
     ...(record.snapshot === undefined ? {} : { snapshot: record.snapshot }),
     user: record.user,
     labels: { ...record.labels },
-    public: false,
+    public: record.public,
     networkBlockAll: false,
     target: record.target,
     cpu: record.cpu,
@@ -91,14 +100,15 @@ export function sandboxListItem(record: SandboxRecord, toolboxProxyUrl: string):
     desiredState: desiredState(record.state),
     ...(record.errorReason === undefined ? {} : { errorReason: record.errorReason, recoverable: false }),
     autoStopInterval: record.autoStopInterval,
-    autoPauseInterval: 0,
+    autoPauseInterval: record.autoPauseInterval,
     autoArchiveInterval: record.autoArchiveInterval,
     autoDeleteInterval: record.autoDeleteInterval,
     ...(record.autoDestroyAt === undefined ? {} : { autoDestroyAt: ISO(record.autoDestroyAt) }),
     createdAt: ISO(record.createdAt),
     updatedAt: ISO(record.updatedAt),
     lastActivityAt: ISO(record.lastActivityAt),
-    sandboxClass: "container",
+    // Paused sandboxes keep their memory (the jail is frozen): what Daytona offers its VM class.
+    sandboxClass: "linux-vm",
     daemonVersion: "emulator",
     toolboxProxyUrl,
   };
@@ -109,8 +119,13 @@ function desiredState(state: SandboxState): string {
     case "creating":
     case "starting":
     case "restoring":
+    case "resuming":
+    case "resizing":
     case "started":
       return "started";
+    case "pausing":
+    case "paused":
+      return "paused";
     case "stopping":
     case "stopped":
       return "stopped";

@@ -107,7 +107,7 @@ export function registerSessionRoutes(router: Router, deps: SessionDeps): Sessio
       const body = (await ctx.readJson<{ command?: unknown; runAsync?: unknown; async?: unknown; envs?: unknown }>()) ?? {};
       if (typeof body.command !== "string" || body.command === "") throw new HttpError(400, "command: must be a non-empty string", { code: "INVALID_REQUEST_BODY" });
       const envs = checkEnvs(body.envs);
-      const handle = await jail.exec({ script: body.command, cwd: WORK_DIR, detached: true, outputLimitBytes: OUTPUT_LIMIT, ...(envs ? { env: envs } : {}) });
+      const handle = await jail.exec({ script: body.command, cwd: WORK_DIR, detached: true, stdin: true, outputLimitBytes: OUTPUT_LIMIT, ...(envs ? { env: envs } : {}) });
       const command: SessionCommand = { id: randomUUID(), command: body.command, handle, exitCode: undefined };
       session.commands.set(command.id, command);
       // The starting connection stays until the command ends; reads and streams re-attach by pid.
@@ -124,6 +124,33 @@ export function registerSessionRoutes(router: Router, deps: SessionDeps): Sessio
     },
     opts,
   );
+  router.post(
+    "/toolbox/:sandboxId/process/session/:sessionId/command/:commandId/input",
+    async (ctx) => {
+      const { record, jail } = target(ctx);
+      const command = commandOf(sessionOf(bootKey(record), ctx.params.sessionId!), ctx.params.commandId!);
+      const body = await ctx.readJson<{ data?: unknown }>();
+      if (typeof body?.data !== "string") throw new HttpError(400, "data: must be a string", { code: "INVALID_REQUEST_BODY" });
+      if (command.exitCode !== undefined) throw new HttpError(410, `command ${command.id} has already completed`, { code: "COMMAND_ALREADY_COMPLETED" });
+      const handle = await reattach(jail, command);
+      try {
+        await handle.write(Buffer.from(body.data, "utf8"));
+      } finally {
+        handle.close();
+      }
+      ctx.send(200);
+    },
+    opts,
+  );
+  // The sandbox's entrypoint runs as the image's: these sandboxes have none to report.
+  router.get("/toolbox/:sandboxId/process/session/entrypoint", (ctx) => {
+    target(ctx);
+    throw new HttpError(404, "session entrypoint not found", { code: "NOT_FOUND" });
+  }, opts);
+  router.get("/toolbox/:sandboxId/process/session/entrypoint/logs", (ctx) => {
+    target(ctx);
+    throw new HttpError(404, "session entrypoint not found", { code: "NOT_FOUND" });
+  }, opts);
   router.get("/toolbox/:sandboxId/process/session/:sessionId/command/:commandId", (ctx) => {
     const { record } = target(ctx);
     return view(commandOf(sessionOf(bootKey(record), ctx.params.sessionId!), ctx.params.commandId!));

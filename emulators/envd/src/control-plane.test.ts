@@ -1,16 +1,16 @@
 // The control plane as both real SDKs see it: create (e2b v2, Novita v1), info, list by metadata
 // with paging, timeouts on a compressed clock, pause/connect, kill, and the error answers the SDKs
 // branch on.
-import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import * as e2b from "e2b";
 import * as novita from "novita-sandbox";
-import { runEmulator } from "@paperclip-sandbox/emulator-kit";
+import { createManualClock, runEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "./index.js";
 
 const emu = await runEmulator(emulator, { options: { maxSandboxes: 6 } });
-// 100 emulated seconds per real second: a 10 s timeout lasts 100 ms.
-const fast = await runEmulator(emulator, { options: { timeScale: 100 } });
+// The sandbox timeouts run on a clock the tests move by hand: no real-clock window.
+const clock = createManualClock();
+const fast = await runEmulator(emulator, { options: { clock } });
 afterAll(async () => {
   await emu.close();
   await fast.close();
@@ -63,7 +63,7 @@ describe("control plane (e2b SDK)", () => {
     try {
       // Replaced by a rename, so a read never meets the file truncated mid-write.
       const counter = await sbx.commands.run("i=0; while :; do i=$((i+1)); echo $i > /tmp/n.new; mv /tmp/n.new /tmp/n; sleep 0.05; done", { background: true });
-      await sleep(300);
+      await vi.waitFor(() => sbx.files.read("/tmp/n"));
       expect(await sbx.pause()).toBe(true);
       expect(await sbx.pause()).toBe(false);
       await expect(counter.wait()).rejects.toThrow(); // its stream broke with the pause
@@ -73,9 +73,8 @@ describe("control plane (e2b SDK)", () => {
       expect((await e2b.Sandbox.getInfo(sbx.sandboxId, opts())).state).toBe("paused");
       const again = await e2b.Sandbox.connect(sbx.sandboxId, opts());
       const before = Number((await again.files.read("/tmp/n")).trim());
-      await sleep(300);
-      const after = Number((await again.files.read("/tmp/n")).trim());
-      expect(after).toBeGreaterThan(before);
+      // Resumed, not restarted: it counts on from where it was.
+      await vi.waitFor(async () => expect(Number((await again.files.read("/tmp/n")).trim())).toBeGreaterThan(before));
       expect((await again.commands.list()).map((p) => p.pid)).toContain(counter.pid);
     } finally {
       await e2b.Sandbox.kill(sbx.sandboxId, opts());
@@ -104,31 +103,32 @@ describe("control plane (e2b SDK)", () => {
   });
 });
 
-describe("sandbox timeouts on a compressed clock", () => {
+describe("sandbox timeouts on the vendor clock", () => {
   it("a sandbox is killed at its timeout; setTimeout moves it from now", async () => {
-    const sbx = await e2b.Sandbox.create("base", { ...opts(fast), timeoutMs: 30_000 }); // 300 ms real
-    await sbx.setTimeout(60_000); // 600 ms real from now
-    await sleep(350);
+    const sbx = await e2b.Sandbox.create("base", { ...opts(fast), timeoutMs: 30_000 });
+    await clock.advance(10_000);
+    await sbx.setTimeout(60_000); // from now: 60 s, past the first 30 s
+    await clock.advance(35_000);
     expect(await sbx.isRunning()).toBe(true);
-    await sleep(500);
+    expect((await sbx.getInfo()).endAt.getTime()).toBe(clock.now() + 25_000);
+    await clock.advance(25_000);
     await expect(sbx.getInfo()).rejects.toMatchObject({ name: "SandboxNotFoundError" });
     expect(await fast.leftovers()).toEqual([]);
   });
 
   it("connect() extends a running sandbox's timeout but never shortens it; on a paused one it resets the timeout (300 s by default)", async () => {
-    const sbx = await e2b.Sandbox.create("base", { ...opts(), timeoutMs: 900_000 });
+    const sbx = await e2b.Sandbox.create("base", { ...opts(fast), timeoutMs: 900_000 });
     try {
       const created = (await sbx.getInfo()).endAt.getTime();
-      await e2b.Sandbox.connect(sbx.sandboxId, { ...opts(), timeoutMs: 60_000 });
+      expect(created).toBe(clock.now() + 900_000);
+      await e2b.Sandbox.connect(sbx.sandboxId, { ...opts(fast), timeoutMs: 60_000 });
       expect((await sbx.getInfo()).endAt.getTime()).toBe(created);
-      await e2b.Sandbox.connect(sbx.sandboxId, { ...opts(), timeoutMs: 1_200_000 });
-      expect((await sbx.getInfo()).endAt.getTime()).toBeGreaterThan(created);
+      await e2b.Sandbox.connect(sbx.sandboxId, { ...opts(fast), timeoutMs: 1_200_000 });
+      expect((await sbx.getInfo()).endAt.getTime()).toBe(clock.now() + 1_200_000);
       await sbx.pause();
       // The SDK sends no timeout: the resumed sandbox gets 300 s, whatever it had before.
-      await e2b.Sandbox.connect(sbx.sandboxId, opts());
-      const resumed = await sbx.getInfo();
-      expect(resumed.endAt.getTime() - Date.now()).toBeLessThanOrEqual(300_000);
-      expect(resumed.endAt.getTime() - Date.now()).toBeGreaterThan(295_000);
+      await e2b.Sandbox.connect(sbx.sandboxId, opts(fast));
+      expect((await sbx.getInfo()).endAt.getTime()).toBe(clock.now() + 300_000);
     } finally {
       await sbx.kill();
     }
@@ -136,8 +136,10 @@ describe("sandbox timeouts on a compressed clock", () => {
 
   it("with autoPause (Novita's lifecycle onTimeout: pause) a timed-out sandbox is paused, not killed", async () => {
     const sbx = await novita.Sandbox.create("base", { ...opts(fast), timeoutMs: 20_000, lifecycle: { onTimeout: "pause" } });
-    await sleep(600);
-    expect((await novita.Sandbox.getInfo(sbx.sandboxId, opts(fast))).state).toBe("paused");
+    await clock.advance(19_999);
+    expect((await novita.Sandbox.getInfo(sbx.sandboxId, opts(fast))).state).toBe("running");
+    await clock.advance(1);
+    await vi.waitFor(async () => expect((await novita.Sandbox.getInfo(sbx.sandboxId, opts(fast))).state).toBe("paused"));
     await novita.Sandbox.kill(sbx.sandboxId, opts(fast));
   });
 });

@@ -116,6 +116,28 @@ export function controlPlaneRoutes(router: Router, deps: { sandboxes: SandboxReg
   router.post("/v2/sandboxes/:id/connect", (ctx) => connect(ctx, true));
   router.post("/sandboxes/:id/connect", (ctx) => connect(ctx, false));
 
+  // The older resume: a paused sandbox only (409 when it runs), the timeout from now (default 300 s).
+  router.post("/sandboxes/:id/resume", async (ctx) => {
+    auth(ctx);
+    const body = ((await ctx.readJson<{ timeout?: unknown }>()) ?? {}) as { timeout?: unknown };
+    const seconds = timeoutOf(body.timeout, DEFAULT_TIMEOUT_SECONDS);
+    const current = sandboxes.get(ctx.params.id!);
+    if (!current) throw notFound(ctx.params.id!);
+    if (current.state === "running") throw new HttpError(409, `sandbox ${ctx.params.id} is already running`);
+    const outcome = await sandboxes.connect(ctx.params.id!, seconds);
+    if (!outcome) throw notFound(ctx.params.id!);
+    ctx.sendJson(201, sandboxView(outcome.sandbox, options));
+  });
+
+  // Keep-alive: the sandbox lives at least `duration` seconds more (default 60), never shortened.
+  router.post("/sandboxes/:id/refreshes", async (ctx) => {
+    auth(ctx);
+    const body = ((await ctx.readJson<{ duration?: unknown }>()) ?? {}) as { duration?: unknown };
+    const seconds = timeoutOf(body.duration, 60);
+    if (!(await sandboxes.refresh(ctx.params.id!, seconds))) throw notFound(ctx.params.id!);
+    ctx.send(204);
+  });
+
   router.delete("/sandboxes/:id", async (ctx) => {
     auth(ctx);
     if (!(await sandboxes.kill(ctx.params.id!))) throw notFound(ctx.params.id!);

@@ -1,7 +1,6 @@
 import { posix } from "node:path";
 import { HttpError, type HttpContext } from "@paperclip-sandbox/emulator-kit";
-import { SANDBOX_PATHS } from "@paperclip-sandbox/sandbox-backend";
-import type { EnvdSandbox, SandboxRegistry } from "./sandboxes.js";
+import { ENVD_USER, type EnvdSandbox, type SandboxRegistry } from "./sandboxes.js";
 
 /** Which SDK family is calling: Novita's fork names its headers and has an older filesystem schema. */
 export type Dialect = "e2b" | "novita";
@@ -11,8 +10,8 @@ export interface EnvdTarget {
   dialect: Dialect;
 }
 
-/** The sandbox user's home in the jail: where envd resolves relative paths and starts commands. */
-export const SANDBOX_HOME = SANDBOX_PATHS.home;
+/** The sandbox user's home (E2B's `user`: `/home/user`): where envd resolves relative paths and starts commands. */
+export const SANDBOX_HOME = ENVD_USER.home;
 
 /**
  * The sandbox an envd call is for. With a sandbox URL override every sandbox shares one origin, so
@@ -45,11 +44,11 @@ export function noDelay(ctx: HttpContext): void {
 
 /**
  * The user named by `Authorization: Basic base64(user:)` or `?username=`. Every process runs as the
- * jail's one user, so only the default names are accepted; root and others are refused plainly.
+ * jail's one user, E2B's default `user`; root and others are refused plainly (an emulator limit).
  */
 export function checkUser(name: string | undefined): void {
-  if (name === undefined || name === "" || name === "user" || name === "sandbox") return;
-  throw new HttpError(403, `user ${JSON.stringify(name)} is not available: the emulator runs everything as the sandbox user`);
+  if (name === undefined || name === "" || name === ENVD_USER.name) return;
+  throw new HttpError(403, `user ${JSON.stringify(name)} is not available: the emulator runs everything as ${JSON.stringify(ENVD_USER.name)}`);
 }
 
 export function userFromAuthorization(header: string | undefined): string | undefined {

@@ -108,7 +108,22 @@ describe("process service", () => {
   it("a missing cwd is invalid_argument; processes start in the user's home with HOME, USER and the sandbox env", async () => {
     await expect(sbx.commands.run("true", { cwd: "/no/such/dir" })).rejects.toMatchObject({ name: "InvalidArgumentError", message: expect.stringContaining("cwd '/no/such/dir' does not exist") });
     const env = await sbx.commands.run('pwd; echo "$HOME $USER"');
-    expect(env.stdout).toBe(`${SANDBOX_HOME}\n${SANDBOX_HOME} sandbox\n`);
+    expect(env.stdout).toBe(`${SANDBOX_HOME}\n${SANDBOX_HOME} user\n`);
+  });
+
+  it("the sandbox user is E2B's `user` with a writable /home/user, the path clients write to", async () => {
+    const who = await sbx.commands.run("whoami; id -u; pwd; echo $HOME; touch /home/user/made && ls /home/user/made");
+    expect(who.stdout).toBe("user\n1000\n/home/user\n/home/user\n/home/user/made\n");
+    await sbx.files.write("/home/user/project/notes.txt", "kept");
+    expect(await sbx.files.read("project/notes.txt")).toBe("kept"); // relative: from the home
+    expect((await sbx.files.getInfo("/home/user/project/notes.txt")).owner).toBe("user");
+  });
+
+  it("an argument over Linux's per-argument limit fails as execve does: argument list too long (E2BIG)", async () => {
+    const huge = `echo ${"x".repeat(200 * 1024)}`;
+    await expect(sbx.commands.run(huge)).rejects.toMatchObject({ name: "InvalidArgumentError", message: expect.stringContaining("fork/exec /bin/sh: argument list too long") });
+    // Just under the limit still runs.
+    expect((await sbx.commands.run(`printf %s ${"y".repeat(100 * 1024)} | wc -c`)).stdout).toBe(`${100 * 1024}\n`);
   });
 
   it("refuses envd calls without the sandbox's access token", async () => {

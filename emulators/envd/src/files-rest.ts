@@ -20,6 +20,12 @@ export function filesRoutes(router: Router, sandboxes: SandboxRegistry): void {
     ctx.send(204);
   });
 
+  // The sandbox's environment variables (the create's envVars), as envd reports them.
+  router.get("/envs", (ctx) => {
+    const { sandbox } = envdTarget(ctx, sandboxes);
+    return { ...sandbox.envVars };
+  });
+
   router.get("/files", async (ctx) => {
     const { sandbox } = envdTarget(ctx, sandboxes);
     checkUser(ctx.query.get("username") ?? userFromAuthorization(ctx.header("authorization")));

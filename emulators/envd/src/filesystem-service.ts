@@ -1,4 +1,4 @@
-import { ConnectError, connectUnary, type Router } from "@paperclip-sandbox/emulator-kit";
+import { ConnectError, connectServerStream, connectUnary, type Router } from "@paperclip-sandbox/emulator-kit";
 import { SandboxFileError } from "@paperclip-sandbox/sandbox-backend";
 import { entryInfo } from "./entry-info.js";
 import { checkUser, envdTarget, resolveSandboxPath, userFromAuthorization } from "./envd-access.js";
@@ -58,9 +58,13 @@ export function filesystemRoutes(router: Router, sandboxes: SandboxRegistry): vo
     return {};
   });
 
-  for (const method of ["WatchDir", "CreateWatcher", "GetWatcherEvents", "RemoveWatcher"]) {
+  // WatchDir is a server stream; the other three are unary.
+  connectServerStream<object, object>(router, "/filesystem.Filesystem/WatchDir", () => {
+    throw new ConnectError("unimplemented", "emulator limit: filesystem watchers are not emulated (no inotify bridge into the jails)");
+  });
+  for (const method of ["CreateWatcher", "GetWatcherEvents", "RemoveWatcher"]) {
     connectUnary<object, object>(router, `/filesystem.Filesystem/${method}`, () => {
-      throw new ConnectError("unimplemented", "filesystem watchers are not emulated");
+      throw new ConnectError("unimplemented", "emulator limit: filesystem watchers are not emulated (no inotify bridge into the jails)");
     });
   }
 }

@@ -1,7 +1,6 @@
-import { mkdtemp, rm } from "node:fs/promises";
-import { createRouter, type EmulatorDefinition, type ErrorEnvelope } from "@paperclip-sandbox/emulator-kit";
-import { createSandboxBackend } from "@paperclip-sandbox/sandbox-backend";
+import { createRouter, createVendorClock, requireApiKey, type EmulatorDefinition, type ErrorEnvelope } from "@paperclip-sandbox/emulator-kit";
 import { controlPlaneRoutes } from "./control-plane.js";
+import { refusalRoutes } from "./coverage.js";
 import { filesRoutes } from "./files-rest.js";
 import { filesystemRoutes } from "./filesystem-service.js";
 import { resolveEnvdOptions, type EnvdEmulatorOptions } from "./options.js";
@@ -10,6 +9,8 @@ import { SandboxRegistry } from "./sandboxes.js";
 
 export type { EnvdEmulatorOptions } from "./options.js";
 export { SANDBOX_HOME } from "./envd-access.js";
+export { ENVD_USER } from "./sandboxes.js";
+export { ENVD_COVERAGE } from "./coverage.js";
 
 /** E2B's error body: the numeric status again in `code` (both SDKs test `error.code === 404`). */
 const envdErrorEnvelope: ErrorEnvelope = ({ status, message }) => ({ code: status, message });
@@ -26,14 +27,13 @@ export const emulator: EmulatorDefinition<EnvdEmulatorOptions> = {
   async start(kit, raw) {
     const options = resolveEnvdOptions(raw ?? {});
     const apiKey = options.apiKey ?? kit.credential("e2b_");
-    // Short: the jails' socket paths live under it and must fit in 107 bytes.
-    const stateDir = await mkdtemp("/tmp/envd-");
-    kit.onClose(() => rm(stateDir, { recursive: true, force: true }));
-    const backend = createSandboxBackend({ stateDir });
-    kit.onClose(() => backend.close());
-    const sandboxes = new SandboxRegistry(backend, options);
+    const { backend, stateDir } = await kit.backend();
+    const clock = options.clock ?? createVendorClock({ timeScale: options.timeScale });
+    const sandboxes = new SandboxRegistry(backend, options, clock);
 
     const router = createRouter({ errorEnvelope: envdErrorEnvelope, bodyLimit: 1024 * 1024 });
+    // Refusals first: `/sandboxes/metrics` would otherwise be taken for a sandbox id.
+    refusalRoutes(router, (ctx) => void requireApiKey(ctx, { header: "x-api-key", accept: [apiKey], missingMessage: "missing API key (X-API-KEY)", invalidMessage: "invalid API key" }));
     controlPlaneRoutes(router, { sandboxes, options, apiKey });
     filesRoutes(router, sandboxes);
     processRoutes(router, sandboxes);

@@ -1,12 +1,16 @@
+import { checkTimeScale, type VendorClock } from "@paperclip-sandbox/emulator-kit";
+
 /** What a test (or the CLI) can tune about the emulated control plane. */
 export interface EnvdEmulatorOptions {
   /**
-   * How many emulated milliseconds pass per real millisecond for sandbox timeouts (default 1). With
-   * 100, a sandbox created with `timeout: 300` (seconds) ends after 3 real seconds; `endAt` reports
-   * that real instant, so SDK callers and the emulator agree on it.
+   * Vendor milliseconds per real millisecond, the kit's one meaning (default 1). With 100, a sandbox
+   * created with `timeout: 300` (seconds) ends after 3 real seconds; `endAt` reports that real
+   * instant, so SDK callers and the emulator agree on it.
    */
   timeScale?: number;
-  /** How long a paused sandbox is kept before it is deleted (real ms; default 1 hour). */
+  /** The vendor clock itself (a test's `createManualClock()`); `timeScale` is then the clock's. */
+  clock?: VendorClock;
+  /** How long a paused sandbox is kept before it is deleted (vendor ms; default 1 hour). */
   pausedRetentionMs?: number;
   /** Live (running or paused) sandboxes at once; a create past it is the vendor's 429 quota error (default 20). */
   maxSandboxes?: number;
@@ -22,6 +26,7 @@ export interface EnvdEmulatorOptions {
 
 export interface ResolvedEnvdOptions {
   timeScale: number;
+  clock: VendorClock | undefined;
   pausedRetentionMs: number;
   maxSandboxes: number;
   templates: ReadonlySet<string>;
@@ -31,8 +36,7 @@ export interface ResolvedEnvdOptions {
 }
 
 export function resolveEnvdOptions(options: EnvdEmulatorOptions): ResolvedEnvdOptions {
-  const timeScale = options.timeScale ?? 1;
-  if (!(Number.isFinite(timeScale) && timeScale > 0)) throw new TypeError(`timeScale: must be a positive number (got ${String(options.timeScale)})`);
+  const timeScale = options.clock?.timeScale ?? checkTimeScale(options.timeScale);
   const pausedRetentionMs = options.pausedRetentionMs ?? 60 * 60_000;
   if (!(Number.isInteger(pausedRetentionMs) && pausedRetentionMs >= 1_000)) throw new TypeError(`pausedRetentionMs: must be an integer of at least 1000 (got ${String(options.pausedRetentionMs)})`);
   const maxSandboxes = options.maxSandboxes ?? 20;
@@ -43,5 +47,5 @@ export function resolveEnvdOptions(options: EnvdEmulatorOptions): ResolvedEnvdOp
   if (!/^\d+\.\d+\.\d+$/.test(envdVersion)) throw new TypeError(`envdVersion: must look like 1.2.3 (got ${JSON.stringify(envdVersion)})`);
   const port = options.port ?? 0;
   if (!(Number.isInteger(port) && port >= 0 && port <= 65_535)) throw new TypeError(`port: must be 0..65535 (got ${String(options.port)})`);
-  return { timeScale, pausedRetentionMs, maxSandboxes, templates: new Set(templates), envdVersion, apiKey: options.apiKey, port };
+  return { timeScale, clock: options.clock, pausedRetentionMs, maxSandboxes, templates: new Set(templates), envdVersion, apiKey: options.apiKey, port };
 }

@@ -313,6 +313,10 @@ async function startError(error: unknown, sandbox: EnvdSandbox, cwd: string, con
     if (!cwdExists) return new ConnectError("invalid_argument", `cwd '${cwd}' does not exist`);
     return new ConnectError("invalid_argument", `error starting process '${[config.cmd, ...config.args].join(" ")}': exec: no such file or directory`);
   }
+  // envd starts every command through /bin/sh (its OOM/nice wrapper): execve's E2BIG comes from there.
+  if (error instanceof SandboxError && error.code === "E2BIG") {
+    return new ConnectError("invalid_argument", `error starting process '${[config.cmd, ...config.args].join(" ")}': fork/exec /bin/sh: argument list too long`);
+  }
   if (error instanceof SandboxError) return new ConnectError("invalid_argument", `error starting process: ${error.message}`);
   return error;
 }

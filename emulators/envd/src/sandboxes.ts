@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { createSerial, type VendorClock } from "@paperclip-sandbox/emulator-kit";
 import type { Sandbox as Jail, SandboxBackend } from "@paperclip-sandbox/sandbox-backend";
 import type { ResolvedEnvdOptions } from "./options.js";
 import { ProcessTable } from "./process-table.js";
@@ -42,8 +43,8 @@ export type ConnectOutcome = { sandbox: EnvdSandbox; resumed: boolean };
 
 /** The backend's own expiry trails the emulated one: it only matters if the emulator dies. */
 const BACKSTOP_MS = 10_000;
-/** setTimeout's limit; longer deadlines are re-armed. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
+/** E2B's sandbox user: commands start in its home, relative paths resolve there, files are its own. */
+export const ENVD_USER = { name: "user", home: "/home/user" } as const;
 
 /**
  * The emulated sandboxes and their lifecycle: create, timeout (kill, or pause with autoPause), pause
@@ -53,19 +54,23 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  */
 export class SandboxRegistry {
   private readonly sandboxes = new Map<string, EnvdSandbox>();
-  private readonly timers = new Map<string, NodeJS.Timeout>();
-  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly timers = new Map<string, () => void>();
+  private readonly locked = createSerial();
   private closed = false;
 
   constructor(
     private readonly backend: SandboxBackend,
     private readonly options: ResolvedEnvdOptions,
-    private readonly now: () => number = Date.now,
+    private readonly clock: VendorClock,
   ) {}
 
-  /** Real milliseconds an emulated timeout of `seconds` lasts. */
+  private now(): number {
+    return this.clock.now();
+  }
+
+  /** How long (on the clock's time line) an emulated timeout of `seconds` lasts. */
   scaled(seconds: number): number {
-    return Math.max(1, Math.round((seconds * 1000) / this.options.timeScale));
+    return Math.max(1, this.clock.duration(seconds * 1000));
   }
 
   get(id: string): EnvdSandbox | undefined {
@@ -88,7 +93,8 @@ export class SandboxRegistry {
     const jail = await this.backend.create({
       id,
       env: input.envVars,
-      expiresAt: endAt + BACKSTOP_MS,
+      user: ENVD_USER,
+      expiresAt: this.clock.realDeadline(endAt) + BACKSTOP_MS,
       // envd's sandboxes reach the internet unless told otherwise; the emulator's never do (no egress grant).
       egress: { allowFqdns: [], allowCidrs: [] },
       labels: {},
@@ -152,6 +158,17 @@ export class SandboxRegistry {
     });
   }
 
+  /** `refreshes`: a running sandbox lives at least `seconds` more from now (never shortened). */
+  refresh(id: string, seconds: number): Promise<EnvdSandbox | undefined> {
+    return this.locked(id, async () => {
+      const sandbox = this.sandboxes.get(id);
+      if (!sandbox || sandbox.state !== "running") return undefined;
+      const wanted = this.now() + this.scaled(seconds);
+      if (wanted > sandbox.endAt) await this.moveEnd(sandbox, wanted);
+      return sandbox;
+    });
+  }
+
   /** `pause`: "paused", "already" (409), or undefined when there is no such sandbox. */
   pause(id: string): Promise<"paused" | "already" | undefined> {
     return this.locked(id, async () => {
@@ -184,8 +201,8 @@ export class SandboxRegistry {
     await sandbox.jail.freeze();
     sandbox.state = "paused";
     // E2B keeps a paused sandbox's snapshot; its timeout does not run while paused.
-    sandbox.pausedUntil = this.now() + this.options.pausedRetentionMs;
-    await sandbox.jail.extendTtl(sandbox.pausedUntil + BACKSTOP_MS);
+    sandbox.pausedUntil = this.now() + this.clock.duration(this.options.pausedRetentionMs);
+    await sandbox.jail.extendTtl(this.clock.realDeadline(sandbox.pausedUntil) + BACKSTOP_MS);
     this.arm(sandbox);
   }
 
@@ -199,21 +216,18 @@ export class SandboxRegistry {
 
   private async moveEnd(sandbox: EnvdSandbox, endAt: number): Promise<void> {
     sandbox.endAt = endAt;
-    await sandbox.jail.extendTtl(endAt + BACKSTOP_MS);
+    await sandbox.jail.extendTtl(this.clock.realDeadline(endAt) + BACKSTOP_MS);
     this.arm(sandbox);
   }
 
   private arm(sandbox: EnvdSandbox): void {
     this.disarm(sandbox.id);
     const at = sandbox.state === "running" ? sandbox.endAt : (sandbox.pausedUntil ?? sandbox.endAt);
-    const timer = setTimeout(() => void this.onDeadline(sandbox.id), Math.min(MAX_TIMER_MS, Math.max(0, at - this.now())));
-    timer.unref();
-    this.timers.set(sandbox.id, timer);
+    this.timers.set(sandbox.id, this.clock.at(at, () => void this.onDeadline(sandbox.id)));
   }
 
   private disarm(id: string): void {
-    const timer = this.timers.get(id);
-    if (timer) clearTimeout(timer);
+    this.timers.get(id)?.();
     this.timers.delete(id);
   }
 
@@ -233,17 +247,6 @@ export class SandboxRegistry {
     }).catch((error: unknown) => {
       process.stderr.write(`[emulator envd] timeout of sandbox ${id} failed: ${(error as Error).message}\n`);
     });
-  }
-
-  private locked<T>(id: string, work: () => Promise<T>): Promise<T> {
-    const previous = this.locks.get(id) ?? Promise.resolve();
-    const next = previous.then(work, work);
-    const settled = next.catch(() => undefined);
-    this.locks.set(id, settled);
-    void settled.then(() => {
-      if (this.locks.get(id) === settled) this.locks.delete(id);
-    });
-    return next;
   }
 }
 

@@ -11,11 +11,8 @@
  *   POST   /v1/sandboxes/:id/exec        {script, stdin? (base64), timeoutMs?} -> {exitCode, stdout, stderr (base64), timedOut}
  * Every route but /health needs `Authorization: Bearer <token>`.
  */
-import fs from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
 import { HttpError, createRouter, requireBearer, type EmulatorDefinition, type HttpContext } from "@paperclip-sandbox/emulator-kit";
-import { createSandboxBackend, type Sandbox } from "@paperclip-sandbox/sandbox-backend";
+import type { Sandbox } from "@paperclip-sandbox/sandbox-backend";
 
 export interface ExampleEmulatorOptions {
   /** Port to listen on (default: any free port). */
@@ -31,13 +28,11 @@ export const emulator: EmulatorDefinition<ExampleEmulatorOptions> = {
   description: "A made-up vendor API (REST, bearer token) whose sandboxes are bubblewrap jails: the emulator pattern in ~100 lines",
   async start(kit, options) {
     const token = kit.credential("ex_");
-    // A short state dir: sandbox sockets must fit in 107 bytes.
-    const stateDir = await fs.mkdtemp(path.join(os.tmpdir(), "emu-ex-"));
-    const backend = createSandboxBackend({ stateDir });
+    // The kit's bootstrap: a short state dir (0711 under root), closed and removed with the emulator.
+    const { backend } = await kit.backend({ prefix: "emu-ex" });
+    // Registered after backend(): runs before it closes (last registered first).
     kit.onClose(async () => {
       for (const sandbox of await backend.list()) await backend.destroy(sandbox.id).catch(() => undefined);
-      await backend.close();
-      await fs.rm(stateDir, { recursive: true, force: true });
     });
 
     const router = createRouter({ errorEnvelope: exampleErrors });

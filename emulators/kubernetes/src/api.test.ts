@@ -1,7 +1,7 @@
 // The test server seen through the real client-node: watch, selectors, optimistic concurrency,
 // foreground deletion through owner references, exec's status channel and v5 half-close.
 import { PassThrough } from "node:stream";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import * as k8s from "@kubernetes/client-node";
 import { runEmulator, type RunningEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "./index.js";
@@ -65,8 +65,8 @@ describe("kubernetes test server", () => {
     stdin.end("abc");
     const status = await new Promise<k8s.V1Status>((resolve) => void new k8s.Exec(kc).exec("t", "p", "c", ["sh", "-c", "wc -c; exit 7"], stdout, null, stdin, false, resolve));
     expect(status).toMatchObject({ status: "Failure", reason: "NonZeroExitCode", details: { causes: [{ reason: "ExitCode", message: "7" }] } });
-    await new Promise((r) => setTimeout(r, 50));
-    expect(out.trim()).toBe("3");
+    // Every output frame left before the status frame; the client's stream delivers them in its own time.
+    await vi.waitFor(() => expect(out.trim()).toBe("3"));
     await emu.requests.idle();
     expect(emu.requests.list({ protocol: "ws" }).at(-1)).toMatchObject({ status: 101, route: "/api/v1/namespaces/:namespace/pods/:name/exec" });
   });

@@ -1,6 +1,7 @@
 // The emulated cluster: the object store plus what runs behind the API server: admission, the
 // garbage collector (owner references, foreground/background/orphan deletion, namespace
 // termination), the agent-sandbox controller, the Job controller and the kubelet (kubelet.ts).
+import type { VendorClock } from "@paperclip-sandbox/emulator-kit";
 import type { SandboxBackend } from "@paperclip-sandbox/sandbox-backend";
 import { admitPod } from "./admission.js";
 import { Kubelet } from "./kubelet.js";
@@ -18,8 +19,9 @@ const SANDBOX_NAME_HASH = "agents.x-k8s.io/sandbox-name-hash";
 export interface ClusterOptions {
   types: ResourceType[];
   backend: SandboxBackend;
-  now: () => number;
-  /** Controller tick (time-based work: shutdownTime, deadlines, TTLs, dangling owners). */
+  /** The cluster's clock: timestamps, shutdownTime, deadlines, TTLs and back-offs run on it. */
+  clock: VendorClock;
+  /** Controller tick, real ms (how often time-based work is looked at: shutdownTime, deadlines, TTLs). */
   tickMs: number;
   /** The main process of a container whose spec names no command (an image entrypoint stands in). */
   defaultCommand: string[];
@@ -30,17 +32,19 @@ export class Cluster {
   readonly types: ResourceType[];
   readonly kubelet: Kubelet;
   readonly now: () => number;
+  readonly clock: VendorClock;
   readonly #byKey = new Map<string, ResourceType>();
   readonly #timer: NodeJS.Timeout;
   #closed = false;
   readonly #pending = new Set<Promise<unknown>>();
 
   constructor(options: ClusterOptions) {
-    this.now = options.now;
+    this.clock = options.clock;
+    this.now = () => options.clock.now();
     this.types = options.types;
     for (const t of options.types) this.#byKey.set(typeKey(t), t);
-    this.store = new ObjectStore(options.now);
-    this.kubelet = new Kubelet(this, options.backend, options.defaultCommand);
+    this.store = new ObjectStore(this.now);
+    this.kubelet = new Kubelet(this, options.backend, options.defaultCommand, options.clock);
     this.store.subscribe((event) => this.#track(this.#react(event)));
     this.#timer = setInterval(() => this.#track(this.#tick()), options.tickMs);
     this.#timer.unref();
@@ -376,14 +380,14 @@ export class Cluster {
       if (job.metadata?.deletionTimestamp) continue;
       const finished = (job.status?.conditions ?? []).find((c: { type: string; status: string }) => (c.type === "Complete" || c.type === "Failed") && c.status === "True");
       const deadline = job.spec?.activeDeadlineSeconds;
-      if (!finished && typeof deadline === "number" && job.status?.startTime && Date.parse(job.status.startTime) + deadline * 1000 <= now) {
+      if (!finished && typeof deadline === "number" && job.status?.startTime && Date.parse(job.status.startTime) + this.clock.duration(deadline * 1000) <= now) {
         for (const pod of this.store.list(this.type("", "pods"), job.metadata!.namespace)) {
           if ((pod.metadata?.ownerReferences ?? []).some((r: { uid: string }) => r.uid === job.metadata!.uid) && !pod.metadata?.deletionTimestamp) this.delete(this.type("", "pods"), pod.metadata!.namespace, pod.metadata!.name);
         }
         this.#finishJob(job, "Failed", "DeadlineExceeded", "Job was active longer than specified deadline");
       }
       const ttl = job.spec?.ttlSecondsAfterFinished;
-      if (finished && typeof ttl === "number" && Date.parse(finished.lastTransitionTime) + ttl * 1000 <= now) this.delete(jobs, job.metadata!.namespace, job.metadata!.name, "Background");
+      if (finished && typeof ttl === "number" && Date.parse(finished.lastTransitionTime) + this.clock.duration(ttl * 1000) <= now) this.delete(jobs, job.metadata!.namespace, job.metadata!.name, "Background");
     }
   }
 
@@ -400,8 +404,10 @@ export class Cluster {
   async close(): Promise<void> {
     this.#closed = true;
     clearInterval(this.#timer);
+    // The kubelet stops first (it ends restart back-offs the pending work may be waiting in).
+    const kubelet = this.kubelet.close();
     await Promise.allSettled([...this.#pending]);
-    await this.kubelet.close();
+    await kubelet;
   }
 }
 

@@ -1,10 +1,12 @@
 // pods/exec over WebSocket with the real channel protocols: v5.channel.k8s.io (stdin half-closes
 // with a [255, 0] frame) and v4.channel.k8s.io (no half-close: stdin ends only with the socket).
 // The status channel carries a metav1.Status with the exit code, then the server closes.
+import { randomUUID } from "node:crypto";
 import { PassThrough, Writable } from "node:stream";
 import { HttpError, requireBearer, type Router, type WebSocketContext } from "@paperclip-sandbox/emulator-kit";
 import type { WebSocket } from "ws";
 import type { Cluster } from "./cluster.js";
+import { resolveCommand } from "./kubelet.js";
 import { apiError, badRequest } from "./status.js";
 import type { KubeObject } from "./validation.js";
 
@@ -95,7 +97,15 @@ async function runExec(ws: WebSocket, protocol: string, request: ExecRequest, cl
   });
   // The client going away ends stdin (the command itself is not signalled, as with a CRI exec).
   ws.on("close", closeStdin);
-  const script = `exec ${request.command.map(quote).join(" ")}`;
+  // A command the container does not have fails as runc's exec fails: no process, a 500 Status.
+  const missing = await resolveCommand(sandbox, request.command[0]!).catch(() => null);
+  if (missing) {
+    const message = `Internal error occurred: error executing command in container: failed to exec in container: failed to start exec "${randomUUID().replace(/-/g, "")}": OCI runtime exec failed: exec failed: unable to start container process: ${missing}: unknown`;
+    return sendStatusAndClose(ws, { metadata: {}, status: "Failure", message, reason: "InternalError", details: { causes: [{ message }] }, code: 500 });
+  }
+  // The runtime execs in the container's working directory (the image's WORKDIR, `/`, without one).
+  const workingDir: string = request.pod.spec?.containers?.[0]?.workingDir ?? "/";
+  const script = `cd -- ${quote(workingDir)} 2>/dev/null; exec ${request.command.map(quote).join(" ")}`;
   let exitCode: number;
   const stdout = channelSink(ws, 1, request.stdout);
   const stderr = channelSink(ws, 2, request.stderr);

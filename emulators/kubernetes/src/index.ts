@@ -4,8 +4,7 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createRouter, type EmulatorDefinition } from "@paperclip-sandbox/emulator-kit";
-import { createSandboxBackend } from "@paperclip-sandbox/sandbox-backend";
+import { checkTimeScale, createRouter, createVendorClock, type EmulatorDefinition, type VendorClock } from "@paperclip-sandbox/emulator-kit";
 import { registerApiRoutes } from "./api-server.js";
 import { Cluster } from "./cluster.js";
 export type { Propagation } from "./cluster.js";
@@ -21,9 +20,11 @@ export interface KubernetesEmulatorOptions {
   cilium?: boolean;
   /** Exec sub-protocols served, preferred first (default v5 then v4; ["v4.channel.k8s.io"] emulates a cluster before 1.30). */
   execProtocols?: string[];
-  /** The cluster's clock (epoch ms); tests compress time with it. Default Date.now. */
-  now?: () => number;
-  /** Controller tick for time-based work (default 100 ms). */
+  /** Vendor ms per real ms (the kit's one meaning; default 1): durations (deadlines, TTLs, back-offs) run this much faster. */
+  timeScale?: number;
+  /** The cluster's clock itself (a test's `createManualClock()`): timestamps, shutdownTime and durations run on it. */
+  clock?: VendorClock;
+  /** Controller tick for time-based work, real ms (default 100). */
   tickMs?: number;
   /** The main process of a container that names no command (default `sleep infinity`). */
   defaultCommand?: string[];
@@ -34,7 +35,7 @@ export interface KubernetesEmulatorOptions {
 
 export { Cluster } from "./cluster.js";
 export { podSecurityViolations } from "./admission.js";
-export { WRITABLE_MOUNT_PATHS } from "./kubelet.js";
+export { KUBERNETES_COVERAGE_RULES } from "./coverage.js";
 export { EMULATED_VERSION } from "./api-server.js";
 export { EXEC_PROTOCOLS } from "./exec.js";
 
@@ -65,15 +66,12 @@ export const emulator: EmulatorDefinition<KubernetesEmulatorOptions> = {
   description: "Kubernetes API server subset (agent-sandbox, Jobs, NetworkPolicy, Cilium, pod exec); pods are bubblewrap jails",
   async start(kit, options) {
     const token = kit.credential("k8s-");
-    // Short: the jails' socket paths live under it.
-    const stateDir = await mkdtemp(join(tmpdir(), "k8s-emu-"));
-    kit.onClose(() => rm(stateDir, { recursive: true, force: true }));
-    const backend = createSandboxBackend({ stateDir });
-    kit.onClose(() => backend.close());
+    const { backend } = await kit.backend({ prefix: "k8s-emu" });
+    const clock = options.clock ?? createVendorClock({ timeScale: checkTimeScale(options.timeScale, "kubernetes emulator timeScale") });
     const cluster = new Cluster({
       types: resourceTypes({ sandboxVersions: options.sandboxVersions ?? ["v1beta1", "v1alpha1"], cilium: options.cilium ?? true }),
       backend,
-      now: options.now ?? Date.now,
+      clock,
       tickMs: options.tickMs ?? 100,
       defaultCommand: options.defaultCommand ?? ["sleep", "infinity"],
     });

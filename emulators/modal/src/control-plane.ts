@@ -1,5 +1,7 @@
 import { GrpcError, GrpcStatus, type GrpcCall, type GrpcHandler } from "@paperclip-sandbox/emulator-kit";
+import { getLogsV1, stdinWriteV1 } from "./entrypoint-stdio.js";
 import { ids } from "./ids.js";
+import { legacyFilesHandlers } from "./legacy-files.js";
 import type { ImageStore } from "./images.js";
 import { checkTags, type SandboxDefinition, type SandboxManager, type SandboxRecord } from "./sandboxes.js";
 import type { TokenIssuer } from "./tokens.js";
@@ -29,6 +31,8 @@ export interface ControlPlaneDeps {
   /** `https://127.0.0.1:<port>`: the SDK dials it without TLS because the server URL is loopback. */
   routerUrl(): string;
 }
+
+const tunnelsOf = (record: SandboxRecord) => (record.state === "finished" ? { result: record.result, tunnels: [] } : { tunnels: [] });
 
 /** Longest a SandboxWait long-polls, whatever the client asks (seconds). */
 const MAX_WAIT_SECS = 55;
@@ -241,5 +245,44 @@ export function controlPlaneHandlers(deps: ControlPlaneDeps): Record<string, Grp
     SandboxTagsGetV2: tagsGet,
     SandboxGetFromName: fromName,
     SandboxGetFromNameV2: fromName,
+
+    ...legacyFilesHandlers({ sandboxes }),
+
+    async SandboxGetLogs(request: { sandbox_id: string; file_descriptor: number; timeout: number; last_entry_id: string }, call: GrpcCall) {
+      await getLogsV1(sandboxes.get(request.sandbox_id), request, call);
+    },
+    async SandboxStdinWrite(request: { sandbox_id: string; input: Buffer; index: number; eof: boolean }) {
+      const record = sandboxes.get(request.sandbox_id);
+      if (record.state !== "running") throw new GrpcError(GrpcStatus.FAILED_PRECONDITION, `Sandbox ${record.id} has finished`);
+      await stdinWriteV1(record, request);
+      return {};
+    },
+    // No readiness probes here: a running sandbox is ready from its creation.
+    SandboxWaitUntilReady({ sandbox_id }: { sandbox_id: string }) {
+      const record = sandboxes.get(sandbox_id);
+      if (record.state !== "running") throw new GrpcError(GrpcStatus.FAILED_PRECONDITION, `Sandbox ${sandbox_id} has finished`);
+      return { ready_at: seconds(record.createdAt) };
+    },
+    // The jails expose no port, so a sandbox has no tunnels (as one created without encrypted ports).
+    SandboxGetTunnels: ({ sandbox_id }: { sandbox_id: string }) => tunnelsOf(sandboxes.get(sandbox_id)),
+    SandboxGetTunnelsV2: ({ sandbox_id }: { sandbox_id: string }) => tunnelsOf(sandboxes.get(sandbox_id)),
+    SandboxSetName({ sandbox_id, name }: { sandbox_id: string; name: string }) {
+      const record = sandboxes.get(sandbox_id);
+      if (!/^[A-Za-z0-9._-]{1,64}$/.test(name)) throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "sandbox names are 1 to 64 of A-Z a-z 0-9 . _ -");
+      if (sandboxes.running().some((s) => s !== record && s.appId === record.appId && s.name === name)) {
+        throw new GrpcError(GrpcStatus.ALREADY_EXISTS, `a running Sandbox named '${name}' already exists in this App`);
+      }
+      record.name = name;
+      return {};
+    },
+    SecretDelete({ secret_id }: { secret_id: string }) {
+      if (!secrets.delete(secret_id)) throw new GrpcError(GrpcStatus.NOT_FOUND, `Secret ${secret_id} not found`);
+      return {};
+    },
+    // Images are built at once (ImageGetOrCreate answers SUCCESS): joining one only reports that.
+    ImageJoinStreaming({ image_id }: { image_id: string }, call: GrpcCall) {
+      if (!images.get(image_id)) throw new GrpcError(GrpcStatus.NOT_FOUND, `Could not find image with ID ${image_id}`);
+      call.write({ result: result(STATUS.SUCCESS), task_logs: [], entry_id: "", eof: true });
+    },
   };
 }

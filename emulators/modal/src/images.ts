@@ -1,5 +1,5 @@
 import { GrpcError, GrpcStatus } from "@paperclip-sandbox/emulator-kit";
-import type { VendorClock } from "./clock.js";
+import type { VendorClock } from "@paperclip-sandbox/emulator-kit";
 import { ids } from "./ids.js";
 import type { SnapshotStore } from "./snapshots.js";
 

@@ -1,11 +1,8 @@
-import { chmod, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { GrpcError, GrpcStatus, requireGrpcCredential, type EmulatorDefinition, type GrpcCall } from "@paperclip-sandbox/emulator-kit";
-import { createSandboxBackend } from "@paperclip-sandbox/sandbox-backend";
-import { createVendorClock } from "./clock.js";
+import { createVendorClock, GrpcError, GrpcStatus, requireGrpcCredential, type EmulatorDefinition, type GrpcCall } from "@paperclip-sandbox/emulator-kit";
 import { controlPlaneHandlers, type AppRecord } from "./control-plane.js";
+import { refusedPaths } from "./coverage.js";
 import { ids } from "./ids.js";
 import { createImageStore } from "./images.js";
 import { resolveOptions, type ModalEmulatorOptions } from "./options.js";
@@ -16,6 +13,7 @@ import { createTokenIssuer } from "./tokens.js";
 
 export type { ModalEmulatorOptions } from "./options.js";
 export { FS_TOOLS_PATH } from "./fs-tools.js";
+export { MODAL_COVERAGE } from "./coverage.js";
 
 const PROTO_DIR = fileURLToPath(new URL("../proto", import.meta.url));
 export const MODAL_PROTO_PATHS = [join(PROTO_DIR, "modal_client.proto"), join(PROTO_DIR, "task_command_router.proto")];
@@ -36,14 +34,10 @@ export const emulator: EmulatorDefinition<ModalEmulatorOptions> = {
   description: "Modal's gRPC control plane and task command router (sandboxes, exec, files, snapshots)",
   async start(kit, options) {
     const resolved = resolveOptions(options, ids);
-    // Short: the backend's socket paths live under it (at most 107 bytes).
-    const scratch = await mkdtemp(join(resolved.scratchParent ?? tmpdir(), "mdl-"));
-    // The backend's state dir is inside: as root its jails run as another uid that must pass here.
-    await chmod(scratch, 0o711);
-    kit.onClose(() => rm(scratch, { recursive: true, force: true }));
-    const backend = createSandboxBackend({ stateDir: join(scratch, "b") });
-    const clock = createVendorClock(resolved.timeScale);
-    const snapshots = createSnapshotStore(join(scratch, "images"));
+    // The jails in `b/`, snapshot images beside them in `images/`.
+    const { backend, root } = await kit.backend({ parentDir: resolved.scratchParent, prefix: "mdl", stateSubdir: "b" });
+    const clock = resolved.clock ?? createVendorClock({ timeScale: resolved.timeScale });
+    const snapshots = createSnapshotStore(join(root, "images"));
     const images = createImageStore({ clock, snapshots });
     const issuer = createTokenIssuer();
     const apps = new Map<string, AppRecord>();
@@ -77,6 +71,7 @@ export const emulator: EmulatorDefinition<ModalEmulatorOptions> = {
       loaderOptions: { longs: Number, enums: String },
       port: resolved.port,
       authorize,
+      refused: refusedPaths(),
       secretHeaders: ["x-modal-token-id", "x-modal-token-secret", "x-modal-auth-token"],
       services: {
         [CONTROL_PLANE]: controlPlaneHandlers({
@@ -108,7 +103,6 @@ export const emulator: EmulatorDefinition<ModalEmulatorOptions> = {
       async close() {
         await sandboxes.close();
         await images.close();
-        await backend.close();
       },
     };
   },

@@ -1,12 +1,16 @@
+import { checkTimeScale, type VendorClock } from "@paperclip-sandbox/emulator-kit";
+
 export interface ModalEmulatorOptions {
   /** The account's token pair; random `ak-…` / `as-…` values by default. */
   tokenId?: string;
   tokenSecret?: string;
   /**
-   * Speed of Modal's clocks (sandbox timeout, idle timeout, snapshot image TTL): real ms per Modal
-   * ms. Default 1; 0.01 makes a 300 s sandbox timeout end the sandbox after 3 s.
+   * Speed of Modal's clocks (sandbox timeout, idle timeout, snapshot image TTL) in the kit's one
+   * meaning: vendor ms per real ms. Default 1; 100 makes a 300 s sandbox timeout end after 3 s.
    */
   timeScale?: number;
+  /** The vendor clock itself (a test's `createManualClock()`); `timeScale` is then the clock's. */
+  clock?: VendorClock;
   /** Lifetime of the control plane's auth tokens (real seconds). Default 3600. */
   authTokenTtlSeconds?: number;
   /** Lifetime of task command router tokens (real seconds). Default 3600. */
@@ -23,6 +27,7 @@ export interface ResolvedOptions {
   tokenId: string;
   tokenSecret: string;
   timeScale: number;
+  clock: VendorClock | undefined;
   authTokenTtlSeconds: number;
   routerTokenTtlSeconds: number;
   maxSandboxes: number;
@@ -48,7 +53,8 @@ export function resolveOptions(options: ModalEmulatorOptions, mint: { tokenId():
   return {
     tokenId: text("tokenId", options.tokenId, mint.tokenId),
     tokenSecret: text("tokenSecret", options.tokenSecret, mint.tokenSecret),
-    timeScale: positive("timeScale", options.timeScale, 1),
+    timeScale: options.clock?.timeScale ?? checkTimeScale(options.timeScale, "modal emulator option timeScale"),
+    clock: options.clock,
     authTokenTtlSeconds: positive("authTokenTtlSeconds", options.authTokenTtlSeconds, 3600),
     routerTokenTtlSeconds: positive("routerTokenTtlSeconds", options.routerTokenTtlSeconds, 3600),
     maxSandboxes: options.maxSandboxes ?? Number.POSITIVE_INFINITY,

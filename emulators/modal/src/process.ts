@@ -144,6 +144,48 @@ export class BackendProcess implements EmulatedProcess {
     this.resolveKilled(KILLED);
     this.handle.close();
   }
+
+  /** Its output so far, kept in memory: readable after the jail is gone (a finished sandbox's stdio). */
+  async capture(): Promise<CapturedProcess> {
+    const read = async (stream: OutputStreamName) => {
+      const chunk = await this.handle.read(stream, 0, { maxBytes: 16 * 1024 * 1024 }).catch(() => undefined);
+      return { base: chunk?.offset ?? 0, data: chunk?.data ?? Buffer.alloc(0) };
+    };
+    const [stdout, stderr] = await Promise.all([read("stdout"), read("stderr")]);
+    return new CapturedProcess(this.execId, stdout, stderr, this.status ?? KILLED);
+  }
+}
+
+/** A finished process's output, served from memory (its jail is gone); stdin goes nowhere. */
+export class CapturedProcess implements EmulatedProcess {
+  readonly exit: Promise<ExitStatus>;
+
+  constructor(
+    readonly execId: string,
+    private readonly stdout: { base: number; data: Buffer },
+    private readonly stderr: { base: number; data: Buffer },
+    private readonly status: ExitStatus,
+  ) {
+    this.exit = Promise.resolve(status);
+  }
+
+  async writeStdin(): Promise<void> {}
+
+  stdinStatus() {
+    return { written: 0, closed: true };
+  }
+
+  async read(stream: OutputStreamName, offset: number, send: (data: Buffer) => void): Promise<void> {
+    const kept = stream === "stdout" ? this.stdout : this.stderr;
+    const from = Math.max(0, offset - kept.base);
+    if (from < kept.data.length) send(kept.data.subarray(from));
+  }
+
+  exited(): ExitStatus {
+    return this.status;
+  }
+
+  kill(): void {}
 }
 
 /** Bytes kept in memory for a process the emulator plays itself (the fs-tools). */

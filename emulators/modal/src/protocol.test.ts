@@ -1,7 +1,7 @@
 // The emulator as Modal's own JS SDK (modal 0.11.1) sees it: every call below goes through the real
 // SDK's gRPC client, so the emulator must decode exactly what the SDK sends and answer what it reads.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runEmulator, type RunningEmulator } from "@paperclip-sandbox/emulator-kit";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { createManualClock, runEmulator, type RunningEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "./index.js";
 
 // The SDK reads ~/.modal.toml when it is imported and MODAL_SERVER_URL when a client is made.
@@ -12,12 +12,12 @@ type Client = InstanceType<typeof ModalClient>;
 let emu: RunningEmulator;
 const clients: Client[] = [];
 
-function client(overrides: { tokenSecret?: string; v1?: boolean } = {}): Client {
+function client(overrides: { tokenSecret?: string; v1?: boolean } = {}, target: RunningEmulator = emu): Client {
   const saved = { url: process.env.MODAL_SERVER_URL, v2: process.env.MODAL_SANDBOX_V2 };
-  process.env.MODAL_SERVER_URL = emu.url;
+  process.env.MODAL_SERVER_URL = target.url;
   if (overrides.v1) process.env.MODAL_SANDBOX_V2 = "false";
   try {
-    const made = new ModalClient({ tokenId: emu.credentials.tokenId!, tokenSecret: overrides.tokenSecret ?? emu.credentials.tokenSecret!, logLevel: "error" });
+    const made = new ModalClient({ tokenId: target.credentials.tokenId!, tokenSecret: overrides.tokenSecret ?? target.credentials.tokenSecret!, logLevel: "error" });
     clients.push(made);
     return made;
   } finally {
@@ -34,7 +34,7 @@ async function sandboxOf(mc: Client, params: Record<string, unknown> = {}) {
 }
 
 beforeAll(async () => {
-  emu = await runEmulator(emulator, { options: { timeScale: 0.01 } });
+  emu = await runEmulator(emulator, { options: { timeScale: 100 } });
 });
 
 afterAll(async () => {
@@ -138,20 +138,31 @@ describe("modal emulator through the real SDK", () => {
     expect(await emu.leftovers()).toEqual([]);
   });
 
-  it("ends sandboxes at their timeout and idle timeout on the compressed clock (124 / idle)", async () => {
-    const mc = client();
-    // 100 s of Modal time at timeScale 0.01: one real second.
-    const timed = await sandboxOf(mc, { timeoutMs: 100_000 });
-    const started = Date.now();
-    expect(await timed.wait()).toBe(124);
-    expect(Date.now() - started).toBeLessThan(5_000);
+  it("ends sandboxes at their timeout and idle timeout on the vendor clock (124 / idle)", async () => {
+    const clock = createManualClock();
+    const timedEmu = await runEmulator(emulator, { options: { clock } });
+    try {
+      const mc = client({}, timedEmu);
+      const timed = await sandboxOf(mc, { timeoutMs: 100_000 });
+      await clock.advance(99_999);
+      expect(await timed.poll()).toBeNull();
+      await clock.advance(1);
+      expect(await timed.wait()).toBe(124);
 
-    const idle = await sandboxOf(mc, { timeoutMs: 3_600_000, idleTimeoutMs: 50_000 });
-    const busy = await idle.exec(["sleep", "1.2"]);
-    expect(await busy.wait()).toBe(0); // a running exec keeps it alive past 0.5 s
-    expect(await idle.poll()).toBeNull();
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
-    expect(await idle.poll()).not.toBeNull();
+      const idle = await sandboxOf(mc, { timeoutMs: 3_600_000, idleTimeoutMs: 50_000 });
+      const busy = await idle.exec(["sh", "-c", "read line"], { stdin: "pipe" } as never);
+      await clock.advance(60_000);
+      expect(await idle.poll()).toBeNull(); // a running exec keeps it alive past its idle timeout
+      await busy.stdin.writeText("go\n");
+      await busy.stdin.close();
+      expect(await busy.wait()).toBe(0);
+      await clock.advance(49_999);
+      expect(await idle.poll()).toBeNull();
+      await clock.advance(1);
+      await vi.waitFor(async () => expect(await idle.poll()).not.toBeNull());
+    } finally {
+      await timedEmu.close();
+    }
   });
 
   it("serves V1 sandboxes (MODAL_SANDBOX_V2=false): V1-shaped ids, task id by polling, exec, terminate", async () => {

@@ -1,4 +1,5 @@
 import { GrpcError, GrpcStatus, type GrpcCall, type GrpcHandler } from "@paperclip-sandbox/emulator-kit";
+import { stdinWriteV2, stdioReadV2 } from "./entrypoint-stdio.js";
 import type { ImageStore } from "./images.js";
 import type { EmulatedProcess, ExitStatus } from "./process.js";
 import type { SandboxManager, SandboxRecord } from "./sandboxes.js";
@@ -138,6 +139,27 @@ export function routerHandlers(deps: RouterDeps): Record<string, GrpcHandler> {
     TaskExecStdinStatus(request: { task_id: string; exec_id: string }, call: GrpcCall) {
       const status = processOf(call, request.task_id, request.exec_id).process.stdinStatus();
       return { num_bytes_written: status.written, closed: status.closed };
+    },
+
+    async SandboxStdioReadV2(request: { task_id: string; offset: number; file_descriptor: number }, call: GrpcCall) {
+      authorized(call, request.task_id);
+      const record = sandboxes.all().find((s) => s.taskId === request.task_id);
+      if (!record) throw new GrpcError(GrpcStatus.NOT_FOUND, `Task ${request.task_id} not found`);
+      await stdioReadV2(record, request, call);
+    },
+
+    async SandboxStdinWriteV2(request: { task_id: string; offset: number; data: Buffer; eof: boolean }, call: GrpcCall) {
+      authorized(call, request.task_id);
+      // Also after the sandbox finished: stdin for an exited entrypoint goes nowhere, as with a pipe nobody reads.
+      const record = sandboxes.all().find((s) => s.taskId === request.task_id);
+      if (!record) throw new GrpcError(GrpcStatus.NOT_FOUND, `Task ${request.task_id} not found`);
+      await stdinWriteV2(record, request);
+      return {};
+    },
+
+    async SandboxWaitUntilReady(request: { task_id: string }, call: GrpcCall) {
+      const record = await task(call, request.task_id);
+      return { ready_at: record.createdAt / 1000 };
     },
 
     async TaskSnapshotFilesystem(request: { task_id: string; snapshot_id: string; ttl_seconds?: number }, call: GrpcCall) {

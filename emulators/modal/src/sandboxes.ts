@@ -1,6 +1,6 @@
 import { GrpcError, GrpcStatus } from "@paperclip-sandbox/emulator-kit";
 import type { EgressSpec, Sandbox, SandboxBackend, SandboxLimits } from "@paperclip-sandbox/sandbox-backend";
-import type { VendorClock } from "./clock.js";
+import type { VendorClock } from "@paperclip-sandbox/emulator-kit";
 import { FS_TOOLS_PATH, FsToolProcess } from "./fs-tools.js";
 import { ids } from "./ids.js";
 import { BackendProcess, type EmulatedProcess } from "./process.js";
@@ -39,7 +39,7 @@ export interface SandboxRecord {
   readonly version: 1 | 2;
   readonly taskId: string;
   readonly appId: string;
-  readonly name: string | undefined;
+  name: string | undefined;
   readonly imageId: string;
   readonly workdir: string | undefined;
   readonly timeoutSecs: number;
@@ -52,6 +52,10 @@ export interface SandboxRecord {
   finishedAt: number | undefined;
   jail: Sandbox | undefined;
   readonly execs: Map<string, EmulatedProcess>;
+  /** The entrypoint's process (its stdio is the sandbox's), when the definition named one. */
+  entrypoint: EmulatedProcess | undefined;
+  /** The last V1 stdin write index applied (SandboxStdinWrite is indexed from 1; retries repeat one). */
+  stdinIndex: number;
   /** Set while a filesystem snapshot holds the sandbox frozen; new work waits for it. */
   frozen: Promise<void> | undefined;
   /** Resolves when the sandbox has finished. */
@@ -157,7 +161,10 @@ export function createSandboxManager(deps: SandboxManagerDeps) {
     const inner = internals.get(record)!;
     inner.cancelLife();
     inner.cancelIdle?.();
+    // The entrypoint's output stays readable after the sandbox (its jail) is gone.
+    if (record.entrypoint instanceof BackendProcess) record.entrypoint = await record.entrypoint.capture().catch(() => record.entrypoint);
     for (const process of record.execs.values()) process.kill();
+    record.entrypoint?.kill();
     try {
       await deps.backend.destroy(record.id);
     } catch (error) {
@@ -213,6 +220,8 @@ export function createSandboxManager(deps: SandboxManagerDeps) {
       finishedAt: undefined,
       jail: undefined,
       execs: new Map(),
+      entrypoint: undefined,
+      stdinIndex: 0,
       frozen: undefined,
       finished,
     };
@@ -228,7 +237,7 @@ export function createSandboxManager(deps: SandboxManagerDeps) {
     try {
       record.jail = await deps.backend.create({
         id: record.id,
-        ttlMs: deps.clock.realMs(timeoutSecs * 1000) + BACKEND_TTL_MARGIN_MS,
+        expiresAt: deps.clock.realDeadline(deps.clock.now() + deps.clock.duration(timeoutSecs * 1000)) + BACKEND_TTL_MARGIN_MS,
         env: spec.env,
         egress: egressOf(definition),
         limits: limitsOf(definition),
@@ -250,7 +259,8 @@ export function createSandboxManager(deps: SandboxManagerDeps) {
 
   /** The sandbox's main command: when it exits, the sandbox finishes with its exit code. */
   async function startEntrypoint(record: SandboxRecord, argv: string[]): Promise<void> {
-    const handle = await record.jail!.exec({ argv, cwd: record.workdir ?? "/", detached: true, tag: "entrypoint" });
+    const handle = await record.jail!.exec({ argv, cwd: record.workdir ?? "/", detached: true, tag: "entrypoint", stdin: true, outputLimitBytes: EXEC_OUTPUT_BYTES });
+    record.entrypoint = new BackendProcess("entrypoint", handle);
     void handle.exited.then(
       (exit) => finish(record, result(exit.exitCode === 0 ? STATUS.SUCCESS : STATUS.FAILURE, exit.exitCode ?? 137)),
       () => undefined,

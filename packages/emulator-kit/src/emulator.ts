@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { startEmulatorBackend, type EmulatorBackend, type EmulatorBackendOptions } from "./backend.js";
 import { createFaultInjector, type FaultInjector } from "./faults/injector.js";
 import { startGrpcServer, type GrpcServer, type GrpcServerOptions } from "./grpc/server.js";
 import type { Router } from "./http/router.js";
@@ -27,6 +28,12 @@ export interface EmulatorKitContext {
   credential(prefix?: string): string;
   /** Cleanup run on close, last registered first. */
   onClose(cleanup: () => void | Promise<void>): void;
+  /**
+   * A sandbox backend for this emulator's jails: a short state directory (`/tmp/<name>-XXXXXX`,
+   * 0711 under root so the jails' host uid can pass), closed and removed with the emulator (after
+   * the emulator's own `close`, which should destroy its sandboxes).
+   */
+  backend(options?: EmulatorBackendOptions): Promise<EmulatorBackend>;
 }
 
 /** What an emulator's `start` returns. */
@@ -123,6 +130,11 @@ export async function runEmulator<Options>(definition: EmulatorDefinition<Option
     credential: (prefix = "") => `${prefix}${randomBytes(18).toString("base64url")}`,
     onClose(cleanup) {
       cleanups.push(cleanup);
+    },
+    async backend(options = {}) {
+      const started = await startEmulatorBackend(definition.name, options);
+      cleanups.push(() => started.close());
+      return started;
     },
   };
 

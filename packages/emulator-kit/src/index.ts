@@ -2,7 +2,7 @@
 // WebSocket, gRPC), vendor-shaped errors and auth, Connect, multipart, SSE, pagination, a request
 // recorder and fault injection, and a registry that starts emulators by name.
 export { createRequestRecorder } from "./recorder/recorder.js";
-export type { RecordFilter, RecordHandle, RecorderOptions, RequestProtocol, RequestRecord, RequestRecorder } from "./recorder/recorder.js";
+export type { RecordFilter, RecordHandle, RecorderOptions, RequestProtocol, RequestRecord, RequestRecorder, UnservedCall } from "./recorder/recorder.js";
 export { REDACTED, SECRET_HEADER_NAMES, redactHeaders } from "./recorder/redact-headers.js";
 
 export { createFaultInjector } from "./faults/injector.js";
@@ -17,7 +17,7 @@ export type { ConnectionSinks, Listener, ListenerOptions } from "./http/listener
 export { generateSelfSignedCertificate } from "./http/tls-cert.js";
 export type { SelfSignedCertificate, SelfSignedOptions } from "./http/tls-cert.js";
 export { createRouter } from "./http/router.js";
-export type { HttpHandler, HttpRoute, RouteOptions, Router, RouterOptions } from "./http/router.js";
+export type { HttpHandler, HttpRoute, RawAnswer, RouteOptions, Router, RouterOptions } from "./http/router.js";
 export type { HttpContext } from "./http/context.js";
 export type { HttpRequest, HttpResponse } from "./http/types.js";
 export { compilePattern } from "./http/pattern.js";
@@ -60,6 +60,15 @@ export type { Page, PageOptions, PageRequest } from "./pagination.js";
 
 export { createEmulatorRegistry, runEmulator } from "./emulator.js";
 export type { EmulatorDefinition, EmulatorKitContext, EmulatorParts, EmulatorRegistry, RunningEmulator, StartEmulatorOptions } from "./emulator.js";
+
+export { checkTimeScale, createManualClock, createVendorClock } from "./clock/clock.js";
+export type { ManualClock, VendorClock, VendorClockOptions } from "./clock/clock.js";
+export { createSerial } from "./serial.js";
+export type { Serial } from "./serial.js";
+export { startEmulatorBackend } from "./backend.js";
+export { coverageReport, coverageTable, withCoverageTable } from "./coverage.js";
+export type { CoverageEntry, CoverageReport, CoverageSpec, CoverageStatus, SdkOperation } from "./coverage.js";
+export type { EmulatorBackend, EmulatorBackendOptions } from "./backend.js";
 
 export { ECHO_PROTO_PATH, echoEmulator } from "./example/echo.js";
 export type { EchoOptions } from "./example/echo.js";

@@ -9,7 +9,7 @@ import path from "node:path";
 import { SandboxExistsError, SandboxInputError, SandboxStateError } from "./errors.js";
 import { diskLimitProblem } from "./store/disk.js";
 import { createResolver } from "./egress/resolver.js";
-import { generatedEtcFiles } from "./jail/argv.js";
+import { generatedEtcFiles, mountPointProblem } from "./jail/argv.js";
 import { cgroupDirsNamed, removeCgroups } from "./jail/cgroups.js";
 import { resolveJailHostUser } from "./jail/host-user.js";
 import { createJailRuntime } from "./jail/runtime.js";
@@ -130,8 +130,12 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
       await stateDirReady;
       const layout = sandboxLayout(stateDir, spec.id);
       const diskMb = spec.limits.diskMb !== undefined && context.diskProblem === null ? spec.limits.diskMb : null;
+      spec.mounts.forEach((mount, index) => {
+        const problem = mountPointProblem(mount.path, spec.rootfs ?? undefined);
+        if (problem) throw new SandboxInputError(`mounts[${index}].path: ${problem}`);
+      });
       try {
-        await createSandboxDirs(layout, spec.id, generatedEtcFiles(), hostUser, diskMb);
+        await createSandboxDirs(layout, spec.id, generatedEtcFiles(spec.user), hostUser, diskMb, spec.mounts);
       } catch (error) {
         if (!(error instanceof SandboxExistsError)) await removeSandboxTree(layout).catch(() => undefined);
         throw error;
@@ -144,7 +148,7 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
         expiresAt: new Date(spec.expiresAt).toISOString(),
         labels: spec.labels,
         metadata: spec.metadata,
-        spec: { rootfs: spec.rootfs, env: spec.env, limits: spec.limits, egress: spec.egress },
+        spec: { rootfs: spec.rootfs, env: spec.env, limits: spec.limits, egress: spec.egress, user: spec.user, mounts: spec.mounts },
         owner: context.owner,
         jail: null,
         cgroups: [],

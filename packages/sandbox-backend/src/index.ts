@@ -19,9 +19,11 @@ export type {
   SandboxBackend,
   SandboxFiles,
   SandboxLimits,
+  SandboxMount,
   SandboxPaths,
   SandboxState,
   SandboxSummary,
+  SandboxUser,
 } from "./types.js";
 export {
   SandboxError,
@@ -36,7 +38,7 @@ export { checkSandboxId, isSandboxId, newSandboxId, SANDBOX_ID_MAX, SANDBOX_ID_R
 export { MAX_TTL_MS } from "./options.js";
 export { checkSocketPathLength } from "./store/layout.js";
 export { ensureStateDir } from "./store/state-dir.js";
-export { buildJailArgv, generatedEtcFiles, SANDBOX_PATHS, SANDBOX_UID, SANDBOX_GID, SANDBOX_USER, type JailLayout } from "./jail/argv.js";
+export { buildJailArgv, generatedEtcFiles, mountPointProblem, SANDBOX_PATHS, SANDBOX_UID, SANDBOX_GID, SANDBOX_USER, type JailLayout } from "./jail/argv.js";
 export { JAIL_FDS } from "./jail/process.js";
 export { DEFAULT_JAIL_HOST_UID, dropPrivilegesCommand, resolveJailHostUser, unreachableBy, type HostUser } from "./jail/host-user.js";
 export { GUARDED_PID_MAX, SECCOMP_POLICY, seccompArch, type FilteredSyscall } from "./jail/seccomp.js";

@@ -1,8 +1,10 @@
 /** Validation of what callers hand the backend: each problem names the field and the rule. */
 import net from "node:net";
+import path from "node:path";
 import { SandboxInputError } from "./errors.js";
 import { checkSandboxId, newSandboxId } from "./ids.js";
-import type { CreateSandboxOptions, EgressSpec, ExecOptions, SandboxLimits } from "./types.js";
+import { SANDBOX_GID, SANDBOX_PATHS, SANDBOX_UID, SANDBOX_USER } from "./jail/argv.js";
+import type { CreateSandboxOptions, EgressSpec, ExecOptions, SandboxLimits, SandboxMount, SandboxUser } from "./types.js";
 
 /** The longest a sandbox may live (and the furthest extendTtl may move its expiry). */
 export const MAX_TTL_MS = 366 * 24 * 60 * 60 * 1000;
@@ -23,6 +25,79 @@ export interface NormalizedCreate {
   egress: EgressSpec;
   labels: Record<string, string>;
   metadata: Record<string, unknown>;
+  user: ResolvedSandboxUser;
+  mounts: ResolvedMount[];
+}
+
+export interface ResolvedMount {
+  path: string;
+  readOnly: boolean;
+  volume?: string;
+  subPath?: string;
+}
+
+/** The sandbox user with every default filled in. */
+export interface ResolvedSandboxUser {
+  name: string;
+  uid: number;
+  gid: number;
+  home: string;
+}
+
+export const DEFAULT_SANDBOX_USER: ResolvedSandboxUser = { name: SANDBOX_USER, uid: SANDBOX_UID, gid: SANDBOX_GID, home: SANDBOX_PATHS.home };
+
+const RESERVED_MOUNT_ROOTS = ["/proc", "/dev", "/sys", "/opt/paperclip", SANDBOX_PATHS.egressDir, "/etc/passwd", "/etc/group", "/etc/hosts"];
+
+/** An absolute, normalized in-jail path (no `.`/`..` segments, no doubled or trailing slash). */
+function checkJailPath(value: unknown, field: string): string {
+  if (typeof value !== "string" || !value.startsWith("/") || value.length > 4096 || value.includes("\0") || path.posix.normalize(value) !== value || (value.length > 1 && value.endsWith("/"))) {
+    throw new SandboxInputError(`${field} must be an absolute, normalized in-sandbox path`);
+  }
+  return value;
+}
+
+export function checkUser(value: unknown): ResolvedSandboxUser {
+  if (value === undefined) return DEFAULT_SANDBOX_USER;
+  if (!isPlainObject(value)) throw new SandboxInputError("user must be an object {name, uid, gid, home}");
+  const user = value as SandboxUser;
+  const name = user.name ?? DEFAULT_SANDBOX_USER.name;
+  if (typeof name !== "string" || !/^[a-z_][a-z0-9_-]{0,31}$/.test(name) || name === "root" || name === "nobody") {
+    throw new SandboxInputError("user.name must be 1-32 of [a-z0-9_-], starting with a letter or _, and not root or nobody");
+  }
+  const id = (field: "uid" | "gid") => {
+    const given = user[field] ?? DEFAULT_SANDBOX_USER[field];
+    if (typeof given !== "number" || !Number.isInteger(given) || given < 0 || given >= 65534) throw new SandboxInputError(`user.${field} must be an integer in [0, 65533]`);
+    return given;
+  };
+  const home = checkJailPath(user.home ?? DEFAULT_SANDBOX_USER.home, "user.home");
+  if (home === "/" || RESERVED_MOUNT_ROOTS.some((root) => home === root || home.startsWith(`${root}/`)) || [SANDBOX_PATHS.workspace, SANDBOX_PATHS.tmp].includes(home as never)) {
+    throw new SandboxInputError(`user.home must not be /, /workspace, /tmp or a system path (got ${home})`);
+  }
+  return { name, uid: id("uid"), gid: id("gid"), home };
+}
+
+export function checkMounts(value: unknown): ResolvedMount[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value) || value.length > 32) throw new SandboxInputError("mounts must be a list of at most 32 {path, readOnly}");
+  const seen = new Set<string>();
+  return value.map((mount, index) => {
+    if (!isPlainObject(mount)) throw new SandboxInputError(`mounts[${index}] must be an object {path, readOnly}`);
+    const at = checkJailPath(mount.path, `mounts[${index}].path`);
+    if (at === "/" || RESERVED_MOUNT_ROOTS.some((root) => at === root || at.startsWith(`${root}/`))) {
+      throw new SandboxInputError(`mounts[${index}].path must not be / or under /proc, /dev, /sys, /opt/paperclip or ${SANDBOX_PATHS.egressDir} (got ${at})`);
+    }
+    if (seen.has(at)) throw new SandboxInputError(`mounts[${index}].path ${at} is given twice`);
+    seen.add(at);
+    if (mount.readOnly !== undefined && typeof mount.readOnly !== "boolean") throw new SandboxInputError(`mounts[${index}].readOnly must be a boolean`);
+    if (mount.volume !== undefined && (typeof mount.volume !== "string" || !/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(mount.volume))) {
+      throw new SandboxInputError(`mounts[${index}].volume must be a DNS label (1-63 of [a-z0-9-])`);
+    }
+    const sub = mount.subPath;
+    if (sub !== undefined && (typeof sub !== "string" || sub === "" || sub.startsWith("/") || sub.includes("\0") || sub.split("/").some((part) => part === ".." || part === "." || part === ""))) {
+      throw new SandboxInputError(`mounts[${index}].subPath must be a relative path without . or .. segments`);
+    }
+    return { path: at, readOnly: mount.readOnly === true, ...(mount.volume !== undefined ? { volume: mount.volume } : {}), ...(sub !== undefined ? { subPath: sub } : {}) };
+  });
 }
 
 const isPlainObject = (value: unknown): value is Record<string, unknown> =>
@@ -153,6 +228,8 @@ export function normalizeCreate(options: CreateSandboxOptions, now = Date.now())
     egress: checkEgress(options.egress),
     labels: checkLabels(options.labels),
     metadata: checkMetadata(options.metadata),
+    user: checkUser(options.user),
+    mounts: checkMounts(options.mounts),
   };
 }
 

@@ -18,7 +18,7 @@ import { wakeKeeper, writeDeadline } from "./jail/keeper.js";
 import { JAIL_FDS, jailAlive, launchJail, stopJail, type LaunchedJail } from "./jail/process.js";
 import { EGRESS_PROXY_PORT, grantIsEmpty, sandboxBaseEnv } from "./jail/sandbox-env.js";
 import { checkExecOptions, checkExpiry, checkLabels, checkMetadata } from "./options.js";
-import { cgroupNameOf, type SandboxLayout } from "./store/layout.js";
+import { cgroupNameOf, mountDirOf, type SandboxLayout } from "./store/layout.js";
 import { writeRecord, type SandboxRecord } from "./store/record.js";
 import { removeSandboxTree } from "./store/state-dir.js";
 import { isMountPoint, mountDisk } from "./store/disk.js";
@@ -163,14 +163,15 @@ export class LocalSandbox implements Sandbox {
 
   async readStoredFile(jailPath: string, options: { maxBytes?: number } = {}): Promise<Buffer | null> {
     if (this.destroyed) throw new SandboxGoneError(`sandbox ${this.id} has been destroyed`);
+    const home = this.record.spec.user?.home ?? SANDBOX_PATHS.home;
     const binds: Array<[string, string]> = [
-      [`${SANDBOX_PATHS.cache}/`, this.layout.cache],
-      [`${SANDBOX_PATHS.home}/`, this.layout.home],
+      [`${home}/.cache/`, this.layout.cache],
+      [`${home}/`, this.layout.home],
       [`${SANDBOX_PATHS.workspace}/`, this.layout.workspace],
       [`${SANDBOX_PATHS.tmp}/`, this.layout.tmp],
     ];
     const bind = typeof jailPath === "string" ? binds.find(([prefix]) => jailPath.startsWith(prefix)) : undefined;
-    if (!bind) throw new SandboxInputError(`readStoredFile needs a path under /workspace, /home/sandbox or /tmp (got ${String(jailPath).slice(0, 200)})`);
+    if (!bind) throw new SandboxInputError(`readStoredFile needs a path under /workspace, ${home} or /tmp (got ${String(jailPath).slice(0, 200)})`);
     // A stopped sandbox's own disk after a host restart: mounted again to be read.
     if (this.record.spec.limits.diskMb !== undefined && fs.existsSync(this.layout.diskImage) && !isMountPoint(this.layout.disk)) {
       await mountDisk({ disk: this.layout.disk, image: this.layout.diskImage });
@@ -425,11 +426,13 @@ export class LocalSandbox implements Sandbox {
           loaderFd: loader ? JAIL_FDS.loaderFd : undefined,
           seccompFd: runtime.seccomp ? JAIL_FDS.seccompFd : undefined,
           shmBytes: shmBytesFor(spec.limits),
+          ...(spec.user ? { user: spec.user } : {}),
+          mounts: (spec.mounts ?? []).map((mount, index) => ({ hostDir: mountDirOf(this.layout, mount, index), path: mount.path, readOnly: mount.readOnly })),
         },
         JAIL_FDS,
       );
       const supervisorConfig = {
-        baseEnv: { ...sandboxBaseEnv(spec.egress, jail.path), ...spec.env },
+        baseEnv: { ...sandboxBaseEnv(spec.egress, jail.path, spec.user), ...spec.env },
         defaultCwd: SANDBOX_PATHS.workspace,
         egress: this.proxy ? { port: EGRESS_PROXY_PORT, socketPath: `${SANDBOX_PATHS.egressDir}/proxy.sock` } : undefined,
         guardedPidMax: runtime.seccomp ? GUARDED_PID_MAX : 0,

@@ -74,6 +74,39 @@ export interface CreateSandboxOptions {
   labels?: Record<string, string>;
   /** Any JSON-serializable object (at most 64 KiB as JSON). */
   metadata?: Record<string, unknown>;
+  /**
+   * Who the sandbox's processes are inside the jail (default `sandbox`, uid/gid 1000, home
+   * `/home/sandbox`): a vendor's default user (E2B's `user` with `/home/user`), a pod's `runAsUser`.
+   * The home is the sandbox's writable home directory wherever it is put; its `.cache` goes with it.
+   */
+  user?: SandboxUser;
+  /**
+   * Further writable directories, empty at create, kept across stop and start, bound at any path of
+   * the jail (a Kubernetes emptyDir). A path over a read-only host directory must already exist there.
+   */
+  mounts?: SandboxMount[];
+}
+
+export interface SandboxUser {
+  /** Login name in the jail's passwd (default `sandbox`): `[a-z_][a-z0-9_-]*`, at most 32. */
+  name?: string;
+  /** uid inside the jail (default 1000; 0 is a root without capabilities). */
+  uid?: number;
+  /** gid inside the jail (default 1000). */
+  gid?: number;
+  /** Absolute path of the home directory (default `/home/sandbox`). */
+  home?: string;
+}
+
+export interface SandboxMount {
+  /** Absolute in-jail path; not `/`, not under /proc, /dev, /sys, /opt/paperclip, /run/paperclip-egress. */
+  path: string;
+  /** Bound read-only (default false). */
+  readOnly?: boolean;
+  /** Mounts naming the same volume share one directory (a DNS label); default: a directory of its own. */
+  volume?: string;
+  /** Bind this relative directory of the volume (made at create) instead of its root. */
+  subPath?: string;
 }
 
 export interface SandboxSummary {

@@ -1,7 +1,8 @@
 // What the provider writes to the cluster, asserted on the objects the test server stored: the
 // tenant baseline, the pod's security context, the per-run Secret and policies (both egress modes,
 // both standard fallbacks), cascade deletion, the rollback when the run's policy cannot be made,
-// and agent-sandbox version discovery.
+// and agent-sandbox version discovery. (The test server's own admission and validation are tested
+// in emulators/kubernetes/src/admission.test.ts.)
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { acquire, plain, scope, startPlugin, startTestCluster, type TestCluster } from "./__fixtures__/cluster.js";
 import { NON_PUBLIC_IPV4 } from "./egress.js";
@@ -137,39 +138,6 @@ describe("cilium egress mode", () => {
     });
     await a.release();
     await expect(t.custom.getNamespacedCustomObject({ group: "cilium.io", version: "v2", namespace: "paperclip-cilium-co", plural: "ciliumnetworkpolicies", name: `${a.name}-egress` })).rejects.toMatchObject({ code: 404 });
-  });
-});
-
-describe("admission and validation by the test server", () => {
-  it("refuses a pod that Pod Security restricted would not admit, with the real message", async () => {
-    await t.core.createNamespace({ body: { metadata: { name: "psa-check", labels: { "pod-security.kubernetes.io/enforce": "restricted" } } } });
-    const error = await t.core.createNamespacedPod({ namespace: "psa-check", body: { metadata: { name: "root-pod" }, spec: { hostNetwork: true, containers: [{ name: "c", image: "busybox", securityContext: { privileged: true, runAsUser: 0 } }] } } }).catch((e) => e);
-    expect(error.code).toBe(403);
-    expect(JSON.parse(error.body).message).toBe(
-      'pods "root-pod" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false (container "c" must set securityContext.allowPrivilegeEscalation=false), unrestricted capabilities (container "c" must set securityContext.capabilities.drop=["ALL"]), host namespaces (hostNetwork=true), privileged (container "c" must not set securityContext.privileged=true), runAsNonRoot != true (pod or container "c" must set securityContext.runAsNonRoot=true), runAsUser=0 (container "c" must not set runAsUser=0), seccompProfile (pod or container "c" must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")',
-    );
-    // A Sandbox whose template would be refused reports it, and acquire fails with that message.
-    const bad = await t.custom.createNamespacedCustomObject({ group: "agents.x-k8s.io", version: "v1beta1", namespace: "psa-check", plural: "sandboxes", body: { apiVersion: "agents.x-k8s.io/v1beta1", kind: "Sandbox", metadata: { name: "bad" }, spec: { podTemplate: { spec: { containers: [{ name: "c", image: "busybox" }] } } } } });
-    expect(bad).toBeTruthy();
-    await new Promise((r) => setTimeout(r, 100));
-    const status = (await t.custom.getNamespacedCustomObject({ group: "agents.x-k8s.io", version: "v1beta1", namespace: "psa-check", plural: "sandboxes", name: "bad" })) as { status: { conditions: Array<{ reason: string; message: string }> } };
-    expect(status.status.conditions[0]).toMatchObject({ reason: "ReconcilerError", message: expect.stringContaining('violates PodSecurity "restricted:latest"') });
-    await t.core.deleteNamespace({ name: "psa-check" });
-  });
-
-  it("a malformed manifest fails as on a real cluster (OpenAPI schema and field validation)", async () => {
-    const typeError = await t.net.createNamespacedNetworkPolicy({ namespace: "default-missing", body: { metadata: { name: "x" }, spec: { podSelector: {}, egress: [{ ports: [{ port: 70000 }] }] } } as never }).catch((e) => e);
-    expect(typeError.code).toBe(404); // namespace does not exist
-    await t.core.createNamespace({ body: { metadata: { name: "schema-check" } } });
-    const badPort = await t.net.createNamespacedNetworkPolicy({ namespace: "schema-check", body: { metadata: { name: "x" }, spec: { podSelector: {}, egress: [{ ports: [{ port: 70000, protocol: "ICMP" }], to: [{ ipBlock: { cidr: "10.0.0.0/99" } }] }] } } as never }).catch((e) => e);
-    expect(badPort.code).toBe(422);
-    expect(JSON.parse(badPort.body).message).toBe(
-      'NetworkPolicy.networking.k8s.io "x" is invalid: [spec.egress[0].ports[0].protocol: Unsupported value: "ICMP": supported values: "SCTP", "TCP", "UDP", spec.egress[0].ports[0].port: Invalid value: 70000: must be between 1 and 65535, inclusive, spec.egress[0].to[0].ipBlock.cidr: Invalid value: "10.0.0.0/99": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)]',
-    );
-    const wrongType = await t.core.createNamespacedSecret({ namespace: "schema-check", body: { metadata: { name: "s", labels: { a: 1 as unknown as string } } } }).catch((e) => e);
-    expect(wrongType.code).toBe(400);
-    expect(JSON.parse(wrongType.body).message).toMatch(/^Secret in version "v1" cannot be handled as a Secret: json: cannot unmarshal number into Go struct field metadata\.labels\.a of type string$/);
-    await t.core.deleteNamespace({ name: "schema-check" });
   });
 });
 

@@ -10,7 +10,7 @@ import { listLeases } from "../dist/index.js";
 const emu = await runEmulator(emulator);
 afterAll(() => emu.close());
 
-// The emulator's jails have one user whose home is /home/sandbox (Novita's is /home/user).
+// The emulator's sandbox user is Novita's own: `user`, home /home/user (SANDBOX_HOME).
 const config = { apiKey: emu.credentials.apiKey!, apiUrl: emu.url, sandboxUrl: emu.url, timeoutMs: 60_000, requestedCwd: `${SANDBOX_HOME}/paperclip-workspace` };
 
 // Both paths: every command over the kit's command channel, and every command a process start of its own.

@@ -53,6 +53,11 @@ export interface GrpcServerOptions {
   faults: FaultInjector;
   /** Runs before every handler: throw GrpcError (see requireGrpcCredential) to refuse. */
   authorize?: (call: GrpcCall) => void | Promise<void>;
+  /**
+   * Methods refused on purpose, by path (`/pkg.Service/Method`, outside the proto's services) → the reason:
+   * answered UNIMPLEMENTED `emulator limit: <reason>` and recorded as unserved (`refused`).
+   */
+  refused?: Record<string, string>;
   host?: string;
   port?: number;
   /** Serve TLS too (same port, sniffed); `true` makes a self-signed certificate. */
@@ -132,6 +137,8 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
     server.addService(wrapped as grpc.ServiceDefinition, implementation);
   }
 
+  registerRefusals(server, options);
+  recordUnknownMethods(server, options);
   const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
   listener = await listen(
     { http1: (socket) => socket.destroy(), http2: (socket) => injector.injectConnection(socket) },
@@ -155,6 +162,41 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
       })();
       return closed;
     },
+  };
+}
+
+/** Refused methods get a handler of their own (any message shape: bytes in, nothing out). */
+function registerRefusals(server: grpc.Server, options: GrpcServerOptions): void {
+  for (const [path, reason] of Object.entries(options.refused ?? {})) {
+    const refuse = (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
+      const record = options.recorder.start({ protocol: "grpc", method: "POST", route: path, path, headers: redactHeaders(call.metadata.getMap() as Record<string, string>, options.secretHeaders ?? []) });
+      record.markUnserved("refused");
+      record.finish(grpc.status.UNIMPLEMENTED, grpcCodeName(grpc.status.UNIMPLEMENTED));
+      callback({ code: grpc.status.UNIMPLEMENTED, details: `emulator limit: ${reason}` });
+    };
+    if (!server.register(path, refuse, (value: Buffer) => value, (bytes: Buffer) => bytes, "unary")) {
+      throw new TypeError(`grpc refused: ${path} is also a method of the proto's services (refuse it in its handler instead)`);
+    }
+  }
+}
+
+/**
+ * grpc-js answers a method outside every service with UNIMPLEMENTED before any handler runs; the
+ * recorder must still see the call (a missing method is what a fidelity report looks for). The
+ * server's handler lookup (`_retrieveHandler`, grpc-js 1.14) is the one place such a call passes.
+ */
+function recordUnknownMethods(server: grpc.Server, options: GrpcServerOptions): void {
+  const internals = server as unknown as { _retrieveHandler?: (path: string) => unknown };
+  const lookup = internals._retrieveHandler;
+  if (typeof lookup !== "function") throw new TypeError("emulator-kit: this @grpc/grpc-js has no _retrieveHandler; unknown gRPC methods could not be recorded");
+  internals._retrieveHandler = function (this: unknown, path: string) {
+    const handler = lookup.call(this, path);
+    if (handler === null || handler === undefined) {
+      const record = options.recorder.start({ protocol: "grpc", method: "POST", route: null, path: String(path), headers: {} });
+      record.markUnserved("not in the proto");
+      record.finish(grpc.status.UNIMPLEMENTED, grpcCodeName(grpc.status.UNIMPLEMENTED));
+    }
+    return handler;
   };
 }
 
@@ -265,7 +307,10 @@ function makeImplementation(init: ImplementationInit) {
         return;
       }
       await options.authorize?.(grpcCall);
-      if (!init.handler) throw new GrpcError(grpc.status.UNIMPLEMENTED, `${path} is not implemented by this emulator`);
+      if (!init.handler) {
+        record.markUnserved("no handler");
+        throw new GrpcError(grpc.status.UNIMPLEMENTED, `${path} is not implemented by this emulator`);
+      }
       if (kind === "server-stream" || kind === "bidi") {
         drop = takeFault("drop-stream");
         if (drop && (drop.afterMessages ?? 1) === 0) {

@@ -27,6 +27,20 @@ export interface RouterOptions {
   errorEnvelope?: ErrorEnvelope;
   /** Default cap for buffered bodies (default 1 MiB). */
   bodyLimit?: number;
+  /**
+   * The answer to a request no route matches (default 404 "no route for …" in `errorEnvelope`): a
+   * vendor whose unknown paths answer otherwise (another body, another envelope per path prefix,
+   * gin's plain-text 404) says so here. Also used for a known path with another method when set.
+   */
+  notFound?: (method: string, path: string) => RawAnswer;
+}
+
+/** A fixed answer: a string body goes out as is (text/plain unless told), anything else as JSON. */
+export interface RawAnswer {
+  status: number;
+  body: unknown;
+  contentType?: string;
+  headers?: Record<string, string>;
 }
 
 export interface Router {

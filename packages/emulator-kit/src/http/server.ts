@@ -9,7 +9,7 @@ import { createHttpContext } from "./context.js";
 import { HttpError, defaultErrorEnvelope, type ErrorEnvelope } from "./errors.js";
 import { listen, type Listener } from "./listener.js";
 import { tapResponse } from "./response-tap.js";
-import type { Router } from "./router.js";
+import type { RawAnswer, Router } from "./router.js";
 import { generateSelfSignedCertificate, type SelfSignedCertificate } from "./tls-cert.js";
 import type { HttpRequest, HttpResponse } from "./types.js";
 import { createUpgradeHandler } from "./websocket.js";
@@ -81,6 +81,15 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
       record.finish(res.headersSent ? res.statusCode : 499);
     });
     const envelope = matched?.route.options.errorEnvelope ?? errorEnvelope;
+    const answerRaw = (answer: RawAnswer) => {
+      if (res.headersSent) return;
+      const text = typeof answer.body === "string";
+      const body = Buffer.from(text ? (answer.body as string) : JSON.stringify(answer.body));
+      record.addBytesOut(body.length);
+      const type = answer.contentType ?? (text ? "text/plain; charset=utf-8" : "application/json");
+      res.writeHead(answer.status, { ...answer.headers, "content-type": type, "content-length": body.length });
+      (Object.getPrototypeOf(res) as { end: (this: HttpResponse, b: Buffer) => void }).end.call(res, body);
+    };
     const fail = (error: HttpError) => {
       if (res.headersSent) return;
       const body = Buffer.from(JSON.stringify(envelope(error.info)));
@@ -91,6 +100,9 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     };
 
     if (!matched) {
+      const notFound = router.options.notFound;
+      record.markUnserved(found && "allowed" in found ? "method not allowed" : "no route");
+      if (notFound) return answerRaw(notFound(method, path));
       if (found && "allowed" in found) {
         return fail(new HttpError(405, `${method} is not allowed on ${path}`, { headers: { allow: found.allowed.join(", ") } }));
       }

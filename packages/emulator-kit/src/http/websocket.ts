@@ -95,7 +95,10 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
       record.finish(error.status);
       socket.end(Buffer.concat([Buffer.from(lines.join("\r\n") + "\r\n\r\n"), body]));
     };
-    if (!match) return refuse(new HttpError(404, `no WebSocket endpoint at ${path}`));
+    if (!match) {
+      record.markUnserved("no route");
+      return refuse(new HttpError(404, `no WebSocket endpoint at ${path}`));
+    }
     const { route, params } = match;
 
     let protocol = "";

@@ -33,6 +33,12 @@ export interface RequestRecord {
   readonly headers: Record<string, string>;
   /** False while the call is still running. */
   done: boolean;
+  /**
+   * Why the emulator did not serve this call, when it did not: no route (`no route`), a method the
+   * route does not take, a gRPC method outside its proto or without a handler, an UNIMPLEMENTED /
+   * 501 answer, or a reason the emulator gave. Undefined for a served call (errors included).
+   */
+  unserved?: string;
   /** Free-form notes an emulator adds (`sandboxId`, …); never put secrets here. */
   readonly notes: Record<string, string | number | boolean>;
 }
@@ -46,6 +52,18 @@ export interface RecordFilter {
   since?: number;
   /** Include calls still running (default false). */
   includeRunning?: boolean;
+  /** Only calls the emulator did not serve (true) or did (false). */
+  unserved?: boolean;
+}
+
+/** Unserved calls grouped by what was asked, for a bench's report. */
+export interface UnservedCall {
+  protocol: RequestProtocol;
+  method: string;
+  /** The route pattern when one matched, else the path. */
+  target: string;
+  reason: string;
+  count: number;
 }
 
 export interface StartRecord {
@@ -67,6 +85,8 @@ export interface RecordHandle {
   note(key: string, value: string | number | boolean): void;
   /** Sets the protocol-level code (gRPC code name, Connect error code) ahead of finish. */
   setCode(code: string): void;
+  /** Marks the call as one the emulator does not serve (the first reason given is kept). */
+  markUnserved(reason: string): void;
   /** Ends the record once; later calls are ignored. */
   finish(status: number, code?: string): void;
 }
@@ -77,6 +97,8 @@ export interface RequestRecorder {
   /** Finished records (or running ones with `includeRunning`) matching the filter, oldest first. */
   list(filter?: RecordFilter): RequestRecord[];
   count(filter?: RecordFilter): number;
+  /** Finished calls the emulator did not serve, grouped by protocol, method, target and reason. */
+  unserved(filter?: Omit<RecordFilter, "unserved">): UnservedCall[];
   /** The id of the latest record so far: pass as `since` to see only what comes after. */
   mark(): number;
   /** Resolves when no call is running (or rejects after `timeoutMs`). */
@@ -113,7 +135,8 @@ export function createRequestRecorder(options: RecorderOptions = {}): RequestRec
     (filter.method === undefined || record.method === filter.method.toUpperCase()) &&
     (filter.route === undefined || record.route === filter.route) &&
     (filter.status === undefined || record.status === filter.status) &&
-    (filter.since === undefined || record.id > filter.since);
+    (filter.since === undefined || record.id > filter.since) &&
+    (filter.unserved === undefined || (record.unserved !== undefined) === filter.unserved);
 
   return {
     start(init) {
@@ -156,11 +179,14 @@ export function createRequestRecorder(options: RecorderOptions = {}): RequestRec
         fault: (kind) => void record.faults.push(kind),
         note: (key, value) => void (record.notes[key] = value),
         setCode: (code) => void (record.code = code),
+        markUnserved: (reason) => void (record.unserved ??= reason),
         finish(status, code) {
           if (finished) return;
           finished = true;
           record.status = status;
           if (code !== undefined) record.code = code;
+          // UNIMPLEMENTED (gRPC 12, Connect "unimplemented") and HTTP 501 say "not served" whoever answered.
+          if (record.code === "UNIMPLEMENTED" || record.code === "unimplemented" || (record.protocol !== "grpc" && status === 501)) record.unserved ??= "unimplemented";
           record.latencyMs = performance.now() - started;
           record.done = true;
           running--;
@@ -170,6 +196,18 @@ export function createRequestRecorder(options: RecorderOptions = {}): RequestRec
     },
     list: (filter = {}) => records.filter((record) => matches(record, filter)).map(copyRecord),
     count: (filter = {}) => records.filter((record) => matches(record, filter)).length,
+    unserved(filter = {}) {
+      const groups = new Map<string, UnservedCall>();
+      for (const record of records) {
+        if (!matches(record, { ...filter, unserved: true })) continue;
+        const target = record.route ?? record.path;
+        const key = `${record.protocol} ${record.method} ${target} ${record.unserved}`;
+        const group = groups.get(key);
+        if (group) group.count += 1;
+        else groups.set(key, { protocol: record.protocol, method: record.method, target, reason: record.unserved!, count: 1 });
+      }
+      return [...groups.values()];
+    },
     mark: () => nextId - 1,
     idle(timeoutMs = 5_000) {
       if (running === 0) return Promise.resolve();

@@ -81,6 +81,10 @@ export interface JailLayout {
   seccompFd?: number;
   /** Size of the jail's /dev/shm (a tmpfs counted against the memory limit). */
   shmBytes: number;
+  /** The sandbox user inside (default uid/gid 1000, home /home/sandbox). */
+  user?: { uid: number; gid: number; home: string };
+  /** Further writable host directories and where they are bound. */
+  mounts?: Array<{ hostDir: string; path: string; readOnly: boolean }>;
 }
 
 export interface JailCommand {
@@ -114,9 +118,9 @@ export function buildJailArgv(layout: JailLayout, fds: JailFds): JailCommand {
     "--unshare-user",
     "--disable-userns", // no nested user namespaces: less kernel surface for the sandbox
     "--uid",
-    String(SANDBOX_UID),
+    String(layout.user?.uid ?? SANDBOX_UID),
     "--gid",
-    String(SANDBOX_GID),
+    String(layout.user?.gid ?? SANDBOX_GID),
     "--hostname",
     SANDBOX_HOSTNAME,
     // As root a read-only bind can otherwise be remounted writable from inside (shown in
@@ -164,9 +168,14 @@ export function buildJailArgv(layout: JailLayout, fds: JailFds): JailCommand {
   // bound /proc/sys serves each reader's own namespaces, so the jail still sees its net/uts values.)
   args.push("--ro-bind", "/proc/sys", "/proc/sys", "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger");
   args.push("--bind", layout.workspaceDir, SANDBOX_PATHS.workspace);
-  args.push("--bind", layout.homeDir, SANDBOX_PATHS.home);
-  args.push("--bind", layout.cacheDir, SANDBOX_PATHS.cache);
+  const home = layout.user?.home ?? SANDBOX_PATHS.home;
+  args.push("--bind", layout.homeDir, home);
+  args.push("--bind", layout.cacheDir, `${home}/.cache`);
   args.push("--bind", layout.tmpDir, SANDBOX_PATHS.tmp);
+  // Parents before children: a mount inside another one is bound after it (and so on top of it).
+  for (const mount of [...(layout.mounts ?? [])].sort((a, b) => depth(a.path) - depth(b.path))) {
+    args.push(mount.readOnly ? "--ro-bind" : "--bind", mount.hostDir, mount.path);
+  }
   args.push("--ro-bind", layout.supervisorScript, SANDBOX_PATHS.supervisor);
   args.push("--ro-bind", path.join(path.dirname(layout.supervisorScript), "in-jail"), SANDBOX_PATHS.supervisorModules);
 
@@ -188,6 +197,27 @@ export function buildJailArgv(layout: JailLayout, fds: JailFds): JailCommand {
   const supervisor = [...(layout.loaderFd !== undefined ? [SANDBOX_PATHS.loader] : []), nodePath, SANDBOX_PATHS.supervisor, String(fds.configFd)];
   const command = ["/bin/sh", "-c", JAIL_INIT_SCRIPT, JAIL_INIT_NAME, ...supervisor];
   return { options: args, command, argv: [...args, "--", ...command], nodePath, path: searchPath, hostNodeBinary };
+}
+
+const depth = (jailPath: string) => jailPath.split("/").length;
+
+/**
+ * Why a writable directory cannot be bound at `jailPath`, or null: bwrap makes missing mount points,
+ * but not inside a read-only bind of the host tree (or rootfs), where the directory must exist.
+ */
+export function mountPointProblem(jailPath: string, rootfs?: string): string | null {
+  const top = jailPath.split("/")[1] ?? "";
+  const tree = rootfs ? listRootfs(rootfs) : HOST_TREE;
+  const inTree = tree.includes(top) || (!rootfs && top === "etc" && HOST_ETC.some((name) => jailPath === `/etc/${name}` || jailPath.startsWith(`/etc/${name}/`)));
+  if (!inTree) return null;
+  const onHost = path.join(rootfs ?? "/", jailPath);
+  let stat: fs.Stats;
+  try {
+    stat = fs.statSync(onHost);
+  } catch {
+    return `${jailPath} does not exist in the sandbox's read-only tree (a mount point there must exist)`;
+  }
+  return stat.isDirectory() ? null : `${jailPath} is not a directory in the sandbox's read-only tree`;
 }
 
 function listRootfs(rootfs: string): string[] {
@@ -216,14 +246,17 @@ function findNodeInTree(treeRoot: string): string | null {
   return null;
 }
 
-/** passwd/group/hosts for the sandbox user, so `id`, `whoami`, `~` and `localhost` work. */
-export function generatedEtcFiles(): Record<"passwd" | "group" | "hosts", string> {
+/**
+ * passwd/group/hosts for the sandbox user, so `id`, `whoami`, `~` and `localhost` work. A user with
+ * uid 0 is root itself (its home is then the sandbox's home).
+ */
+export function generatedEtcFiles(user: { name: string; uid: number; gid: number; home: string } = { name: SANDBOX_USER, uid: SANDBOX_UID, gid: SANDBOX_GID, home: SANDBOX_PATHS.home }): Record<"passwd" | "group" | "hosts", string> {
+  const root = user.uid === 0 ? `root:x:0:0:root:${user.home}:/bin/sh\n` : `root:x:0:0:root:/root:/usr/sbin/nologin\n`;
+  const own = user.uid === 0 ? "" : `${user.name}:x:${user.uid}:${user.gid}:Paperclip sandbox:${user.home}:/bin/sh\n`;
+  const group = user.gid === 0 || user.gid === 65534 ? "" : `${user.uid === 0 ? "sandbox" : user.name}:x:${user.gid}:\n`;
   return {
-    passwd:
-      `root:x:0:0:root:/root:/usr/sbin/nologin\n` +
-      `${SANDBOX_USER}:x:${SANDBOX_UID}:${SANDBOX_GID}:Paperclip sandbox:${SANDBOX_PATHS.home}:/bin/sh\n` +
-      `nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`,
-    group: `root:x:0:\n${SANDBOX_USER}:x:${SANDBOX_GID}:\nnogroup:x:65534:\n`,
+    passwd: `${root}${own}nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`,
+    group: `root:x:0:\n${group}nogroup:x:65534:\n`,
     hosts: `127.0.0.1\tlocalhost ${SANDBOX_HOSTNAME}\n::1\tlocalhost ip6-localhost ip6-loopback\n`,
   };
 }

@@ -13,16 +13,17 @@ export function grantIsEmpty(grant: EgressGrant): boolean {
   return grant.allowFqdns.length === 0 && grant.allowCidrs.length === 0;
 }
 
-export function sandboxBaseEnv(grant: EgressGrant, searchPath: string): Record<string, string> {
+export function sandboxBaseEnv(grant: EgressGrant, searchPath: string, user: { name: string; uid: number; home: string } = { name: SANDBOX_USER, uid: 1000, home: SANDBOX_PATHS.home }): Record<string, string> {
+  const name = user.uid === 0 ? "root" : user.name;
   const env: Record<string, string> = {
     PATH: searchPath,
-    HOME: SANDBOX_PATHS.home,
-    USER: SANDBOX_USER,
-    LOGNAME: SANDBOX_USER,
+    HOME: user.home,
+    USER: name,
+    LOGNAME: name,
     SHELL: "/bin/sh",
     TMPDIR: SANDBOX_PATHS.tmp,
     LANG: "C.UTF-8",
-    XDG_CACHE_HOME: SANDBOX_PATHS.cache,
+    XDG_CACHE_HOME: `${user.home}/.cache`,
     ...egressEnv(grant, grantIsEmpty(grant) ? "deny-all" : "allow-list-proxy"),
   };
   if (!grantIsEmpty(grant)) {

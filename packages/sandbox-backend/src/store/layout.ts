@@ -32,11 +32,24 @@ export interface SandboxLayout {
   home: string;
   cache: string;
   tmp: string;
+  /** Parent of the further writable directories (`mounts/<index>`). */
+  mounts: string;
   etc: string;
   socketDir: string;
   socket: string;
   egress: string;
   egressSocket: string;
+}
+
+/** Host directory holding a mount's storage: its volume's (shared by every mount naming it) or its own. */
+export function mountStorageOf(layout: SandboxLayout, mount: { volume?: string }, index: number): string {
+  return path.join(layout.mounts, mount.volume !== undefined ? `v-${mount.volume}` : String(index));
+}
+
+/** Host directory bound for a mount: its storage, or the `subPath` inside it. */
+export function mountDirOf(layout: SandboxLayout, mount: { volume?: string; subPath?: string }, index: number): string {
+  const storage = mountStorageOf(layout, mount, index);
+  return mount.subPath ? path.join(storage, mount.subPath) : storage;
 }
 
 export function sandboxesDir(stateDir: string): string {
@@ -67,6 +80,7 @@ export function sandboxLayout(stateDir: string, id: string, options: { legacy?: 
     home: path.join(data, "home"),
     cache: path.join(data, "cache"),
     tmp: path.join(data, "tmp"),
+    mounts: path.join(data, "mounts"),
     etc: path.join(dir, "etc"),
     socketDir,
     socket: path.join(socketDir, "sup.sock"),

@@ -12,6 +12,9 @@ export interface SandboxSpec {
   env: Record<string, string>;
   limits: SandboxLimits;
   egress: EgressSpec;
+  /** Absent in records written before users and mounts existed: the defaults. */
+  user?: { name: string; uid: number; gid: number; home: string };
+  mounts?: Array<{ path: string; readOnly: boolean; volume?: string; subPath?: string }>;
 }
 
 export interface SandboxRecord {

@@ -5,7 +5,7 @@ import path from "node:path";
 import { SandboxExistsError } from "../errors.js";
 import { unreachableBy, type HostUser } from "../jail/host-user.js";
 import { createDisk, removeDisk } from "./disk.js";
-import { sandboxesDir, socketsDir, type SandboxLayout } from "./layout.js";
+import { mountDirOf, mountStorageOf, sandboxesDir, socketsDir, type SandboxLayout } from "./layout.js";
 
 /**
  * Creates (or checks) the state directory: owned by us and 0700 (0711 when jails run as another host
@@ -50,7 +50,9 @@ export async function createSandboxDirs(
   etcFiles: Record<string, string>,
   owner: HostUser | null = null,
   diskMb: number | null = null,
+  mountSpecs: ReadonlyArray<{ volume?: string; subPath?: string }> = [],
 ): Promise<void> {
+  const mountCount = mountSpecs.length;
   const passage = owner ? 0o711 : 0o700;
   try {
     await fsp.mkdir(layout.dir, { mode: passage });
@@ -64,8 +66,14 @@ export async function createSandboxDirs(
   // The writable directories' parent: only the jail's host user may pass (its setuid files stay its own).
   await fsp.chmod(layout.disk, 0o700);
   if (owner) await fsp.chown(layout.disk, owner.uid, owner.gid);
-  const owned = [layout.workspace, layout.home, layout.cache, layout.tmp, layout.etc];
-  await Promise.all(owned.map((dir) => fsp.mkdir(dir, { mode: 0o700 })));
+  const mounts = [...new Set(mountSpecs.map((mount, index) => mountStorageOf(layout, mount, index)))];
+  if (mountCount > 0) await fsp.mkdir(layout.mounts, { mode: 0o700 });
+  const owned = [layout.workspace, layout.home, layout.cache, layout.tmp, layout.etc, ...(mountCount > 0 ? [layout.mounts] : []), ...mounts];
+  await Promise.all(owned.filter((dir) => dir !== layout.mounts).map((dir) => fsp.mkdir(dir, { mode: 0o700 })));
+  // Like a Kubernetes emptyDir: open to every user of the jail (the disk above stays the jail user's only).
+  await Promise.all(mounts.map((dir) => fsp.chmod(dir, 0o777)));
+  const subDirs = mountSpecs.flatMap((mount, index) => (mount.subPath ? [mountDirOf(layout, mount, index)] : []));
+  for (const dir of subDirs) await fsp.mkdir(dir, { recursive: true, mode: 0o777 });
   // The sandbox's /tmp is shared by every process of the sandbox, as on a normal host.
   await fsp.chmod(layout.tmp, 0o1777);
   await Promise.all(
@@ -79,6 +87,15 @@ export async function createSandboxDirs(
   await fsp.mkdir(layout.egress, { recursive: true, mode: 0o700 });
   if (owner) {
     await Promise.all([...owned, layout.egress].map((dir) => fsp.chown(dir, owner.uid, owner.gid)));
+    for (const dir of subDirs) {
+      // Every directory from the storage down to the subPath, made by this worker, becomes the jail user's.
+      const storage = mounts.find((root) => dir.startsWith(`${root}/`))!;
+      let at = storage;
+      for (const part of path.relative(storage, dir).split(path.sep)) {
+        at = path.join(at, part);
+        await fsp.chown(at, owner.uid, owner.gid);
+      }
+    }
     await fsp.chmod(layout.socketDir, passage);
   }
 }

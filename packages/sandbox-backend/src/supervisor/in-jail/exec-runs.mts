@@ -60,7 +60,8 @@ const MAX_FINISHED = 256;
 /** Sum of the ring capacities of all kept runs (the rings fill lazily; this bounds the worst case). */
 const CAPACITY_BUDGET = 256 * 1024 * 1024;
 const MAX_ARGV = 4096;
-const MAX_ARG_BYTES = 256 * 1024;
+/** Linux's MAX_ARG_STRLEN (32 pages): execve refuses a longer single argument with E2BIG. */
+const MAX_ARG_BYTES = 32 * 4096;
 const MAX_ENV = 1024;
 const MAX_TAG = 256;
 /** A background child holding the pipes open does not hold up the exit beyond this. */
@@ -102,7 +103,7 @@ export function createExecTable(config: SupervisorConfig): ExecTable {
     if (child.pid === undefined) {
       const error = await new Promise<Error>((resolve) => child.once("error", resolve));
       const code = (error as NodeJS.ErrnoException).code ?? "EFAIL";
-      throw new OpError(code, code === "ENOENT" ? `command not found: ${file}` : `spawn failed: ${error.message}`);
+      throw new OpError(code, code === "ENOENT" ? `command not found: ${file}` : code === "E2BIG" ? "argument list too long" : `spawn failed: ${error.message}`);
     }
     child.on("error", () => undefined);
     preferForOom(child.pid, writeFileSync);
@@ -235,9 +236,11 @@ export function describeRun(run: ExecRun): Record<string, unknown> {
 function parseCommand(message: Record<string, unknown>): { argv: string[] | null; script: string | null } {
   if (Array.isArray(message.argv)) {
     const argv = message.argv;
-    if (argv.length === 0 || argv.length > MAX_ARGV || !argv.every((arg) => typeof arg === "string" && arg.length <= MAX_ARG_BYTES && !arg.includes("\0"))) {
+    if (argv.length === 0 || argv.length > MAX_ARGV || !argv.every((arg) => typeof arg === "string" && !arg.includes("\0"))) {
       throw new OpError("EINVAL", `argv must be 1-${MAX_ARGV} strings without NUL bytes`);
     }
+    // What execve itself answers (strerror(E2BIG)), so callers see the kernel's refusal, not ours.
+    if (argv.some((arg) => Buffer.byteLength(arg as string) >= MAX_ARG_BYTES)) throw new OpError("E2BIG", "argument list too long");
     return { argv: argv as string[], script: null };
   }
   if (typeof message.script === "string" && !message.script.includes("\0")) return { argv: null, script: message.script };
