@@ -76,7 +76,7 @@ export function setCommandChannelLog(log: ((message: string) => void) | undefine
   defaultLog = log;
 }
 
-const DEFAULTS = { idleMs: 60_000, startTimeoutMs: 30_000, ackTimeoutMs: 10_000, closeTimeoutMs: 10_000 };
+const DEFAULTS = { idleMs: 60_000, startTimeoutMs: 30_000, ackTimeoutMs: 10_000, closeTimeoutMs: 5_000 };
 /** Restart delays after a failed start or a break: 1 s doubling to 5 minutes. */
 const BACKOFF_BASE_MS = 1_000;
 const BACKOFF_MAX_MS = 5 * 60_000;
