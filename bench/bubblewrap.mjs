@@ -6,10 +6,15 @@
 //   duplex    64-byte echo round trip over a `cat` duplex channel on that lease, and an 8 MiB echo
 //   resume    resumeLease of a stopped reusable lease (and resume -> first output)
 //   sync      syncIn / syncOut of a 100 MiB tree of 10,000 files, with the worker's peak RSS (VmHWM)
+//   idle      private memory (Private_Clean + Private_Dirty of every host process of its jail: keeper,
+//             bwrap, init, supervisor) per idle lease, kept resident (idle stop 0, a second worker)
+//             and with idle stop (--idle-ms, this worker); the first execute after a dormant period
+//             (a fresh jail on the same disk) and after a pause just short of it (ping first), next
+//             to the steady execute (--idle-runs each)
 // Needs the built packages (`npx tsc -b providers/bubblewrap`). Medians are over --runs (>= 100);
 // sync runs are set separately (--sync-runs) because each moves 200 MiB through a shared disk.
 //
-//   node bench/bubblewrap.mjs [--runs 100] [--sync-runs 100] [--out bench/results]
+//   node bench/bubblewrap.mjs [--runs 100] [--sync-runs 100] [--idle-runs 20] [--idle-ms 2000] [--out bench/results]
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
@@ -25,10 +30,15 @@ const { values: args } = parseArgs({
     "sync-runs": { type: "string", default: "100" },
     "sync-files": { type: "string", default: "10000" },
     "sync-mib": { type: "string", default: "100" },
+    "idle-runs": { type: "string", default: "20" },
+    "idle-ms": { type: "string", default: "2000" },
     out: { type: "string", default: path.join(repoRoot, "bench/results") },
   },
 });
 const runs = Number(args.runs);
+const idleRuns = Number(args["idle-runs"]);
+const idleMs = Number(args["idle-ms"]);
+const IDLE_ENV = "PAPERCLIP_BUBBLEWRAP_IDLE_STOP_MS";
 const syncRuns = Number(args["sync-runs"]);
 if (!(runs >= 100)) throw new Error("--runs must be at least 100");
 
@@ -45,6 +55,41 @@ function bareSpawn() {
     child.once("exit", (code) => (code === 0 ? resolve() : reject(new Error(`exit ${code}`))));
   });
 }
+/** Every host process of a lease's jail (its keeper and all below it) with its private memory in KiB. */
+function leaseMemory(leaseId) {
+  let keeper;
+  try {
+    keeper = JSON.parse(fs.readFileSync(path.join(stateDir, "leases", leaseId, "sandbox.json"), "utf8")).jail?.keeperPid;
+  } catch {
+    return { kib: 0, processes: {} };
+  }
+  const children = new Map();
+  for (const name of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${name}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(name)]);
+    } catch {}
+  }
+  const processes = {};
+  let kib = 0;
+  for (const pending = keeper ? [keeper] : []; pending.length > 0; ) {
+    const pid = pending.pop();
+    try {
+      const rollup = fs.readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
+      const field = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(rollup)?.[1] ?? 0);
+      const own = field("Private_Clean") + field("Private_Dirty");
+      const name = fs.readFileSync(`/proc/${pid}/comm`, "utf8").trim();
+      processes[name] = (processes[name] ?? 0) + own;
+      kib += own;
+      pending.push(...(children.get(pid) ?? []));
+    } catch {}
+  }
+  return { kib, processes };
+}
+const keeperGone = (leaseId) => leaseMemory(leaseId).kib === 0;
+
 function status(pid) {
   const text = fs.readFileSync(`/proc/${pid}/status`, "utf8");
   const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? NaN);
@@ -56,7 +101,7 @@ const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "bwrap-bench-data-"));
 const pkg = await loadPluginPackage(path.join(repoRoot, "providers/bubblewrap"));
 // The worker's host-side scratch (sync spools) follows this process's TMPDIR, like the lease state:
 // `TMPDIR=/dev/shm node bench/bubblewrap.mjs` measures the mechanics without the disk.
-const client = await startWorker(pkg, { env: { TMPDIR: os.tmpdir() } });
+const client = await startWorker(pkg, { env: { TMPDIR: os.tmpdir(), [IDLE_ENV]: String(idleMs) } });
 const config = { stateDir, timeoutMs: 120_000 };
 const base = (cfg = config) => ({ driverKey: "bubblewrap", companyId: "bench", environmentId: "bench", config: cfg });
 const live = new Set();
@@ -133,6 +178,63 @@ try {
   results.steadyExecute = summarize(exec);
   results.bareSpawn = summarize(bare);
   results.executeOverBare = results.steadyExecute.median / results.bareSpawn.median;
+
+  // Idle: what an idle lease holds, resident vs dormant, and what waking costs.
+  {
+    const resident = await startWorker(pkg, { env: { TMPDIR: os.tmpdir(), [IDLE_ENV]: "0" } });
+    const sleep = (t) => new Promise((resolve) => setTimeout(resolve, t));
+    try {
+      const idleLeases = async (worker, count) => {
+        const leases = [];
+        for (let i = 0; i < count; i += 1) {
+          const l = await worker.env.acquireLease({ ...base(), runId: `bench-idle-${i}`, agentId: "bench", executionWorkspaceId: "bench-ws" });
+          live.add(l.providerLeaseId);
+          await worker.env.execute({ ...base(), lease: l, command: "true" });
+          leases.push(l);
+        }
+        return leases;
+      };
+      const residentLeases = await idleLeases(resident, 5);
+      const dormantLeases = await idleLeases(client, 5);
+      for (const until = Date.now() + idleMs * 4; Date.now() < until && !dormantLeases.every((l) => keeperGone(l.providerLeaseId)); ) await sleep(50);
+      await sleep(Math.max(0, idleMs * 1.5 - 0));
+      const residentMemory = residentLeases.map((l) => leaseMemory(l.providerLeaseId));
+      const dormantMemory = dormantLeases.map((l) => leaseMemory(l.providerLeaseId));
+      for (const l of residentLeases) {
+        await resident.env.destroyLease({ ...base(), providerLeaseId: l.providerLeaseId });
+        live.delete(l.providerLeaseId);
+      }
+      const afterIdle = [];
+      const afterPause = [];
+      const probe = dormantLeases[0];
+      for (let i = 0; i < idleRuns; i += 1) {
+        for (const until = Date.now() + idleMs * 4; Date.now() < until && !keeperGone(probe.providerLeaseId); ) await sleep(20);
+        let s = process.hrtime.bigint();
+        let r = await client.env.execute({ ...base(), lease: probe, command: "true" });
+        if (r.exitCode !== 0) throw new Error(`true after idle exited ${r.exitCode}`);
+        afterIdle.push(ms(s));
+        await sleep(idleMs - 500);
+        s = process.hrtime.bigint();
+        r = await client.env.execute({ ...base(), lease: probe, command: "true" });
+        if (r.exitCode !== 0) throw new Error(`true after a pause exited ${r.exitCode}`);
+        afterPause.push(ms(s));
+      }
+      for (const l of dormantLeases) {
+        await client.env.destroyLease({ ...base(), providerLeaseId: l.providerLeaseId });
+        live.delete(l.providerLeaseId);
+      }
+      results.idle = {
+        idleMs,
+        residentPrivateKiBPerLease: summarize(residentMemory.map((m) => m.kib)),
+        residentBreakdownKiB: residentMemory[0].processes,
+        dormantPrivateKiBPerLease: summarize(dormantMemory.map((m) => m.kib)),
+        firstExecuteAfterIdle: summarize(afterIdle),
+        executeAfterPauseJustShortOfIdle: summarize(afterPause),
+      };
+    } finally {
+      await resident.shutdown();
+    }
+  }
 
   // Duplex channel (the host's HTTP/2 bridge path): one `cat` channel on the same lease; a 64-byte
   // write until its echo arrives, against the steady execute above (what one file-bridge step costs),
@@ -261,6 +363,14 @@ for (const [name, value, target] of targets) console.log(`${name.padEnd(36)} med
 console.log(`execute / bare ratio: ${results.executeOverBare.toFixed(2)}x`);
 console.log(`execute / duplex round trip: ${results.executeOverDuplexRoundTrip.toFixed(2)}x; duplex 8 MiB echo ${results.duplexEcho8MiBMs.toFixed(0)} ms`);
 console.log(`worker RSS: ${JSON.stringify(results.sync.workerRss)}`);
+console.log(
+  `idle lease private memory (median of 5): resident ${results.idle.residentPrivateKiBPerLease.median} KiB ${JSON.stringify(results.idle.residentBreakdownKiB)}, ` +
+    `dormant after ${idleMs} ms ${results.idle.dormantPrivateKiBPerLease.median} KiB (target <= 1024 KiB)`,
+);
+console.log(
+  `first execute after idle ${results.idle.firstExecuteAfterIdle.median.toFixed(2)} ms, after a pause of ${idleMs - 500} ms (ping first) ` +
+    `${results.idle.executeAfterPauseJustShortOfIdle.median.toFixed(2)} ms, steady execute ${results.steadyExecute.median.toFixed(2)} ms`,
+);
 fs.mkdirSync(args.out, { recursive: true });
 const file = path.join(args.out, `bubblewrap-${report.date.replace(/[:.]/g, "-")}.json`);
 fs.writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);

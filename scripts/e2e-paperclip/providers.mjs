@@ -92,8 +92,8 @@ export const PROVIDERS = [
       probeFill: { "Memory limit (MiB)": 512, "Disk limit (MiB)": 1024 },
       // The server runs as nobody: unless nobody may create cgroups, the memory limit is not enforced.
       probe: cgroupsWritableByNobody()
-        ? /^bubblewrap sandbox ready — disk limit NOT enforced: diskMb 1024 MiB \(no filesystem quota\)$/
-        : /^bubblewrap sandbox ready — limits NOT enforced: memoryMb \(the worker cannot create cgroups\); disk limit NOT enforced: diskMb 1024 MiB \(no filesystem quota\)$/,
+        ? /^bubblewrap sandbox ready — disk limit NOT enforced: diskMb 1024 MiB \(a per-sandbox filesystem needs a root worker \(this one is uid 65534\)\)$/
+        : /^bubblewrap sandbox ready — limits NOT enforced: memoryMb \(the worker cannot create cgroups\); disk limit NOT enforced: diskMb 1024 MiB \(a per-sandbox filesystem needs a root worker \(this one is uid 65534\)\)$/,
       saved: (config) => [
         ...expectEqual("rootfs", config.rootfs, undefined),
         ...expectEqual("egressAllowFqdns", config.egressAllowFqdns, ["api.github.com"]),

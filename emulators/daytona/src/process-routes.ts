@@ -41,7 +41,7 @@ export function registerProcessRoutes(router: Router, deps: ProcessDeps): void {
           ...(timeoutSec > 0 ? { timeoutMs: Math.round(timeoutSec * 1000) } : {}),
         }),
       );
-      if (exit.timedOut) throw new HttpError(408, "command execution timeout", { code: "PROCESS_EXECUTION_TIMEOUT" });
+      if (exit.reason === "timeout") throw new HttpError(408, "command execution timeout", { code: "PROCESS_EXECUTION_TIMEOUT" });
       return { exitCode: exit.exitCode ?? -1, result: Buffer.concat(chunks).toString("utf8") };
     },
     { errorEnvelope: daemonErrorEnvelope },
@@ -88,7 +88,7 @@ export function registerCodeRunRoute(router: Router, deps: ProcessDeps): void {
             ...(timeoutSec > 0 ? { timeoutMs: Math.round(timeoutSec * 1000) } : {}),
           }),
         );
-        if (exit.timedOut) throw new HttpError(408, "command execution timeout", { code: "PROCESS_EXECUTION_TIMEOUT" });
+        if (exit.reason === "timeout") throw new HttpError(408, "command execution timeout", { code: "PROCESS_EXECUTION_TIMEOUT" });
         return { exitCode: exit.exitCode ?? -1, result: Buffer.concat(chunks).toString("utf8"), artifacts: { charts: [] } };
       } finally {
         await jail.files.remove(dir, { recursive: true }).catch(() => undefined);

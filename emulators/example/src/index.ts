@@ -82,7 +82,7 @@ export const emulator: EmulatorDefinition<ExampleEmulatorOptions> = {
       });
       return {
         exitCode: exit.exitCode,
-        timedOut: exit.timedOut === true,
+        timedOut: exit.reason === "timeout",
         stdout: Buffer.concat(out).toString("base64"),
         stderr: Buffer.concat(err).toString("base64"),
       };

@@ -140,3 +140,18 @@ describe("leases gc with a provider that lists its leases at the vendor", () => 
     expect(r.stderr).toMatch(/--config and --set need --provider/);
   });
 });
+
+describe("leases gc with no --provider and no configured hosted provider", () => {
+  const home = makeSandboxHome("gc-unconfigured");
+  afterAll(() => home.dispose());
+
+  it("contacts nothing (no connect, no DNS lookup of a vendor host) and says which providers it skipped", async () => {
+    const noNetwork = path.join(REPO_ROOT, "packages", "cli", "src", "__fixtures__", "no-network.mjs");
+    const r = await runCli(["leases", "gc", "--db", home.db, "--json"], { env: { ...home.env, NODE_OPTIONS: `--import=${noNetwork}` } });
+    expect(r.stderr).not.toContain("NETWORK CONTACT");
+    expect(r.stderr).not.toMatch(/cannot list/);
+    expect(r.stderr).toMatch(/leases gc: skipped daytona, e2b, kubernetes, modal, novita: not configured here/);
+    expect(r.code).toBe(0);
+    expect((JSON.parse(r.stdout) as { skipped: string[] }).skipped).toEqual(["daytona", "e2b", "kubernetes", "modal", "novita"]);
+  });
+});

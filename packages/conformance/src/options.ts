@@ -21,6 +21,7 @@ export const CONFORMANCE_CASE_NAMES = [
   "sync-all-byte-values-roundtrip",
   "duplex-channel",
   "release-receipt-after-execution",
+  "release-receipt-ends-every-process",
   "resume-reusable-lease",
   "destroy-twice",
   "execute-after-destroy-fails-cleanly",

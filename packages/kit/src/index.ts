@@ -1,4 +1,4 @@
-export { STREAM_TRANSPORT } from "./transport.js";
+export { STREAM_TRANSPORT, abortedExit, timedOutExit } from "./transport.js";
 export type { ScriptRunner, ScriptIo, ScriptExit, TransportCapabilities, TerminationReason, FileTransport } from "./transport.js";
 export * from "./config/index.js";
 export * from "./probe/index.js";
@@ -20,4 +20,6 @@ export { createStreamedProcessRunner } from "./transports/streamed-process-runne
 export type { StreamedProcess, StreamedProcessApi, StreamedProcessExit, StreamedProcessOutput, StreamedProcessRunnerOptions, StreamedProcessSpec } from "./transports/streamed-process-runner.js";
 export { cappedTtlMs, createTtlKeepers, keepTtlAlive, SECOND_MS } from "./lease/ttl-keeper.js";
 export type { TtlKeeper, TtlKeeperOptions, TtlKeepers } from "./lease/ttl-keeper.js";
-export * from "./envd/index.js";
+// Vendor families: mechanics one group of vendors shares (see families/README.md).
+export * from "./families/envd/index.js";
+export * from "./families/kubernetes/index.js";

@@ -12,9 +12,9 @@ import type { Readable, Writable } from "node:stream";
  * - `stdout` / `stderr`: every chunk is written to the given sink in order; `run` resolves only after
  *   both streams have been fully delivered.
  * - `signal`: when aborted, the provider ends the script's whole process group (SIGTERM, then SIGKILL
- *   after `killGraceMs`) and resolves with `aborted: true` once the group is gone.
+ *   after `killGraceMs`) and resolves with `reason: "aborted"` once the group is gone.
  * - `timeoutMs`: when `capabilities.remoteTimeout` is set, the sandbox side ends the group at this
- *   deadline (so a crashed worker never leaves the command running) and the exit says `timedOut`.
+ *   deadline (so a crashed worker never leaves the command running) and the exit says `reason: "timeout"`.
  * - Rejects only for transport failures (sandbox gone, connection lost), never for a non-zero exit.
  *
  * A transport that cannot meet part of this says so in `capabilities`; the kit's adapters
@@ -43,7 +43,7 @@ export interface TransportCapabilities {
   separateStderr: boolean;
   /** What an abort can reach: the whole process group, only the script's pid, or nothing remote. */
   signals: "group" | "pid" | "none";
-  /** The sandbox side honours `ScriptIo.timeoutMs` and reports `timedOut`. */
+  /** The sandbox side honours `ScriptIo.timeoutMs` and reports `reason: "timeout"`. */
   remoteTimeout: boolean;
   /** Largest script (bytes of UTF-8) one call accepts; absent means no limit the kit must respect. */
   maxScriptBytes?: number;
@@ -81,19 +81,30 @@ export interface ScriptIo {
   timeoutMs?: number;
 }
 
-/** Why a script ended, recorded once. */
+/**
+ * Why a script ended, recorded once: on its own (`exit`, with its code), by a signal it did not
+ * ask for (`signal`), at the deadline (`timeout`: the sandbox side's `io.timeoutMs`, or a runner's
+ * own ceiling), or because `io.signal` aborted it (`aborted`). Nothing else says it.
+ */
 export type TerminationReason = "exit" | "signal" | "timeout" | "aborted";
 
 export interface ScriptExit {
+  /** The script's exit status; null when it did not exit on its own (timeout, abort, signal). */
   exitCode: number | null;
   signal: string | null;
-  /** True when the run ended because `io.signal` aborted it. */
-  aborted: boolean;
-  /** True when the sandbox side ended the script at `io.timeoutMs`. */
-  timedOut?: boolean;
-  reason?: TerminationReason;
+  reason: TerminationReason;
   /** The script's pid in the sandbox, when the transport knows it. */
   pid?: number;
+}
+
+/** The exit of a run that `io.signal` ended (`signal`: what ended the group, when known). */
+export function abortedExit(signal: string | null = null, pid?: number): ScriptExit {
+  return { exitCode: null, signal, reason: "aborted", ...(pid === undefined ? {} : { pid }) };
+}
+
+/** The exit of a run its deadline ended. */
+export function timedOutExit(signal: string | null = "SIGKILL", pid?: number): ScriptExit {
+  return { exitCode: null, signal, reason: "timeout", ...(pid === undefined ? {} : { pid }) };
 }
 
 /**

@@ -3,12 +3,14 @@
 //   node packages/release/dist/cli.js pack [--out DIR]        pack every public package (npm run release:pack)
 //   node packages/release/dist/cli.js check                   the publishing rules (docs/PUBLISHING.md)
 //   node packages/release/dist/cli.js check-reproducible      pack, clean build, pack again: same checksums?
+//   node packages/release/dist/cli.js check-lockfile          package-lock.json agrees with every package.json
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { checkAll } from "./check.js";
+import { lockfileProblems } from "./lockfile.js";
 import { npm } from "./npm.js";
 import { CHECKSUMS_FILE, releasePack } from "./pack.js";
 import { compareChecksumLists } from "./reproducible.js";
@@ -31,6 +33,12 @@ async function main(argv: string[]): Promise<number> {
     console.log(problems.length === 0 ? "every package follows the publishing rules" : `${problems.length} problems`);
     return problems.length === 0 ? 0 : 1;
   }
+  if (command === "check-lockfile") {
+    const problems = lockfileProblems(ROOT);
+    for (const p of problems) console.log(p);
+    console.log(problems.length === 0 ? "package-lock.json agrees with every workspace's package.json" : `${problems.length} problems`);
+    return problems.length === 0 ? 0 : 1;
+  }
   if (command === "check-reproducible") {
     const tmp = mkdtempSync(path.join(os.tmpdir(), "release-repro-"));
     try {
@@ -49,7 +57,7 @@ async function main(argv: string[]): Promise<number> {
       rmSync(tmp, { recursive: true, force: true });
     }
   }
-  console.error("usage: cli.js pack [--out DIR] | check | check-reproducible");
+  console.error("usage: cli.js pack [--out DIR] | check | check-reproducible | check-lockfile");
   return 2;
 }
 

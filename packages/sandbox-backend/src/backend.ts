@@ -9,14 +9,14 @@ import path from "node:path";
 import { SandboxExistsError, SandboxInputError, SandboxStateError } from "./errors.js";
 import { diskLimitProblem } from "./store/disk.js";
 import { createResolver } from "./egress/resolver.js";
-import { generatedEtcFiles, mountPointProblem } from "./jail/argv.js";
+import { mountPointProblem } from "./jail/argv.js";
 import { cgroupDirsNamed, removeCgroups } from "./jail/cgroups.js";
 import { resolveJailHostUser } from "./jail/host-user.js";
 import { createJailRuntime } from "./jail/runtime.js";
-import { jailAlive } from "./jail/process.js";
+import { jailAlive, recordedJailExit } from "./jail/process.js";
 import { checkSandboxId, isSandboxId } from "./ids.js";
 import { normalizeCreate } from "./options.js";
-import { LocalSandbox, type SandboxContext } from "./sandbox.js";
+import { IDLE_EXIT_CODE, LocalSandbox, type SandboxContext } from "./sandbox.js";
 import { cgroupNameOf, checkSocketPathLength, sandboxesDir, sandboxLayout } from "./store/layout.js";
 import { processAlive, processStartTime } from "./store/proc.js";
 import { readRecord, writeRecord, type SandboxRecord } from "./store/record.js";
@@ -47,6 +47,10 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
   const socketProblem = checkSocketPathLength(options.stateDir);
   if (socketProblem) throw new SandboxInputError(socketProblem);
   if (options.freezer !== undefined && options.freezer !== "auto" && options.freezer !== "signal") throw new SandboxInputError("freezer must be auto or signal");
+  const idleStopMs = options.idleStopMs ?? 0;
+  if (!Number.isInteger(idleStopMs) || idleStopMs < 0 || (idleStopMs > 0 && idleStopMs < 2_000) || idleStopMs > 2 ** 31 - 1) {
+    throw new SandboxInputError("idleStopMs must be 0 (never) or an integer number of ms, at least 2000");
+  }
   const stateDir = options.stateDir;
   const hostUser = resolveJailHostUser(options.hostUser);
   const context: SandboxContext = {
@@ -57,6 +61,7 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
     resolver: options.resolver ?? createResolver(new Map()),
     freezer: options.freezer ?? "auto",
     diskProblem: diskLimitProblem(),
+    idleStopMs,
     owner: { pid: process.pid, startTime: processStartTime(process.pid), uid: process.getuid?.() ?? 0 },
   };
   const held = new Map<string, LocalSandbox>();
@@ -104,9 +109,11 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
     }
     const alive = record.jail !== null && jailAlive(record.jail);
     const expiresAt = Date.parse(record.expiresAt);
+    // A jail that ended because its supervisor was idle: the sandbox is running, dormant.
+    const dormant = idleStopMs > 0 && record.state === "running" && record.jail !== null && !alive && expiresAt > now && recordedJailExit(layout.exitStatus) === IDLE_EXIT_CODE;
     return {
       id,
-      state: record.state !== "stopped" && !alive ? "stopped" : record.state,
+      state: record.state !== "stopped" && !alive && !dormant ? "stopped" : record.state,
       labels: record.labels,
       metadata: record.metadata,
       createdAt: Date.parse(record.createdAt),
@@ -135,7 +142,7 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
         if (problem) throw new SandboxInputError(`mounts[${index}].path: ${problem}`);
       });
       try {
-        await createSandboxDirs(layout, spec.id, generatedEtcFiles(spec.user), hostUser, diskMb, spec.mounts);
+        await createSandboxDirs(layout, spec.id, hostUser, diskMb, spec.mounts);
       } catch (error) {
         if (!(error instanceof SandboxExistsError)) await removeSandboxTree(layout).catch(() => undefined);
         throw error;

@@ -115,6 +115,24 @@ describe("finding 8: the disk limit", () => {
   });
 });
 
+describe("what the jail's /proc/self/mountinfo tells sandboxed code about the host", () => {
+  const mountinfo = async (sandbox: Sandbox) => (await collect(sandbox, "cat /proc/self/mountinfo")).split("\n").filter(Boolean);
+
+  it("names the sandbox's directory (its id) only in its four writable directories' binds, none of the read-only ones", async () => {
+    const sandbox = await world.create({ id: "mountinfo-lease-4711" });
+    const naming = (await mountinfo(sandbox)).filter((line) => line.includes("mountinfo-lease-4711"));
+    expect(naming.map((line) => line.split(" ")[4]).sort()).toEqual(["/home/sandbox", "/home/sandbox/.cache", "/tmp", "/workspace"]);
+    await world.backend.destroy("mountinfo-lease-4711");
+  });
+
+  it.skipIf(!isRoot)("with a disk of its own (root), names neither the sandbox, its id nor its directory anywhere", async () => {
+    const sandbox = await world.create({ id: "mountinfo-disk-4712", limits: { diskMb: 32 } });
+    const lines = await mountinfo(sandbox);
+    expect(lines.filter((line) => line.includes("mountinfo-disk-4712") || line.includes("/leases/"))).toEqual([]);
+    await world.backend.destroy("mountinfo-disk-4712");
+  });
+});
+
 describe("finding 9: descriptors the worker inherited do not reach the jail", () => {
   it("a worker holding fd 40 (a file of the host) starts jails whose commands, init and supervisor do not have it", async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "inherited-fd-"));

@@ -2,28 +2,39 @@
  * One sandbox as this worker holds it: its record, its jail's lifecycle (launch, cold stop/start,
  * warm freeze/thaw, a movable expiry, destroy with confirmation) and its handles (egress proxy,
  * supervisor channel). Lifecycle operations of one sandbox run one at a time.
+ *
+ * Dormancy (with `idleStopMs`): a supervisor with nothing to do for that long exits, and its jail
+ * ends with it (supervisor/in-jail/idle.mts): an idle sandbox holds no process and no memory. The
+ * sandbox stays "running" ("dormant": its keeper recorded the idle exit status) and the next call
+ * starts a fresh jail on the same disk first. Nothing is lost: the supervisor goes only when no
+ * process but its own runs and /dev/shm is empty. To never send a request into a supervisor that is
+ * just exiting, a call made more than `idleStopMs - IDLE_MARGIN_MS` after the last proof of life
+ * (a call it answered, counted from when that call began) first pings it: an answered ping restarts
+ * its idle clock, an unanswered one means it went (then the jail is started again).
  */
 import fs from "node:fs";
 import fsp from "node:fs/promises";
-import type { ScriptRunner } from "@paperclip-sandbox/kit";
+import { isZombieOrGone, type ScriptRunner } from "@paperclip-sandbox/kit";
 import { SandboxError, SandboxGoneError, SandboxInputError, SandboxStateError } from "./errors.js";
 import { startEgressProxy, type EgressDenial, type EgressProxy } from "./egress/proxy.js";
 import type { Resolver } from "./egress/resolver.js";
-import { buildJailArgv, SANDBOX_PATHS, supervisorNode } from "./jail/argv.js";
+import { buildJailArgv, generatedEtcFiles, SANDBOX_PATHS, supervisorNode } from "./jail/argv.js";
 import type { JailRuntime, UnenforcedProtection } from "./jail/runtime.js";
 import { GUARDED_PID_MAX } from "./jail/seccomp.js";
 import { cgroupDirsNamed, createSandboxCgroups, removeCgroups, type LimitName } from "./jail/cgroups.js";
 import { freezeBySignals, freezeCgroup, thawBySignals, thawCgroup, thawWrite } from "./jail/freeze.js";
 import { wakeKeeper, writeDeadline } from "./jail/keeper.js";
-import { JAIL_FDS, jailAlive, launchJail, stopJail, type LaunchedJail } from "./jail/process.js";
+import { JAIL_FDS, jailAlive, launchJail, recordedJailExit, stopJail, type LaunchedJail } from "./jail/process.js";
 import { EGRESS_PROXY_PORT, grantIsEmpty, sandboxBaseEnv } from "./jail/sandbox-env.js";
 import { checkExecOptions, checkExpiry, checkLabels, checkMetadata } from "./options.js";
 import { cgroupNameOf, mountDirOf, type SandboxLayout } from "./store/layout.js";
 import { writeRecord, type SandboxRecord } from "./store/record.js";
 import { removeSandboxTree } from "./store/state-dir.js";
 import { isMountPoint, mountDisk } from "./store/disk.js";
+import { processAlive } from "./store/proc.js";
 import { readFileNoFollow } from "./store/no-follow-read.js";
 import { SupervisorClient } from "./supervisor/client.js";
+import { request } from "./supervisor/connection.js";
 import type { SupervisorChannel } from "./supervisor/connection.js";
 import { attachExec, listProcesses, reapProcess, startExec } from "./supervisor/exec-client.js";
 import { createFilesClient } from "./supervisor/files-client.js";
@@ -49,7 +60,14 @@ export interface SandboxContext {
   owner: SandboxRecord["owner"];
   /** Why this worker cannot give a sandbox a disk of its own; null when it can. */
   diskProblem: string | null;
+  /** A supervisor idle this long exits, ending its jail until the next call (see above); 0: never. */
+  idleStopMs: number;
 }
+
+/** The supervisor's exit status for "idle" (supervisor/in-jail/idle.mts). */
+export const IDLE_EXIT_CODE = 75;
+/** Below `idleStopMs`, how recent the last proof of life must be for a call to skip the ping. */
+const IDLE_MARGIN_MS = 1_000;
 
 const MAX_DENIALS = 100;
 /** /dev/shm of a sandbox without a memory limit (Docker's default size). */
@@ -74,6 +92,9 @@ export class LocalSandbox implements Sandbox {
   private readonly openHandles = new Set<ExecHandle>();
   private readonly denialLog: EgressDenial[] = [];
   private destroyed = false;
+  /** performance.now() when the newest call the supervisor answered began (or the jail was launched). */
+  private lastContact = Number.NEGATIVE_INFINITY;
+  private waking: Promise<void> | null = null;
   /** Set when this worker has let go of the sandbox (backend.close): the jail runs on without it. */
   private released = false;
   /** Set when the supervisor broke the protocol: its jail was ended, and stays so until start(). */
@@ -96,14 +117,78 @@ export class LocalSandbox implements Sandbox {
       },
       onViolation: (error) => this.endForViolation(error),
     };
-    this.runner = new SupervisorClient(this.channel);
-    this.files = createFilesClient(this.channel, () => this.requireRunning());
+    const client = new SupervisorClient(this.channel);
+    this.runner = { capabilities: client.capabilities, run: (script, io) => this.answered(() => client.run(script, io)) };
+    this.files = createFilesClient(this.channel, async () => {
+      await this.ensureAwake();
+      this.requireRunning();
+    });
   }
 
   get state(): SandboxState | "destroyed" {
     if (this.destroyed) return "destroyed";
-    if (this.record.state !== "stopped" && !this.jailRunning()) return "stopped";
+    if (this.record.state !== "stopped" && !this.jailRunning() && !this.dormant()) return "stopped";
     return this.record.state;
+  }
+
+  /**
+   * Its jail ended because its supervisor was idle; the next call starts a fresh one. (Also while a
+   * jail that just ended waits for its keeper to record why: idle, most likely.)
+   */
+  dormant(): boolean {
+    const jail = this.record.jail;
+    if (this.record.state !== "running" || jail === null || this.expired || this.context.idleStopMs <= 0 || jailAlive(jail)) return false;
+    const recorded = recordedJailExit(this.layout.exitStatus);
+    return recorded === IDLE_EXIT_CODE || (recorded === null && processAlive(jail.keeperPid, jail.keeperStartTime) && !isZombieOrGone(jail.keeperPid));
+  }
+
+  /**
+   * Runs a call to the supervisor once it is awake (at once, in this tick, when it surely is: a
+   * caller may abort right after calling); an answer is proof of life from when the call began.
+   */
+  private answered<T>(call: () => Promise<T>): Promise<T> {
+    const start = () => {
+      const began = performance.now();
+      return call().then((result) => {
+        this.lastContact = Math.max(this.lastContact, began);
+        return result;
+      });
+    };
+    const waking = this.ensureAwake();
+    return waking ? waking.then(start) : start();
+  }
+
+  /**
+   * Makes sure the next connection reaches a supervisor that is not about to exit: at once when the
+   * last proof of life is recent; else a ping, and a fresh jail when the old one went dormant.
+   */
+  private ensureAwake(): Promise<void> | void {
+    if (this.context.idleStopMs <= 0 || this.record.state !== "running") return;
+    if (performance.now() - this.lastContact < this.context.idleStopMs - IDLE_MARGIN_MS) return;
+    return (this.waking ??= this.wake().finally(() => (this.waking = null)));
+  }
+
+  private async wake(): Promise<void> {
+    const jail = this.record.jail;
+    if (!jail) return;
+    if (jailAlive(jail)) {
+      const began = performance.now();
+      try {
+        await request(this.channel, { op: "ping" }, ["pong"], 5_000);
+        this.lastContact = Math.max(this.lastContact, began);
+        return;
+      } catch {
+        // It may have gone idle just now: its jail ends within moments.
+      }
+    }
+    // The keeper records how the jail ended right after it ends, then exits.
+    const keeperGone = () => !processAlive(jail.keeperPid, jail.keeperStartTime) || isZombieOrGone(jail.keeperPid);
+    for (const until = Date.now() + 3_000; (jailAlive(jail) || !keeperGone()) && Date.now() < until; ) await new Promise((resolve) => setTimeout(resolve, 5));
+    await this.serialized(async () => {
+      if (!this.dormant() || recordedJailExit(this.layout.exitStatus) !== IDLE_EXIT_CODE || this.destroyed || this.released) return;
+      await this.endJail();
+      await this.launch();
+    });
   }
 
   get createdAt(): number {
@@ -181,25 +266,29 @@ export class LocalSandbox implements Sandbox {
 
   async exec(options: ExecOptions): Promise<ExecHandle> {
     checkExecOptions(options);
+    await this.ensureAwake();
     this.requireRunning();
-    return this.track(await startExec(this.channel, options));
+    return this.track(await this.answered(() => startExec(this.channel, options)));
   }
 
   async attach(pid: number): Promise<ExecHandle | null> {
     if (!Number.isInteger(pid) || pid <= 0) throw new SandboxStateError(`pid must be a positive integer`);
+    await this.ensureAwake();
     this.requireRunning();
-    const handle = await attachExec(this.channel, pid);
+    const handle = await this.answered(() => attachExec(this.channel, pid));
     return handle ? this.track(handle) : null;
   }
 
   async processes(): Promise<ProcessInfo[]> {
+    await this.ensureAwake();
     this.requireRunning();
-    return listProcesses(this.channel);
+    return this.answered(() => listProcesses(this.channel));
   }
 
   async reap(pid: number): Promise<void> {
+    await this.ensureAwake();
     this.requireRunning();
-    return reapProcess(this.channel, pid);
+    return this.answered(() => reapProcess(this.channel, pid));
   }
 
   stop(): Promise<void> {
@@ -418,13 +507,14 @@ export class LocalSandbox implements Sandbox {
           homeDir: this.layout.home,
           cacheDir: this.layout.cache,
           tmpDir: this.layout.tmp,
-          etcDir: this.layout.etc,
+          etcDir: await runtime.etcDir(generatedEtcFiles(spec.user ?? undefined)),
           egressDir: this.proxy ? this.layout.egress : undefined,
           supervisorScript: await runtime.supervisorScript(),
           nodeBinary: node.hostNodeBinary,
           rootfs: spec.rootfs ?? undefined,
           loaderFd: loader ? JAIL_FDS.loaderFd : undefined,
           seccompFd: runtime.seccomp ? JAIL_FDS.seccompFd : undefined,
+          reaperFd: runtime.reaper ? JAIL_FDS.reaperFd : undefined,
           shmBytes: shmBytesFor(spec.limits),
           ...(spec.user ? { user: spec.user } : {}),
           mounts: (spec.mounts ?? []).map((mount, index) => ({ hostDir: mountDirOf(this.layout, mount, index), path: mount.path, readOnly: mount.readOnly })),
@@ -436,6 +526,8 @@ export class LocalSandbox implements Sandbox {
         defaultCwd: SANDBOX_PATHS.workspace,
         egress: this.proxy ? { port: EGRESS_PROXY_PORT, socketPath: `${SANDBOX_PATHS.egressDir}/proxy.sock` } : undefined,
         guardedPidMax: runtime.seccomp ? GUARDED_PID_MAX : 0,
+        reaper: runtime.reaper ? SANDBOX_PATHS.reaper : null,
+        idleExitMs: this.context.idleStopMs,
       };
       const launched = await launchJail({
         bwrapPath: this.context.bwrapPath,
@@ -444,15 +536,19 @@ export class LocalSandbox implements Sandbox {
         startPrefix: await runtime.startPrefix(),
         seccompProgram: runtime.seccomp,
         loaderFile: loader,
+        reaperProgram: runtime.reaper,
         socketPath: this.layout.socket,
         logPath: this.layout.log,
         cgroupProcs: cgroups.procsFiles,
         deadlineFile: this.layout.deadline,
         expiresAt: this.expiresAt,
         thaw: cgroups.freezer ? thawWrite(cgroups.freezer) : undefined,
+        exitFile: this.layout.exitStatus,
         supervisorConfig: JSON.stringify(supervisorConfig),
       });
       this.launched = launched;
+      // Its supervisor starts its idle clock no earlier than this.
+      this.lastContact = performance.now();
       void launched.exited.then(() => {
         if (this.launched !== launched) return;
         const error = new SandboxGoneError(`the jail of sandbox ${this.id} has ended (see jail.log in its directory)`);

@@ -56,6 +56,13 @@ export interface BackendOptions {
    * SIGSTOP/SIGCONT of every process in the jail's pid namespace otherwise; `signal` always signals.
    */
   freezer?: "auto" | "signal";
+  /**
+   * A sandbox's supervisor idle this long (no connection, no command running or kept, no other
+   * process in the jail, /dev/shm empty) exits and its jail ends: the sandbox stays running
+   * ("dormant", holding no process or memory) and the next call starts a fresh jail on the same
+   * disk first. Default 0: never (the supervisor stays, about 7 MiB of private memory per sandbox).
+   */
+  idleStopMs?: number;
 }
 
 export interface CreateSandboxOptions {

@@ -1,6 +1,7 @@
 import { isIP } from "node:net";
 import { z } from "zod";
 import { defineProviderConfig, fields } from "@paperclip-sandbox/kit";
+import { diskLimitProblem } from "@paperclip-sandbox/sandbox-backend";
 
 export const DEFAULT_TIMEOUT_MS = 300_000;
 /** A lease always has an expiry the supervisor enforces, so nothing of it can run forever. */
@@ -62,9 +63,12 @@ export const configSchema = z.object({
     .optional(),
   diskMb: fields
     .positiveInt({
+      min: 16,
+      max: 16_777_216,
       title: "Disk limit",
       unit: "MiB",
-      description: "Not enforced by this provider: lease directories have no filesystem quota. Test reports it as a warning.",
+      description:
+        "What the sandbox may write to its workspace, home and /tmp together: a filesystem of that size of its own (a sparse file on the host). Needs a worker running as root with e2fsprogs and loop devices; Test says when it cannot be enforced, and why.",
       group: RESOURCES,
       examples: [1024, 10240],
     })
@@ -131,10 +135,11 @@ export const configSchema = z.object({
 export type BubblewrapConfig = z.output<typeof configSchema>;
 
 export const providerConfig = defineProviderConfig(configSchema, {
-  warnings: (config) =>
-    config.diskMb !== undefined
-      ? ["Disk limit (MiB) is not enforced by the bubblewrap provider (lease directories have no filesystem quota)"]
-      : [],
+  warnings: (config) => {
+    // Said only where it really cannot be enforced (an unprivileged worker, no e2fsprogs or loop devices).
+    const problem = config.diskMb !== undefined ? diskLimitProblem() : null;
+    return problem ? [`Disk limit (MiB) cannot be enforced on this worker: ${problem}`] : [];
+  },
 });
 
 /** Config fields that shape the sandbox: a change means a different sandbox (reuse fingerprint). */

@@ -191,4 +191,28 @@ describe("process and resource containment", () => {
     await h.client.env.releaseLease({ ...h.base(limited), providerLeaseId: hog.providerLeaseId });
     await h.release(neighbour);
   });
+
+  it.skipIf(!isRoot)("a disk filler with diskMb 64 gets ENOSPC inside the sandbox at 64 MiB; the host's filesystem takes no more", async () => {
+    const limited = { ...h.config, diskMb: 64 };
+    const lease = await h.acquire({}, limited);
+    const leaseDir = path.join(h.stateDir, "leases", lease.providerLeaseId!);
+    const result = await h.client.env.execute({
+      ...h.base(limited),
+      lease,
+      command: "sh",
+      args: ["-c", "head -c 268435456 /dev/zero > /workspace/fill; echo \"exit $?\"; head -c 1048576 /dev/zero > /tmp/more; du -sm /workspace/fill | cut -f1"],
+      timeoutMs: 60_000,
+    });
+    expect(result.stderr).toMatch(/No space left on device/);
+    const [status, writtenMb] = result.stdout.trim().split("\n");
+    expect(status).toBe("exit 1");
+    expect(Number(writtenMb)).toBeLessThanOrEqual(64);
+    // Everything it wrote is inside its own (sparse) filesystem image: at most its 64 MiB on the host.
+    const image = fs.statSync(path.join(leaseDir, "disk.img"));
+    expect(image.blocks * 512).toBeLessThanOrEqual(65 * 1024 * 1024);
+    const hostSide = fs.readdirSync(path.join(leaseDir, "disk"));
+    expect(hostSide.sort()).toEqual(["cache", "home", "tmp", "workspace"]);
+    await h.client.env.releaseLease({ ...h.base(limited), providerLeaseId: lease.providerLeaseId });
+    expect(fs.existsSync(leaseDir)).toBe(false);
+  });
 });

@@ -27,6 +27,7 @@ describe.skipIf(!canSwitch)("as uid 65534 (nobody)", () => {
           "--config", "providers/bubblewrap/vitest.nobody.config.mjs", "--configLoader", "native",
           "providers/bubblewrap/src/conformance.test.ts", "providers/bubblewrap/src/lifecycle.test.ts", "providers/bubblewrap/src/hostile.test.ts", "providers/bubblewrap/src/egress-attacks.test.ts",
           "providers/bubblewrap/src/supervisor-attacks.test.ts", "packages/sandbox-backend/src/jail-attacks.test.ts", "packages/sandbox-backend/src/supervisor-trust.test.ts",
+          "packages/sandbox-backend/src/timeout-descendants.test.ts", "packages/sandbox-backend/src/dormancy.test.ts",
         ],
         {
           cwd: copyRoot,

@@ -60,8 +60,22 @@ const sandboxOf = (lease: Lease): Sandbox => {
   return lease.sandbox;
 };
 
+/** A lease idle this long holds no process or memory until its next call (the backend's idleStopMs). */
+export const DEFAULT_IDLE_STOP_MS = 10_000;
+/** Worker environment: the idle time in ms (0: leases keep their supervisor while idle). */
+export const IDLE_STOP_ENV = "PAPERCLIP_BUBBLEWRAP_IDLE_STOP_MS";
+
+function idleStopMsOf(env: NodeJS.ProcessEnv): number {
+  const value = env[IDLE_STOP_ENV];
+  if (value === undefined || value.trim() === "") return DEFAULT_IDLE_STOP_MS;
+  const ms = Number(value);
+  if (!Number.isInteger(ms) || ms < 0 || (ms > 0 && ms < 2_000)) throw new Error(`${IDLE_STOP_ENV} must be 0 (never) or a whole number of ms, at least 2000 (got ${value.slice(0, 40)})`);
+  return ms;
+}
+
 export function createBubblewrapProvider(deps: BubblewrapPluginDeps = {}) {
   const env = deps.env ?? process.env;
+  const idleStopMs = idleStopMsOf(env);
   const bwrapPath = deps.bwrapPath === undefined ? findBwrap(env.PATH) : deps.bwrapPath;
   const supervisorScript = deps.supervisorScript ?? defaultSupervisorScript();
   const nodeBinary = deps.nodeBinary ?? fs.realpathSync(process.execPath);
@@ -72,7 +86,7 @@ export function createBubblewrapProvider(deps: BubblewrapPluginDeps = {}) {
   const backendFor = (config: BubblewrapConfig, from?: NodeJS.ProcessEnv): SandboxBackend => {
     const stateDir = stateDirOf(config, from);
     let backend = backends.get(stateDir);
-    if (!backend) backends.set(stateDir, (backend = createSandboxBackend({ stateDir, bwrapPath: bwrapPath ?? "bwrap", supervisorScript, nodeBinary, resolver })));
+    if (!backend) backends.set(stateDir, (backend = createSandboxBackend({ stateDir, bwrapPath: bwrapPath ?? "bwrap", supervisorScript, nodeBinary, resolver, idleStopMs })));
     return backend;
   };
 
@@ -114,7 +128,7 @@ export function createBubblewrapProvider(deps: BubblewrapPluginDeps = {}) {
       const sandbox = await backendFor(config).create({
         id,
         rootfs: config.rootfs,
-        limits: { cpu: config.cpu, memoryMb: config.memoryMb, pids: config.pids },
+        limits: { cpu: config.cpu, memoryMb: config.memoryMb, pids: config.pids, diskMb: config.diskMb },
         expiresAt: expiresAt!.getTime(), // the kit always bounds it (options.ttlMs)
         egress: grant,
         labels: { ...labels },

@@ -14,6 +14,7 @@ import {
   buildJailArgv,
   checkSocketPathLength,
   DEFAULT_SHM_BYTES,
+  diskLimitProblem,
   dropPrivilegesCommand,
   ensureStateDir,
   generatedEtcFiles,
@@ -139,11 +140,16 @@ export async function probeBubblewrap(config: BubblewrapConfig, deps: ProbeDeps)
     info("LIMITS_OK", "cgroup limits can be enforced");
   }
   if (config.diskMb !== undefined) {
-    warning(
-      "DISK_LIMIT_NOT_ENFORCED",
-      "diskMb is not enforced (lease directories have no filesystem quota)",
-      `disk limit NOT enforced: diskMb ${config.diskMb} MiB (no filesystem quota)`,
-    );
+    const problem = diskLimitProblem();
+    if (problem) {
+      warning(
+        "DISK_LIMIT_NOT_ENFORCED",
+        `diskMb ${config.diskMb} MiB is not enforced: ${problem}. Run the worker as root (with e2fsprogs and loop devices) to give each lease a filesystem of that size.`,
+        `disk limit NOT enforced: diskMb ${config.diskMb} MiB (${problem.replace(/;.*$/, "")})`,
+      );
+    } else {
+      info("DISK_LIMIT_OK", `disk limit enforced: each lease gets its own ${config.diskMb} MiB filesystem (ext4, sparse on the host) for workspace, home and /tmp`);
+    }
   }
 
   return probeResult("bubblewrap sandbox", diagnostics);

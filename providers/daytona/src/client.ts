@@ -1,6 +1,5 @@
-import { createHash } from "node:crypto";
 import { Daytona } from "@daytonaio/sdk";
-import { createSecretRedactor, withRetry, type ProviderApiError, type Redactor, type RetryEvent } from "@paperclip-sandbox/kit";
+import { createClientCache, createSecretRedactor, createVendorCall, type ProviderApiError, type Redactor, type RetryEvent } from "@paperclip-sandbox/kit";
 import { API_KEY_ENV, apiKeyOf, type DaytonaConfig } from "./config.js";
 import { daytonaApiError, type TranslateOptions } from "./errors.js";
 
@@ -45,37 +44,25 @@ export function createDaytonaClient(config: DaytonaConfig, deps: ClientDeps = {}
   // Polling instead of the socket.io event stream: no background connection per worker.
   const sdk = new Daytona({ apiKey, apiUrl: config.apiUrl, ...(config.target ? { target: config.target } : {}), useDeprecatedPolling: true });
   const error = (raw: unknown, operation: string, options?: TranslateOptions) => daytonaApiError(raw, operation, redactor.redact, options);
-  return {
-    sdk,
-    redact: redactor.redact,
-    error,
-    call: (operation, run, options) =>
-      withRetry(
-        async () => {
-          try {
-            return await run();
-          } catch (raw) {
-            const failure = error(raw, operation, options);
-            // The SDK's own retries (connect-phase failures of any request, resets of safe methods)
-            // already ran: another round here would multiply the attempts.
-            const sdkRetried = failure.code === "connect_failed" || (failure.code === "connection_reset" && options.safeMethod === true);
-            throw sdkRetried ? failure.with({ retryable: false }) : failure;
-          }
-        },
-        { idempotent: options.idempotent, attempts: options.attempts ?? ATTEMPTS, totalMs: 60_000, ...(options.signal ? { signal: options.signal } : {}), onRetry: (event) => deps.onRetry?.(operation, event) },
-      ),
-  };
+  const call = createVendorCall<Omit<CallOptions, "idempotent" | "attempts" | "signal">>({
+    translate(raw, operation, options) {
+      const failure = error(raw, operation, options);
+      // The SDK's own retries (connect-phase failures of any request, resets of safe methods)
+      // already ran: another round here would multiply the attempts.
+      const sdkRetried = failure.code === "connect_failed" || (failure.code === "connection_reset" && options.safeMethod === true);
+      return sdkRetried ? failure.with({ retryable: false }) : failure;
+    },
+    retry: { attempts: ATTEMPTS, totalMs: 60_000 },
+    onRetry: (operation, event) => deps.onRetry?.(operation, event),
+  });
+  return { sdk, redact: redactor.redact, error, call: (operation, run, options) => call(operation, run, options) };
 }
 
 /** One client per endpoint, target and key, made on first use (no module-level state: the plugin owns it). */
-export function createClientCache(deps: ClientDeps = {}): (config: DaytonaConfig, env?: NodeJS.ProcessEnv) => DaytonaClient {
-  const clients = new Map<string, DaytonaClient>();
-  return (config, env = deps.env) => {
-    const key = createHash("sha256")
-      .update(JSON.stringify([config.apiUrl, config.target ?? "", apiKeyOf(config, env) ?? ""]))
-      .digest("hex");
-    let client = clients.get(key);
-    if (!client) clients.set(key, (client = createDaytonaClient(config, { ...deps, env })));
-    return client;
-  };
+export function createClientPool(deps: ClientDeps = {}): (config: DaytonaConfig, env?: NodeJS.ProcessEnv) => DaytonaClient {
+  const clients = createClientCache(
+    ({ config, env }: { config: DaytonaConfig; env: NodeJS.ProcessEnv | undefined }) => [config.apiUrl, config.target ?? "", apiKeyOf(config, env) ?? ""],
+    ({ config, env }) => createDaytonaClient(config, { ...deps, env }),
+  );
+  return (config, env = deps.env) => clients.get({ config, env });
 }

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { defineProviderConfig, fields, resolveSecretRef } from "@paperclip-sandbox/kit";
+import { defineProviderConfig, FIELD_MAX_LENGTH, fields, resolveSecretRef } from "@paperclip-sandbox/kit";
 
 export const API_KEY_ENV = "DAYTONA_API_KEY";
 export const DEFAULT_API_URL = "https://app.daytona.io/api";
@@ -13,8 +13,9 @@ const RESOURCES = "Resources";
 const LIFECYCLE = "Quota-safe lifecycle";
 const TUNING = "Tuning";
 
+/** A snapshot name or an image reference (the longer of the two). */
 const name = (ui: { title: string; description: string }) =>
-  fields.ui(z.string().regex(/^\S+$/, { error: "must not contain spaces" }), { ...ui, group: SANDBOX }).optional();
+  fields.ui(z.string().max(FIELD_MAX_LENGTH.image).regex(/^\S+$/, { error: "must not contain spaces" }), { ...ui, group: SANDBOX }).optional();
 const resource = (ui: { title: string; unit: string; description: string; examples: number[] }) =>
   fields.positiveInt({ ...ui, max: 1024, group: RESOURCES, advanced: true }).optional();
 const interval = (ui: { title: string; description: string; min: number; default: number }) =>

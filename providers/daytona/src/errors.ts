@@ -1,5 +1,5 @@
 import { DaytonaConnectionError, DaytonaConnectionTimeoutError, DaytonaError } from "@daytonaio/sdk";
-import { isGoneStatus, isProviderApiError, isRetryableStatus, parseRetryAfter, ProviderApiError, vendorText, type Redactor } from "@paperclip-sandbox/kit";
+import { classifyNetworkError, isGoneStatus, isProviderApiError, isRetryableStatus, parseRetryAfter, ProviderApiError, vendorText, type Redactor } from "@paperclip-sandbox/kit";
 import { API_KEY_ENV } from "./config.js";
 
 export interface TranslateOptions {
@@ -7,7 +7,6 @@ export interface TranslateOptions {
   notProcessed?: readonly number[];
 }
 
-const CONNECT_PHASE = /ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN|EADDRNOTAVAIL/;
 const QUOTA = /limit exceeded|quota|exceeds maximum allowed/i;
 
 /**
@@ -23,8 +22,9 @@ export function daytonaApiError(error: unknown, operation: string, redact: Redac
     new ProviderApiError({ vendor: "daytona", operation, status, code, detail, retryable, gone: false, mayHaveTakenEffect });
   if (error instanceof DaytonaConnectionTimeoutError) return init(0, "timeout", true);
   if (error instanceof DaytonaConnectionError) {
-    if (/ENOTFOUND/.test(detail)) return init(0, "dns_not_found", false, false);
-    return CONNECT_PHASE.test(detail) ? init(0, "connect_failed", true, false) : init(0, "connection_reset", true);
+    // The SDK keeps only the message of the socket error: the kit's classifier reads its code there.
+    const network = classifyNetworkError(error) ?? { code: "connection_reset", retryable: true, mayHaveTakenEffect: true };
+    return init(0, network.code, network.retryable, network.mayHaveTakenEffect);
   }
   // No status: a local SDK refusal, or a state it waited for in vain (error, build failed).
   if (!(error instanceof DaytonaError) || error.statusCode === undefined) return init(0, "daytona_error", false);

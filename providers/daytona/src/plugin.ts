@@ -1,6 +1,6 @@
 import type { PluginContext } from "@paperclipai/plugin-sdk";
 import { defineSandboxProvider, isProviderApiError, opaqueLeaseIdCodec } from "@paperclip-sandbox/kit";
-import { createClientCache, type DaytonaClient } from "./client.js";
+import { createClientPool, type DaytonaClient } from "./client.js";
 import { configWarnings, creationProblems, daytonaConfig, type DaytonaConfig } from "./config.js";
 import { daytonaFiles, daytonaRunner } from "./exec.js";
 import { DAYTONA_DRIVER_KEY, DAYTONA_SHAPE } from "./manifest.js";
@@ -20,7 +20,7 @@ export function createDaytonaProvider(deps: DaytonaPluginDeps = {}) {
   let ctx: PluginContext | undefined;
   const clientFor =
     deps.clientFor ??
-    createClientCache({ env: deps.env, onRetry: (operation, event) => ctx?.logger.warn(`daytona ${operation}: retrying in ${event.delayMs} ms after: ${event.error.message}`) });
+    createClientPool({ env: deps.env, onRetry: (operation, event) => ctx?.logger.warn(`daytona ${operation}: retrying in ${event.delayMs} ms after: ${event.error.message}`) });
 
   return defineSandboxProvider({
     driverKey: DAYTONA_DRIVER_KEY,

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { CreateSandboxFromImageParams, CreateSandboxFromSnapshotParams, Sandbox } from "@daytonaio/sdk";
-import { createIdempotently, type ListedResource, type SandboxHandle } from "@paperclip-sandbox/kit";
+import { createIdempotently, type AsyncMemo, type ListedResource, type SandboxHandle } from "@paperclip-sandbox/kit";
 import type { DaytonaClient } from "./client.js";
 import type { DaytonaConfig } from "./config.js";
 
@@ -13,7 +13,7 @@ type CreateParams = CreateSandboxFromSnapshotParams | CreateSandboxFromImagePara
 export interface DaytonaHandle extends SandboxHandle {
   sandbox: Sandbox;
   /** The live-output session, made on first use (sessions end when the sandbox stops). */
-  session?: Promise<string>;
+  session?: AsyncMemo<string>;
 }
 
 /** Gone (null: being deleted), running, unusable ("ended": failed), or anything `startSandbox` can bring back ("stopped"). */

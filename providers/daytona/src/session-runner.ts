@@ -1,7 +1,20 @@
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { Readable } from "node:stream";
-import { ExitMarkerScanner, exitMarkerLine, isProviderApiError, scriptSink, shellQuote, withRemoteGroupKill, type FileTransport, type ScriptIo, type ScriptRunner } from "@paperclip-sandbox/kit";
+import {
+  envPrologue,
+  ExitMarkerScanner,
+  exitMarkerLine,
+  isProviderApiError,
+  memoAsync,
+  runWithStagedStdin,
+  scriptSink,
+  shellQuote,
+  stageStdin,
+  withRemoteGroupKill,
+  type FileTransport,
+  type ScriptIo,
+  type ScriptRunner,
+} from "@paperclip-sandbox/kit";
 import type { DaytonaClient } from "./client.js";
 import { NOT_RUN_STATUSES } from "./exec.js";
 import type { DaytonaHandle } from "./sandboxes.js";
@@ -20,8 +33,6 @@ export interface SessionApi {
   /** All of the command's output so far. */
   logs(sessionId: string, commandId: string): Promise<{ stdout: string; stderr: string }>;
 }
-
-const INLINE_STDIN_BYTES = 48 * 1024;
 
 /**
  * Commands through a session with live, separate stdout and stderr (2 calls: start, log stream).
@@ -74,29 +85,16 @@ export function createSessionRunner(api: SessionApi, files: FileTransport): Scri
       }
       void stderr.write(scanner.filter.flush());
       await Promise.all([stdout.end(), stderr.end()]);
-      return { exitCode: status ?? null, signal: null, aborted: false, reason: "exit" };
+      return { exitCode: status ?? null, signal: null, reason: "exit" };
     },
   };
   return withRemoteGroupKill(runner);
 }
 
-/** The session command: env, the script with its stdin (inline or an uploaded file), then the exit marker. */
+/** The session command: env, the script with its stdin (the kit's staging: inline or an uploaded file), then the exit marker. */
 async function wrap(script: string, io: ScriptIo, nonce: string, files: FileTransport): Promise<string> {
-  const lines = Object.entries(io.env ?? {}).map(([key, value]) => `export ${key}=${shellQuote(value)}`);
-  const run = `( exec /bin/sh -c ${shellQuote(script)} )`;
-  const input = io.stdin;
-  const known = typeof input === "string" || Buffer.isBuffer(input) ? Buffer.from(input) : undefined;
-  if (input === undefined || input === null) lines.push(`${run} </dev/null; __pc_rc=$?`);
-  else if (known && known.length <= INLINE_STDIN_BYTES) {
-    const eof = `PCB64${nonce}`;
-    lines.push(`base64 -d <<'${eof}' | ${run}; __pc_rc=$?`, known.toString("base64").replace(/.{76}/g, "$&\n"), eof);
-  } else {
-    const path = `/tmp/.paperclip-stdin.${nonce}`;
-    await files.upload(path, known ? Readable.from([known]) : (input as Readable), {});
-    lines.push(`${run} <${path}; __pc_rc=$?; rm -f -- ${path}`);
-  }
-  lines.push(exitMarkerLine(`PCEXIT${nonce}`, "$__pc_rc"), `exit "$__pc_rc"`);
-  return lines.join("\n");
+  const stdin = await stageStdin(io.stdin, { files });
+  return [envPrologue(io.env) + runWithStagedStdin(`( exec /bin/sh -c ${shellQuote(script)} )`, stdin, nonce).join("\n"), exitMarkerLine(`PCEXIT${nonce}`, "$__pc_rc"), `exit "$__pc_rc"`].join("\n");
 }
 
 async function waitForExit(api: SessionApi, sessionId: string, commandId: string): Promise<number | undefined> {
@@ -110,19 +108,15 @@ async function waitForExit(api: SessionApi, sessionId: string, commandId: string
 /** Daytona's session API through the SDK: one session per sandbox boot, made on first use. */
 export function daytonaSessionApi(client: DaytonaClient, handle: DaytonaHandle): SessionApi {
   const process = () => handle.sandbox.process;
+  handle.session ??= memoAsync(async () => {
+    const id = `paperclip-${randomBytes(8).toString("hex")}`;
+    await client.call("createSession", () => process().createSession(id), { idempotent: false, notProcessed: NOT_RUN_STATUSES });
+    return id;
+  });
+  const session = handle.session;
   return {
-    session() {
-      handle.session ??= (async () => {
-        const id = `paperclip-${randomBytes(8).toString("hex")}`;
-        await client.call("createSession", () => process().createSession(id), { idempotent: false, notProcessed: NOT_RUN_STATUSES });
-        return id;
-      })().catch((error: unknown) => {
-        handle.session = undefined;
-        throw error;
-      });
-      return handle.session;
-    },
-    forgetSession: () => void (handle.session = undefined),
+    session,
+    forgetSession: () => session.forget(),
     start: async (sessionId, command) =>
       (await client.call("executeSessionCommand", () => process().executeSessionCommand(sessionId, { command, runAsync: true }), { idempotent: false, notProcessed: NOT_RUN_STATUSES })).cmdId,
     follow: (sessionId, commandId, onStdout, onStderr) =>

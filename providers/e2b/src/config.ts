@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { defineProviderConfig, fields, resolveSecretRef } from "@paperclip-sandbox/kit";
+import { defineProviderConfig, envdUrlFields, fields, missingApiKeyWarnings } from "@paperclip-sandbox/kit";
 
 export const E2B_API_KEY_ENV = "E2B_API_KEY";
 
@@ -26,27 +26,12 @@ export const e2bConfigSchema = z.object({
       'Pause a released sandbox (memory and running processes kept) and resume it for the next run of the same issue. Paperclip reuses it only when Runner lifecycle (under Advanced options) is "warm" and the issue belongs to a project with a workspace; otherwise every run gets a fresh sandbox, killed at release.',
   }),
   runnerLifecycleMode: fields.runnerLifecycleMode(),
-  apiUrl: fields
-    .url({
-      title: "API URL",
-      description: "The E2B control-plane URL, for a self-hosted E2B or a local emulator. Empty: https://api.e2b.app (or E2B_DOMAIN).",
-      group: "Connection",
-      advanced: true,
-    })
-    .optional(),
-  sandboxUrl: fields
-    .url({
-      title: "Sandbox URL",
-      description: "One URL for the in-sandbox daemon (envd) of every sandbox, for a self-hosted E2B or a local emulator. Empty: each sandbox's own address.",
-      group: "Connection",
-      advanced: true,
-    })
-    .optional(),
+  ...envdUrlFields({
+    apiUrl: "The E2B control-plane URL, for a self-hosted E2B or a local emulator. Empty: https://api.e2b.app (or E2B_DOMAIN).",
+    sandboxUrl: "One URL for the in-sandbox daemon (envd) of every sandbox, for a self-hosted E2B or a local emulator. Empty: each sandbox's own address.",
+  }),
 });
 
 export type E2bConfig = z.output<typeof e2bConfigSchema>;
 
-export const e2bConfig = defineProviderConfig(e2bConfigSchema, {
-  warnings: (config) =>
-    resolveSecretRef(config.apiKey, E2B_API_KEY_ENV) === undefined ? [`API key: not set, and the worker has no ${E2B_API_KEY_ENV}: every call will be refused`] : [],
-});
+export const e2bConfig = defineProviderConfig(e2bConfigSchema, { warnings: (config) => missingApiKeyWarnings(config.apiKey, E2B_API_KEY_ENV) });

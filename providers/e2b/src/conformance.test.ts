@@ -23,6 +23,7 @@ for (const channel of ["always", "off"] as const) {
     invalidConfigs: [
       { config: { ...config, timeoutMs: 10 }, error: /^Sandbox timeout \(ms\): must be at least 1000$/ },
       { config: { ...config, template: 5 }, error: /^Template: must be a string$/ },
+      { config: { ...config, template: "t".repeat(1_000_000) }, error: /^Template: must be at most 256 characters$/ },
       { config: { ...config, apiUrl: "http://example.com" }, error: /^API URL: must use https/ },
       { config: { ...config, reuseLease: "yes" }, error: /^Reuse lease: must be a boolean$/ },
     ],

@@ -1,12 +1,12 @@
 import { z } from "zod";
-import { defineProviderConfig, fields, type FieldUi } from "@paperclip-sandbox/kit";
+import { defineProviderConfig, FIELD_MAX_LENGTH, fields, type FieldUi } from "@paperclip-sandbox/kit";
 
 const FAULTS = "Fault injection";
 
 const faultMessage = (ui: FieldUi) => fields.ui(z.string().min(1), { group: FAULTS, advanced: true, ...ui }).optional();
 
 export const fakeConfigSchema = z.object({
-  image: fields.ui(z.string().min(1), {
+  image: fields.ui(z.string().min(1).max(FIELD_MAX_LENGTH.image), {
     title: "Image (recorded only)",
     description: "Recorded in the lease and its reuse fingerprint; the fake provider runs no image. Empty: fake:latest.",
     group: "Sandbox",

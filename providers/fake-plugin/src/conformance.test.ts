@@ -32,6 +32,7 @@ describeConformance({
     { config: { timeoutMs: -5 }, error: /^Command timeout \(ms\): must be at least 1$/ },
     { config: { timeoutMs: "soon" }, error: /^Command timeout \(ms\): must be a number$/ },
     { config: { image: 5 }, error: /^Image \(recorded only\): must be a string$/ },
+    { config: { image: "i".repeat(1_000_000) }, error: /^Image \(recorded only\): must be at most 512 characters$/ },
     { config: { reuseLease: "yes" }, error: /^Reuse lease: must be a boolean$/ },
   ],
   reuseConfig: { ...config, reuseLease: true },

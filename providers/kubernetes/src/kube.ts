@@ -1,7 +1,6 @@
 // The @kubernetes/client-node glue: one KubeConfig and typed API clients per credential, every call
 // made through the kit's retry with errors as ProviderApiError (the Status message kept, the
 // credentials never), and pod exec over client-node's WebSocket handler.
-import { createHash } from "node:crypto";
 import { PassThrough } from "node:stream";
 import querystring from "node:querystring";
 import {
@@ -16,7 +15,23 @@ import {
 } from "@kubernetes/client-node";
 // Not re-exported from the package root; the raw socket is needed for back-pressured stdin and v5 close.
 import { WebSocketHandler } from "@kubernetes/client-node/dist/web-socket-handler.js";
-import { apiErrorFromFailure, createRedactor, ProviderApiError, withRetry, type ChannelConnectRequest, type ChannelProtocolMemory, type ChannelSocket } from "@paperclip-sandbox/kit";
+import {
+  apiErrorFromFailure,
+  classifyNetworkError,
+  createClientCache,
+  createRedactor,
+  createVendorCall,
+  isGoneStatus,
+  isProviderApiError,
+  isRetryableStatus,
+  memoAsyncByKey,
+  parseRetryAfter,
+  ProviderApiError,
+  type AsyncMemoByKey,
+  type ChannelConnectRequest,
+  type ChannelProtocolMemory,
+  type ChannelSocket,
+} from "@paperclip-sandbox/kit";
 import type { KubernetesConfig } from "./config.js";
 
 export interface KubeClients {
@@ -31,20 +46,18 @@ export interface KubeClients {
   apis: ApisApi;
   /** The exec protocol this server negotiated last. */
   execProtocol: ChannelProtocolMemory;
-  /** Per-worker caches keyed by this server: agent-sandbox version, tenants already ensured. */
-  cache: Map<string, Promise<unknown>>;
+  /** Per-worker memos for this server: agent-sandbox version, tenants already ensured. */
+  cache: AsyncMemoByKey<unknown>;
 }
 
-/** Clients per credential, kept for the worker's life (a factory's own map: no module state). */
+/** Clients per credential, kept for the worker's life (a factory's own cache: no module state). */
 export function createClientPool() {
-  const pool = new Map<string, KubeClients>();
-  return (config: KubernetesConfig): KubeClients => {
-    const source = config.inCluster ? "" : (config.kubeconfig ?? config.kubeconfigSecretRef ?? "");
-    const key = createHash("sha256").update(source).digest("hex");
-    let clients = pool.get(key);
-    if (!clients) {
+  const pool = createClientCache(
+    (config: KubernetesConfig) => (config.inCluster ? "" : (config.kubeconfig ?? config.kubeconfigSecretRef ?? "")),
+    (config): KubeClients => {
+      const source = config.inCluster ? "" : (config.kubeconfig ?? config.kubeconfigSecretRef ?? "");
       const kc = new KubeConfig();
-      if (config.inCluster || source === "") kc.loadFromCluster();
+      if (source === "") kc.loadFromCluster();
       else {
         try {
           kc.loadFromString(source);
@@ -54,7 +67,7 @@ export function createClientPool() {
       }
       const cluster = kc.getCurrentCluster();
       if (!cluster) throw new Error("Kubeconfig: its current context names no cluster");
-      clients = {
+      return {
         kc,
         server: cluster.server,
         core: kc.makeApiClient(CoreV1Api),
@@ -64,12 +77,11 @@ export function createClientPool() {
         custom: kc.makeApiClient(CustomObjectsApi),
         apis: kc.makeApiClient(ApisApi),
         execProtocol: {},
-        cache: new Map(),
+        cache: memoAsyncByKey(),
       };
-      pool.set(key, clients);
-    }
-    return clients;
-  };
+    },
+  );
+  return (config: KubernetesConfig): KubeClients => pool.get(config);
 }
 
 interface StatusBody {
@@ -80,7 +92,7 @@ interface StatusBody {
 
 /** A client-node failure as the kit's typed error: the Status message and reason, nothing else. */
 export function toApiError(error: unknown, operation: string): unknown {
-  if (error instanceof ProviderApiError) return error;
+  if (isProviderApiError(error)) return error;
   if (error instanceof ApiException) {
     const status = error.code;
     let body: StatusBody = {};
@@ -89,18 +101,18 @@ export function toApiError(error: unknown, operation: string): unknown {
     } catch {
       body = { message: String(error.body).slice(0, 300) };
     }
-    const retryAfter = Number((error.headers as Record<string, string> | undefined)?.["retry-after"]);
+    const retryAfterMs = parseRetryAfter((error.headers as Record<string, string> | undefined)?.["retry-after"]);
     return new ProviderApiError({
       vendor: "kubernetes",
       operation,
       status,
       code: body.reason ?? `http_${status}`,
       detail: body.message ?? `HTTP ${status}`,
-      retryable: status === 429 || (status >= 500 && status !== 501),
-      gone: status === 404 || status === 410,
+      retryable: isRetryableStatus(status),
+      gone: isGoneStatus(status),
       // The API server answers 429 before doing anything.
       mayHaveTakenEffect: status !== 429,
-      ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retryAfterMs: retryAfter * 1000 } : {}),
+      ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
     });
   }
   // No response at all: the kit's network classification (connect failures are safe to resend).
@@ -111,21 +123,36 @@ export function toApiError(error: unknown, operation: string): unknown {
 /** The API server's network errors carry no credential (the token travels in a header). */
 const NO_SECRETS = createRedactor([]);
 
+const kubeCall = createVendorCall({ translate: (error, operation) => toApiError(error, operation), retry: { attempts: 5, totalMs: 60_000, baseDelayMs: 100, maxDelayMs: 2_000 } });
+
 /** One API call with retries (idempotent calls on any transient failure, others only when unprocessed). */
 export function call<T>(operation: string, idempotent: boolean, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
-  return withRetry(
-    async () => {
-      try {
-        return await fn();
-      } catch (error) {
-        throw toApiError(error, operation);
-      }
-    },
-    { idempotent, attempts: 5, totalMs: 60_000, baseDelayMs: 100, maxDelayMs: 2_000, ...(signal ? { signal } : {}) },
-  );
+  return kubeCall(operation, fn, { idempotent, ...(signal ? { signal } : {}) });
 }
 
-export const isStatus = (error: unknown, status: number) => error instanceof ProviderApiError && error.status === status;
+export const isStatus = (error: unknown, status: number) => isProviderApiError(error) && error.status === status;
+
+/**
+ * A failed exec handshake as the kit's typed error. The socket never opened, so the command never
+ * started: a refusal (429, 5xx) or a network failure may be tried again.
+ */
+function execRefused(error: unknown, target: string): ProviderApiError {
+  const message = (error as { message?: string })?.message ?? String(error);
+  const status = Number(/Unexpected server response: (\d{3})/.exec(message)?.[1] ?? 0);
+  const network = status === 0 ? classifyNetworkError(error) : undefined;
+  return new ProviderApiError({
+    vendor: "kubernetes",
+    operation: "execPod",
+    status,
+    code: "exec_refused",
+    detail: `pod exec into ${target} failed: ${message}`,
+    retryable: status > 0 ? isRetryableStatus(status) : (network?.retryable ?? false),
+    gone: isGoneStatus(status),
+    mayHaveTakenEffect: false,
+  });
+}
+
+const execCall = createVendorCall<{ target: string }>({ translate: (error, _operation, { target }) => execRefused(error, target), retry: { attempts: 4, baseDelayMs: 300, totalMs: 30_000 } });
 
 /** Opens `pods/exec` as a channel WebSocket; a refused handshake (nothing ran) is tried again. */
 export function execConnector(clients: KubeClients, namespace: string, pod: string, container: string) {
@@ -134,23 +161,15 @@ export function execConnector(clients: KubeClients, namespace: string, pod: stri
   return async (request: ChannelConnectRequest): Promise<ChannelSocket> => {
     const query = querystring.stringify({ command: request.command, container, stdin: request.stdin, stdout: true, stderr: true, tty: false });
     const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(pod)}/exec?${query}`;
-    let last: unknown;
-    for (let attempt = 0; attempt < 4; attempt++) {
-      if (attempt > 0) await new Promise((r) => setTimeout(r, 150 * 2 ** attempt));
-      try {
-        const socket = await handler.connect(path, null, (channel: number, payload: Buffer) => {
+    const socket = await execCall(
+      "execPod",
+      () =>
+        handler.connect(path, null, (channel: number, payload: Buffer) => {
           request.onFrame(channel, payload);
           return true;
-        });
-        return socket as unknown as ChannelSocket;
-      } catch (error) {
-        last = error;
-        const message = (error as { message?: string })?.message ?? String(error);
-        // "Unexpected server response: 5xx/429" means the handshake was refused: the command never started.
-        if (!/Unexpected server response: (429|5\d\d)/.test(message) && !/ECONNREFUSED|ECONNRESET/.test(message)) break;
-      }
-    }
-    const message = (last as { message?: string })?.message ?? String(last);
-    throw new ProviderApiError({ vendor: "kubernetes", operation: "execPod", status: Number(message.match(/response: (\d{3})/)?.[1] ?? 0), code: "exec_refused", detail: `pod exec into ${namespace}/${pod} failed: ${message}`, retryable: false, gone: /: 404/.test(message), mayHaveTakenEffect: false });
+        }),
+      { idempotent: false, target: `${namespace}/${pod}` },
+    );
+    return socket as unknown as ChannelSocket;
   };
 }

@@ -2,6 +2,7 @@ import {
   ChannelExecError,
   createChannelExecRunner,
   withCommandChannel,
+  withDeadline,
   withInlineEnv,
   withRemoteGroupKill,
   type ScriptRunner,
@@ -11,30 +12,10 @@ import { CONTAINER } from "./manifests.js";
 import type { WorkloadRef } from "./names.js";
 import { jobPodName } from "./workload.js";
 
-/** Every script of a lease ends by this deadline at the latest (the sync timeout, the runs' ceiling). */
-export function withDeadline(inner: ScriptRunner, deadlineMs: number): ScriptRunner {
-  return {
-    capabilities: inner.capabilities,
-    async run(script, io) {
-      const controller = new AbortController();
-      const timer = setTimeout(() => controller.abort(), deadlineMs);
-      const onAbort = () => controller.abort();
-      io.signal?.addEventListener("abort", onAbort, { once: true });
-      if (io.signal?.aborted) controller.abort();
-      try {
-        return await inner.run(script, { ...io, signal: controller.signal });
-      } finally {
-        clearTimeout(timer);
-        io.signal?.removeEventListener("abort", onAbort);
-      }
-    },
-  };
-}
-
 /**
  * Pod exec: the kit's channel runner over client-node's WebSocket (v5 half-close where served,
  * length-framed stdin otherwise), env inlined (exec has no env field), abort by a second exec that
- * ends the script's process group, and the activity deadline as a ceiling.
+ * ends the script's process group, and the activity deadline as a ceiling (reported as a timeout).
  */
 export function podRunner(clients: KubeClients, namespace: string, pod: string, deadlineMs: number, lease?: string): ScriptRunner {
   const channel = createChannelExecRunner({ connect: execConnector(clients, namespace, pod, CONTAINER), memory: clients.execProtocol });

@@ -80,39 +80,33 @@ export function ensureTenant(clients: KubeClients, namespace: string, companyId:
   const ns = tenantNamespaceManifest(input);
   const objects = tenantObjects(input);
   const key = `tenant:${namespace}:${createHash("sha256").update(JSON.stringify([ns, objects])).digest("hex")}`;
-  let done = clients.cache.get(key);
-  if (!done) {
-    done = (async () => {
+  return clients.cache.get(key, async () => {
+    try {
+      await call("createNamespace", true, () => clients.core.createNamespace({ body: ns }), signal);
+    } catch (error) {
+      if (!isStatus(error, 409)) throw error;
+      const current = (await call("readNamespace", true, () => clients.core.readNamespace({ name: namespace }), signal)) as Manifest;
+      if (current.metadata?.deletionTimestamp) throw new Error(`tenant namespace ${namespace} is being deleted; try again once it is gone`);
+      if (!covers(current, ns)) {
+        await call("replaceNamespace", true, () => clients.core.replaceNamespace({ name: namespace, body: { ...current, metadata: { ...current.metadata, labels: { ...current.metadata?.labels, ...ns.metadata.labels } } } }), signal);
+      }
+    }
+    const apis = kindApis(clients);
+    for (const { kind, manifest } of objects) {
+      const api = apis[kind]!;
+      const name = manifest.metadata.name as string;
       try {
-        await call("createNamespace", true, () => clients.core.createNamespace({ body: ns }), signal);
+        await call(`create${kind}`, true, () => api.create(namespace, manifest), signal);
       } catch (error) {
+        if (kind === "CiliumNetworkPolicy" && ciliumMissing(error)) {
+          throw new Error(`Egress mode cilium: the cluster does not serve cilium.io/v2 CiliumNetworkPolicy (is Cilium installed?); use egress mode standard`);
+        }
         if (!isStatus(error, 409)) throw error;
-        const current = (await call("readNamespace", true, () => clients.core.readNamespace({ name: namespace }), signal)) as Manifest;
-        if (current.metadata?.deletionTimestamp) throw new Error(`tenant namespace ${namespace} is being deleted; try again once it is gone`);
-        if (!covers(current, ns)) {
-          await call("replaceNamespace", true, () => clients.core.replaceNamespace({ name: namespace, body: { ...current, metadata: { ...current.metadata, labels: { ...current.metadata?.labels, ...ns.metadata.labels } } } }), signal);
+        const current = await call(`read${kind}`, true, () => api.read(namespace, name), signal);
+        if (!covers(current, manifest)) {
+          await call(`replace${kind}`, true, () => api.replace(namespace, name, { ...manifest, metadata: { ...manifest.metadata, resourceVersion: current.metadata?.resourceVersion } }), signal);
         }
       }
-      const apis = kindApis(clients);
-      for (const { kind, manifest } of objects) {
-        const api = apis[kind]!;
-        const name = manifest.metadata.name as string;
-        try {
-          await call(`create${kind}`, true, () => api.create(namespace, manifest), signal);
-        } catch (error) {
-          if (kind === "CiliumNetworkPolicy" && ciliumMissing(error)) {
-            throw new Error(`Egress mode cilium: the cluster does not serve cilium.io/v2 CiliumNetworkPolicy (is Cilium installed?); use egress mode standard`);
-          }
-          if (!isStatus(error, 409)) throw error;
-          const current = await call(`read${kind}`, true, () => api.read(namespace, name), signal);
-          if (!covers(current, manifest)) {
-            await call(`replace${kind}`, true, () => api.replace(namespace, name, { ...manifest, metadata: { ...manifest.metadata, resourceVersion: current.metadata?.resourceVersion } }), signal);
-          }
-        }
-      }
-    })();
-    clients.cache.set(key, done);
-    done.catch(() => clients.cache.delete(key));
-  }
-  return done;
+    }
+  });
 }

@@ -12,21 +12,14 @@ export const SANDBOX_GROUP = "agents.x-k8s.io";
 
 /** The agent-sandbox version the cluster serves (v1beta1 preferred), cached per API server. */
 export function sandboxApiVersion(clients: KubeClients, signal?: AbortSignal): Promise<string> {
-  const key = "sandbox-version";
-  let found = clients.cache.get(key) as Promise<string> | undefined;
-  if (!found) {
-    found = (async () => {
-      const groups = await call("getAPIVersions", true, () => clients.apis.getAPIVersions(), signal);
-      const group = (groups.groups ?? []).find((g) => g.name === SANDBOX_GROUP);
-      const versions = (group?.versions ?? []).map((v) => v.version);
-      if (versions.includes("v1beta1")) return "v1beta1";
-      if (versions.includes("v1alpha1")) return "v1alpha1";
-      throw new Error(`backend sandbox-cr: the cluster at ${clients.server} does not serve ${SANDBOX_GROUP} Sandbox (v1beta1 or v1alpha1): install the agent-sandbox controller, or use backend job`);
-    })();
-    clients.cache.set(key, found);
-    found.catch(() => clients.cache.delete(key));
-  }
-  return found;
+  return clients.cache.get("sandbox-version", async () => {
+    const groups = await call("getAPIVersions", true, () => clients.apis.getAPIVersions(), signal);
+    const group = (groups.groups ?? []).find((g) => g.name === SANDBOX_GROUP);
+    const versions = (group?.versions ?? []).map((v) => v.version);
+    if (versions.includes("v1beta1")) return "v1beta1";
+    if (versions.includes("v1alpha1")) return "v1alpha1";
+    throw new Error(`backend sandbox-cr: the cluster at ${clients.server} does not serve ${SANDBOX_GROUP} Sandbox (v1beta1 or v1alpha1): install the agent-sandbox controller, or use backend job`);
+  }) as Promise<string>;
 }
 
 export async function createWorkload(clients: KubeClients, ref: WorkloadRef, manifest: Manifest, version: string, signal?: AbortSignal): Promise<Manifest> {

@@ -1,6 +1,5 @@
-import { createHash } from "node:crypto";
 import type { App, Image, Logger, ModalClient } from "modal";
-import { isProviderApiError, ProviderApiError, withRetry, type Redactor } from "@paperclip-sandbox/kit";
+import { createClientCache, createVendorCall, grpcCodeName, isProviderApiError, memoAsyncByKey, ProviderApiError, type Redactor, type VendorCall } from "@paperclip-sandbox/kit";
 import { credentialsOf, type ModalConfig } from "./config.js";
 
 export type ModalSdk = typeof import("modal");
@@ -15,7 +14,6 @@ export function loadModalSdk(): Promise<ModalSdk> {
   return import("modal");
 }
 
-const GRPC_CODES = ["OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"];
 const NOT_FOUND = 5;
 const RESOURCE_EXHAUSTED = 8;
 
@@ -42,7 +40,7 @@ export function modalError(operation: string, error: unknown, redact: Redactor):
     vendor: "modal",
     operation,
     status: 0,
-    code: code !== undefined ? (GRPC_CODES[code] ?? `GRPC_${code}`) : String(name),
+    code: code !== undefined ? (grpcCodeName(code) ?? `grpc_${code}`) : String(name),
     detail: redact(raw),
     retryable: code === RESOURCE_EXHAUSTED,
     gone: code === NOT_FOUND || name === "NotFoundError",
@@ -60,7 +58,7 @@ export interface ModalAccount {
   readonly client: ModalClient;
   readonly redact: Redactor;
   /** Runs an SDK call, typing its failure and retrying what may be retried. */
-  call<T>(operation: string, fn: () => Promise<T>, opts: { idempotent: boolean }): Promise<T>;
+  call: VendorCall;
   app(name: string, opts?: { create?: boolean }): Promise<App>;
   registryImage(tag: string): Image;
   close(): void;
@@ -75,28 +73,25 @@ export interface AccountDeps {
 
 /** Builds (and keeps) one client per server, token and environment. */
 export function createAccounts(deps: AccountDeps) {
-  const accounts = new Map<string, Promise<ModalAccount>>();
+  type Key = { config: Pick<ModalConfig, "serverUrl" | "environment">; credentials: { tokenId: string; tokenSecret: string }; redact: Redactor };
+  const accounts = createClientCache(
+    ({ config, credentials }: Key) => [config.serverUrl, credentials.tokenId, credentials.tokenSecret, config.environment ?? ""],
+    ({ config, credentials, redact }: Key) => open(config, credentials, redact),
+  );
 
   return {
-    async of(config: Pick<ModalConfig, "serverUrl" | "tokenId" | "tokenSecret" | "environment">, redact: Redactor, env: NodeJS.ProcessEnv = deps.env): Promise<ModalAccount> {
+    of(config: Pick<ModalConfig, "serverUrl" | "tokenId" | "tokenSecret" | "environment">, redact: Redactor, env: NodeJS.ProcessEnv = deps.env): Promise<ModalAccount> {
       const { credentials, missing } = credentialsOf(config, env);
-      if (!credentials) throw new Error(`modal: ${missing.join("; ")}`);
-      const key = createHash("sha256").update(JSON.stringify([config.serverUrl, credentials.tokenId, credentials.tokenSecret, config.environment ?? ""])).digest("hex");
-      let account = accounts.get(key);
-      if (!account) {
-        account = open(key, config, credentials, redact);
-        accounts.set(key, account);
-        account.catch(() => accounts.delete(key));
-      }
-      return account;
+      if (!credentials) return Promise.reject(new Error(`modal: ${missing.join("; ")}`));
+      return accounts.get({ config, credentials, redact });
     },
     closeAll() {
-      for (const account of [...accounts.values()]) void account.then((opened) => opened.close(), () => undefined);
+      for (const account of accounts.values()) void account.then((opened) => opened.close(), () => undefined);
       accounts.clear();
     },
   };
 
-  async function open(key: string, config: Pick<ModalConfig, "serverUrl" | "environment">, credentials: { tokenId: string; tokenSecret: string }, redact: Redactor): Promise<ModalAccount> {
+  async function open(config: Pick<ModalConfig, "serverUrl" | "environment">, credentials: { tokenId: string; tokenSecret: string }, redact: Redactor): Promise<ModalAccount> {
     const sdk = await deps.loadSdk();
     const forward = (level: "warn" | "error") => (message: string) => {
       // Expected with a loopback server URL (the emulator): the router is dialled without TLS.
@@ -120,33 +115,16 @@ export function createAccounts(deps: AccountDeps) {
       if (saved === undefined) delete process.env.MODAL_SERVER_URL;
       else process.env.MODAL_SERVER_URL = saved;
     }
-    const apps = new Map<string, Promise<App>>();
+    const apps = memoAsyncByKey<App>();
     const images = new Map<string, Image>();
     const account: ModalAccount = {
       sdk,
       client,
       redact,
-      call: (operation, fn, opts) =>
-        withRetry(
-          async () => {
-            try {
-              return await fn();
-            } catch (error) {
-              throw modalError(operation, error, redact);
-            }
-          },
-          { idempotent: opts.idempotent, attempts: 4, totalMs: 30_000, baseDelayMs: 250 },
-        ),
+      call: createVendorCall({ translate: (error, operation) => modalError(operation, error, redact), retry: { attempts: 4, totalMs: 30_000, baseDelayMs: 250 } }),
       app(name, opts = {}) {
         const create = opts.create !== false;
-        const cacheKey = `${create}:${name}`;
-        let found = apps.get(cacheKey);
-        if (!found) {
-          found = account.call("lookupApp", () => client.apps.fromName(name, { createIfMissing: create }), { idempotent: true });
-          apps.set(cacheKey, found);
-          found.catch(() => apps.delete(cacheKey));
-        }
-        return found;
+        return apps.get(`${create}:${name}`, () => account.call("lookupApp", () => client.apps.fromName(name, { createIfMissing: create }), { idempotent: true }));
       },
       registryImage(tag) {
         // An Image remembers its id once built, so later creates skip ImageGetOrCreate.
@@ -156,7 +134,6 @@ export function createAccounts(deps: AccountDeps) {
       },
       close() {
         client.close();
-        accounts.delete(key);
       },
     };
     return account;

@@ -102,6 +102,26 @@ describe("modal config", () => {
     expect((await validate({ ...tokens, serverUrl: "http://127.0.0.1:9000" })).ok).toBe(true);
   });
 
+  it("refuses a server URL carrying a token (?token=...) at validation, and the probe never repeats it", async () => {
+    const serverUrl = "http://127.0.0.1:9/?token=tok-s3cr3t-in-url";
+    expect(await errorOf({ ...tokens, serverUrl })).toBe(
+      "API server URL: must not have a query (?...) or fragment (#...): an endpoint needs none, and credentials belong in a secret field",
+    );
+    expect(await errorOf({ ...tokens, serverUrl: "https://api.modal.com/#tok-s3cr3t-in-url" })).toMatch(/^API server URL: must not have a query/);
+    // The Test button's probe gets the same config: it stops at the rule, naming no part of the URL.
+    const hooks = createModalPlugin({ env: {} }).provider.plugin.definition as Required<ReturnType<typeof createModalPlugin>["provider"]["plugin"]["definition"]>;
+    const probe = await hooks.onEnvironmentProbe({ driverKey: "modal", companyId: "c", environmentId: "e", config: { ...tokens, serverUrl } } as never).then(
+      (result) => JSON.stringify(result),
+      (error: Error) => `${error.message} ${String(error.stack)}`,
+    );
+    expect(probe).toMatch(/API server URL: must not have a query/);
+    expect(probe).not.toContain("tok-s3cr3t-in-url");
+  });
+
+  it("refuses a 1 MB image, naming the bound", async () => {
+    expect(await errorOf({ ...tokens, image: "n".repeat(1_000_000) })).toBe("Image: must be at most 512 characters");
+  });
+
   it("says all problems at once, by title", async () => {
     expect(await errorOf({ ...tokens, sandboxTimeoutMs: 1_500, workdir: "x" })).toBe(
       "2 problems: Working directory: must be an absolute POSIX path (starting with /); Sandbox timeout (ms): must be a whole number of seconds (a multiple of 1000)",

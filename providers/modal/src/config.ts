@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { defineProviderConfig, fields, formatCidr, parseCidr, resolveSecretRef } from "@paperclip-sandbox/kit";
+import { defineProviderConfig, FIELD_MAX_LENGTH, fields, formatCidr, parseCidr, resolveSecretRef } from "@paperclip-sandbox/kit";
 
 const MODAL = "Modal";
 const SANDBOX = "Sandbox";
@@ -48,7 +48,7 @@ export const modalConfigSchema = z
       })
       .default("paperclip"),
     image: fields
-      .ui(z.string().min(1), {
+      .ui(z.string().min(1).max(FIELD_MAX_LENGTH.image), {
         title: "Image",
         description: "A container image from a public registry, e.g. node:22 or python:3.12-slim. It needs sh, tar and base64; Paperclip's bridge needs node. Empty: node:22.",
         group: SANDBOX,

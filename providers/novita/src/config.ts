@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { defineProviderConfig, fields, resolveSecretRef } from "@paperclip-sandbox/kit";
+import { defineProviderConfig, envdUrlFields, fields, missingApiKeyWarnings } from "@paperclip-sandbox/kit";
 
 export const NOVITA_API_KEY_ENV = "NOVITA_API_KEY";
 /** Domains on which the SDK switches to Novita's older API (other ids, request bodies and routes). */
@@ -80,29 +80,17 @@ export const novitaConfigSchema = z.object({
       'Pause a released sandbox (memory and running processes kept; killed if the pause fails) and resume it for the next run of the same issue. Paperclip reuses it only when Runner lifecycle (under Advanced options) is "warm" and the issue belongs to a project with a workspace; otherwise every run gets a fresh sandbox, killed at release.',
   }),
   runnerLifecycleMode: fields.runnerLifecycleMode(),
-  apiUrl: fields
-    .url({
-      title: "API URL",
-      description: "Override of the control-plane URL derived from the domain (https://api.<domain>), for a local emulator.",
-      group: "Connection",
-      advanced: true,
-    })
-    .optional(),
-  sandboxUrl: fields
-    .url({
-      title: "Sandbox URL",
-      description: "One URL for the in-sandbox daemon of every sandbox instead of https://49983-<sandbox>.<domain>, for a local emulator.",
-      group: "Connection",
-      advanced: true,
-    })
-    .optional(),
+  ...envdUrlFields({
+    apiUrl: "Override of the control-plane URL derived from the domain (https://api.<domain>), for a local emulator.",
+    sandboxUrl: "One URL for the in-sandbox daemon of every sandbox instead of https://49983-<sandbox>.<domain>, for a local emulator.",
+  }),
 });
 
 export type NovitaConfig = z.output<typeof novitaConfigSchema>;
 
 export const novitaConfig = defineProviderConfig(novitaConfigSchema, {
   warnings: (config) => [
-    ...(resolveSecretRef(config.apiKey, NOVITA_API_KEY_ENV) === undefined ? [`API key: not set, and the worker has no ${NOVITA_API_KEY_ENV}: every call will be refused`] : []),
+    ...missingApiKeyWarnings(config.apiKey, NOVITA_API_KEY_ENV),
     ...(config.domain && LEGACY_DOMAINS.has(config.domain.toLowerCase())
       ? [`Domain: ${config.domain} is one of Novita's legacy domains, where the SDK uses an older API this provider is not tested against`]
       : []),

@@ -27,6 +27,7 @@ for (const channel of ["always", "off"] as const) {
       { config: { ...config, requestedCwd: "workspace" }, error: /^Workspace directory: must be an absolute POSIX path/ },
       { config: { ...config, domain: "not a domain!" }, error: /^Domain: must be a host name/ },
       { config: { ...config, template: 5 }, error: /^Template: must be a string$/ },
+      { config: { ...config, template: "t".repeat(1_000_000) }, error: /^Template: must be at most 256 characters$/ },
       { config: { ...config, apiUrl: "http://example.com" }, error: /^API URL: must use https/ },
       { config: { ...config, reuseLease: "yes" }, error: /^Reuse lease: must be a boolean$/ },
     ],

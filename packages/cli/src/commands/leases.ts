@@ -82,6 +82,7 @@ export async function leasesGcCommand(values: Record<string, unknown>): Promise<
   const db = openDb(values);
   const items: GcItem[] = [];
   const targets: DestroyTarget[] = [];
+  const skipped = new Map<string, string>();
   const wanted = (driverKey: string, pluginDir: string) =>
     only === undefined || (named !== undefined && pluginDir === named.resolved.pluginDir) || only === driverKey || path.resolve(only) === pluginDir;
   try {
@@ -111,7 +112,13 @@ export async function leasesGcCommand(values: Record<string, unknown>): Promise<
       redactor,
       wanted,
       warn: (message) => err(`paperclip-sandbox: ${message}\n`),
+      skipped: (driverKey, reason) => skipped.set(driverKey, reason),
     });
+    // Said once, grouped by reason: what gc did not look at, and how to make it.
+    for (const reason of new Set(skipped.values())) {
+      const names = [...skipped].filter(([, r]) => r === reason).map(([name]) => name);
+      err(`paperclip-sandbox: leases gc: skipped ${names.join(", ")}: ${reason}\n`);
+    }
     for (const source of sources) await addListedLeases(source, db, items, targets, { ...policy, minAgeMs, ourHostId: here.hostId }, redactor);
 
     for (const group of groupTargets(targets)) {
@@ -120,7 +127,7 @@ export async function leasesGcCommand(values: Record<string, unknown>): Promise<
   } finally {
     db.close();
   }
-  report(items, values.json === true);
+  report(items, values.json === true, [...skipped.keys()]);
   return items.some((i) => i.result === "failed") ? 1 : 0;
 }
 
@@ -282,9 +289,9 @@ async function destroyGroup(
   }
 }
 
-function report(items: GcItem[], json: boolean): void {
+function report(items: GcItem[], json: boolean, skipped: string[]): void {
   if (json) {
-    out(`${JSON.stringify({ items }, null, 2)}\n`);
+    out(`${JSON.stringify({ items, skipped }, null, 2)}\n`);
     return;
   }
   const acted = items.filter((i) => i.decision.action !== "keep");

@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
-import { canonicalJson, REDACTED, type SecretRedactor } from "@paperclip-sandbox/kit";
+import { canonicalJson, REDACTED, SECRET_REF_FORMAT, type SecretRedactor } from "@paperclip-sandbox/kit";
 import { loadPluginPackage } from "@paperclip-sandbox/worker-client";
 import { resolveStoredSecretRefs, withSecrets, type ProviderConfig, type ResolvedSecrets } from "../config-loader.js";
 import { describeError } from "../errors.js";
@@ -27,6 +27,8 @@ export interface ListingInputs {
   wanted(driverKey: string, pluginDir: string): boolean;
   /** Told about a config that cannot be used (a stored secret that cannot be read back…). */
   warn(message: string): void;
+  /** Told about a provider not listed because nothing here configures it (it is not contacted). */
+  skipped?(driverKey: string, reason: string): void;
 }
 
 export function containsRedacted(value: unknown): boolean {
@@ -61,7 +63,15 @@ export async function listingSources(inputs: ListingInputs): Promise<ListingSour
   const sources: ListingSource[] = [];
   for (const plugin of plugins.values()) {
     if (!inputs.wanted(plugin.driverKey, plugin.pluginDir)) continue;
-    const lister = await loadLeaseLister(plugin.pluginDir, await pluginIdOf(plugin.pluginDir), plugin.driverKey);
+    // A built-in provider nobody named and the database never saw gets an empty config, and the
+    // worker's environment carries no credentials: a provider that needs them could only fail, after
+    // contacting its vendor (DNS included). It is skipped, and said so.
+    const manifest = await manifestOf(plugin.pluginDir);
+    if (plugin.rows.length === 0 && inputs.named?.pluginDir !== plugin.pluginDir && needsCredentials(manifest, plugin.driverKey)) {
+      inputs.skipped?.(plugin.driverKey, "not configured here (no lease of it in the lease database, and its credentials come only with --provider and --config/--secret)");
+      continue;
+    }
+    const lister = await loadLeaseLister(plugin.pluginDir, manifest?.id ?? path.basename(plugin.pluginDir), plugin.driverKey);
     if (!lister) continue;
     const configs = new Map<string, ProviderConfig>();
     const keep = (config: ProviderConfig) => configs.set(canonicalJson(config), config);
@@ -101,10 +111,19 @@ function usableConfig(stored: ProviderConfig, inputs: ListingInputs, what: strin
   return config;
 }
 
-async function pluginIdOf(pluginDir: string): Promise<string> {
+type PluginManifest = Awaited<ReturnType<typeof loadPluginPackage>>["manifest"];
+
+async function manifestOf(pluginDir: string): Promise<PluginManifest | undefined> {
   try {
-    return (await loadPluginPackage(pluginDir)).manifest.id;
+    return (await loadPluginPackage(pluginDir)).manifest;
   } catch {
-    return path.basename(pluginDir);
+    return undefined;
   }
+}
+
+/** The driver's config has secret fields (format secret-ref): a hosted provider's credentials. */
+function needsCredentials(manifest: PluginManifest | undefined, driverKey: string): boolean {
+  const driver = manifest?.environmentDrivers?.find((d) => d.driverKey === driverKey);
+  const properties = (driver?.configSchema as { properties?: Record<string, { format?: unknown }> } | undefined)?.properties ?? {};
+  return Object.values(properties).some((field) => field?.format === SECRET_REF_FORMAT);
 }

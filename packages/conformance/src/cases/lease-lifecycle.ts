@@ -1,4 +1,6 @@
+import { randomBytes } from "node:crypto";
 import type { ConformanceCase } from "../case.js";
+import { hostProcessesWithArgv } from "../host-processes.js";
 import { requireMethods } from "../case.js";
 import { assert, expectOk, shellQuote } from "../expect.js";
 import { ConformanceSkip } from "../skip.js";
@@ -60,6 +62,52 @@ export const leaseLifecycleCases: ConformanceCase[] = [
         await Promise.race([inflight, new Promise((resolve) => setTimeout(resolve, 2_000))]);
         assert.ok(inflightSettled, "an execute in flight was still running after the release receipt");
         await expectLeaseGone(world, acquired);
+      } finally {
+        if (!released) await world.destroy(acquired).catch(() => undefined);
+      }
+    },
+  },
+  {
+    // A receipt means nothing of that sandbox runs any more: looked at right after it, not a moment
+    // later. Processes that outlive their command in every way a command can leave them: in the
+    // background, under nohup, orphaned by a subshell, and in a session of their own.
+    name: "release-receipt-ends-every-process",
+    async run(world) {
+      requireMethods(world, [...LEASE_METHODS, "environmentReleaseLease"]);
+      const marker = `paperclip-conformance-${randomBytes(6).toString("hex")}`;
+      const loop = `'while :; do sleep 1; done'`;
+      const acquired = await world.acquire();
+      let released = false;
+      try {
+        const started = await world.sh(
+          acquired,
+          [
+            `sh -c ${loop} ${marker}-background >/dev/null 2>&1 &`,
+            `nohup sh -c ${loop} ${marker}-nohup >/dev/null 2>&1 &`,
+            `(sh -c ${loop} ${marker}-orphan >/dev/null 2>&1 &)`,
+            `if command -v setsid >/dev/null 2>&1; then setsid sh -c ${loop} ${marker}-setsid >/dev/null 2>&1 & fi`,
+            "echo started",
+          ].join("\n"),
+        );
+        expectOk(started, "start processes that outlive their command");
+        // Where the sandbox's processes are this machine's (a local provider, an emulator's jails),
+        // they are checked directly; otherwise only the provider's own leftovers probe can tell.
+        let before: string[] = [];
+        for (let waited = 0; waited < 5_000 && before.length < 3; waited += 50) {
+          before = await hostProcessesWithArgv(marker);
+          if (before.length < 3) await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+        const receipt = await world.release(acquired);
+        released = true;
+        const after = await hostProcessesWithArgv(marker);
+        assert.ok(receipt, "releaseLease returned no termination receipt");
+        assert.deepEqual(after, [], `still running right after the ${receipt.state} receipt: ${after.join(", ")}`);
+        if (world.options.leftovers) {
+          const found = await world.options.leftovers(world.leftoversContext);
+          assert.deepEqual(found, [], `still there right after the receipt: ${found.join(", ")}`);
+        } else if (before.length === 0) {
+          throw new ConformanceSkip("the sandbox's processes are not on this machine and no leftovers() probe was given");
+        }
       } finally {
         if (!released) await world.destroy(acquired).catch(() => undefined);
       }

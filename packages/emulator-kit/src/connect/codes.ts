@@ -1,41 +1,7 @@
-/** Connect error codes (connectrpc.com/docs/protocol#error-codes). */
-export type ConnectCode =
-  | "canceled"
-  | "unknown"
-  | "invalid_argument"
-  | "deadline_exceeded"
-  | "not_found"
-  | "already_exists"
-  | "permission_denied"
-  | "resource_exhausted"
-  | "failed_precondition"
-  | "aborted"
-  | "out_of_range"
-  | "unimplemented"
-  | "internal"
-  | "unavailable"
-  | "data_loss"
-  | "unauthenticated";
+import { CONNECT_CODE_STATUS, type ConnectCode } from "@paperclip-sandbox/kit";
 
-/** The HTTP status a unary error is answered with, per the protocol's table. */
-export const CONNECT_CODE_STATUS: Readonly<Record<ConnectCode, number>> = {
-  canceled: 499,
-  unknown: 500,
-  invalid_argument: 400,
-  deadline_exceeded: 504,
-  not_found: 404,
-  already_exists: 409,
-  permission_denied: 403,
-  resource_exhausted: 429,
-  failed_precondition: 400,
-  aborted: 409,
-  out_of_range: 400,
-  unimplemented: 501,
-  internal: 500,
-  unavailable: 503,
-  data_loss: 500,
-  unauthenticated: 401,
-};
+// The code table is the kit's (one table for clients and servers): re-exported here.
+export { CONNECT_CODE_STATUS, type ConnectCode };
 
 export const CONNECT_CODES = Object.keys(CONNECT_CODE_STATUS) as ConnectCode[];
 

@@ -4,6 +4,7 @@ import {
   ConfigError,
   configSchemaUiProblems,
   defineProviderConfig,
+  FIELD_MAX_LENGTH,
   fields,
   mutuallyExclusive,
   resolveSecretRef,
@@ -133,6 +134,50 @@ describe("fields", () => {
     });
     expect(check(fields.url(), "ftp://example.com").ok).toBe(false);
     expect(check(fields.url(), "not a url").ok).toBe(false);
+  });
+
+  it("url refuses a query or fragment: a token in ?token= would be shown wherever the URL is", () => {
+    for (const bad of ["https://api.example.com/?token=s3cr3t", "https://api.example.com/v1?x", "https://api.example.com/#key=s3cr3t", "http://localhost:9000/?"]) {
+      expect(check(fields.url(), bad), bad).toEqual({
+        ok: false,
+        errors: ["v: must not have a query (?...) or fragment (#...): an endpoint needs none, and credentials belong in a secret field"],
+      });
+    }
+  });
+
+  it("a 1 MB string is refused by every text field, naming the bound that fits it", () => {
+    const huge = "a".repeat(1_000_000);
+    expect(check(fields.ui(z.string().min(1), {}), huge)).toEqual({ ok: false, errors: ["v: must be at most 256 characters"] });
+    expect(check(fields.ui(z.string().trim().regex(/^a+$/), {}), huge)).toEqual({ ok: false, errors: ["v: must be at most 256 characters"] });
+    expect(check(fields.ui(z.string().max(FIELD_MAX_LENGTH.image), {}), huge)).toEqual({ ok: false, errors: ["v: must be at most 512 characters"] });
+    expect(check(fields.url(), `https://example.com/${huge}`)).toEqual({ ok: false, errors: ["v: must be at most 2048 characters"] });
+    expect(check(fields.absolutePosixPath(), `/${huge}`)).toEqual({ ok: false, errors: ["v: must be at most 4096 characters"] });
+    expect(check(fields.secretRef(), huge)).toEqual({ ok: false, errors: ["v: must be at most 16384 characters"] });
+    expect(check(fields.secretRef({ maxLength: FIELD_MAX_LENGTH.document }), huge)).toEqual({ ok: false, errors: ["v: must be at most 262144 characters"] });
+    expect(check(fields.stringList(), ["ok", huge]).errors).toEqual(["v, item 2: must be at most 1024 characters"]);
+    expect(check(fields.stringList(), Array.from({ length: 300 }, (_, i) => `h${i}`)).errors).toEqual(["v: must have at most 256 items"]);
+    expect(check(fields.ui(z.record(z.string(), z.string()), {}), { a: huge }).errors).toEqual(['v: the value of "a" must be at most 4096 characters']);
+    expect(check(fields.ui(z.record(z.string(), z.string()), {}), { [huge]: "x" }).errors?.[0]).toMatch(/^v: key "a{40}"\.\.\. must be at most 317 characters$/);
+    // Bounds fit what the field holds: an image reference of 300 characters is fine.
+    expect(check(fields.ui(z.string().max(FIELD_MAX_LENGTH.image), {}), "r".repeat(300)).ok).toBe(true);
+  });
+
+  it("the bounds are in the JSON Schema: up to 200 characters as maxLength (the host's form checks it and keeps a one-line input), longer ones for the server only", () => {
+    const schema = defineProviderConfig(
+      z.object({
+        short: fields.ui(z.string().max(64), { title: "Short", group: "G" }),
+        name: fields.ui(z.string(), { title: "Name", group: "G" }),
+        endpoint: fields.url({ title: "Endpoint", group: "G" }),
+        hosts: fields.stringList({ title: "Hosts", group: "G" }),
+      }),
+    ).jsonSchema as { properties: Record<string, Record<string, unknown>> };
+    expect(schema.properties.short).toMatchObject({ maxLength: 64 });
+    expect(schema.properties.name).not.toHaveProperty("maxLength");
+    expect(schema.properties.name).toMatchObject({ "x-paperclip-max-length": 256 });
+    expect(schema.properties.endpoint).not.toHaveProperty("maxLength");
+    expect(schema.properties.endpoint).toMatchObject({ "x-paperclip-max-length": 2048 });
+    expect(schema.properties.hosts).toMatchObject({ maxItems: 256 });
+    expect(schema.properties.hosts!.items).not.toHaveProperty("maxLength");
   });
 
   it("secretRef refuses the empty string", () => {

@@ -30,7 +30,7 @@ export function defineProviderConfig<S extends z.ZodObject>(
   opts: ProviderConfigOptions<z.output<S>> = {},
 ): ProviderConfig<S> {
   // io "input": fields with defaults are optional for the operator.
-  const jsonSchema = z.toJSONSchema(schema, { io: "input", target: "draft-07" }) as Record<string, unknown>;
+  const jsonSchema = singleLineTextFields(z.toJSONSchema(schema, { io: "input", target: "draft-07" }) as Record<string, unknown>);
   const knownKeys = new Set(Object.keys(schema.shape));
 
   /**
@@ -99,4 +99,29 @@ export function mutuallyExclusive<S extends z.ZodObject>(
       ctx.addIssue({ code: "custom", message: `${name(first)} and ${name(second)} cannot both be set` });
     }
   }) as S;
+}
+
+/**
+ * The host's form shows a text field with `maxLength` over 200 as a multi-line box (paperclipai
+ * 2026.916.1): a longer bound (a URL, a path, an image reference, a secret) stays the server's rule
+ * only, recorded as `x-paperclip-max-length`; 200 or less is `maxLength`, which the form checks too.
+ */
+export const HOST_SINGLE_LINE_MAX_LENGTH = 200;
+export const SERVER_MAX_LENGTH_KEYWORD = "x-paperclip-max-length";
+
+function singleLineTextFields(node: Record<string, unknown>): Record<string, unknown> {
+  if (typeof node.maxLength === "number" && node.maxLength > HOST_SINGLE_LINE_MAX_LENGTH) {
+    node[SERVER_MAX_LENGTH_KEYWORD] = node.maxLength;
+    delete node.maxLength;
+  }
+  for (const key of ["properties", "definitions", "$defs"]) {
+    const children = node[key];
+    if (children && typeof children === "object") for (const child of Object.values(children)) if (child && typeof child === "object") singleLineTextFields(child as Record<string, unknown>);
+  }
+  for (const key of ["anyOf", "oneOf", "allOf"]) {
+    const options = node[key];
+    if (Array.isArray(options)) for (const option of options) if (option && typeof option === "object") singleLineTextFields(option as Record<string, unknown>);
+  }
+  if (node.items && typeof node.items === "object") singleLineTextFields(node.items as Record<string, unknown>);
+  return node;
 }

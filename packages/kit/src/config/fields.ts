@@ -1,6 +1,6 @@
 import { posix } from "node:path";
 import { z } from "zod";
-import { type FieldUi, withUi } from "./ui.js";
+import { FIELD_MAX_ITEMS, FIELD_MAX_LENGTH, type FieldUi, withUi } from "./ui.js";
 
 export const DEFAULT_MAX_TIMEOUT_MS = 86_400_000;
 
@@ -32,8 +32,9 @@ function positiveInt(opts: BoundedIntOptions & { default?: number } = {}): z.Zod
 /** An absolute POSIX path inside a sandbox, normalized (no `//`, no `.` segments, no trailing slash). */
 function absolutePosixPath(ui: FieldUi = {}) {
   // The keywords go on the string itself: the JSON Schema of a transform's input drops examples.
-  return withUi(z.string(), ui)
+  return withUi(z.string().max(FIELD_MAX_LENGTH.path), ui)
     .superRefine((value, ctx) => {
+      if (value.length > FIELD_MAX_LENGTH.path) return;
       const problem = posixPathProblem(value);
       if (problem) ctx.addIssue({ code: "custom", message: problem });
     })
@@ -52,11 +53,16 @@ function normalizePosixPath(value: string): string {
   return normalized.length > 1 && normalized.endsWith("/") ? normalized.slice(0, -1) : normalized;
 }
 
-/** https URLs only; plain http is accepted for loopback hosts (local development) unless disabled. */
+/**
+ * An endpoint URL: https only (plain http is accepted for loopback hosts, local development, unless
+ * disabled), with no credentials in it: no user:password@, and no query or fragment (where tokens
+ * ride: `?token=...`), which an endpoint never needs. So the URL can be shown anywhere.
+ */
 function url(opts: FieldUi & { allowLoopbackHttp?: boolean } = {}) {
   const allowLoopbackHttp = opts.allowLoopbackHttp ?? true;
   return withUi(
-    z.string().superRefine((value, ctx) => {
+    z.string().max(FIELD_MAX_LENGTH.url).superRefine((value, ctx) => {
+      if (value.length > FIELD_MAX_LENGTH.url) return;
       const problem = urlProblem(value, allowLoopbackHttp);
       if (problem) ctx.addIssue({ code: "custom", message: problem });
     }),
@@ -72,6 +78,8 @@ function urlProblem(value: string, allowLoopbackHttp: boolean): string | undefin
     return "must be an absolute URL";
   }
   if (parsed.username || parsed.password) return "must not contain credentials (user:password@); use a secret field";
+  // Checked on the text too: the URL parser drops an empty "?" or "#".
+  if (parsed.search || parsed.hash || /[?#]/.test(value)) return "must not have a query (?...) or fragment (#...): an endpoint needs none, and credentials belong in a secret field";
   if (parsed.protocol === "https:") return undefined;
   if (parsed.protocol === "http:" && allowLoopbackHttp) {
     return isLoopbackHost(parsed.hostname) ? undefined : "must use https (http is allowed only for localhost, 127.0.0.0/8 and ::1)";
@@ -90,6 +98,8 @@ export const SECRET_REF_FORMAT = "secret-ref";
 interface SecretRefOptions extends FieldUi {
   /** The worker environment variable used when the field is unset or blank (see `resolveSecretRef`). */
   envFallback?: string;
+  /** Longest value; default `FIELD_MAX_LENGTH.secret` (a token or key), `FIELD_MAX_LENGTH.document` for a whole file. */
+  maxLength?: number;
 }
 
 /**
@@ -103,7 +113,8 @@ function secretRef(opts: SecretRefOptions = {}): z.ZodString | z.ZodOptional<z.Z
     ? `Leave empty to use the ${opts.envFallback} environment variable of the plugin worker (the host forwards such credential variables only to the provider packages it trusts).`
     : undefined;
   const description = [opts.description, fallback].filter(Boolean).join(" ") || undefined;
-  const schema = withUi(z.string().min(1, { error: "must not be empty" }).meta({ format: SECRET_REF_FORMAT }), { ...opts, description });
+  const text = z.string().min(1, { error: "must not be empty" }).max(opts.maxLength ?? FIELD_MAX_LENGTH.secret);
+  const schema = withUi(text.meta({ format: SECRET_REF_FORMAT }), { ...opts, description });
   return opts.envFallback ? schema.optional() : schema;
 }
 
@@ -121,6 +132,10 @@ export function resolveSecretRef(value: string | undefined, envFallback: string,
 interface StringListOptions extends FieldUi {
   /** The rule for one item: a problem phrase ("must be a host name"), or undefined when the item is fine. */
   item?: (value: string) => string | undefined;
+  /** Longest item; default `FIELD_MAX_LENGTH.listItem`. */
+  maxItemLength?: number;
+  /** Most items; default `FIELD_MAX_ITEMS`. */
+  maxItems?: number;
   /** Example items (`items.examples`); say them in the description too, the host's form shows none for text. */
   itemExamples?: readonly string[];
 }
@@ -132,14 +147,17 @@ interface StringListOptions extends FieldUi {
  */
 function stringList(opts: StringListOptions = {}) {
   const check = opts.item;
+  const maxItemLength = opts.maxItemLength ?? FIELD_MAX_LENGTH.listItem;
   const item = z
     .string()
     .trim()
     .superRefine((value, ctx) => {
-      const problem = check?.(value);
+      // The item bound is a rule of its own, not maxLength: the host's form enforces item keywords silently.
+      const problem = value.length > maxItemLength ? `must be at most ${maxItemLength} characters` : check?.(value);
       if (problem) ctx.addIssue({ code: "custom", message: problem });
     });
-  return withUi(z.array(opts.itemExamples ? item.meta({ examples: [...opts.itemExamples] }) : item), opts).default([]);
+  const list = z.array(opts.itemExamples ? item.meta({ examples: [...opts.itemExamples] }) : item).max(opts.maxItems ?? FIELD_MAX_ITEMS);
+  return withUi(list, opts).default([]);
 }
 
 /** A yes/no switch with its default. */

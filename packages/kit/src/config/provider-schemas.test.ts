@@ -6,7 +6,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
-import { ADVANCED_KEYWORD, configSchemaUiProblems, GROUP_KEYWORD } from "./index.js";
+import { ADVANCED_KEYWORD, configSchemaUiProblems, FIELD_MAX_LENGTH, GROUP_KEYWORD, HOST_SINGLE_LINE_MAX_LENGTH, SERVER_MAX_LENGTH_KEYWORD } from "./index.js";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../..");
 const providersDir = path.join(repoRoot, "providers");
@@ -54,6 +54,23 @@ describe("every provider's config schema in the host's form", () => {
         expect(driver.description ?? "", driver.driverKey).not.toMatch(/`|\*\*/);
       }
       expect(description ?? "").not.toMatch(/`|\*\*/);
+    });
+
+    it(`${name}: every text field has a length bound and every list a most-items bound (no 1 MB image or template)`, async () => {
+      const { drivers } = await driversOf(dir);
+      for (const driver of drivers) {
+        for (const [key, field] of Object.entries(driver.configSchema?.properties ?? {})) {
+          const types = [field.type, ...((field.anyOf as Array<Record<string, unknown>> | undefined) ?? []).map((option) => option.type)];
+          if (types.includes("string") && field.enum === undefined) {
+            const bound = field.maxLength ?? field[SERVER_MAX_LENGTH_KEYWORD];
+            expect(bound, `${driver.driverKey}.${key}`).toEqual(expect.any(Number));
+            expect(bound as number, `${driver.driverKey}.${key}`).toBeLessThanOrEqual(FIELD_MAX_LENGTH.document);
+            // Over 200 the host's form shows a multi-line box: a longer bound is the server's only.
+            if (field.maxLength !== undefined) expect(field.maxLength as number, `${driver.driverKey}.${key}`).toBeLessThanOrEqual(HOST_SINGLE_LINE_MAX_LENGTH);
+          }
+          if (types.includes("array")) expect(field.maxItems, `${driver.driverKey}.${key}`).toEqual(expect.any(Number));
+        }
+      }
     });
 
     it(`${name}: main fields come first, outside Advanced options`, async () => {

@@ -1,4 +1,4 @@
-import type { z } from "zod";
+import { z } from "zod";
 
 /**
  * How a config field looks in the Paperclip host's environment form, which it generates from the
@@ -37,10 +37,65 @@ export function uiKeywords(ui: FieldUi): Record<string, unknown> {
   return keywords;
 }
 
-/** Attaches `ui` to a schema; the keywords appear on the field in the manifest's JSON Schema. */
+/**
+ * Longest input a config field takes, by what it holds. Every text field has one (an operator's typo
+ * or a hostile config must not carry megabytes into logs, labels, fingerprints and vendor calls).
+ */
+export const FIELD_MAX_LENGTH = {
+  /** A name, id, template, region, tag or other short option: what `fields.ui` gives a text field without its own bound. */
+  name: 256,
+  /** A container image reference: registry host, path, tag and digest. */
+  image: 512,
+  url: 2048,
+  /** PATH_MAX. */
+  path: 4096,
+  /** One item of a list (a host name, a CIDR, a glob). */
+  listItem: 1024,
+  /** One word of a command, a script included. */
+  commandWord: 16_384,
+  /** A token, key or password. */
+  secret: 16_384,
+  /** A whole document kept as one secret, e.g. a kubeconfig with embedded certificates. */
+  document: 262_144,
+  /** A key of a map field (Kubernetes' longest label/annotation key: a 253-character prefix, "/", a 63-character name). */
+  mapKey: 317,
+  /** A value of a map field. */
+  mapValue: 4096,
+} as const;
+
+/** Most items of a list field and entries of a map field. */
+export const FIELD_MAX_ITEMS = 256;
+
+/**
+ * Attaches `ui` to a schema; the keywords appear on the field in the manifest's JSON Schema. A text
+ * field without a maximum length gets `FIELD_MAX_LENGTH.name` (give a longer one with `.max()` first
+ * where the field holds more); a list without a maximum gets `FIELD_MAX_ITEMS`; a map gets bounds on
+ * its entries, keys and values (checked on the server).
+ */
 export function withUi<T extends z.ZodType>(schema: T, ui: FieldUi): T {
+  const bounded = withDefaultBounds(schema);
   const keywords = uiKeywords(ui);
-  return Object.keys(keywords).length === 0 ? schema : (schema.meta(keywords) as T);
+  return Object.keys(keywords).length === 0 ? bounded : (bounded.meta(keywords) as T);
+}
+
+function hasCheck(schema: z.ZodType, check: string): boolean {
+  return (schema._zod.def.checks ?? []).some((c) => (c._zod.def as { check?: string }).check === check);
+}
+
+function withDefaultBounds<T extends z.ZodType>(schema: T): T {
+  if (schema instanceof z.ZodString && schema.maxLength === null) return schema.max(FIELD_MAX_LENGTH.name) as unknown as T;
+  if (schema instanceof z.ZodArray && !hasCheck(schema, "max_length")) return schema.max(FIELD_MAX_ITEMS) as unknown as T;
+  if (schema instanceof z.ZodRecord) {
+    return schema.superRefine((value, ctx) => {
+      const entries = Object.entries(value as Record<string, unknown>);
+      if (entries.length > FIELD_MAX_ITEMS) ctx.addIssue({ code: "custom", message: `must have at most ${FIELD_MAX_ITEMS} entries` });
+      for (const [key, entry] of entries) {
+        if (key.length > FIELD_MAX_LENGTH.mapKey) ctx.addIssue({ code: "custom", message: `key ${JSON.stringify(key.slice(0, 40))}... must be at most ${FIELD_MAX_LENGTH.mapKey} characters` });
+        else if (typeof entry === "string" && entry.length > FIELD_MAX_LENGTH.mapValue) ctx.addIssue({ code: "custom", message: `the value of ${JSON.stringify(key)} must be at most ${FIELD_MAX_LENGTH.mapValue} characters` });
+      }
+    }) as unknown as T;
+  }
+  return schema;
 }
 
 /** Item keywords the host's form checks on list items without ever showing the item's error. */

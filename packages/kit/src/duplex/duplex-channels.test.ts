@@ -153,7 +153,7 @@ describe("createDuplexChannels", () => {
       capabilities: STREAM_TRANSPORT,
       run: async (_script, io) => {
         if (typeof io.stdout === "function") io.stdout(big);
-        return { exitCode: 0, signal: null, aborted: false };
+        return { exitCode: 0, signal: null, reason: "exit" };
       },
     };
     const sizes: number[] = [];

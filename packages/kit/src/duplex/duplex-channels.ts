@@ -164,10 +164,10 @@ export function createDuplexChannels(opts: DuplexChannelsOptions): DuplexChannel
       });
       channel.ended = run.then(
         (exit) => {
-          if (exit.exitCode !== 0 && !exit.aborted && stderrTail.length > 0) {
+          if (exit.exitCode !== 0 && exit.reason !== "aborted" && stderrTail.length > 0) {
             opts.log?.(redact(`duplex channel command exited ${exit.exitCode ?? exit.signal}: ${stderrTail.toString("utf8").trim()}`));
           }
-          finish(exit.aborted && exit.exitCode === null ? null : exit.exitCode, false);
+          finish(exit.reason === "aborted" ? null : exit.exitCode, false);
         },
         (error: unknown) => {
           // The transport to the sandbox broke (not a process exit): the host maps this to its own reason.

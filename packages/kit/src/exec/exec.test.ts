@@ -190,7 +190,7 @@ function replayRunner(stdoutChunks: Buffer[]): ScriptRunner {
     capabilities: STREAM_TRANSPORT,
     async run(_script, io) {
       for (const chunk of stdoutChunks) (io.stdout as (c: Buffer) => void)(chunk);
-      return { exitCode: 0, signal: null, aborted: false };
+      return { exitCode: 0, signal: null, reason: "exit" };
     },
   };
 }
@@ -233,7 +233,7 @@ describe("executeCommand output handling", () => {
       capabilities: STREAM_TRANSPORT,
       async run(_s, io) {
         (io.stderr as (c: Buffer) => void)(Buffer.from("boom\n"));
-        return { exitCode: 1, signal: null, aborted: false };
+        return { exitCode: 1, signal: null, reason: "exit" };
       },
     };
     const result = await executeCommand(failing, { command: "x" }, { annotateStderr: (s) => `${s}note\n` });

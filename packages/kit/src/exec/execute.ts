@@ -77,11 +77,13 @@ export async function executeCommand(
     });
     const stderrText = stderr.finish();
     const truncated = truncationNotes(stdout, stderr);
-    const ended = exit.aborted || exit.timedOut === true;
+    // Our own timer ends a run as an abort: that abort is the deadline.
+    const reason = exit.reason === "aborted" && timedOut ? "timeout" : exit.reason;
+    const ended = reason === "aborted" || reason === "timeout";
     return {
       exitCode: ended ? null : exit.exitCode,
       signal: ended ? (exit.signal ?? "SIGTERM") : exit.signal,
-      timedOut: timedOut || exit.timedOut === true,
+      timedOut: reason === "timeout",
       stdout: stdout.finish(),
       stderr: opts.annotateStderr ? opts.annotateStderr(stderrText) : stderrText,
       metadata: { durationMs: Math.round(performance.now() - started), ...(truncated ? { truncated } : {}) },

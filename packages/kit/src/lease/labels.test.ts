@@ -16,14 +16,13 @@ import {
 const owner = { driverKey: "boxd", companyId: "3f1c2b9e-6a5d-4c3b-8a7f-1e2d3c4b5a69", environmentId: "9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d" };
 
 describe("leaseLabels", () => {
-  it("adds paperclip-company when the caller passes a company, and keeps the other three", () => {
+  it("names provider, company, environment and run", () => {
     expect(leaseLabels({ ...owner, runId: "run-1" })).toEqual({
       "paperclip-provider": "boxd",
       "paperclip-company": owner.companyId,
       "paperclip-environment": owner.environmentId,
       "paperclip-run": "run-1",
     });
-    expect(Object.keys(leaseLabels({ driverKey: "b", environmentId: "e", runId: "r" }))).toEqual(["paperclip-provider", "paperclip-environment", "paperclip-run"]);
   });
 
   it("keeps two long ids that share a start apart (the cut value ends in a hash of the whole)", () => {
@@ -78,8 +77,8 @@ describe("assertOwnedBy", () => {
     );
     expect(() => assertOwnedBy(labels, { ...owner, environmentId: "env-2" })).toThrow(/paperclip-environment is/);
     expect(() => assertOwnedBy(labels, { ...owner, driverKey: "daytona" })).toThrow(/paperclip-provider is "boxd", expected "daytona"/);
-    const legacy = leaseLabels({ driverKey: owner.driverKey, environmentId: owner.environmentId, runId: "r" });
-    expect(() => assertOwnedBy(legacy, owner)).toThrow(/paperclip-company missing/);
+    const { "paperclip-company": _dropped, ...withoutCompany } = labels;
+    expect(() => assertOwnedBy(withoutCompany, owner)).toThrow(/paperclip-company missing/);
     expect(() => assertOwnedBy(undefined, owner)).toThrow(/paperclip-provider missing; paperclip-company missing; paperclip-environment missing/);
   });
 });

@@ -8,28 +8,26 @@ const HASH_SUFFIX_LENGTH = 8;
 // A type alias, not an interface, so it is assignable to Record<string, string | undefined>.
 export type LeaseLabels = {
   "paperclip-provider": string;
-  /** Set when the caller passes `companyId` (every hosted provider must; optional while callers move over). */
-  "paperclip-company"?: string;
+  "paperclip-company": string;
   "paperclip-environment": string;
   "paperclip-run": string;
 };
 
 export interface LeaseLabelInput {
   driverKey: string;
-  companyId?: string;
+  companyId: string;
   environmentId: string;
   runId: string;
 }
 
 /** Labels that let a provider (or an operator) find a run's resources, and check ownership before destroying one. */
 export function leaseLabels(input: LeaseLabelInput, policy: LabelPolicy = DEFAULT_LABEL_POLICY): LeaseLabels {
-  const labels: LeaseLabels = {
+  return {
     "paperclip-provider": labelValue(input.driverKey, policy),
+    "paperclip-company": labelValue(input.companyId, policy),
     "paperclip-environment": labelValue(input.environmentId, policy),
     "paperclip-run": labelValue(input.runId, policy),
   };
-  if (input.companyId !== undefined) labels["paperclip-company"] = labelValue(input.companyId, policy);
-  return labels;
 }
 
 /**

@@ -45,7 +45,7 @@ describe("sentinel", () => {
 
 describe("leaseLabels", () => {
   it("sanitizes values to [a-z0-9-_.] and 63 characters", () => {
-    const labels = leaseLabels({ driverKey: "Fake-Plugin", environmentId: "env/ID with spaces", runId: `run-${"x".repeat(100)}` });
+    const labels = leaseLabels({ driverKey: "Fake-Plugin", companyId: "Company-1", environmentId: "env/ID with spaces", runId: `run-${"x".repeat(100)}` });
     expect(labels["paperclip-provider"]).toBe("fake-plugin");
     expect(labels["paperclip-environment"]).toBe("env-id-with-spaces");
     expect(labels["paperclip-run"]).toHaveLength(63);

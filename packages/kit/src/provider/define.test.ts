@@ -343,6 +343,20 @@ describe("defineSandboxProvider: what the kit owns", () => {
     expect(await vendor({}, { list: undefined }).listLeases({}, { env: {} })).toEqual([]);
   });
 
+  it("keeps a held lease's vendor timeout alive while it is in use, and stops at release", async () => {
+    const refreshes: number[] = [];
+    const v = vendor({}, { keepAlive: { ttlMs: () => 1_000, refresh: async (_box, _config, ms) => void refreshes.push(ms), idleMs: () => 100 } });
+    await v.setup();
+    const lease = await v.hooks.onEnvironmentAcquireLease!(acquireParams());
+    await v.hooks.onEnvironmentExecute!({ ...scope, config: {}, lease, command: "sleep", args: ["1.2"] });
+    expect(refreshes.length).toBeGreaterThanOrEqual(1);
+    expect(refreshes.every((ms) => ms <= 1_000)).toBe(true);
+    await v.hooks.onEnvironmentReleaseLease!({ ...scope, config: {}, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata });
+    const after = refreshes.length;
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    expect(refreshes.length).toBe(after);
+  });
+
   it("budgets acquire from the host's own deadline: the raw config's timeoutMs plus 30 s", () => {
     expect(hostCallDeadlineMs({ timeoutMs: 60_000 })).toBe(90_000);
     expect(hostCallDeadlineMs({})).toBe(30_000);

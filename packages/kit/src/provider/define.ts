@@ -14,19 +14,20 @@ import { createDuplexChannels } from "../duplex/duplex-channels.js";
 import { executeCommand } from "../exec/execute.js";
 import { closeAllCommandChannels, closeCommandChannel, setCommandChannelLog } from "../transports/command-channel/index.js";
 import { labelValue } from "../lease/labels.js";
+import { createTtlKeepers } from "../lease/ttl-keeper.js";
 import { defineLeaseLister, type ProviderLeaseLister } from "../lease/lister.js";
 import { assertOwnedBy, ownershipMismatches } from "../lease/ownership.js";
 import { buildSentinel, sentinelNamesFingerprint } from "../lease/sentinel.js";
 import { execRequestFrom } from "../plugin/exec-request.js";
 import { probeResult } from "../probe/summary.js";
 import { createRedactor, type Redactor } from "../redact/redactor.js";
-import { downloadStagesCleanupScript } from "../sync/file-api-sync.js";
-import { syncFor } from "../sync/sync-for.js";
+import { syncFor, type SyncStrategy } from "../sync/sync-for.js";
+import { isProviderApiError } from "../vendor/api-error.js";
 import { createWithinBudget, destroyConfirmed, planAcquire, shapeFingerprintOf, type AcquirePlan } from "./acquire.js";
 import { deriveSandboxCapabilities, supportsDuplex, type DerivedSandboxCapabilities } from "./capabilities.js";
 import { LeaseGoneError, redactedError, secretValuesOf } from "./errors.js";
 import { LeaseRegistry, type LeaseEntry } from "./lease-registry.js";
-import { defaultProbe } from "./probe.js";
+import { defaultProbe } from "../probe/default-probe.js";
 import { sentinelHolds, writeSentinelVia } from "./sentinel-io.js";
 import type { KeepMode, LeaseRef, SandboxHandle, SandboxProviderDefinition } from "./types.js";
 import { knownWorkspace, makeWorkspace } from "./workspace.js";
@@ -56,7 +57,8 @@ type Disposition = "keep_running" | "stop_and_retain" | "destroy";
  */
 export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHandle>(def: SandboxProviderDefinition<S, H>): SandboxProvider {
   type C = z.output<S>;
-  const registry = new LeaseRegistry<H, C>();
+  const keepers = createTtlKeepers();
+  const registry = new LeaseRegistry<H, C>({ held: (entry) => keepAlive(entry), released: (id) => keepers.stop(id) });
   const secretPaths = secretFieldPaths(def.config.jsonSchema);
   let ctx: PluginContext | undefined;
   const log = (message: string) => ctx?.logger?.warn(message);
@@ -64,6 +66,25 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
   const duplexOk = supportsDuplex(def.transport);
   if (def.keep && typeof def.keep.by === "string" && def.keep.by === "stop" && !def.stop) {
     throw new TypeError(`${def.driverKey}: keep.by "stop" needs a stop function`);
+  }
+
+  /** One keeper per held lease, judging "in use" by the same work the registry drains. */
+  function keepAlive(entry: LeaseEntry<H, C>): void {
+    const spec = def.keepAlive;
+    if (!spec) return;
+    const id = entry.providerLeaseId;
+    const ttlMs = spec.ttlMs(entry.config);
+    const idleMs = spec.idleMs?.(entry.config) ?? Math.max(60 * 60_000, ttlMs);
+    keepers.keep(id, {
+      ttlMs,
+      capAt: entry.handle.expiresAt?.getTime() ?? null,
+      active: () => entry.work.size > 0 || Date.now() - entry.lastActive < idleMs,
+      refresh: (ms) => spec.refresh(entry.handle, entry.config, ms),
+      onError: (error) => {
+        if (isProviderApiError(error) && error.gone) keepers.stop(id);
+        log(`${def.driverKey}: refreshing the timeout of sandbox ${id} failed: ${(error as Error).message}`);
+      },
+    });
   }
 
   const parse = (raw: unknown): { config: C; redact: Redactor } => {
@@ -101,9 +122,10 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     metadata: ref.metadata,
     workspace,
     files: def.files?.(handle, ref.config),
+    sync: undefined,
     work: new Set(),
+    lastActive: Date.now(),
     abort: new AbortController(),
-    downloadStages: false,
   });
 
   // Made per use from the latest config (cheap: providers keep their clients on the handle).
@@ -125,6 +147,8 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
   const workspaceOf = async (entry: LeaseEntry<H, C>): Promise<string> =>
     (entry.workspace ??= await makeWorkspace(def.workspace, entry.handle, entry.config, () => runnerOf(entry), entry.abort.signal));
   const syncRootsOf = (entry: LeaseEntry<H, C>, workspace: string) => [workspace, ...(def.workspace.syncRoots?.(entry.handle, entry.config) ?? [])];
+  const prefer = def.options?.syncPrefer;
+  const syncOf = (entry: LeaseEntry<H, C>): SyncStrategy => (entry.sync ??= syncFor(() => runnerOf(entry), entry.files, prefer ? { prefer } : {}));
 
   /** The lease a hook works on: held by this worker, or looked up (checked, started when stopped). */
   const activeLease = async (params: PluginEnvironmentDriverBaseParams, lease: PluginEnvironmentLease, config: C): Promise<LeaseEntry<H, C>> => {
@@ -193,7 +217,9 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
         runnerFor: async ({ providerLeaseId }) => {
           const entry = registry.held(providerLeaseId);
           if (!entry) throw new LeaseGoneError(`${def.driverKey} lease ${providerLeaseId} is not held by this worker`);
-          return { runner: runnerOf(entry), leaseSignal: entry.abort.signal };
+          const runner = runnerOf(entry);
+          // A channel's command is the lease's work like an execute (release drains it; it keeps the lease alive).
+          return { runner: { capabilities: runner.capabilities, run: (script, io) => registry.track(entry, runner.run(script, io)) }, leaseSignal: entry.abort.signal };
         },
         notify: () => ctx?.duplexChannel,
         log: (message) => log(message),
@@ -229,7 +255,8 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
         // A stop that fails is an error, never a silent delete: the host retries.
         if (!def.keep) throw new Error(`${def.driverKey} cannot keep a sandbox (it declares no keep)`);
         if (keepModeOf(handle, config) === "stop" && handle.state !== "stopped") {
-          if (entry?.downloadStages) await runnerOf(entry).run(downloadStagesCleanupScript(), {}).catch(() => undefined);
+          // What sync left in the sandbox goes before its disk is kept.
+          await entry?.sync?.dispose().catch(() => undefined);
           if (!def.stop) throw new Error(`${def.driverKey} keeps a sandbox by stopping it, but declares no stop`);
           await def.stop(handle, ref);
         }
@@ -249,6 +276,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     },
 
     async onShutdown() {
+      keepers.stopAll();
       await closeAllCommandChannels();
       await def.shutdown?.();
     },
@@ -376,8 +404,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       return guarded(params.config, async (config) => {
         const entry = await activeLease(params, params.lease, config);
         const roots = syncRootsOf(entry, await workspaceOf(entry));
-        const prefer = def.options?.syncPrefer;
-        return registry.track(entry, syncFor(runnerOf(entry), entry.files, prefer ? { prefer } : {}).syncIn(params.operations, { roots, signal: entry.abort.signal, log: info }));
+        return registry.track(entry, syncOf(entry).syncIn(params.operations, { roots, signal: entry.abort.signal, log: info }));
       });
     },
 
@@ -385,10 +412,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       return guarded(params.config, async (config) => {
         const entry = await activeLease(params, params.lease, config);
         const roots = syncRootsOf(entry, await workspaceOf(entry));
-        const prefer = def.options?.syncPrefer;
-        const strategy = syncFor(runnerOf(entry), entry.files, prefer ? { prefer } : {});
-        if (strategy.kind === "file-api") entry.downloadStages = true;
-        return registry.track(entry, strategy.syncOut(params.operations, { roots, signal: entry.abort.signal, log: info }));
+        return registry.track(entry, syncOf(entry).syncOut(params.operations, { roots, signal: entry.abort.signal, log: info }));
       });
     },
 

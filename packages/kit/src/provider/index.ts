@@ -13,4 +13,3 @@ export type {
 } from "./types.js";
 export { LeaseGoneError, AcquireBudgetError, secretValuesOf } from "./errors.js";
 export { deriveSandboxCapabilities, supportsDuplex, type DerivedSandboxCapabilities } from "./capabilities.js";
-export { defaultProbe } from "./probe.js";

@@ -1,3 +1,4 @@
+import type { SyncStrategy } from "../sync/sync-for.js";
 import type { FileTransport } from "../transport.js";
 import type { SandboxHandle } from "./types.js";
 
@@ -10,14 +11,16 @@ export interface LeaseEntry<H extends SandboxHandle, C> {
   metadata: Record<string, unknown>;
   /** The lease's workspace (absolute), once known. */
   workspace: string | undefined;
-  /** The vendor file API, made once per entry (sync-out stages are tracked per transport). */
+  /** The vendor file API, made once per entry. */
   files: FileTransport | undefined;
-  /** Executes and syncs running now, so release can drain or cancel them. */
+  /** The lease's sync strategy, made on its first sync (it remembers what it left in the sandbox). */
+  sync: SyncStrategy | undefined;
+  /** Executes, syncs and duplex commands running now, so release can drain or cancel them (and keepalive sees the lease in use). */
   readonly work: Set<Promise<unknown>>;
+  /** When the last of its work ended (epoch ms). */
+  lastActive: number;
   /** Aborted by a cancelling release or destroy: every command of the lease ends. */
   readonly abort: AbortController;
-  /** A file-API sync-out left archive stages in the sandbox (removed before a kept lease stops). */
-  downloadStages: boolean;
 }
 
 /**
@@ -25,9 +28,18 @@ export interface LeaseEntry<H extends SandboxHandle, C> {
  * hold yet (a fresh worker after a restart) is looked up once, however many hooks ask at the same
  * time. Duplex opens, which carry no config, are served only from here.
  */
+export interface LeaseRegistryEvents<H extends SandboxHandle, C> {
+  /** An entry is now the one served for its lease (new, or replacing another). */
+  held?(entry: LeaseEntry<H, C>): void;
+  /** The lease is no longer served by this worker. */
+  released?(providerLeaseId: string): void;
+}
+
 export class LeaseRegistry<H extends SandboxHandle, C> {
   private readonly entries = new Map<string, LeaseEntry<H, C>>();
   private readonly pending = new Map<string, Promise<LeaseEntry<H, C>>>();
+
+  constructor(private readonly events: LeaseRegistryEvents<H, C> = {}) {}
 
   held(providerLeaseId: string): LeaseEntry<H, C> | undefined {
     return this.entries.get(providerLeaseId);
@@ -42,6 +54,7 @@ export class LeaseRegistry<H extends SandboxHandle, C> {
       loading = load()
         .then((entry) => {
           this.entries.set(providerLeaseId, entry);
+          this.events.held?.(entry);
           return entry;
         })
         .finally(() => this.pending.delete(providerLeaseId));
@@ -55,11 +68,13 @@ export class LeaseRegistry<H extends SandboxHandle, C> {
     // Work tracked on an entry being replaced (e.g. after a restart of the sandbox) stays cancellable.
     if (previous && previous !== entry) for (const work of previous.work) entry.work.add(work);
     this.entries.set(entry.providerLeaseId, entry);
+    this.events.held?.(entry);
   }
 
   forget(providerLeaseId: string): LeaseEntry<H, C> | undefined {
     const entry = this.entries.get(providerLeaseId);
     this.entries.delete(providerLeaseId);
+    this.events.released?.(providerLeaseId);
     return entry;
   }
 
@@ -67,10 +82,15 @@ export class LeaseRegistry<H extends SandboxHandle, C> {
     return [...this.entries.values()];
   }
 
-  /** Tracks a unit of work so release can drain or cancel it. */
+  /** Tracks a unit of work so release can drain or cancel it; its end counts as the lease's last activity. */
   track<T>(entry: LeaseEntry<H, C>, work: Promise<T>): Promise<T> {
     entry.work.add(work);
-    void work.finally(() => entry.work.delete(work)).catch(() => undefined);
+    void work
+      .finally(() => {
+        entry.work.delete(work);
+        entry.lastActive = Date.now();
+      })
+      .catch(() => undefined);
     return work;
   }
 

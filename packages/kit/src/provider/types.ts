@@ -178,6 +178,19 @@ export interface SandboxProviderDefinition<S extends z.ZodObject, H extends Sand
   leaseMetadata?(handle: H, config: z.output<S>): Record<string, unknown>;
   /** Rewrites an execute's final stderr (e.g. a blocked-network note naming the refused destination). */
   annotateStderr?(handle: H, config: z.output<S>): ((stderr: string) => string) | undefined;
+  /**
+   * A vendor whose sandboxes end after a timeout (an idle TTL): while this worker holds a lease and
+   * it is in use, the kit refreshes it every third of `ttlMs`, never past the handle's `expiresAt`
+   * (the lease's hard deadline). Nothing per execute.
+   */
+  keepAlive?: {
+    /** The timeout a refresh sets (ms). */
+    ttlMs(config: z.output<S>): number;
+    /** Sets the sandbox's timeout to `ms` from now (a gone answer stops the refreshes). */
+    refresh(handle: H, config: z.output<S>, ms: number): Promise<void>;
+    /** A held lease with no work for this long is left to its timeout (default the larger of 1 h and `ttlMs`). */
+    idleMs?(config: z.output<S>): number;
+  };
   /** Called once in the plugin's `setup`, and at shutdown (for local handles, e.g. proxies). */
   setup?(ctx: PluginContext): Promise<void> | void;
   shutdown?(): Promise<void> | void;

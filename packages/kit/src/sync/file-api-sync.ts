@@ -59,17 +59,19 @@ export function fileApiSyncIn(
 
 /**
  * Sandbox → host through a vendor file API: one script packs the source into a stage, then one
- * download streams it into the same inspecting, extracting sink as streaming sync. The
- * stage stays until the next sync-out through this transport (or the lease's end) removes it.
+ * download streams it into the same inspecting, extracting sink as streaming sync. The stage
+ * stays (named in `stages`) until the next sync-out with the same `stages` removes it, for free,
+ * in its pack script; what is left at the lease's end goes with `downloadStagesCleanupScript`.
  */
 export function fileApiSyncOut(
   runner: ScriptRunner,
   files: FileTransport,
   operations: PluginSyncOperation[],
   opts: SyncOptions,
+  stages: Set<string> = new Set(),
 ): Promise<PluginEnvironmentSyncResult> {
   return runOperations(runner, operations, opts, "out", (mapping, o) =>
-    receiveMapping(mapping, o, (source, sink, format) => downloadArchive(runner, files, mapping, source, sink, format, o)),
+    receiveMapping(mapping, o, (source, sink, format) => downloadArchive(runner, files, mapping, source, sink, format, o, stages)),
   );
 }
 
@@ -77,9 +79,6 @@ export function fileApiSyncOut(
 export function downloadStagesCleanupScript(): string {
   return `find "\${TMPDIR:-/tmp}" -maxdepth 1 -type d -name '${DOWNLOAD_STAGE_PREFIX}*' -exec rm -rf {} + 2>/dev/null; exit 0\n`;
 }
-
-// Stages this worker left per file transport, removed by the next pack script through it.
-const pendingStages = new WeakMap<FileTransport, Set<string>>();
 
 async function fileIn(
   runner: ScriptRunner,
@@ -152,10 +151,9 @@ async function downloadArchive(
   sink: ArchiveLanding,
   format: ArchiveFormat,
   o: ResolvedSyncOptions,
+  pending: Set<string>,
 ): Promise<void> {
   const stageName = `${DOWNLOAD_STAGE_PREFIX}${randomBytes(8).toString("hex")}`;
-  const pending = pendingStages.get(files) ?? new Set<string>();
-  pendingStages.set(files, pending);
   const earlier = [...pending];
   const report = new BoundedTail(64 * 1024);
   const packed = await runScript(

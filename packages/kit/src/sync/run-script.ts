@@ -61,11 +61,12 @@ export async function runScript(runner: ScriptRunner, script: string, opts: RunS
   } finally {
     if (timer !== undefined) clearTimeout(timer);
   }
+  // The caller's signals say which of them ended it; the exit says when a deadline did (ours, or the runner's own).
   const abortCause: AbortCause | undefined = opts.outerSignal?.aborted
     ? "aborted"
     : opts.limitSignal?.aborted
       ? "limit"
-      : timeout.signal.aborted
+      : exit.reason === "timeout" || (exit.reason === "aborted" && timeout.signal.aborted)
         ? "timeout"
         : undefined;
   return { exit, stderrTail: stderr.text(), abortCause };

@@ -162,6 +162,13 @@ describe("syncFor", () => {
       hostScratchDir: w.scratch,
     });
     expect(await stages()).toHaveLength(1);
+
+    // The strategy owns what it left: dispose removes it with one call, then there is nothing to do.
+    vendor.calls.length = 0;
+    await strategy.dispose();
+    expect(await stages()).toEqual([]);
+    await strategy.dispose();
+    expect(vendor.calls).toEqual(["exec"]);
   });
 
   it("reports a failing folded post-upload command as that command, and leaves no scratch upload", async () => {

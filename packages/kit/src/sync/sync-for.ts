@@ -2,7 +2,7 @@ import type { PluginEnvironmentSyncResult, PluginSyncOperation } from "@papercli
 import type { FileTransport, ScriptRunner } from "../transport.js";
 import { base64SyncIn, base64SyncOut, DEFAULT_BASE64_CHUNK_BYTES } from "./base64-sync.js";
 import { SyncError } from "./errors.js";
-import { fileApiSyncIn, fileApiSyncOut, type FileApiSyncOptions } from "./file-api-sync.js";
+import { downloadStagesCleanupScript, fileApiSyncIn, fileApiSyncOut, type FileApiSyncOptions } from "./file-api-sync.js";
 import type { SyncOptions } from "./options.js";
 import { syncIn } from "./sync-in.js";
 import { syncOut } from "./sync-out.js";
@@ -13,6 +13,11 @@ export interface SyncStrategy {
   kind: SyncStrategyKind;
   syncIn(operations: PluginSyncOperation[], opts: SyncOptions): Promise<PluginEnvironmentSyncResult>;
   syncOut(operations: PluginSyncOperation[], opts: SyncOptions): Promise<PluginEnvironmentSyncResult>;
+  /**
+   * Removes what this strategy left in the sandbox (the file API's download stages; nothing for
+   * the others), e.g. before a kept sandbox stops. One call, and only when something was left.
+   */
+  dispose(): Promise<void>;
 }
 
 export interface SyncForOptions {
@@ -29,7 +34,8 @@ export interface SyncForOptions {
 const BASE64_SCRIPT_OVERHEAD = 8 * 1024;
 
 /**
- * The sync strategy a transport can carry safely:
+ * The sync strategy a transport can carry safely, made once per lease (it remembers what it left in
+ * the sandbox; `runner` may be a function giving the lease's current runner):
  * - `stream`: tar over stdin/stdout, one or two calls per mapping — only over a binary-safe,
  *   streamed-stdin transport with EOF;
  * - `file-api`: the vendor's file API moves archives, one script confines and installs them — two
@@ -37,28 +43,42 @@ const BASE64_SCRIPT_OVERHEAD = 8 * 1024;
  * - `base64`: chunks of base64 over exec (ASCII, so any transport carries it), sized to the
  *   transport's stdin or script limit.
  */
-export function syncFor(runner: ScriptRunner, files?: FileTransport, options: SyncForOptions = {}): SyncStrategy {
-  const caps = runner.capabilities;
+export function syncFor(runner: ScriptRunner | (() => ScriptRunner), files?: FileTransport, options: SyncForOptions = {}): SyncStrategy {
+  const current = typeof runner === "function" ? runner : () => runner;
+  const caps = current().capabilities;
+  const nothingLeft = async () => undefined;
   const streams = caps.stdin === "stream" && caps.binarySafe && caps.stdinEof;
   if (streams && !(options.prefer === "file-api" && files)) {
-    return { kind: "stream", syncIn: (ops, opts) => syncIn(runner, ops, opts), syncOut: (ops, opts) => syncOut(runner, ops, opts) };
+    return { kind: "stream", syncIn: (ops, opts) => syncIn(current(), ops, opts), syncOut: (ops, opts) => syncOut(current(), ops, opts), dispose: nothingLeft };
   }
   if (files) {
     const withScratch = (opts: SyncOptions): FileApiSyncOptions => ({ ...opts, ...(options.uploadScratchDir ? { uploadScratchDir: options.uploadScratchDir } : {}) });
+    const stages = new Set<string>();
+    let staged = false;
     return {
       kind: "file-api",
-      syncIn: (ops, opts) => fileApiSyncIn(runner, files, ops, withScratch(opts)),
-      syncOut: (ops, opts) => fileApiSyncOut(runner, files, ops, opts),
+      syncIn: (ops, opts) => fileApiSyncIn(current(), files, ops, withScratch(opts)),
+      syncOut: (ops, opts) => {
+        staged = true;
+        return fileApiSyncOut(current(), files, ops, opts, stages);
+      },
+      async dispose() {
+        if (!staged) return;
+        staged = false;
+        stages.clear();
+        await current().run(downloadStagesCleanupScript(), {});
+      },
     };
   }
   if (caps.stdin === "none") {
     throw new SyncError("SYNC_TRANSPORT_UNSUITABLE", "this transport has no stdin and no file API: wrap it with createFileStdioRunner");
   }
-  const chunkBytes = base64ChunkFor(runner);
+  const chunkBytes = base64ChunkFor(current());
   return {
     kind: "base64",
-    syncIn: (ops, opts) => base64SyncIn(runner, ops, { ...opts, chunkBytes }),
-    syncOut: (ops, opts) => base64SyncOut(runner, ops, { ...opts, chunkBytes }),
+    syncIn: (ops, opts) => base64SyncIn(current(), ops, { ...opts, chunkBytes }),
+    syncOut: (ops, opts) => base64SyncOut(current(), ops, { ...opts, chunkBytes }),
+    dispose: nothingLeft,
   };
 }
 

@@ -43,7 +43,7 @@ describe("outbound size limit", () => {
           await new Promise<void>((done) => out.write(chunk, () => done()));
         }
         sawAbort = true;
-        return { exitCode: null, signal: "SIGTERM", aborted: true };
+        return { exitCode: null, signal: "SIGTERM", reason: "aborted" };
       },
     };
     await expect(
@@ -120,7 +120,7 @@ describe("sandbox stderr", () => {
         const err = io.stderr as (chunk: Buffer) => void;
         for (let i = 0; i < 100; i++) err(Buffer.from(`line ${i} ${"x".repeat(1000)}\n`));
         err(Buffer.from("the real reason\n"));
-        return { exitCode: 2, signal: null, aborted: false };
+        return { exitCode: 2, signal: null, reason: "exit" };
       },
     };
     const outcome = await runScript(noisy, "true", { maxStderrBytes: 4096 });
@@ -162,7 +162,7 @@ describe("abort", () => {
       capabilities: STREAM_TRANSPORT,
       run(_script: string, io: ScriptIo): Promise<ScriptExit> {
         return new Promise((resolve) => {
-          io.signal?.addEventListener("abort", () => resolve({ exitCode: null, signal: "SIGTERM", aborted: true }), { once: true });
+          io.signal?.addEventListener("abort", () => resolve({ exitCode: null, signal: "SIGTERM", reason: "aborted" }), { once: true });
         });
       },
     };

@@ -1,4 +1,4 @@
-import type { ScriptExit, ScriptRunner, TransportCapabilities } from "../transport.js";
+import { abortedExit, type ScriptRunner, type TransportCapabilities } from "../transport.js";
 import { collectStdin, deliverAll, toBuffer } from "./collect.js";
 
 /** One request/response exec call: everything in, everything out. */
@@ -46,7 +46,7 @@ export function createBufferedRunner(opts: BufferedRunnerOptions): ScriptRunner 
     async run(script, io) {
       const stdin = await collectStdin(io.stdin, capabilities.maxStdinBytes);
       const signal = io.signal ?? new AbortController().signal;
-      if (signal.aborted) return { exitCode: null, signal: null, aborted: true, reason: "aborted" };
+      if (signal.aborted) return abortedExit();
       let response: BufferedExecResponse;
       try {
         response = await opts.exec({
@@ -57,7 +57,7 @@ export function createBufferedRunner(opts: BufferedRunnerOptions): ScriptRunner 
           signal,
         });
       } catch (error) {
-        if (signal.aborted) return { exitCode: null, signal: "SIGKILL", aborted: true, reason: "aborted" } satisfies ScriptExit;
+        if (signal.aborted) return abortedExit("SIGKILL");
         throw error;
       }
       await deliverAll(io.stdout, toBuffer(response.stdout));
@@ -67,8 +67,6 @@ export function createBufferedRunner(opts: BufferedRunnerOptions): ScriptRunner 
       return {
         exitCode: timedOut ? null : response.exitCode,
         signal: exitSignal,
-        aborted: false,
-        timedOut,
         reason: timedOut ? "timeout" : exitSignal ? "signal" : "exit",
       };
     },

@@ -1,7 +1,6 @@
-import { randomBytes } from "node:crypto";
-import { Readable } from "node:stream";
-import type { FileTransport, ScriptExit, ScriptRunner, TransportCapabilities } from "../transport.js";
-import { collectStdin, deliverAll } from "./collect.js";
+import { abortedExit, timedOutExit, type FileTransport, type ScriptRunner, type TransportCapabilities } from "../transport.js";
+import { deliverAll } from "./collect.js";
+import { INLINE_STDIN_BYTES, stageStdin } from "./staged-stdin.js";
 import { demuxOutput, muxScript, newMuxNonce } from "./stdio-mux.js";
 
 /** A vendor exec without stdin whose stdout and stderr come back as one output. */
@@ -34,7 +33,6 @@ export interface FileStdioRunnerOptions {
   signals?: TransportCapabilities["signals"];
 }
 
-const DEFAULT_INLINE_STDIN_BYTES = 48 * 1024;
 /** Bytes of wrapper around a script (markers, redirections, scratch handling). */
 const WRAPPER_OVERHEAD_BYTES = 1024;
 
@@ -45,7 +43,7 @@ const WRAPPER_OVERHEAD_BYTES = 1024;
  * stdin two (upload, then exec). Output is not live.
  */
 export function createFileStdioRunner(opts: FileStdioRunnerOptions): ScriptRunner {
-  const inlineLimit = opts.inlineStdinBytes ?? DEFAULT_INLINE_STDIN_BYTES;
+  const inlineLimit = opts.inlineStdinBytes ?? INLINE_STDIN_BYTES;
   const maxScriptBytes =
     opts.maxCommandBytes === undefined ? undefined : Math.max(0, opts.maxCommandBytes - WRAPPER_OVERHEAD_BYTES - Math.ceil((inlineLimit * 4) / 3) - 4096);
   const capabilities: TransportCapabilities = Object.freeze({
@@ -65,47 +63,21 @@ export function createFileStdioRunner(opts: FileStdioRunnerOptions): ScriptRunne
     async run(script, io) {
       const signal = io.signal ?? new AbortController().signal;
       const nonce = newMuxNonce();
-      let stdin: Parameters<typeof muxScript>[1]["stdin"] = { kind: "none" };
-      if (io.stdin !== undefined && io.stdin !== null) {
-        const input = io.stdin;
-        const known = typeof input === "string" || Buffer.isBuffer(input) ? input : null;
-        if (!opts.files) {
-          // Without a file API everything must fit inline (collectStdin refuses more).
-          stdin = { kind: "inline", bytes: (await collectStdin(io.stdin, inlineLimit)) ?? Buffer.alloc(0) };
-        } else if (known !== null && byteLength(known) <= inlineLimit) {
-          stdin = { kind: "inline", bytes: (await collectStdin(known)) ?? Buffer.alloc(0) };
-        } else {
-          // Large or of unknown length (e.g. a whole archive): one upload, streamed.
-          const path = `${opts.scratchDir ?? "/tmp"}/.paperclip-stdin.${randomBytes(12).toString("hex")}`;
-          await opts.files.upload(path, asReadable(input), { mode: 0o600, signal });
-          stdin = { kind: "file", path };
-        }
-      }
+      const stdin = await stageStdin(io.stdin, { files: opts.files, inlineBytes: inlineLimit, ...(opts.scratchDir ? { scratchDir: opts.scratchDir } : {}), signal });
       const wrapped = muxScript(script, { stdin, env: io.env, ...(opts.scratchDir ? { scratchDir: opts.scratchDir } : {}) }, nonce);
-      if (signal.aborted) return { exitCode: null, signal: null, aborted: true, reason: "aborted" };
+      if (signal.aborted) return abortedExit();
       let response: CombinedExecResponse;
       try {
         response = await opts.exec({ command: wrapped.command, timeoutMs: capabilities.remoteTimeout ? io.timeoutMs : undefined, signal });
       } catch (error) {
-        if (signal.aborted) return { exitCode: null, signal: "SIGKILL", aborted: true, reason: "aborted" } satisfies ScriptExit;
+        if (signal.aborted) return abortedExit("SIGKILL");
         throw error;
       }
-      if (response.timedOut) {
-        return { exitCode: null, signal: "SIGKILL", aborted: false, timedOut: true, reason: "timeout" };
-      }
+      if (response.timedOut) return timedOutExit();
       const parsed = demuxOutput(response.output, nonce);
       await deliverAll(io.stdout, parsed.stdout);
       await deliverAll(io.stderr, parsed.stderr);
-      return { exitCode: parsed.exitCode, signal: null, aborted: false, reason: "exit" };
+      return { exitCode: parsed.exitCode, signal: null, reason: "exit" };
     },
   };
-}
-
-function byteLength(input: string | Buffer): number {
-  return typeof input === "string" ? Buffer.byteLength(input, "utf8") : input.length;
-}
-
-function asReadable(input: NonNullable<Parameters<typeof collectStdin>[0]>): Readable {
-  if (typeof input === "string" || Buffer.isBuffer(input)) return Readable.from([typeof input === "string" ? Buffer.from(input, "utf8") : input]);
-  return input as Readable;
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { shellQuote } from "../exec/quote.js";
-import type { ScriptExit, ScriptRunner } from "../transport.js";
+import { abortedExit, type ScriptExit, type ScriptRunner } from "../transport.js";
 
 export interface RemoteGroupKillOptions {
   /** Sandbox directory for the pid files (default `${TMPDIR:-/tmp}`). */
@@ -13,8 +13,9 @@ export interface RemoteGroupKillOptions {
  * Gives a transport whose abort cannot reach the remote process group (an exec API that signals one
  * pid, or nothing) the full "abort ends the whole group" contract: the script runs as a job in a
  * session of its own (`setsid`) under a wrapper that writes the group id to a pid file, and an
- * abort ends that group from a second call (SIGTERM, then SIGKILL after the grace). The first call then
- * returns as the group dies. Costs one extra call only when a command is aborted or times out.
+ * abort (or a deadline the vendor enforced on the wrapper alone) ends that group from a second call
+ * (SIGTERM, then SIGKILL after the grace). The first call then returns as the group dies. Costs one
+ * extra call only when a command is aborted or times out.
  */
 export function withRemoteGroupKill(inner: ScriptRunner, opts: RemoteGroupKillOptions = {}): ScriptRunner {
   const dir = opts.pidDir === undefined ? `"\${TMPDIR:-/tmp}"` : shellQuote(opts.pidDir);
@@ -73,15 +74,18 @@ export function withRemoteGroupKill(inner: ScriptRunner, opts: RemoteGroupKillOp
         aborted = true;
         killing ??= inner.run(killer(io.killGraceMs ?? 250), {}).catch(() => undefined);
       };
-      if (io.signal?.aborted) return { exitCode: null, signal: null, aborted: true, reason: "aborted" };
+      if (io.signal?.aborted) return abortedExit();
       io.signal?.addEventListener("abort", onAbort, { once: true });
       try {
         // The inner run is not given the signal: it could only cut the connection, not the group.
         const { signal: _ignored, ...rest } = io;
         const exit: ScriptExit = await inner.run(wrapped, rest);
+        // A vendor's deadline ended only the wrapper: end the job's group now (the watchdog is
+        // for a worker that is gone by then).
+        if (!aborted && exit.reason === "timeout") killing ??= inner.run(killer(io.killGraceMs ?? 250), {}).catch(() => undefined);
         await killing;
         if (!aborted) return exit;
-        return { ...exit, exitCode: null, signal: exit.signal ?? "SIGTERM", aborted: true, reason: "aborted" };
+        return abortedExit(exit.signal ?? "SIGTERM", exit.pid);
       } finally {
         io.signal?.removeEventListener("abort", onAbort);
       }

@@ -83,7 +83,7 @@ export function runSpawnedScript(opts: SpawnedScriptOptions, io: ScriptIo): Prom
 
     const exited = async (exitCode: number | null, signal: NodeJS.Signals | null) => {
       await Promise.all([settleAfterExit(outputs, DRAIN_AFTER_EXIT_MS), killing]);
-      finish({ exitCode, signal, aborted, reason: aborted ? "aborted" : signal ? "signal" : "exit", pid: child.pid });
+      finish({ exitCode, signal, reason: aborted ? "aborted" : signal ? "signal" : "exit", ...(child.pid === undefined ? {} : { pid: child.pid }) });
     };
     // The remote script's own exit, announced in-band: the local client may not exit while a remote
     // background child keeps the channel open, so stop waiting for it and end the client.

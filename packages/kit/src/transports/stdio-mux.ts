@@ -1,5 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { shellQuote } from "../exec/quote.js";
+import { envPrologue } from "./inline-env.js";
+import { runWithStagedStdin, type StagedStdin } from "./staged-stdin.js";
 
 /**
  * Carries a script's stdout, stderr and exit status back through ONE combined text output (an exec
@@ -15,9 +17,9 @@ export interface MuxedScript {
 export interface MuxOptions {
   /** Sandbox directory for the per-call scratch directory (default `${TMPDIR:-/tmp}`). */
   scratchDir?: string;
-  /** How the script gets its stdin: nothing, inline bytes (a heredoc), or a sandbox file (removed afterwards). */
-  stdin: { kind: "none" } | { kind: "inline"; bytes: Buffer } | { kind: "file"; path: string };
-  /** Exported before the script runs (names must already be valid). */
+  /** How the script gets its stdin (`stageStdin`). */
+  stdin: StagedStdin;
+  /** Exported before the script runs (a name a shell cannot hold is refused). */
   env?: Record<string, string>;
 }
 
@@ -33,18 +35,9 @@ export function muxScript(script: string, opts: MuxOptions, nonce = newMuxNonce(
     `__pc_io=${dir}/.paperclip-io.${nonce}`,
     `mkdir -- "$__pc_io" || { printf '\\n%s:%d\\n' '${mark}X' 125; exit 125; }`,
   ];
-  for (const [key, value] of Object.entries(opts.env ?? {})) lines.push(`export ${key}=${shellQuote(value)}`);
-  const run = `( exec /bin/sh -c ${shellQuote(script)} ) >"$__pc_io/o" 2>"$__pc_io/e"`;
-  if (opts.stdin.kind === "none") {
-    lines.push(`${run} </dev/null`);
-  } else if (opts.stdin.kind === "file") {
-    const file = shellQuote(opts.stdin.path);
-    lines.push(`${run} <${file}`, `__pc_rc=$?; rm -f -- ${file}`);
-  } else {
-    const eof = `PCB64${nonce}`;
-    lines.push(`base64 -d <<'${eof}' | ${run}`, wrap76(opts.stdin.bytes.toString("base64")), eof);
-  }
-  if (opts.stdin.kind !== "file") lines.push(`__pc_rc=$?`);
+  const exports = envPrologue(opts.env);
+  if (exports) lines.push(exports.trimEnd());
+  lines.push(...runWithStagedStdin(`( exec /bin/sh -c ${shellQuote(script)} ) >"$__pc_io/o" 2>"$__pc_io/e"`, opts.stdin, nonce));
   lines.push(
     // An empty output file costs no base64 process (`[` is a shell builtin).
     `printf '\\n%s\\n' '${mark}O'; [ ! -s "$__pc_io/o" ] || base64 <"$__pc_io/o"; printf '\\n%s\\n' '${mark}E'; [ ! -s "$__pc_io/e" ] || base64 <"$__pc_io/e"`,
@@ -83,10 +76,4 @@ export function demuxOutput(output: Buffer | string, nonce: string): DemuxedOutp
     stderr: decode(errStart + mark.length + 3, exitMatch.index),
     exitCode,
   };
-}
-
-function wrap76(base64: string): string {
-  const lines: string[] = [];
-  for (let i = 0; i < base64.length; i += 76) lines.push(base64.slice(i, i + 76));
-  return lines.join("\n");
 }

@@ -1,5 +1,6 @@
-import { Writable, type Readable } from "node:stream";
+import type { Readable } from "node:stream";
 import type { ScriptIo } from "../transport.js";
+import { scriptSink } from "./script-sink.js";
 
 export interface StreamDelivery {
   /** Resolves when every byte reached the sink (and a Writable sink finished). */
@@ -20,30 +21,33 @@ export interface ChunkFilter {
 }
 
 /**
- * Delivers a child stream to a sink. A Writable sink gets back-pressure and is ended at EOF (as
- * `pipe()` does); if it fails it stops receiving data and its error stays with its owner.
+ * Delivers a child stream to a sink through `scriptSink` (the one sink every runner uses): a
+ * Writable gets back-pressure (the child's stream pauses while it asks to wait) and is ended at
+ * EOF; one that fails stops receiving data and its error stays with its owner.
  */
-export function deliverStream(source: Readable, sink: ScriptIo["stdout"], filter?: ChunkFilter): StreamDelivery {
+export function deliverStream(source: Readable, target: ScriptIo["stdout"], filter?: ChunkFilter): StreamDelivery {
+  const sink = scriptSink(target);
   let ended = false;
-  let sinkFailed = false;
-  const writable = sink instanceof Writable ? sink : undefined;
+  let waiting = false;
   const delivery: StreamDelivery = {
     done: Promise.resolve(),
     ended: () => ended,
-    busy: () => source.readableLength > 0 || (writable !== undefined && !sinkFailed && writable.writableNeedDrain),
+    busy: () => source.readableLength > 0 || waiting,
     lastActivity: Date.now(),
     cut: () => {
       source.destroy();
-      if (writable && !sinkFailed) writable.end();
+      void sink.end();
     },
   };
   const write = (chunk: Buffer) => {
-    if (chunk.length === 0) return;
-    if (typeof sink === "function") sink(chunk);
-    else if (writable && !sinkFailed && !writable.write(chunk)) {
-      source.pause();
-      writable.once("drain", () => source.resume());
-    }
+    const wait = sink.write(chunk);
+    if (!wait) return;
+    waiting = true;
+    source.pause();
+    void wait.then(() => {
+      waiting = false;
+      source.resume();
+    });
   };
   let flushed = false;
   const flush = () => {
@@ -66,23 +70,7 @@ export function deliverStream(source: Readable, sink: ScriptIo["stdout"], filter
     delivery.lastActivity = Date.now();
     write(filter ? filter.push(raw) : raw);
   });
-  if (writable) {
-    writable.once("error", () => {
-      sinkFailed = true;
-      source.resume();
-    });
-    delivery.done = sourceDone.then(() => {
-      if (sinkFailed || writable.writableFinished) return;
-      return new Promise<void>((resolve) => {
-        writable.once("finish", resolve);
-        writable.once("close", resolve);
-        writable.once("error", () => resolve());
-        if (!writable.writableEnded) writable.end();
-      });
-    });
-  } else {
-    delivery.done = sourceDone;
-  }
+  delivery.done = sourceDone.then(() => sink.end());
   return delivery;
 }
 

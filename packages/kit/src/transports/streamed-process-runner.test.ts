@@ -5,7 +5,7 @@ import path from "node:path";
 import { PassThrough, Readable, Writable } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { executeCommand } from "../exec/execute.js";
-import type { StreamedProcessApi, StreamedProcessSpec } from "./streamed-process-runner.js";
+import type { StreamedProcessApi, StreamedProcessExit, StreamedProcessSpec } from "./streamed-process-runner.js";
 import { createStreamedProcessRunner } from "./streamed-process-runner.js";
 import { withRemoteGroupKill } from "./remote-group-kill.js";
 
@@ -87,7 +87,7 @@ describe("createStreamedProcessRunner", () => {
     const out = text();
     const err = text();
     const exit = await createStreamedProcessRunner({ api: vendor.api }).run("printf out; printf err >&2; exit 7", { stdout: out.sink, stderr: err.sink });
-    expect(exit).toMatchObject({ exitCode: 7, signal: null, aborted: false, reason: "exit" });
+    expect(exit).toMatchObject({ exitCode: 7, signal: null, reason: "exit" });
     expect(exit.pid).toBeGreaterThan(0);
     expect([out.value(), err.value()]).toEqual(["out", "err"]);
     expect(vendor.calls).toEqual([{ op: "start" }]);
@@ -176,7 +176,7 @@ describe("createStreamedProcessRunner", () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
     controller.abort();
     const exit = await running;
-    expect(exit).toMatchObject({ exitCode: null, aborted: true, reason: "aborted" });
+    expect(exit).toMatchObject({ exitCode: null, reason: "aborted" });
     expect(vendor.calls.filter((c) => c.op === "kill").map((c) => c.detail)).toEqual(["SIGTERM", "SIGKILL"]);
   });
 
@@ -200,5 +200,31 @@ describe("createStreamedProcessRunner", () => {
     const out = text();
     await createStreamedProcessRunner({ api: vendor.api }).run("cat", { stdin: Readable.from([Buffer.from("a"), Buffer.from("b")]), stdout: out.sink });
     expect(out.value()).toBe("ab");
+  });
+});
+
+describe("createStreamedProcessRunner over a vendor that takes stdin as one stream (feedStdin)", () => {
+  it("hands it every byte of stdin, and fails the run when that stream breaks while the process waits for it", async () => {
+    const fed: Buffer[] = [];
+    const api: StreamedProcessApi = {
+      async start(_spec, output) {
+        let done!: (exit: StreamedProcessExit) => void;
+        const exited = new Promise<StreamedProcessExit>((resolve) => (done = resolve));
+        return {
+          exited,
+          async feedStdin(source) {
+            for await (const chunk of source) fed.push(chunk);
+            await output.stdout(Buffer.concat(fed));
+            done({ exitCode: 0, signal: null });
+          },
+        };
+      },
+    };
+    const out: Buffer[] = [];
+    const exit = await createStreamedProcessRunner({ api, signals: "none", inlineStdinMaxBytes: 0 }).run("cat", { stdin: Readable.from([Buffer.from("a"), Buffer.from("b")]), stdout: (chunk) => out.push(chunk) });
+    expect([Buffer.concat(out).toString(), exit.reason]).toEqual(["ab", "exit"]);
+
+    const broken: StreamedProcessApi = { start: async () => ({ exited: new Promise<StreamedProcessExit>(() => undefined), feedStdin: () => Promise.reject(new Error("stdin stream reset")) }) };
+    await expect(createStreamedProcessRunner({ api: broken, inlineStdinMaxBytes: 0 }).run("cat", { stdin: "x" })).rejects.toThrow("stdin stream reset");
   });
 });

@@ -1,6 +1,7 @@
 import { Readable } from "node:stream";
-import type { ScriptExit, ScriptIo, ScriptRunner, TransportCapabilities } from "../transport.js";
+import { abortedExit, timedOutExit, type ScriptIo, type ScriptRunner, type TransportCapabilities } from "../transport.js";
 import { scriptSink } from "./script-sink.js";
+import { INLINE_STDIN_BYTES } from "./staged-stdin.js";
 
 /** What the runner asks the vendor to start: `sh -c` of the script, as argv. */
 export interface StreamedProcessSpec {
@@ -9,6 +10,9 @@ export interface StreamedProcessSpec {
   env: Record<string, string> | undefined;
   /** Open a stdin pipe; false means stdin is /dev/null (and no stdin calls are made). */
   stdin: boolean;
+  /** Someone reads this stream; false: the vendor may discard it (and save the calls that fetch it). */
+  stdout: boolean;
+  stderr: boolean;
   /** Deadline for the vendor to enforce; only set when the runner declares `remoteTimeout`. */
   timeoutMs: number | undefined;
   /** Aborts the connection only; whether the remote process ends with it is the vendor's. */
@@ -28,17 +32,35 @@ export interface StreamedProcessExit {
   timedOut?: boolean;
 }
 
+/**
+ * Where stdin goes: chunk by chunk through `writeStdin` then `closeStdin` (a call each; the
+ * runner merges and paces them), or all of it through `feedStdin`, for a vendor that takes stdin
+ * as one stream of its own (e.g. a client-streaming RPC that resends after a broken stream).
+ */
+export type StreamedStdin =
+  | {
+      /** One vendor call per chunk; rejects when stdin is closed or the process is gone (that ends feeding, as EPIPE would). */
+      writeStdin(chunk: Buffer): Promise<void>;
+      closeStdin(): Promise<void>;
+    }
+  | {
+      /**
+       * Sends every byte of `source`, then EOF; resolves once delivered. `exited` fires when the
+       * process has ended (stop reading: a command need not read all of its stdin). A rejection
+       * before the process ended fails the run (the script would wait for stdin forever).
+       */
+      feedStdin(source: AsyncIterable<Buffer>, exited: AbortSignal): Promise<void>;
+    };
+
 /** A started remote process. */
-export interface StreamedProcess {
-  readonly pid: number;
+export type StreamedProcess = StreamedStdin & {
+  /** The process's pid in the sandbox, when the vendor says. */
+  readonly pid?: number;
   /** Settles once the process ended and every output event was handed over; rejects if the stream broke. */
   readonly exited: Promise<StreamedProcessExit>;
-  /** One vendor call per chunk; rejects when stdin is closed or the process is gone. */
-  writeStdin(chunk: Buffer): Promise<void>;
-  closeStdin(): Promise<void>;
-  /** Signals the process (the vendor reaches its pid; the kit's group kill wraps this runner). */
-  kill(signal: "SIGTERM" | "SIGKILL"): Promise<void>;
-}
+  /** Signals the process (the vendor reaches its pid; the kit's group kill wraps this runner); absent: no signal API. */
+  kill?(signal: "SIGTERM" | "SIGKILL"): Promise<void>;
+};
 
 /** A vendor exec API with streamed stdin and output: start, then stdin writes, EOF and signals by pid. */
 export interface StreamedProcessApi {
@@ -48,7 +70,7 @@ export interface StreamedProcessApi {
 
 export interface StreamedProcessRunnerOptions {
   api: StreamedProcessApi;
-  /** What an abort can reach (default `pid`); wrap the runner with `withRemoteGroupKill` for the group. */
+  /** What an abort can reach (default `pid`, `none` without `kill`); wrap the runner with `withRemoteGroupKill` for the group. */
   signals?: "pid" | "none";
   /** The vendor enforces `timeoutMs` and says so (default false). */
   remoteTimeout?: boolean;
@@ -67,16 +89,17 @@ export interface StreamedProcessRunnerOptions {
 }
 
 const DEFAULT_STDIN_CHUNK = 1024 * 1024;
-const DEFAULT_INLINE_STDIN = 48 * 1024;
+const DEFAULT_INLINE_STDIN = INLINE_STDIN_BYTES;
 const DEFAULT_KILL_GRACE_MS = 250;
 /** Decodes $1 (base64) into the stdin of `sh -c "$2"`; the script's exit status is the pipeline's. */
 const INLINE_STDIN_WRAPPER = 'printf %s "$1" | base64 -d | /bin/sh -c "$2"';
 
 /**
  * A `ScriptRunner` over a vendor exec API that streams both ways: stdin through write and close
- * calls (envd's SendInput/CloseStdin, Modal's stdin writes, boxd), output as events. One execute is
- * one start call: no stdin means no stdin pipe, small known stdin rides inside the command, larger
- * or streamed stdin goes out in merged chunks (one call in flight at a time) and then EOF. Output
+ * calls (envd's SendInput/CloseStdin, boxd) or one stream of the vendor's own (Modal's resumable
+ * stdin), output as events. One execute is one start call: no stdin means no stdin pipe, small
+ * known stdin rides inside the command, larger or streamed stdin goes out in merged chunks (one
+ * call in flight at a time) and then EOF. Output
  * reaches the sinks as it arrives, in order, with back-pressure for Writable sinks, which are ended
  * at exit. An abort signals the pid (SIGTERM, then SIGKILL after the grace); for the whole group wrap
  * the runner with `withRemoteGroupKill`.
@@ -100,7 +123,7 @@ export function createStreamedProcessRunner(opts: StreamedProcessRunnerOptions):
   return {
     capabilities,
     async run(script, io) {
-      if (io.signal?.aborted) return { exitCode: null, signal: null, aborted: true, reason: "aborted" };
+      if (io.signal?.aborted) return abortedExit();
       const known = knownStdin(io.stdin);
       const inline = known !== undefined && known.length > 0 && known.length <= inlineMax;
       // A stream is always streamed (its length is unknown); a buffer only when too large to inline.
@@ -115,6 +138,8 @@ export function createStreamedProcessRunner(opts: StreamedProcessRunnerOptions):
           argv,
           env: io.env && Object.keys(io.env).length > 0 ? io.env : undefined,
           stdin: streamed,
+          stdout: io.stdout !== undefined && io.stdout !== null,
+          stderr: io.stderr !== undefined && io.stderr !== null,
           timeoutMs: capabilities.remoteTimeout ? io.timeoutMs : undefined,
           signal: connection.signal,
         },
@@ -127,8 +152,8 @@ export function createStreamedProcessRunner(opts: StreamedProcessRunnerOptions):
       const abandoned = new Promise<"abandoned">((resolve) => {
         const onAbort = () => {
           aborted = true;
-          void proc.kill("SIGTERM").catch(() => undefined);
-          graceTimer = setTimeout(() => void proc.kill("SIGKILL").catch(() => undefined), io.killGraceMs ?? DEFAULT_KILL_GRACE_MS);
+          void proc.kill?.("SIGTERM").catch(() => undefined);
+          graceTimer = setTimeout(() => void proc.kill?.("SIGKILL").catch(() => undefined), io.killGraceMs ?? DEFAULT_KILL_GRACE_MS);
           // A vendor that never reports the end must not hold the caller forever.
           letGo = setTimeout(() => {
             connection.abort();
@@ -141,21 +166,15 @@ export function createStreamedProcessRunner(opts: StreamedProcessRunnerOptions):
 
       const feeding = streamed ? feedStdin(proc, known ?? (io.stdin as Readable), maxChunk) : undefined;
       try {
-        const outcome = await Promise.race([proc.exited, abandoned]);
+        const outcome = await Promise.race([proc.exited, abandoned, ...(feeding ? [feeding.failed] : [])]);
         // A process that exits before its stdin ends (a duplex channel, `head`) is not waited for:
         // the rest of its stdin is read and dropped.
         feeding?.stop();
         await Promise.all([stdout.end(), stderr.end()]);
-        if (outcome === "abandoned") return { exitCode: null, signal: "SIGKILL", aborted: true, reason: "aborted", pid: proc.pid };
-        const exit: ScriptExit = {
-          exitCode: aborted ? null : outcome.exitCode,
-          signal: outcome.signal ?? (aborted ? "SIGTERM" : null),
-          aborted,
-          pid: proc.pid,
-          ...(outcome.timedOut ? { timedOut: true } : {}),
-          reason: aborted ? "aborted" : outcome.timedOut ? "timeout" : outcome.signal ? "signal" : "exit",
-        };
-        return exit;
+        if (outcome === "abandoned") return abortedExit("SIGKILL", proc.pid);
+        if (aborted) return abortedExit(outcome.signal ?? "SIGTERM", proc.pid);
+        if (outcome.timedOut) return timedOutExit(outcome.signal ?? "SIGKILL", proc.pid);
+        return { exitCode: outcome.exitCode, signal: outcome.signal, reason: outcome.signal ? "signal" : "exit", pid: proc.pid };
       } finally {
         if (graceTimer) clearTimeout(graceTimer);
         if (letGo) clearTimeout(letGo);
@@ -172,23 +191,61 @@ function knownStdin(stdin: ScriptIo["stdin"]): Buffer | undefined {
   return undefined;
 }
 
+interface StdinFeeding {
+  /** The process has ended: stop sending (what is left is read and dropped). */
+  stop(): void;
+  /** Rejects when stdin could not be delivered while the process still ran (never resolves). */
+  failed: Promise<never>;
+}
+
 /**
- * Sends stdin in order, one write in flight at a time, merging whatever arrived meanwhile up to
- * `maxChunk`, then EOF. A write the vendor refuses (the process exited, or closed its stdin) ends
- * feeding quietly, as EPIPE would: the rest is read and dropped.
+ * The one stdin feeder: hands the bytes to the vendor's `feedStdin`, or sends them in order, one
+ * write in flight at a time, merging whatever arrived meanwhile up to `maxChunk`, then EOF. A write
+ * the vendor refuses (the process exited, or closed its stdin) ends feeding quietly, as EPIPE would.
  */
-function feedStdin(proc: StreamedProcess, source: Buffer | Readable, maxChunk: number): { stop(): void } {
+function feedStdin(proc: StreamedProcess, source: Buffer | Readable, maxChunk: number): StdinFeeding {
+  const exited = new AbortController();
+  const stop = () => {
+    exited.abort();
+    if (!Buffer.isBuffer(source)) source.resume();
+  };
+  if ("feedStdin" in proc) {
+    const delivered = proc.feedStdin(chunksOf(source, exited.signal), exited.signal);
+    const failed = new Promise<never>((_, reject) => delivered.catch((error: unknown) => !exited.signal.aborted && reject(error)));
+    failed.catch(() => undefined);
+    return { stop, failed };
+  }
   const state = { broken: false };
   void pump(proc, source, maxChunk, state).catch(() => undefined);
   return {
     stop() {
       state.broken = true;
-      if (!Buffer.isBuffer(source)) source.resume();
+      stop();
     },
+    failed: new Promise<never>(() => undefined),
   };
 }
 
-async function pump(proc: StreamedProcess, source: Buffer | Readable, maxChunk: number, state: { broken: boolean }): Promise<void> {
+/** The bytes of stdin as chunks, ending at its end or when the process has exited. */
+async function* chunksOf(source: Buffer | Readable, exited: AbortSignal): AsyncGenerator<Buffer> {
+  if (Buffer.isBuffer(source)) {
+    if (source.length > 0) yield source;
+    return;
+  }
+  const iterator = source[Symbol.asyncIterator]() as AsyncIterator<Buffer | string>;
+  const ended = new Promise<IteratorResult<Buffer | string>>((resolve) => {
+    if (exited.aborted) resolve({ done: true, value: undefined });
+    else exited.addEventListener("abort", () => resolve({ done: true, value: undefined }), { once: true });
+  });
+  for (;;) {
+    const next = await Promise.race([iterator.next(), ended]);
+    if (next.done) return;
+    const chunk = typeof next.value === "string" ? Buffer.from(next.value, "utf8") : next.value;
+    if (chunk.length > 0) yield chunk;
+  }
+}
+
+async function pump(proc: StreamedProcess & { writeStdin(chunk: Buffer): Promise<void>; closeStdin(): Promise<void> }, source: Buffer | Readable, maxChunk: number, state: { broken: boolean }): Promise<void> {
   const write = async (chunk: Buffer) => {
     if (state.broken || chunk.length === 0) return;
     try {

@@ -13,6 +13,7 @@ import { exitMarkerLine } from "./exit-marker.js";
 import { createFileStdioRunner } from "./file-stdio-runner.js";
 import { withInlineEnv } from "./inline-env.js";
 import { withLengthFramedStdin } from "./length-framed-stdin.js";
+import { withDeadline } from "./deadline.js";
 import { withRemoteGroupKill } from "./remote-group-kill.js";
 import { runSpawnedScript } from "./spawn-process.js";
 import { demuxOutput, muxScript } from "./stdio-mux.js";
@@ -76,7 +77,7 @@ describe("createFileStdioRunner", () => {
     const out = collect();
     const err = collect();
     const exit = await runner.run("cat; printf 'e' >&2; exit 7", { stdin: allBytes, stdout: out.sink, stderr: err.sink });
-    expect(exit).toMatchObject({ exitCode: 7, aborted: false });
+    expect(exit).toMatchObject({ exitCode: 7, reason: "exit" });
     expect(out.bytes().equals(allBytes)).toBe(true);
     expect(err.text()).toBe("e");
     expect(vendor.calls).toEqual(["exec"]);
@@ -168,7 +169,7 @@ describe("withRemoteGroupKill", () => {
     const backgroundPid = Number(out.text().trim());
     controller.abort();
     const exit = await running;
-    expect(exit).toMatchObject({ aborted: true, exitCode: null });
+    expect(exit).toMatchObject({ reason: "aborted", exitCode: null });
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(isAlive(backgroundPid)).toBe(false);
     expect((await fsp.readdir(root)).filter((name) => name.startsWith(".paperclip-pg."))).toEqual([]);
@@ -187,7 +188,7 @@ describe("withRemoteGroupKill", () => {
           spawned.run(script, { ...io, signal: undefined }).then(
             (exit) => {
               clearTimeout(timer);
-              resolve({ ...exit, timedOut: true });
+              resolve({ ...exit, exitCode: null, reason: "timeout" });
             },
             reject,
           );
@@ -196,7 +197,7 @@ describe("withRemoteGroupKill", () => {
     const runner = withRemoteGroupKill(vendorDeadline, { pidDir: root });
     const out = collect();
     const exit = await runner.run("sleep 60 & echo $!; sleep 60", { stdout: out.sink, timeoutMs: 500 });
-    expect(exit.timedOut).toBe(true);
+    expect(exit.reason).toBe("timeout");
     const survivor = Number(out.text().trim());
     expect(survivor).toBeGreaterThan(0);
     await waitFor(() => !isAlive(survivor), 6_000);
@@ -298,3 +299,17 @@ function isAlive(pid: number): boolean {
   }
 }
 
+describe("withDeadline", () => {
+  it("ends a run at the lease's ceiling and says timeout; the caller's own abort stays an abort", async () => {
+    const capped = withDeadline(local, 200);
+    const timedOut = await capped.run("sleep 30", {});
+    expect(timedOut).toMatchObject({ exitCode: null, reason: "timeout" });
+    const result = await executeCommand(capped, { command: "sleep", args: ["30"] });
+    expect(result).toMatchObject({ exitCode: null, timedOut: true });
+    const controller = new AbortController();
+    const running = withDeadline(local, 60_000).run("sleep 30", { signal: controller.signal });
+    controller.abort();
+    expect(await running).toMatchObject({ reason: "aborted" });
+    expect(await withDeadline(local, 60_000).run("exit 3", {})).toMatchObject({ exitCode: 3, reason: "exit" });
+  });
+});

@@ -1,8 +1,10 @@
 import { createRedactor, type Redactor } from "../redact/index.js";
 import { separateCredentials } from "./credentials.js";
 import type { VendorErrorExtractor } from "./error-extract.js";
-import { DEFAULT_VENDOR_TIMEOUT_MS, vendorFetch, vendorFetchStream, type VendorCallOptions, type VendorRequest, type VendorResponse, type VendorStreamResponse } from "./http.js";
-import { withRetry, type RetryEvent, type RetryPolicy } from "./retry.js";
+import { DEFAULT_VENDOR_TIMEOUT_MS, vendorFetch, vendorFetchStream, type VendorFetchOptions, type VendorRequest, type VendorResponse, type VendorStreamResponse } from "./http.js";
+import { type RetryEvent, type RetryPolicy } from "./retry.js";
+import { readEventStream, type ServerSentEvent } from "./sse.js";
+import { createVendorCall } from "./vendor-call.js";
 
 export interface VendorClientOptions {
   vendor: string;
@@ -46,6 +48,11 @@ export interface VendorClient {
   json<T = unknown>(request: VendorClientRequest): Promise<T>;
   /** `request` with the body as a stream (for downloads). */
   stream(request: VendorClientRequest): Promise<VendorStreamResponse>;
+  /**
+   * `request` answered with `text/event-stream` (`accept` set), read event by event. The call's
+   * deadline (`timeoutMs`) covers the whole stream: give a long-running one its own.
+   */
+  events(request: VendorClientRequest): Promise<AsyncGenerator<ServerSentEvent>>;
   /** The client's redactor (its header credentials and `secrets`), for the provider's own messages. */
   readonly redact: Redactor;
 }
@@ -55,7 +62,7 @@ export function createVendorClient(options: VendorClientOptions): VendorClient {
   const base = new URL(options.baseUrl);
   const staticSecrets = [...(options.secrets ?? []), ...separateCredentials(base, options.headers).secrets];
   const redact = createRedactor(staticSecrets);
-  const callOptions: VendorCallOptions = {
+  const callOptions: VendorFetchOptions = {
     vendor: options.vendor,
     secrets: staticSecrets,
     extractError: options.extractError,
@@ -64,8 +71,15 @@ export function createVendorClient(options: VendorClientOptions): VendorClient {
     fetch: options.fetch,
   };
   const timeoutMs = options.timeoutMs ?? DEFAULT_VENDOR_TIMEOUT_MS;
+  // Every failure is already a ProviderApiError (vendorFetch translates through the one classifier).
+  const call = createVendorCall<object>({
+    translate: (error) => error,
+    ...(options.retry ? { retry: options.retry } : {}),
+    ...(options.random ? { random: options.random } : {}),
+    ...(options.onRetry ? { onRetry: (operation: string, event: RetryEvent) => options.onRetry!({ ...event, operation }) } : {}),
+  });
 
-  const run = <R>(request: VendorClientRequest, send: (r: VendorRequest, o: VendorCallOptions) => Promise<R>): Promise<R> => {
+  const run = <R>(request: VendorClientRequest, send: (r: VendorRequest, o: VendorFetchOptions) => Promise<R>): Promise<R> => {
     const url = joinUrl(base, request.path, request.query);
     const headers = { ...options.headers, ...request.headers };
     const attempt = (remainingMs: number) =>
@@ -84,13 +98,7 @@ export function createVendorClient(options: VendorClientOptions): VendorClient {
       );
     // A stream body can be sent once only.
     if (options.retry === false || request.body instanceof ReadableStream) return attempt(request.timeoutMs ?? timeoutMs);
-    return withRetry(({ remainingMs }) => attempt(remainingMs), {
-      ...options.retry,
-      idempotent: request.idempotent,
-      signal: request.signal,
-      random: options.random,
-      onRetry: options.onRetry && ((event) => options.onRetry!({ ...event, operation: request.operation })),
-    });
+    return call(request.operation, ({ remainingMs }) => attempt(remainingMs), { idempotent: request.idempotent, ...(request.signal ? { signal: request.signal } : {}) });
   };
 
   return {
@@ -102,6 +110,10 @@ export function createVendorClient(options: VendorClientOptions): VendorClient {
       return (await run({ ...request, headers }, vendorFetch)).json<T>();
     },
     stream: (request) => run(request, vendorFetchStream),
+    events: async (request) => {
+      const response = await run({ ...request, headers: { accept: "text/event-stream", ...request.headers } }, vendorFetchStream);
+      return readEventStream(response.body, { vendor: options.vendor, operation: request.operation });
+    },
   };
 }
 

@@ -31,7 +31,7 @@ export interface VendorRequest {
 }
 
 /** What stays the same across a vendor's calls. */
-export interface VendorCallOptions {
+export interface VendorFetchOptions {
   vendor: string;
   /** Values to redact besides the credentials found in the request (URL, auth headers). */
   secrets?: Iterable<string>;
@@ -65,7 +65,7 @@ export interface VendorStreamResponse {
  * non-2xx response (empty and non-JSON bodies included) and every network failure become a
  * `ProviderApiError` built from redacted text. One attempt; `withRetry` adds the retries.
  */
-export async function vendorFetch(request: VendorRequest, options: VendorCallOptions): Promise<VendorResponse> {
+export async function vendorFetch(request: VendorRequest, options: VendorFetchOptions): Promise<VendorResponse> {
   const call = await send(request, options);
   try {
     const { bytes, truncated } = await readBody(call.response.body, options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES);
@@ -97,7 +97,7 @@ export async function vendorFetch(request: VendorRequest, options: VendorCallOpt
 }
 
 /** `vendorFetch` for large downloads: the body is handed over as a stream, still under the deadline. */
-export async function vendorFetchStream(request: VendorRequest, options: VendorCallOptions): Promise<VendorStreamResponse> {
+export async function vendorFetchStream(request: VendorRequest, options: VendorFetchOptions): Promise<VendorStreamResponse> {
   const call = await send(request, options);
   const source = call.response.body;
   if (!source) {
@@ -136,7 +136,7 @@ interface OpenCall {
 }
 
 /** Sends the request and checks the status; a non-2xx response is read (a little) and thrown. */
-async function send(request: VendorRequest, options: VendorCallOptions): Promise<OpenCall> {
+async function send(request: VendorRequest, options: VendorFetchOptions): Promise<OpenCall> {
   const base = { vendor: options.vendor, operation: request.operation };
   const invalid = (detail: string) =>
     new ProviderApiError({ ...base, status: 0, code: "invalid_request", detail, retryable: false, gone: false, mayHaveTakenEffect: false });

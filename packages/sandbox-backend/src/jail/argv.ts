@@ -22,6 +22,8 @@ export const SANDBOX_PATHS = {
    * ptrace it, read its memory or take its descriptors (/proc/2/{mem,fd}, pidfd_getfd).
    */
   loader: "/opt/paperclip/ld.so",
+  /** The command reaper every command is started through (jail/reaper.ts). */
+  reaper: "/opt/paperclip/reaper",
   egressDir: "/run/paperclip-egress",
 } as const;
 
@@ -29,9 +31,11 @@ export const SANDBOX_PATHS = {
  * The jail's init (pid 1; bwrap runs with --as-pid-1): starts the supervisor with the sandbox's log
  * as its stderr, keeps nothing itself but /dev/null (commands may open /proc/1/fd/*), and reaps
  * orphaned processes (dash's `wait` collects any child) until the supervisor exits, which ends the
- * jail. bwrap's own init would keep bwrap's stdio, the host's log file among it.
+ * jail with the supervisor's exit status (bwrap passes it on to the keeper, which records it: an idle
+ * supervisor's status is how the host tells an idle jail from one that ended otherwise). bwrap's own
+ * init would keep bwrap's stdio, the host's log file among it.
  */
-export const JAIL_INIT_SCRIPT = 'exec 8>&2 2>/dev/null; "$@" 2>&8 8>&- & exec 3>&- 4>&- 5<&- 6<&- 7<&- 8>&- 9<&-; wait';
+export const JAIL_INIT_SCRIPT = 'exec 8>&2 2>/dev/null; "$@" 2>&8 8>&- & exec 3>&- 4>&- 5<&- 6<&- 7<&- 8>&- 9<&-; wait $!';
 export const JAIL_INIT_NAME = "paperclip-init";
 
 export const SANDBOX_UID = 1000;
@@ -79,6 +83,8 @@ export interface JailLayout {
   loaderFd?: number;
   /** The inherited descriptor of the compiled seccomp filter (seccomp.ts). */
   seccompFd?: number;
+  /** The inherited descriptor of the command reaper (reaper.ts), read by bwrap into an execute-and-read-only file. */
+  reaperFd?: number;
   /** Size of the jail's /dev/shm (a tmpfs counted against the memory limit). */
   shmBytes: number;
   /** The sandbox user inside (default uid/gid 1000, home /home/sandbox). */
@@ -189,6 +195,7 @@ export function buildJailArgv(layout: JailLayout, fds: JailFds): JailCommand {
   }
   if (layout.egressDir) args.push("--ro-bind", layout.egressDir, SANDBOX_PATHS.egressDir);
   if (layout.loaderFd !== undefined) args.push("--perms", "0111", "--ro-bind-data", String(layout.loaderFd), SANDBOX_PATHS.loader);
+  if (layout.reaperFd !== undefined) args.push("--perms", "0555", "--ro-bind-data", String(layout.reaperFd), SANDBOX_PATHS.reaper);
   if (layout.seccompFd !== undefined) args.push("--seccomp", String(layout.seccompFd));
 
   // Everything not bound writable above (the jail's root, /etc, /opt, /run) becomes read-only.

@@ -22,7 +22,8 @@ export const KEEPER_NAME = "paperclip-keeper";
 
 /**
  * $1 deadline file  $2 first nap (ms)  $3 file to write at expiry to thaw a frozen jail ("" for none)
- * $4 what to write there  $5... cgroup.procs files the jail joins  --  the bwrap command
+ * $4 what to write there  $5 file to write the jail's exit status to when it ends on its own ("" for
+ * none)  $6... cgroup.procs files the jail joins  --  the bwrap command
  */
 export const KEEPER_SCRIPT = String.raw`
 nap=
@@ -34,8 +35,8 @@ stop_jail() {
   [ -n "$thaw_file" ] && echo "$thaw_value" > "$thaw_file" 2>/dev/null
   [ -n "$nap" ] && kill "$nap" 2>/dev/null
 }
-deadline_file=$1 remaining=$2 thaw_file=$3 thaw_value=$4
-shift 4
+deadline_file=$1 remaining=$2 thaw_file=$3 thaw_value=$4 exit_file=$5
+shift 5
 if [ "$1" = -- ]; then
   shift
   "$@" &
@@ -68,6 +69,9 @@ while kill -0 "$jail" 2>/dev/null; do
   if [ -n "$deadline" ]; then remaining=$((deadline - now)); else remaining=0; fi
 done
 wait "$jail"
+status=$?
+[ -n "$exit_file" ] && echo "$status" > "$exit_file"
+exit "$status"
 `;
 
 /** Writes the deadline (epoch ms) atomically; the keeper reads it when woken or at its next nap. */

@@ -22,9 +22,9 @@ import type { SeccompArch } from "./seccomp.js";
 /** Descriptors the jail gets from the keeper: 0-9 (process.ts); the prelude closes the rest. */
 export const PRELUDE_FIRST_CLOSED_FD = 10;
 
-type Piece = number[] | { label: string } | { branch: (offset: number) => number[]; to: string; size: number };
+export type Piece = number[] | { label: string } | { branch: (offset: number) => number[]; to: string; size: number };
 
-function assemble(pieces: Piece[]): Buffer {
+export function assemble(pieces: Piece[]): Buffer {
   const labels = new Map<string, number>();
   let at = 0;
   for (const piece of pieces) {
@@ -46,7 +46,7 @@ function assemble(pieces: Piece[]): Buffer {
   return Buffer.from(out);
 }
 
-const u32 = (value: number) => [value & 0xff, (value >>> 8) & 0xff, (value >>> 16) & 0xff, (value >>> 24) & 0xff];
+export const u32 = (value: number) => [value & 0xff, (value >>> 8) & 0xff, (value >>> 16) & 0xff, (value >>> 24) & 0xff];
 
 function x86_64(dropTo: HostUser | null): Buffer {
   const rel8 = (opcode: number) => (offset: number) => {
@@ -197,7 +197,11 @@ const BASE = 0x400000;
  * headers. `dropTo`: the host user it becomes first (a root worker's jails).
  */
 export function buildPrelude(arch: SeccompArch, dropTo: HostUser | null = null): Buffer {
-  const code = arch === "x86_64" ? x86_64(dropTo) : aarch64(dropTo);
+  return staticElf(arch, arch === "x86_64" ? x86_64(dropTo) : aarch64(dropTo));
+}
+
+/** `code` as a minimal static ELF64 executable for `arch`: one read+execute segment, entry after the headers. */
+export function staticElf(arch: SeccompArch, code: Buffer): Buffer {
   const headers = 64 + 56;
   const total = headers + code.length;
   const elf = Buffer.alloc(total);

@@ -7,7 +7,7 @@
  * polling or sleeping on the cold path. Nothing of the jail's configuration is in a world-readable
  * argv: the supervisor's config goes over a pipe (fd 5), bwrap's options over another (`--args 6`),
  * the seccomp filter over a third (fd 7). fd 8 is node's ELF loader (bwrap copies it into the jail
- * execute-only); fd 9 is /dev/null. Every one of fds 3-9 is
+ * execute-only); fd 9 is the command reaper on a pipe (bwrap copies it in too), or /dev/null. Every one of fds 3-9 is
  * set (to /dev/null when unused), so no descriptor the worker inherited can ride along in that range,
  * and the jail prelude (prelude.ts) closes every one above it before bwrap runs; the supervisor
  * closes whatever it inherited and does not need before it serves anything.
@@ -39,11 +39,12 @@ const CONFIG_FD = 5;
 const ARGS_FD = 6;
 const SECCOMP_FD = 7;
 const LOADER_FD = 8;
+const REAPER_FD = 9;
 /** The lowest descriptor number the jail's processes do not get from the keeper. */
 export const FIRST_UNUSED_FD = 10;
 const JAIL_ENV_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-export const JAIL_FDS = { infoFd: INFO_FD, configFd: CONFIG_FD, argsFd: ARGS_FD, seccompFd: SECCOMP_FD, loaderFd: LOADER_FD } as const;
+export const JAIL_FDS = { infoFd: INFO_FD, configFd: CONFIG_FD, argsFd: ARGS_FD, seccompFd: SECCOMP_FD, loaderFd: LOADER_FD, reaperFd: REAPER_FD } as const;
 
 export interface JailRecord {
   /** Host pid of the jail's keeper (bwrap's parent). */
@@ -73,6 +74,8 @@ export interface LaunchOptions {
   seccompProgram: Buffer | null;
   /** Host file copied into the jail as the execute-only loader (options name LOADER_FD), or null. */
   loaderFile: string | null;
+  /** The command reaper, written to its pipe (options name REAPER_FD), or null. */
+  reaperProgram?: Buffer | null;
   socketPath: string;
   logPath: string;
   /** cgroup.procs files the jail joins before bwrap starts (so every jail process is inside). */
@@ -83,6 +86,8 @@ export interface LaunchOptions {
   expiresAt: number;
   /** What the keeper writes where at the deadline, so a frozen jail can die (cgroup freezer). */
   thaw?: { file: string; value: string };
+  /** Where the keeper records the jail's exit status when it ends on its own (removed first). */
+  exitFile?: string;
   /** The supervisor's JSON config, written to its config pipe. */
   supervisorConfig: string;
 }
@@ -125,6 +130,7 @@ function serverFd(server: net.Server): number {
 
 export async function launchJail(options: LaunchOptions): Promise<LaunchedJail> {
   await writeDeadline(options.deadlineFile, options.expiresAt);
+  if (options.exitFile) await fsp.rm(options.exitFile, { force: true });
   const server = await listenAt(options.socketPath);
   const opened: number[] = [];
   const open = (file: string, flags: string | number) => {
@@ -149,6 +155,7 @@ export async function launchJail(options: LaunchOptions): Promise<LaunchedJail> 
         String(firstNapMs),
         options.thaw?.file ?? "",
         options.thaw?.value ?? "",
+        options.exitFile ?? "",
         ...options.cgroupProcs,
         "--",
         ...options.startPrefix,
@@ -159,7 +166,7 @@ export async function launchJail(options: LaunchOptions): Promise<LaunchedJail> 
       ],
       {
         detached: true,
-        stdio: ["ignore", devNull, logFd, listenFd, "pipe", "pipe", "pipe", options.seccompProgram ? "pipe" : devNull, loaderFd, devNull],
+        stdio: ["ignore", devNull, logFd, listenFd, "pipe", "pipe", "pipe", options.seccompProgram ? "pipe" : devNull, loaderFd, options.reaperProgram ? "pipe" : devNull],
         // Never the worker's environment: it can hold the host's API keys.
         env: { PATH: JAIL_ENV_PATH, LANG: "C.UTF-8" },
       },
@@ -184,6 +191,7 @@ export async function launchJail(options: LaunchOptions): Promise<LaunchedJail> 
   };
   feed(ARGS_FD, Buffer.from(`${options.bwrapOptions.join("\0")}\0`));
   if (options.seccompProgram) feed(SECCOMP_FD, options.seccompProgram);
+  if (options.reaperProgram) feed(REAPER_FD, options.reaperProgram);
   feed(CONFIG_FD, options.supervisorConfig);
 
   const info = await readInfo(child, exited);
@@ -286,6 +294,16 @@ export async function namespaceMembers(jail: JailIdentity): Promise<number[]> {
 
 export function jailAlive(record: JailRecord): boolean {
   return processAlive(record.initPid, record.initStartTime);
+}
+
+/** The exit status the keeper recorded for a jail that ended on its own; null when none is recorded. */
+export function recordedJailExit(exitFile: string): number | null {
+  try {
+    const text = fs.readFileSync(exitFile, "utf8").trim();
+    return /^\d{1,3}$/.test(text) ? Number(text) : null;
+  } catch {
+    return null;
+  }
 }
 
 export interface StopOptions {

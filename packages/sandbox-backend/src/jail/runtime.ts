@@ -12,9 +12,10 @@ import { supervisorLoader } from "./loader.js";
 import { dropPrivilegesCommand, unreachableBy, type HostUser } from "./host-user.js";
 import { buildSeccompProgram, seccompArch } from "./seccomp.js";
 import { installPrelude } from "./prelude.js";
-import { installSupervisor } from "../store/supervisor-copy.js";
+import { buildReaper } from "./reaper.js";
+import { installEtcFiles, installSupervisor } from "../store/supervisor-copy.js";
 
-export type ProtectionName = "seccomp-filter" | "supervisor-not-dumpable" | "fresh-session-keyring";
+export type ProtectionName = "seccomp-filter" | "supervisor-not-dumpable" | "fresh-session-keyring" | "timeout-ends-descendants";
 
 export interface UnenforcedProtection {
   protection: ProtectionName;
@@ -26,8 +27,12 @@ export interface JailRuntime {
   readonly hostUser: HostUser | null;
   /** The installed supervisor entry (bound into every jail). */
   supervisorScript(): Promise<string>;
+  /** The directory of generated passwd, group and hosts a jail binds (one per content: per sandbox user). */
+  etcDir(files: Record<string, string>): Promise<string>;
   /** The seccomp program, or null (with the reason in `unenforced`). */
   readonly seccomp: Buffer | null;
+  /** The command reaper (reaper.ts) every command starts through, or null (with the reason in `unenforced`). */
+  readonly reaper: Buffer | null;
   /**
    * What bwrap is started through: the jail prelude (which also drops to `hostUser`), or on an arch
    * without one setpriv for the drop (the supervisor still closes what it inherited).
@@ -52,14 +57,20 @@ export function createJailRuntime(options: { stateDir: string; supervisorEntry: 
     : [
         { protection: "seccomp-filter", reason: `no seccomp filter is described for ${process.arch} (only x86_64 and aarch64)` },
         { protection: "fresh-session-keyring", reason: `no jail prelude is assembled for ${process.arch}: jails share the worker's session keyring` },
+        {
+          protection: "timeout-ends-descendants",
+          reason: `no command reaper is assembled for ${process.arch}: a timeout ends the command's process group and what is still below it, not what it orphaned in another session`,
+        },
       ];
   let installed: Promise<string> | null = null;
+  const etcDirs = new Map<string, Promise<string>>();
   let prefix: Promise<string[]> | null = null;
   const nodeCopies = new Map<string, Promise<string>>();
   const loaders = new Map<string, string | null>();
   return {
     hostUser: options.hostUser,
     seccomp,
+    reaper: arch ? buildReaper(arch) : null,
     unenforced,
     supervisorScript() {
       installed ??= installSupervisor(options.stateDir, options.supervisorEntry).catch((error: unknown) => {
@@ -67,6 +78,18 @@ export function createJailRuntime(options: { stateDir: string; supervisorEntry: 
         throw error;
       });
       return installed;
+    },
+    etcDir(files) {
+      const key = JSON.stringify(Object.entries(files).sort());
+      let dir = etcDirs.get(key);
+      if (!dir) {
+        dir = installEtcFiles(options.stateDir, files).catch((error: unknown) => {
+          etcDirs.delete(key);
+          throw error;
+        });
+        etcDirs.set(key, dir);
+      }
+      return dir;
     },
     startPrefix() {
       prefix ??= (async () => {

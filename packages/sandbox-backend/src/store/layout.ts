@@ -7,9 +7,10 @@
  *   sandbox.json    SandboxRecord (written atomically)
  *   jail.log        keeper, bwrap and supervisor stderr
  *   deadline        the keeper's deadline (epoch ms; never bound into the jail)
+ *   jail.exit       the jail's exit status when it ended on its own (the keeper writes it)
  *   disk/           workspace/ home/ cache/ tmp/: the sandbox's writable directories; with a disk
  *                   limit (root) the mount point of disk.img, a filesystem of that size (disk.ts)
- *   etc/            generated passwd, group, hosts (bound read-only)
+ * <stateDir>/etc/<sha256>/  generated passwd, group, hosts, one per content (per sandbox user; bound read-only)
  * <stateDir>/run/<shortName(id)>/
  *   sup.sock        supervisor control socket (held open by the supervisor inside the jail)
  *   egress/         egress proxy socket directory (bound read-only; only with a grant)
@@ -25,6 +26,8 @@ export interface SandboxLayout {
   record: string;
   log: string;
   deadline: string;
+  /** The jail's exit status, recorded by the keeper when the jail ends on its own. */
+  exitStatus: string;
   /** Holds the writable directories; a mount point when the sandbox has a disk of its own. */
   disk: string;
   diskImage: string;
@@ -34,7 +37,6 @@ export interface SandboxLayout {
   tmp: string;
   /** Parent of the further writable directories (`mounts/<index>`). */
   mounts: string;
-  etc: string;
   socketDir: string;
   socket: string;
   egress: string;
@@ -74,6 +76,7 @@ export function sandboxLayout(stateDir: string, id: string, options: { legacy?: 
     record: path.join(dir, "sandbox.json"),
     log: path.join(dir, "jail.log"),
     deadline: path.join(dir, "deadline"),
+    exitStatus: path.join(dir, "jail.exit"),
     disk,
     diskImage: path.join(dir, "disk.img"),
     workspace: path.join(data, "workspace"),
@@ -81,7 +84,6 @@ export function sandboxLayout(stateDir: string, id: string, options: { legacy?: 
     cache: path.join(data, "cache"),
     tmp: path.join(data, "tmp"),
     mounts: path.join(data, "mounts"),
-    etc: path.join(dir, "etc"),
     socketDir,
     socket: path.join(socketDir, "sup.sock"),
     egress: path.join(socketDir, "egress"),

@@ -47,7 +47,6 @@ async function checkReachable(dir: string, user: HostUser): Promise<void> {
 export async function createSandboxDirs(
   layout: SandboxLayout,
   id: string,
-  etcFiles: Record<string, string>,
   owner: HostUser | null = null,
   diskMb: number | null = null,
   mountSpecs: ReadonlyArray<{ volume?: string; subPath?: string }> = [],
@@ -68,7 +67,7 @@ export async function createSandboxDirs(
   if (owner) await fsp.chown(layout.disk, owner.uid, owner.gid);
   const mounts = [...new Set(mountSpecs.map((mount, index) => mountStorageOf(layout, mount, index)))];
   if (mountCount > 0) await fsp.mkdir(layout.mounts, { mode: 0o700 });
-  const owned = [layout.workspace, layout.home, layout.cache, layout.tmp, layout.etc, ...(mountCount > 0 ? [layout.mounts] : []), ...mounts];
+  const owned = [layout.workspace, layout.home, layout.cache, layout.tmp, ...(mountCount > 0 ? [layout.mounts] : []), ...mounts];
   await Promise.all(owned.filter((dir) => dir !== layout.mounts).map((dir) => fsp.mkdir(dir, { mode: 0o700 })));
   // Like a Kubernetes emptyDir: open to every user of the jail (the disk above stays the jail user's only).
   await Promise.all(mounts.map((dir) => fsp.chmod(dir, 0o777)));
@@ -76,13 +75,6 @@ export async function createSandboxDirs(
   for (const dir of subDirs) await fsp.mkdir(dir, { recursive: true, mode: 0o777 });
   // The sandbox's /tmp is shared by every process of the sandbox, as on a normal host.
   await fsp.chmod(layout.tmp, 0o1777);
-  await Promise.all(
-    Object.entries(etcFiles).map(async ([name, text]) => {
-      const file = path.join(layout.etc, name);
-      await fsp.writeFile(file, text, { mode: 0o644 });
-      if (owner) await fsp.chown(file, owner.uid, owner.gid);
-    }),
-  );
   await fsp.rm(layout.socketDir, { recursive: true, force: true });
   await fsp.mkdir(layout.egress, { recursive: true, mode: 0o700 });
   if (owner) {

@@ -48,3 +48,41 @@ export async function installSupervisor(stateDir: string, entry: string): Promis
   }
   return installed;
 }
+
+/**
+ * Generated passwd, group and hosts a jail binds read-only at /etc (the same for every sandbox of
+ * one user), under `<stateDir>/etc/<sha256 of the content>/`, written once: bound from there rather
+ * than from each sandbox's directory, the jail's /proc/self/mountinfo does not name the sandbox.
+ * Returns the directory.
+ */
+export async function installEtcFiles(stateDir: string, files: Record<string, string>): Promise<string> {
+  const names = Object.keys(files).sort();
+  const hash = createHash("sha256");
+  for (const name of names) hash.update(`${name}\0${files[name]}\0`);
+  const root = path.join(stateDir, "etc");
+  const target = path.join(root, hash.digest("hex").slice(0, 16));
+  try {
+    await fsp.access(path.join(target, ".complete"));
+    return target;
+  } catch {
+    // not installed yet
+  }
+  await fsp.mkdir(root, { recursive: true, mode: 0o755 });
+  await fsp.chmod(root, 0o755);
+  const temp = path.join(root, `.tmp-${process.pid}-${randomBytes(4).toString("hex")}`);
+  await fsp.mkdir(temp, { mode: 0o755 });
+  try {
+    for (const name of names) {
+      await fsp.writeFile(path.join(temp, name), files[name]!, { mode: 0o644 });
+      await fsp.chmod(path.join(temp, name), 0o644);
+    }
+    await fsp.chmod(temp, 0o755);
+    await fsp.writeFile(path.join(temp, ".complete"), "", { mode: 0o644 });
+    await fsp.rename(temp, target);
+  } catch (error) {
+    await fsp.rm(temp, { recursive: true, force: true });
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== "ENOTEMPTY" && code !== "EEXIST") throw error;
+  }
+  return target;
+}

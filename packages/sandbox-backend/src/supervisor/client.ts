@@ -130,7 +130,7 @@ export class SupervisorClient implements ScriptRunner {
             const wasAborted = aborted || message.aborted === true;
             const timedOut = outcome.timedOut && !wasAborted;
             const reason = wasAborted ? "aborted" : timedOut ? "timeout" : outcome.signal ? "signal" : "exit";
-            finish(null, { exitCode: outcome.exitCode, signal: outcome.signal, aborted: wasAborted, timedOut, reason, ...(pid === undefined ? {} : { pid }) });
+            finish(null, { exitCode: outcome.exitCode, signal: outcome.signal, reason, ...(pid === undefined ? {} : { pid }) });
             sock.end();
           } else if (message.op !== "error") {
             // An error is reported alongside an exit frame (e.g. spawn failure) and kept out of the
@@ -152,14 +152,14 @@ export class SupervisorClient implements ScriptRunner {
       // kills the whole jail and confirms it): that is the aborted outcome, not a transport failure.
       const lost = (message: string) =>
         aborted
-          ? finish(null, { exitCode: null, signal: "SIGKILL", aborted: true, reason: "aborted" })
+          ? finish(null, { exitCode: null, signal: "SIGKILL", reason: "aborted" })
           : finish(new SupervisorTransportError(message));
       sock.on("error", (error) => lost(`supervisor connection failed: ${error.message}`));
       sock.on("close", () => lost("supervisor connection lost before the command exited"));
 
       if (io.signal?.aborted) {
         sock.destroy();
-        finish(null, { exitCode: null, signal: null, aborted: true });
+        finish(null, { exitCode: null, signal: null, reason: "aborted" });
         return;
       }
       io.signal?.addEventListener("abort", onAbort, { once: true });

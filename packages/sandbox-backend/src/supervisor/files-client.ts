@@ -187,26 +187,26 @@ function write(channel: SupervisorChannel, path: string, data: Buffer | string |
   });
 }
 
-export function createFilesClient(channel: SupervisorChannel, guard: () => void): SandboxFiles {
+export function createFilesClient(channel: SupervisorChannel, guard: () => void | Promise<void>): SandboxFiles {
   return {
     async read(path, options = {}) {
-      guard();
+      await guard();
       return collect(await openRead(channel, path, options, options.maxBytes ?? DEFAULT_MAX_READ_BYTES));
     },
     async readStream(path, options = {}) {
-      guard();
+      await guard();
       return openRead(channel, path, options, null);
     },
     async write(path, data, options = {}) {
-      guard();
+      await guard();
       return write(channel, path, data, options);
     },
     async stat(path, options = {}) {
-      guard();
+      await guard();
       return fileInfoFrom(channel, await fileRequest(channel, { action: "stat", path, follow: options.follow === true, ...scope(options) }, path));
     },
     async list(path, options = {}) {
-      guard();
+      await guard();
       const result = await fileRequest(
         channel,
         { action: "list", path, ...scope(options), ...(options.depth === undefined ? {} : { depth: options.depth }), ...(options.maxEntries === undefined ? {} : { maxEntries: options.maxEntries }) },
@@ -216,7 +216,7 @@ export function createFilesClient(channel: SupervisorChannel, guard: () => void)
       return result.map((entry) => fileInfoFrom(channel, entry));
     },
     async mkdir(path, options = {}) {
-      guard();
+      await guard();
       const result = (await fileRequest(
         channel,
         { action: "mkdir", path, parents: options.parents === true, ...scope(options), ...(options.mode === undefined ? {} : { mode: options.mode }) },
@@ -225,11 +225,11 @@ export function createFilesClient(channel: SupervisorChannel, guard: () => void)
       return { created: result?.created === true };
     },
     async remove(path, options = {}) {
-      guard();
+      await guard();
       await fileRequest(channel, { action: "remove", path, recursive: options.recursive === true, ...scope(options) }, path);
     },
     async move(from, to, options = {}) {
-      guard();
+      await guard();
       return fileInfoFrom(channel, await fileRequest(channel, { action: "move", from, to, overwrite: options.overwrite === true, ...scope(options) }, from));
     },
   };

@@ -2,9 +2,10 @@
 // machine, one process group per command, tar for directory sync. It exists so the suite can
 // be tested before any real provider builds. LOCAL_FIXTURE_BREAK=<feature>[,<feature>] disables a
 // behaviour: group-kill, mode, wait-for-stdout (a background child on stdout delays the result),
-// late-expiry (an expiry after the requested deadline).
+// late-expiry (an expiry after the requested deadline), release-leaves-processes (a release receipt
+// while processes that left the command's group, e.g. by setsid, still run).
 import { spawn, execFile } from "node:child_process";
-import { chmod, copyFile, mkdir, mkdtemp, rename, rm, stat } from "node:fs/promises";
+import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -40,6 +41,19 @@ function groupAlive(pgid) {
   }
 }
 
+/** Every command of a lease carries this in its environment, whatever group or session it moves to. */
+const LEASE_VARIABLE = "LOCAL_FIXTURE_LEASE";
+
+async function markedProcesses(id) {
+  const pids = [];
+  for (const name of await readdir("/proc").catch(() => [])) {
+    if (!/^\d+$/.test(name)) continue;
+    const environ = await readFile(`/proc/${name}/environ`, "utf8").catch(() => "");
+    if (environ.split("\0").includes(`${LEASE_VARIABLE}=${id}`)) pids.push(Number(name));
+  }
+  return pids;
+}
+
 async function endLeaseWork(id) {
   for (const pgid of groups.get(id) ?? []) {
     try {
@@ -49,6 +63,18 @@ async function endLeaseWork(id) {
   await Promise.allSettled([...(active.get(id) ?? [])]);
   for (let i = 0; i < 50 && [...(groups.get(id) ?? [])].some(groupAlive); i++) await sleep(20);
   groups.delete(id);
+  if (broken.has("release-leaves-processes")) return;
+  // What left the groups (setsid): found by the lease's variable, ended, and waited for.
+  for (let i = 0; i < 250; i++) {
+    const left = await markedProcesses(id);
+    if (left.length === 0) break;
+    for (const pid of left) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {}
+    }
+    await sleep(20);
+  }
 }
 
 function leaseOf(id) {
@@ -59,7 +85,7 @@ async function execute(params) {
   const id = params.lease.providerLeaseId;
   const child = spawn(params.command, params.args ?? [], {
     cwd: params.cwd ?? leaseDir(id),
-    env: { ...process.env, ...(params.env ?? {}) },
+    env: { ...process.env, ...(params.env ?? {}), [LEASE_VARIABLE]: id },
     detached: true, // its own process group, so a timeout can end everything it started
     stdio: ["pipe", "pipe", "pipe"],
   });

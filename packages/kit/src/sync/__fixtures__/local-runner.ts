@@ -74,7 +74,7 @@ export function createTestScriptRunner(cwd: string, baseEnv: Record<string, stri
           void delivered.then(() => {
             if (killTimer !== undefined) clearTimeout(killTimer);
             io.signal?.removeEventListener("abort", onAbort);
-            resolve({ exitCode: code, signal, aborted });
+            resolve({ exitCode: code, signal, reason: aborted ? "aborted" : signal ? "signal" : "exit" });
           });
         });
       });

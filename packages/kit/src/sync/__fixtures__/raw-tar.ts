@@ -57,7 +57,7 @@ export function cannedArchiveRunner(archive: Buffer) {
       const out = io.stdout;
       if (typeof out === "function") out(archive);
       else if (out !== undefined) await new Promise<void>((done) => out.write(archive, () => done()));
-      return { exitCode: 0, signal: null, aborted: false };
+      return { exitCode: 0, signal: null, reason: "exit" as const };
     },
   };
 }

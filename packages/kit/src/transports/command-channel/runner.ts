@@ -1,4 +1,4 @@
-import type { ScriptExit, ScriptIo, ScriptRunner, TransportCapabilities } from "../../transport.js";
+import { abortedExit, type ScriptExit, type ScriptIo, type ScriptRunner, type TransportCapabilities } from "../../transport.js";
 import { DEFAULT_IMPLEMENTATIONS, type ChannelImplementation } from "./bootstrap.js";
 import type { Hello } from "./protocol.js";
 import { ChannelSession, ChannelUnavailableError, CommandNotStartedError } from "./session.js";
@@ -129,7 +129,7 @@ export function withCommandChannel(inner: ScriptRunner, given: CommandChannelOpt
     capabilities: inner.capabilities,
     async run(script: string, io: ScriptIo): Promise<ScriptExit> {
       const lease = leaseChannel(key);
-      if (io.signal?.aborted) return { exitCode: null, signal: null, aborted: true, reason: "aborted" };
+      if (io.signal?.aborted) return abortedExit();
       if (options.waitForStart) ensureStarted(key, lease, inner, options);
       const session = lease.session;
       if (session) session.recovery = inner;

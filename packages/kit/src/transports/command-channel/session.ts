@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import os from "node:os";
 import { PassThrough, Readable, Writable } from "node:stream";
 import { shellQuote } from "../../exec/quote.js";
-import type { ScriptExit, ScriptIo, ScriptRunner } from "../../transport.js";
+import { abortedExit, timedOutExit, type ScriptExit, type ScriptIo, type ScriptRunner } from "../../transport.js";
 import { envPrologue } from "../inline-env.js";
 import { scriptSink, type ScriptSink } from "../script-sink.js";
 import { bootstrapScript, type ChannelImplementation } from "./bootstrap.js";
@@ -184,7 +184,7 @@ export class ChannelSession {
       }
     }
     if (this.state !== "ready") throw new CommandNotStartedError(`the command channel is ${this.state}`);
-    if (io.signal?.aborted) return { exitCode: null, signal: null, aborted: true, reason: "aborted" };
+    if (io.signal?.aborted) return abortedExit();
     const stdinSource = io.stdin;
     const known = knownStdin(stdinSource);
     const streamFeature = this.hello!.features.includes("stream");
@@ -462,7 +462,7 @@ export class ChannelSession {
     const free = new Set(verdicts.split("\n").filter((line) => line.endsWith(" free")).map((line) => Number(line.split(" ")[0])));
     for (const job of held) {
       if (job.state === "sent" && free.has(job.id)) job.settle({ error: new CommandNotStartedError("the command channel broke before the command started") });
-      else if (job.aborted) job.settle({ exit: { exitCode: null, signal: "SIGTERM", aborted: true, reason: "aborted", ...(job.pid ? { pid: job.pid } : {}) } });
+      else if (job.aborted) job.settle({ exit: abortedExit("SIGTERM", job.pid || undefined) });
       else job.settle({ error: new CommandChannelLostError("the command channel broke while the command ran: its output and exit status are lost, and its process group was ended") });
     }
   }
@@ -470,14 +470,14 @@ export class ChannelSession {
 
 function exitOf(done: Extract<Reply, { kind: "done" }>, job: Job, signalsAsExitStatus: boolean): ScriptExit {
   const pid = job.pid !== undefined ? { pid: job.pid } : {};
-  if (job.aborted) return { exitCode: null, signal: done.signal ?? "SIGTERM", aborted: true, reason: "aborted", ...pid };
-  if (done.timedOut) return { exitCode: null, signal: done.signal ?? "SIGKILL", aborted: false, timedOut: true, reason: "timeout", ...pid };
+  if (job.aborted) return abortedExit(done.signal ?? "SIGTERM", job.pid);
+  if (done.timedOut) return timedOutExit(done.signal ?? "SIGKILL", job.pid);
   if (done.signal) {
     const number = (os.constants.signals as Record<string, number | undefined>)[done.signal];
-    if (signalsAsExitStatus && number !== undefined) return { exitCode: 128 + number, signal: null, aborted: false, reason: "exit", ...pid };
-    return { exitCode: null, signal: done.signal, aborted: false, reason: "signal", ...pid };
+    if (signalsAsExitStatus && number !== undefined) return { exitCode: 128 + number, signal: null, reason: "exit", ...pid };
+    return { exitCode: null, signal: done.signal, reason: "signal", ...pid };
   }
-  return { exitCode: done.exitCode, signal: null, aborted: false, reason: "exit", ...pid };
+  return { exitCode: done.exitCode, signal: null, reason: "exit", ...pid };
 }
 
 /** The whole stdin when it is already in memory; undefined for a stream. */

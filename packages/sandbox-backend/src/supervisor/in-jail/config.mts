@@ -16,6 +16,10 @@ export interface SupervisorConfig {
   maxOutputLimitBytes?: number;
   /** The jail's seccomp filter guards pids up to this bound (hardening.mts); 0 when it has no filter. */
   guardedPidMax?: number;
+  /** The command reaper every command is started through (jail/reaper.ts on the host), or null. */
+  reaper?: string | null;
+  /** Exit (ending the jail) after this long with nothing to do (idle.mts); 0: never. */
+  idleExitMs?: number;
 }
 
 export const CONFIG_DEFAULTS = {
@@ -39,5 +43,7 @@ export function readConfig(arg: string | undefined): SupervisorConfig {
     outputLimitBytes: parsed.outputLimitBytes ?? CONFIG_DEFAULTS.outputLimitBytes,
     maxOutputLimitBytes: parsed.maxOutputLimitBytes ?? CONFIG_DEFAULTS.maxOutputLimitBytes,
     guardedPidMax: typeof parsed.guardedPidMax === "number" ? parsed.guardedPidMax : 0,
+    reaper: typeof parsed.reaper === "string" ? parsed.reaper : null,
+    idleExitMs: typeof parsed.idleExitMs === "number" && parsed.idleExitMs > 0 ? parsed.idleExitMs : 0,
   };
 }

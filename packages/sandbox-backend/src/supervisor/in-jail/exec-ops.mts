@@ -14,6 +14,8 @@ export interface ExecOps {
   dispatch(sock: net.Socket, message: Record<string, unknown> & { op: string }): Conversation | Promise<Conversation>;
   killAll(graceMs: number): Promise<string[]>;
   readonly runningCount: number;
+  /** Runs kept: running, or finished with output not yet reaped. */
+  readonly keptCount: number;
 }
 
 export function createExecOps(config: SupervisorConfig): ExecOps {
@@ -62,6 +64,9 @@ export function createExecOps(config: SupervisorConfig): ExecOps {
     killAll: (graceMs) => execs.killAll(graceMs),
     get runningCount() {
       return execs.runningCount;
+    },
+    get keptCount() {
+      return execs.list().length;
     },
   };
 }

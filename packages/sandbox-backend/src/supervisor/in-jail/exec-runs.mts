@@ -11,7 +11,7 @@ import { constants as osConstants } from "node:os";
 import { statSync, writeFileSync } from "node:fs";
 import { OpError } from "./conversation.mjs";
 import { OutputRing } from "./output-ring.mjs";
-import { graceFrom, killGroup, preferForOom, shellCommand, sleep, type GroupTarget } from "./process-group.mjs";
+import { graceFrom, killGroup, preferForOom, reportedSignal, shellCommand, sleep, throughReaper, type GroupTarget } from "./process-group.mjs";
 import type { SupervisorConfig } from "./config.mjs";
 
 export type StreamName = "stdout" | "stderr";
@@ -97,9 +97,10 @@ export function createExecTable(config: SupervisorConfig): ExecTable {
       if (!evictOldestFinished()) throw new OpError("ENOBUFS", "too many commands are running (or their output buffers are full)");
     }
     const withStdin = message.stdin === true;
-    const invocation = command.argv ? { file: command.argv[0]!, args: command.argv.slice(1), env } : shellCommand(command.script!, env);
-    const file = invocation.file;
-    const child = spawn(file, invocation.args, { cwd, env: invocation.env, detached: true, stdio: [withStdin ? "pipe" : "ignore", "pipe", "pipe"] });
+    const direct = command.argv ? { file: command.argv[0]!, args: command.argv.slice(1), env } : shellCommand(command.script!, env);
+    const file = direct.file;
+    const invocation = throughReaper(config.reaper, direct, cwd);
+    const child = spawn(invocation.file, invocation.args, { cwd, env: invocation.env, detached: true, stdio: [withStdin ? "pipe" : "ignore", "pipe", "pipe"] });
     if (child.pid === undefined) {
       const error = await new Promise<Error>((resolve) => child.once("error", resolve));
       const code = (error as NodeJS.ErrnoException).code ?? "EFAIL";
@@ -167,7 +168,7 @@ export function createExecTable(config: SupervisorConfig): ExecTable {
         if (run.killing) await run.killing;
         run.output.stdout.close();
         run.output.stderr.close();
-        run.exit = { code, signal, timedOut: run.timedOut };
+        run.exit = { code, signal: reportedSignal(run, signal), timedOut: run.timedOut };
         run.finishedAt = Date.now();
         notify(run);
         let finished = 0;

@@ -37,6 +37,7 @@ import type { SupervisorConfig } from "./config.mjs";
 import { createRunnerCommands } from "./runner-commands.mjs";
 import { startEgressForwarder } from "./egress-forwarder.mjs";
 import { graceFrom } from "./process-group.mjs";
+import { watchIdle } from "./idle.mjs";
 import type { PidGuard } from "./hardening.mjs";
 import type { ExecOps } from "./exec-ops.mjs";
 
@@ -90,7 +91,10 @@ export function startSupervisor(config: SupervisorConfig, guard: Promise<PidGuar
 
   const EXEC_OPS = new Set(["exec", "attach", "read", "subscribe", "signal", "processes", "reap"]);
 
+  const idle = watchIdle(config.idleExitMs ?? 0, () => runner.size > 0 || (loadedExecOps?.keptCount ?? 0) > 0, log);
+
   function serve(sock: net.Socket): void {
+    idle.enter();
     let conversation: Conversation | null = null;
     let settingUp = false;
     const pending: Array<[number, Buffer]> = [];
@@ -150,6 +154,7 @@ export function startSupervisor(config: SupervisorConfig, guard: Promise<PidGuar
     sock.on("error", () => undefined);
     sock.on("close", () => {
       if (conversation) conversation.onClose();
+      idle.leave();
     });
   }
 

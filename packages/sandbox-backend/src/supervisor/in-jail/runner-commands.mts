@@ -8,7 +8,7 @@ import type net from "node:net";
 import { spawn, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { FRAME_CONTROL, FRAME_STDERR, FRAME_STDIN, FRAME_STDOUT, parseControl, writeControl, writeFrame } from "./frames.mjs";
-import { graceFrom, killGroup, preferForOom, shellCommand, sleep } from "./process-group.mjs";
+import { graceFrom, killGroup, preferForOom, reportedSignal, shellCommand, sleep, throughReaper } from "./process-group.mjs";
 import type { Conversation } from "./conversation.mjs";
 import type { SupervisorConfig } from "./config.mjs";
 
@@ -18,6 +18,7 @@ interface RunnerCommand {
   pgid: number;
   done: boolean;
   killing: Promise<void> | null;
+  exitSignal?: NodeJS.Signals;
   timedOut: boolean;
   aborted: boolean;
 }
@@ -39,9 +40,11 @@ export function createRunnerCommands(config: SupervisorConfig): RunnerCommands {
     const id = String(message.id ?? "");
     const env = { ...config.baseEnv, ...((message.env as Record<string, string> | undefined) ?? {}) };
     const cwd = typeof message.cwd === "string" ? message.cwd : config.defaultCwd;
-    const command = Array.isArray(message.argv)
-      ? { file: String(message.argv[0]), args: (message.argv as string[]).slice(1), env }
-      : shellCommand(String(message.script ?? ""), env);
+    const command = throughReaper(
+      config.reaper,
+      Array.isArray(message.argv) ? { file: String(message.argv[0]), args: (message.argv as string[]).slice(1), env } : shellCommand(String(message.script ?? ""), env),
+      cwd,
+    );
     // detached: a new session and process group per command, so the group can be ended as a unit.
     const child = spawn(command.file, command.args, { cwd, env: command.env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
     const run: RunnerCommand = { id, child, pgid: child.pid ?? -1, done: false, killing: null, timedOut: false, aborted: false };
@@ -130,7 +133,7 @@ export function createRunnerCommands(config: SupervisorConfig): RunnerCommands {
         if (run.killing) await run.killing;
         run.done = true;
         running.delete(id);
-        writeControl(sock, { op: "exit", id, code, signal, timedOut: run.timedOut, aborted: run.aborted });
+        writeControl(sock, { op: "exit", id, code, signal: reportedSignal(run, signal), timedOut: run.timedOut, aborted: run.aborted });
         sock.end();
       })();
     });

@@ -1,7 +1,7 @@
 import type { PluginEnvironmentDiagnostic } from "@paperclipai/plugin-sdk";
 import { createRedactor, redactDeep, isSecretLookingKey, type Redactor } from "../redact/index.js";
-import { isProviderApiError } from "./api-error.js";
-import { vendorText } from "./vendor-text.js";
+import { isProviderApiError } from "../vendor/api-error.js";
+import { vendorText } from "../vendor/vendor-text.js";
 
 export const DEFAULT_PROBE_CHECK_TIMEOUT_MS = 10_000;
 

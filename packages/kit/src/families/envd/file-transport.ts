@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import { Readable } from "node:stream";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
-import type { FileTransport } from "../transport.js";
+import type { FileTransport } from "../../transport.js";
 import { envdApiError } from "./errors.js";
 import type { EnvdFiles } from "./sdk-shapes.js";
 

@@ -6,4 +6,5 @@ export { envdProcessApi, type EnvdProcessApiOptions } from "./process-api.js";
 export { envdFileTransport, type EnvdFileTransportOptions } from "./file-transport.js";
 export { envdApiError, envdCall, SANDBOX_NOT_RUNNING, type EnvdCallOptions, type EnvdErrorContext } from "./errors.js";
 export { processRpcOf, ENVD_SIGNAL } from "./sdk-shapes.js";
+export { envdUrlFields, missingApiKeyWarnings } from "./config.js";
 export type { EnvdFiles, EnvdProcessEvent, EnvdProcessRpc, EnvdSandboxLike } from "./sdk-shapes.js";

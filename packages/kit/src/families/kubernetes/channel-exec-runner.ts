@@ -3,9 +3,9 @@ import fsp from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type { Readable } from "node:stream";
-import { shellQuote } from "../exec/quote.js";
-import type { ScriptExit, ScriptIo, ScriptRunner, TransportCapabilities } from "../transport.js";
-import { scriptSink, type ScriptSink } from "./script-sink.js";
+import { shellQuote } from "../../exec/quote.js";
+import { abortedExit, type ScriptExit, type ScriptIo, type ScriptRunner, type TransportCapabilities } from "../../transport.js";
+import { scriptSink, type ScriptSink } from "../../transports/script-sink.js";
 
 /**
  * The Kubernetes "channel" exec protocols (`v4.channel.k8s.io`, `v5.channel.k8s.io`): every
@@ -108,7 +108,7 @@ export function createChannelExecRunner(options: ChannelExecRunnerOptions): Scri
     capabilities: CHANNEL_EXEC_CAPABILITIES,
     async run(script, io) {
       if (io.env && Object.keys(io.env).length > 0) throw new TypeError("channel exec has no environment field: wrap the runner with withInlineEnv");
-      if (io.signal?.aborted) return { exitCode: null, signal: null, aborted: true, reason: "aborted" };
+      if (io.signal?.aborted) return abortedExit();
       const maxCommand = options.maxCommandBytes ?? 8 * 1024;
       const scriptBytes = Buffer.from(script, "utf8");
       // A long script rides ahead of stdin: `head -c N` takes exactly its bytes, the rest is the command's.
@@ -265,7 +265,7 @@ function runOnce(
       } catch {
         /* already closed */
       }
-      finish({ exit: { exitCode: null, signal: null, aborted: true, reason: "aborted" } });
+      finish({ exit: abortedExit() });
     };
     io.signal?.addEventListener("abort", onAbort, { once: true });
 
@@ -290,7 +290,7 @@ function runOnce(
       statusText = Buffer.concat(statusParts).toString("utf8");
       try {
         const exitCode = exitCodeFromStatus(statusText);
-        finish({ exit: { exitCode, signal: null, aborted: false, reason: "exit" } });
+        finish({ exit: { exitCode, signal: null, reason: "exit" } });
       } catch (error) {
         finish({ error });
       }

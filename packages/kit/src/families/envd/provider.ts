@@ -1,17 +1,17 @@
 import type { PluginEnvironmentProbeParams, PluginEnvironmentProbeResult } from "@paperclipai/plugin-sdk";
 import type { z } from "zod";
-import type { ProviderConfig } from "../config/define.js";
-import { cappedTtlMs, createTtlKeepers, SECOND_MS } from "../lease/ttl-keeper.js";
-import type { ListedResource } from "../lease/lister.js";
-import { defineSandboxProvider, type SandboxProvider } from "../provider/define.js";
-import { LeaseGoneError } from "../provider/errors.js";
-import type { HookContext, SandboxHandle, WorkspaceDeclaration } from "../provider/types.js";
-import { STREAM_TRANSPORT, type FileTransport, type ScriptRunner } from "../transport.js";
-import { withRemoteGroupKill } from "../transports/remote-group-kill.js";
-import { createStreamedProcessRunner } from "../transports/streamed-process-runner.js";
-import { withCommandChannel } from "../transports/command-channel/index.js";
-import { ProviderApiError, isProviderApiError } from "../vendor/api-error.js";
-import { opaqueLeaseIdCodec } from "../vendor/lease-id.js";
+import type { ProviderConfig } from "../../config/define.js";
+import { cappedTtlMs, SECOND_MS } from "../../lease/ttl-keeper.js";
+import type { ListedResource } from "../../lease/lister.js";
+import { defineSandboxProvider, type SandboxProvider } from "../../provider/define.js";
+import { LeaseGoneError } from "../../provider/errors.js";
+import type { HookContext, SandboxHandle, WorkspaceDeclaration } from "../../provider/types.js";
+import { STREAM_TRANSPORT, type FileTransport, type ScriptRunner } from "../../transport.js";
+import { withRemoteGroupKill } from "../../transports/remote-group-kill.js";
+import { createStreamedProcessRunner } from "../../transports/streamed-process-runner.js";
+import { withCommandChannel } from "../../transports/command-channel/index.js";
+import { ProviderApiError, isProviderApiError } from "../../vendor/api-error.js";
+import { opaqueLeaseIdCodec } from "../../vendor/lease-id.js";
 import { SANDBOX_NOT_RUNNING } from "./errors.js";
 import { envdFileTransport } from "./file-transport.js";
 import { envdProcessApi } from "./process-api.js";
@@ -97,8 +97,6 @@ export interface EnvdHandle extends SandboxHandle {
   sandbox?: EnvdSandboxLike;
   /** The lease's hard deadline (epoch ms), or null. */
   capAt: number | null;
-  /** Work through this handle's runner and files (shared by its copies), for the keepalive. */
-  activity: { inFlight: number; last: number };
 }
 
 /**
@@ -119,28 +117,10 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
   const cp = spec.controlPlane;
   const now = spec.now ?? Date.now;
   const ids = opaqueLeaseIdCodec({ vendor: spec.vendor });
-  const keepers = createTtlKeepers();
   let log: (message: string) => void = () => undefined;
   const conn = (config: C, env: NodeJS.ProcessEnv = process.env) => spec.connection(config, env);
 
   const timeoutFor = (config: C, capAt: number | null) => cappedTtlMs(spec.sandboxTimeoutMs(config), capAt, { granularityMs: SECOND_MS, now: now() });
-
-  const keepAlive = (config: C, handle: EnvdHandle) => {
-    const id = handle.sandboxId;
-    const idleMs = spec.idleKeepaliveMs?.(config) ?? Math.max(60 * 60_000, spec.sandboxTimeoutMs(config));
-    const activity = handle.activity;
-    keepers.keep(id, {
-      ttlMs: spec.sandboxTimeoutMs(config),
-      capAt: handle.capAt,
-      now,
-      active: () => activity.inFlight > 0 || now() - activity.last < idleMs,
-      refresh: (ms) => cp.setTimeout(conn(config), id, ms),
-      onError: (error) => {
-        if (isProviderApiError(error) && error.gone) keepers.stop(id);
-        log(`${spec.driverKey}: refreshing the timeout of sandbox ${id} failed: ${(error as Error).message}`);
-      },
-    });
-  };
 
   const notRunningError = (id: string) =>
     new ProviderApiError({ vendor: spec.vendor, operation: "process.Start", status: 502, code: SANDBOX_NOT_RUNNING, detail: `sandbox ${id} is not running`, retryable: false, gone: false, mayHaveTakenEffect: false });
@@ -151,19 +131,7 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
       return { capabilities: STREAM_TRANSPORT, run: () => Promise.reject(notRunningError(handle.sandboxId)) };
     }
     const api = envdProcessApi(sandbox, { vendor: spec.vendor, requestTimeoutMs: spec.requestTimeoutMs(config) });
-    const runner = withCommandChannel(withRemoteGroupKill(createStreamedProcessRunner({ api })), { lease: handle.providerLeaseId, signalsAsExitStatus: true });
-    return { capabilities: runner.capabilities, run: (script, io) => tracked(handle, () => runner.run(script, io)) };
-  };
-
-  /** Counts the work in flight and when the last ended: a lease in use is kept alive. */
-  const tracked = async <T>(handle: EnvdHandle, work: () => Promise<T>): Promise<T> => {
-    handle.activity.inFlight += 1;
-    try {
-      return await work();
-    } finally {
-      handle.activity.inFlight -= 1;
-      handle.activity.last = now();
-    }
+    return withCommandChannel(withRemoteGroupKill(createStreamedProcessRunner({ api })), { lease: handle.providerLeaseId, signalsAsExitStatus: true });
   };
 
   const filesOf = (handle: EnvdHandle, config: C): FileTransport => {
@@ -172,16 +140,12 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
       const refuse = () => Promise.reject(notRunningError(handle.sandboxId));
       return { upload: refuse, download: refuse };
     }
-    const files = envdFileTransport(sandbox.files, {
+    return envdFileTransport(sandbox.files, {
       vendor: spec.vendor,
       upload: spec.upload,
       requestTimeoutMs: spec.requestTimeoutMs(config),
       ...(spec.downloadTimeoutIsWholeBody ? { downloadTimeoutIsWholeBody: true } : {}),
     });
-    return {
-      upload: (path, source, opts) => tracked(handle, () => files.upload(path, source, opts)),
-      download: (path, opts) => tracked(handle, () => files.download(path, opts)),
-    };
   };
 
   const capOf = (metadata: Record<string, string>): number | null => {
@@ -194,9 +158,7 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
     const timeoutMs = timeoutFor(config, handle.capAt);
     if (timeoutMs <= 0) throw new LeaseGoneError(`${spec.driverKey} lease ${handle.sandboxId} reached its deadline`);
     const sandbox = await cp.connect(conn(config), handle.sandboxId, timeoutMs);
-    const fresh: EnvdHandle = { ...handle, sandbox, state: "running" };
-    keepAlive(config, fresh);
-    return fresh;
+    return { ...handle, sandbox, state: "running" };
   };
 
   return defineSandboxProvider({
@@ -214,10 +176,16 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
       commandTimeoutMs: spec.commandTimeoutMs ?? spec.sandboxTimeoutMs,
     },
     keep: { reusable: spec.reusable, by: "stop" },
+    // A held lease's timeout is refreshed every third of it (never past the lease's deadline), so a
+    // plain execute stays one process start.
+    keepAlive: {
+      ttlMs: spec.sandboxTimeoutMs,
+      refresh: (handle, config, ms) => cp.setTimeout(conn(config), handle.sandboxId, ms),
+      idleMs: (config) => spec.idleKeepaliveMs?.(config) ?? Math.max(60 * 60_000, spec.sandboxTimeoutMs(config)),
+    },
     setup(ctx) {
       log = (message) => ctx.logger?.warn(message);
     },
-    shutdown: () => keepers.stopAll(),
 
     async create({ config, labels, expiresAt, created, signal }) {
       const capAt = expiresAt ? expiresAt.getTime() : null;
@@ -235,9 +203,7 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
         expiresAt: capAt === null ? null : new Date(capAt),
         state: "running",
         labels: metadata,
-        activity: { inFlight: 0, last: now() },
       };
-      keepAlive(config, handle);
       return handle;
     },
 
@@ -254,7 +220,6 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
         expiresAt: capAt === null ? null : new Date(capAt),
         state: info.state === "paused" ? "frozen" : "running",
         labels: info.metadata,
-        activity: { inFlight: 0, last: now() },
       };
       // Past the lease's deadline (the kit destroys it) or paused: not connected. A running sandbox
       // needs a connected SDK object (its envd access token): connect, which only ever extends a
@@ -262,13 +227,9 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
       return info.state === "paused" || (capAt !== null && capAt <= now()) ? handle : connected(ref.config, handle);
     },
 
-    async destroy(ref, handle) {
-      keepers.stop(handle.sandboxId);
-      await cp.kill(conn(ref.config), handle.sandboxId);
-    },
+    destroy: (ref, handle) => cp.kill(conn(ref.config), handle.sandboxId),
 
     async stop(handle, ref) {
-      keepers.stop(handle.sandboxId);
       try {
         await cp.pause(conn(ref.config), handle.sandboxId);
       } catch (error) {

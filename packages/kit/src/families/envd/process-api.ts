@@ -1,6 +1,6 @@
-import { ProviderApiError } from "../vendor/api-error.js";
-import { withRetry } from "../vendor/retry.js";
-import type { StreamedProcess, StreamedProcessApi, StreamedProcessExit, StreamedProcessOutput, StreamedProcessSpec } from "../transports/streamed-process-runner.js";
+import { ProviderApiError } from "../../vendor/api-error.js";
+import { withRetry } from "../../vendor/retry.js";
+import type { StreamedProcess, StreamedProcessApi, StreamedProcessExit, StreamedProcessOutput, StreamedProcessSpec } from "../../transports/streamed-process-runner.js";
 import { envdApiError } from "./errors.js";
 import { ENVD_SIGNAL, processRpcOf, type EnvdProcessEvent, type EnvdSandboxLike } from "./sdk-shapes.js";
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { ProviderApiError, runProbeChecks, type ProbeCheck } from "./index.js";
+import { ProviderApiError } from "../vendor/index.js";
+import { runProbeChecks, type ProbeCheck } from "./index.js";
 
 const KEY = "e2b_5d4c3b2a1f0e9d8c7b6a";
 

@@ -2,9 +2,9 @@ import { randomUUID } from "node:crypto";
 import type { PluginEnvironmentDiagnostic, PluginEnvironmentProbeParams, PluginEnvironmentProbeResult } from "@paperclipai/plugin-sdk";
 import type { z } from "zod";
 import { closeCommandChannel, settledCommandChannel } from "../transports/command-channel/index.js";
-import { createWithinBudget, destroyConfirmed, planAcquire } from "./acquire.js";
-import type { SandboxHandle, SandboxProviderDefinition } from "./types.js";
-import { makeWorkspace } from "./workspace.js";
+import { createWithinBudget, destroyConfirmed, planAcquire } from "../provider/acquire.js";
+import type { SandboxHandle, SandboxProviderDefinition } from "../provider/types.js";
+import { makeWorkspace } from "../provider/workspace.js";
 
 /**
  * The probe for providers without their own: create a small sandbox as an acquire would, run one

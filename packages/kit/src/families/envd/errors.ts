@@ -1,47 +1,11 @@
-import { ProviderApiError, isProviderApiError } from "../vendor/api-error.js";
-import { isRetryableStatus } from "../vendor/classify.js";
-import { parseRetryAfter } from "../vendor/retry-after.js";
-import { withRetry, type RetryPolicy } from "../vendor/retry.js";
-import { vendorText } from "../vendor/vendor-text.js";
-
-/** Connect's numeric codes (connectrpc `Code`), as the SDK's ConnectError carries them. */
-const CONNECT_CODE_NAMES: Record<number, string> = {
-  1: "canceled",
-  2: "unknown",
-  3: "invalid_argument",
-  4: "deadline_exceeded",
-  5: "not_found",
-  6: "already_exists",
-  7: "permission_denied",
-  8: "resource_exhausted",
-  9: "failed_precondition",
-  10: "aborted",
-  11: "out_of_range",
-  12: "unimplemented",
-  13: "internal",
-  14: "unavailable",
-  15: "data_loss",
-  16: "unauthenticated",
-};
-/** The HTTP status the Connect protocol pairs with each code. */
-const CONNECT_CODE_STATUS: Record<string, number> = {
-  canceled: 499,
-  unknown: 500,
-  invalid_argument: 400,
-  deadline_exceeded: 504,
-  not_found: 404,
-  already_exists: 409,
-  permission_denied: 403,
-  resource_exhausted: 429,
-  failed_precondition: 400,
-  aborted: 409,
-  out_of_range: 400,
-  unimplemented: 501,
-  internal: 500,
-  unavailable: 503,
-  data_loss: 500,
-  unauthenticated: 401,
-};
+import { ProviderApiError, isProviderApiError } from "../../vendor/api-error.js";
+import { isRetryableStatus } from "../../vendor/classify.js";
+import { CONNECT_CODE_STATUS, grpcCodeName, type ConnectCode } from "../../vendor/grpc-codes.js";
+import { classifyNetworkError } from "../../vendor/network-error.js";
+import { parseRetryAfter } from "../../vendor/retry-after.js";
+import { type RetryPolicy } from "../../vendor/retry.js";
+import { createVendorCall } from "../../vendor/vendor-call.js";
+import { vendorText } from "../../vendor/vendor-text.js";
 
 /** The code a provider's `notRunning` recognises: envd answered that the sandbox is not running (paused, or gone). */
 export const SANDBOX_NOT_RUNNING = "sandbox_not_running";
@@ -88,11 +52,13 @@ export function envdApiError(vendor: string, operation: string, error: unknown, 
     });
 
   if (isConnectErrorLike(error)) {
-    const name = CONNECT_CODE_NAMES[error.code] ?? "unknown";
+    const named = grpcCodeName(error.code);
+    const name: ConnectCode = named === undefined || named === "ok" ? "unknown" : named;
     const detail = error.rawMessage ?? error.message;
-    const transport = transportCode(error.cause);
-    if (transport) return make(0, transport, detail, { retryable: true, mayHaveTakenEffect: !context.beforeStart || transport !== "connect_failed" });
-    const status = CONNECT_CODE_STATUS[name] ?? 500;
+    const network = error.cause === undefined ? undefined : classifyNetworkError(error.cause);
+    // Mid-stream (after the start event) even a refused reconnect may follow a process that ran.
+    if (network) return make(0, network.code, detail, { retryable: network.retryable, mayHaveTakenEffect: network.mayHaveTakenEffect || !context.beforeStart });
+    const status = CONNECT_CODE_STATUS[name];
     const retryAfter = error.metadata?.get("retry-after");
     const retryAfterMs = retryAfter ? parseRetryAfter(retryAfter) : undefined;
     const refused = name === "resource_exhausted" || name === "unavailable" || name === "unauthenticated" || name === "permission_denied";
@@ -125,8 +91,8 @@ export function envdApiError(vendor: string, operation: string, error: unknown, 
     case "NotEnoughSpaceError":
       return make(507, "not_enough_space", message, { retryable: false });
   }
-  const transport = transportCode((err as { cause?: unknown }).cause) ?? transportCode(err);
-  if (transport) return make(0, transport, message, { retryable: true, mayHaveTakenEffect: transport !== "connect_failed" });
+  const network = classifyNetworkError(err);
+  if (network) return make(0, network.code, message, network);
   if (err.name === "TimeoutError" || err.name === "AbortError") return make(0, err.name === "AbortError" ? "aborted" : "timeout", message, { retryable: err.name === "TimeoutError" });
   const statusCode = (err as { statusCode?: unknown }).statusCode;
   const prefixed = /^(\d{3}): /.exec(message);
@@ -134,16 +100,6 @@ export function envdApiError(vendor: string, operation: string, error: unknown, 
   if (status === 404) return make(404, "not_found", message, { gone: context.notFoundMeansGone === true, retryable: false });
   if (status === 429 || status === 503) return make(status, status === 429 ? "rate_limited" : "service_busy", message, { retryable: true, mayHaveTakenEffect: false });
   return make(status, status ? `http_${status}` : "unknown", message, { retryable: status ? isRetryableStatus(status) : false });
-}
-
-function transportCode(cause: unknown): string | undefined {
-  const code = (cause as { code?: unknown } | undefined)?.code;
-  if (typeof code !== "string") return undefined;
-  if (code === "ECONNREFUSED") return "connect_failed";
-  if (code === "ECONNRESET" || code === "UND_ERR_SOCKET" || code === "EPIPE") return "connection_reset";
-  if (code === "ENOTFOUND" || code === "EAI_AGAIN") return "dns_not_found";
-  if (code === "UND_ERR_CONNECT_TIMEOUT" || code === "ETIMEDOUT") return "timeout";
-  return undefined;
 }
 
 export interface EnvdCallOptions extends EnvdErrorContext, RetryPolicy {
@@ -154,23 +110,12 @@ export interface EnvdCallOptions extends EnvdErrorContext, RetryPolicy {
   signal?: AbortSignal;
 }
 
+const envdVendorCall = createVendorCall<EnvdErrorContext & { vendor: string }>({
+  translate: (error, operation, context) => envdApiError(context.vendor, operation, error, context),
+  retry: { attempts: 4, totalMs: 30_000 },
+});
+
 /** One SDK call, its failure as a `ProviderApiError`, retried as `withRetry` allows. */
 export function envdCall<T>(options: EnvdCallOptions, call: () => Promise<T>): Promise<T> {
-  return withRetry(
-    async () => {
-      try {
-        return await call();
-      } catch (error) {
-        throw envdApiError(options.vendor, options.operation, error, options);
-      }
-    },
-    {
-      attempts: options.attempts ?? 4,
-      totalMs: options.totalMs ?? 30_000,
-      ...(options.baseDelayMs !== undefined ? { baseDelayMs: options.baseDelayMs } : {}),
-      ...(options.maxDelayMs !== undefined ? { maxDelayMs: options.maxDelayMs } : {}),
-      idempotent: options.idempotent,
-      ...(options.signal ? { signal: options.signal } : {}),
-    },
-  );
+  return envdVendorCall(options.operation, call, options);
 }
