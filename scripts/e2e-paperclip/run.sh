@@ -36,6 +36,19 @@ ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 log() { local ms; ms=$(ms_since "$T_START"); printf '[e2e %4d.%ds] %s\n' $((ms / 1000)) $(((ms % 1000) / 100)) "$*"; }
 
 [ "$(id -u)" = 0 ] || { echo "run.sh needs root (it starts the server as user nobody with setpriv)" >&2; exit 2; }
+# What the run needs from the system, installed here so a fresh Debian/Ubuntu machine needs no other
+# step: bwrap for the sandboxes, chromium for the browser test of the host's form (E2E_UI=1).
+apt_need=()
+command -v bwrap >/dev/null || apt_need+=(bubblewrap)
+command -v curl >/dev/null || apt_need+=(curl ca-certificates)
+command -v setpriv >/dev/null || apt_need+=(util-linux)
+if [ "${E2E_UI:-1}" != 0 ] && [ -z "${E2E_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then apt_need+=(chromium); fi
+if [ ${#apt_need[@]} -gt 0 ]; then
+  command -v apt-get >/dev/null || { echo "missing system packages: ${apt_need[*]} (install them; apt-get not found)" >&2; exit 2; }
+  echo "[e2e] installing system packages: ${apt_need[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${apt_need[@]}"
+fi
 for tool in setpriv setsid curl bwrap; do
   command -v "$tool" >/dev/null || { echo "missing tool: $tool" >&2; exit 2; }
 done

@@ -39,13 +39,13 @@ export function registerFileRoutes(router: Router, deps: FileDeps): void {
     if (!value) throw new HttpError(400, message, { code: "BAD_REQUEST" });
     return sandboxPath(value, name);
   };
-  const files = (pattern: string, handler: (ctx: HttpContext, jail: Jail) => Promise<unknown>) => async (ctx: HttpContext) => {
+  const files = (handler: (ctx: HttpContext, jail: Jail) => Promise<unknown>) => async (ctx: HttpContext) => {
     const { record, jail } = target(ctx);
     return whileActive(deps.fleet, record, () => handler(ctx, jail));
   };
 
   // GET /files (gin serves the group root as /files/ and redirects /files there).
-  const list = files("", async (ctx, jail) => {
+  const list = files(async (ctx, jail) => {
     const dir = sandboxPath(ctx.query.get("path") || ".", "path");
     const entries = await jail.files.list(dir, { depth: 1 }).catch((error: unknown) => {
       throw fileError(error, dir, "plain");
@@ -55,14 +55,14 @@ export function registerFileRoutes(router: Router, deps: FileDeps): void {
   router.get("/toolbox/:sandboxId/files", list, opts);
   router.get("/toolbox/:sandboxId/files/", list, opts);
 
-  router.get("/toolbox/:sandboxId/files/info", files("", async (ctx, jail) => {
+  router.get("/toolbox/:sandboxId/files/info", files(async (ctx, jail) => {
     const path = required(ctx, "path");
     return fileInfoDto(await jail.files.stat(path, { follow: true }).catch((error: unknown) => {
       throw fileError(error, path, "plain");
     }));
   }), opts);
 
-  router.post("/toolbox/:sandboxId/files/folder", files("", async (ctx, jail) => {
+  router.post("/toolbox/:sandboxId/files/folder", files(async (ctx, jail) => {
     const path = required(ctx, "path");
     const modeText = ctx.query.get("mode");
     const mode = modeText ? Number.parseInt(modeText, 8) : 0o755;
@@ -73,7 +73,7 @@ export function registerFileRoutes(router: Router, deps: FileDeps): void {
     ctx.send(201);
   }), opts);
 
-  const remove = files("", async (ctx, jail) => {
+  const remove = files(async (ctx, jail) => {
     const path = required(ctx, "path");
     const recursive = queryBool(ctx.query, "recursive") === true;
     const info = await jail.files.stat(path).catch((error: unknown) => {
@@ -88,7 +88,7 @@ export function registerFileRoutes(router: Router, deps: FileDeps): void {
   router.delete("/toolbox/:sandboxId/files", remove, opts);
   router.delete("/toolbox/:sandboxId/files/", remove, opts);
 
-  router.post("/toolbox/:sandboxId/files/move", files("", async (ctx, jail) => {
+  router.post("/toolbox/:sandboxId/files/move", files(async (ctx, jail) => {
     const source = required(ctx, "source", "source and destination paths are required");
     const destination = required(ctx, "destination", "source and destination paths are required");
     await jail.files.move(source, destination, { overwrite: true }).catch((error: unknown) => {
@@ -97,7 +97,7 @@ export function registerFileRoutes(router: Router, deps: FileDeps): void {
     ctx.send(200);
   }), opts);
 
-  router.post("/toolbox/:sandboxId/files/permissions", files("", async (ctx, jail) => {
+  router.post("/toolbox/:sandboxId/files/permissions", files(async (ctx, jail) => {
     const path = required(ctx, "path");
     await jail.files.stat(path, { follow: true }).catch((error: unknown) => {
       throw fileError(error, path, "coded");
@@ -127,7 +127,7 @@ export function registerFileRoutes(router: Router, deps: FileDeps): void {
     ctx.send(200);
   }), opts);
 
-  router.get("/toolbox/:sandboxId/files/download", files("", async (ctx, jail) => {
+  router.get("/toolbox/:sandboxId/files/download", files(async (ctx, jail) => {
     const path = required(ctx, "path");
     const info = await jail.files.stat(path, { follow: true }).catch((error: unknown) => {
       throw fileError(error, path, "coded");
@@ -141,7 +141,7 @@ export function registerFileRoutes(router: Router, deps: FileDeps): void {
     ctx.res.end();
   }), opts);
 
-  const uploadOne = files("", async (ctx, jail) => {
+  const uploadOne = files(async (ctx, jail) => {
     const path = required(ctx, "path");
     const boundary = multipartBoundary(ctx.header("content-type"));
     if (!boundary) throw new HttpError(400, "content-type: must be multipart/form-data with a boundary", { code: "INVALID_REQUEST_BODY" });
@@ -162,7 +162,7 @@ export function registerFileRoutes(router: Router, deps: FileDeps): void {
   router.post("/toolbox/:sandboxId/files/upload", uploadOne, opts);
   router.post("/toolbox/:sandboxId/files/upload-v2", uploadOne, opts);
 
-  router.get("/toolbox/:sandboxId/files/find", files("", async (ctx, jail) => {
+  router.get("/toolbox/:sandboxId/files/find", files(async (ctx, jail) => {
     const path = ctx.query.get("path");
     const pattern = ctx.query.get("pattern");
     if (!path || !pattern) throw new HttpError(400, "path and pattern are required", { code: "BAD_REQUEST" });
@@ -179,7 +179,7 @@ export function registerFileRoutes(router: Router, deps: FileDeps): void {
     return matches;
   }), opts);
 
-  router.get("/toolbox/:sandboxId/files/search", files("", async (ctx, jail) => {
+  router.get("/toolbox/:sandboxId/files/search", files(async (ctx, jail) => {
     const path = ctx.query.get("path");
     const pattern = ctx.query.get("pattern");
     if (!path || !pattern) throw new HttpError(400, "path and pattern are required", { code: "BAD_REQUEST" });
@@ -189,7 +189,7 @@ export function registerFileRoutes(router: Router, deps: FileDeps): void {
     return { files: found.map((entry) => entry.path) };
   }), opts);
 
-  router.post("/toolbox/:sandboxId/files/replace", files("", async (ctx, jail) => {
+  router.post("/toolbox/:sandboxId/files/replace", files(async (ctx, jail) => {
     const body = await ctx.readJson<{ files?: unknown; pattern?: unknown; newValue?: unknown }>();
     if (!body || !Array.isArray(body.files) || typeof body.pattern !== "string" || typeof body.newValue !== "string" || body.files.some((f) => typeof f !== "string")) {
       throw new HttpError(400, "invalid request body: files, pattern and newValue are required", { code: "BAD_REQUEST" });

@@ -43,7 +43,7 @@ async function collect(sandbox: Sandbox, script: string): Promise<string> {
   return Buffer.concat(out).toString();
 }
 
-describe("finding 5: per-command secrets are not in the host's /proc/<pid>/cmdline", () => {
+describe("per-command secrets are not in the host's /proc/<pid>/cmdline", () => {
   it("a runner script's `export KEY='value'` (the kit's exec script) and an exec handle's script", async () => {
     const sandbox = await world.create({ id: "cmdline" });
     const running = collect(sandbox, `export HOST_API_TOKEN='${SECRET}'\nsleep 1.2; echo "token seen: \${HOST_API_TOKEN#sk-}"; env | grep -c PAPERCLIP_SCRIPT`);
@@ -57,7 +57,7 @@ describe("finding 5: per-command secrets are not in the host's /proc/<pid>/cmdli
   });
 });
 
-describe("finding 7: a supervisor that does not answer does not hold up release", () => {
+describe("a supervisor that does not answer does not hold up release", () => {
   it("stop and destroy end a jail whose supervisor is stopped, with a command in flight, and confirm nothing is left", async () => {
     const sandbox = await world.create({ id: "stalled" });
     expect(await collect(sandbox, "echo up")).toBe("up\n");
@@ -82,7 +82,7 @@ describe("finding 7: a supervisor that does not answer does not hold up release"
   });
 });
 
-describe("finding 8: the disk limit", () => {
+describe("the disk limit", () => {
   it.skipIf(!isRoot)("as root: 2 GiB written with diskMb 100 stops at the sandbox's own filesystem, shared by workspace, home and /tmp", async () => {
     const sandbox = await world.create({ id: "disk", limits: { diskMb: 100 } });
     expect(sandbox.unenforcedLimits).toEqual([]);
@@ -133,7 +133,7 @@ describe("what the jail's /proc/self/mountinfo tells sandboxed code about the ho
   });
 });
 
-describe("finding 9: descriptors the worker inherited do not reach the jail", () => {
+describe("descriptors the worker inherited do not reach the jail", () => {
   it("a worker holding fd 40 (a file of the host) starts jails whose commands, init and supervisor do not have it", async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "inherited-fd-"));
     fs.chmodSync(dir, 0o711); // a root worker's jails run as another uid: the state dir must be within its reach

@@ -4,7 +4,7 @@ import path from "node:path";
 import { SandboxInputError } from "./errors.js";
 import { checkSandboxId, newSandboxId } from "./ids.js";
 import { SANDBOX_GID, SANDBOX_PATHS, SANDBOX_UID, SANDBOX_USER } from "./jail/argv.js";
-import type { CreateSandboxOptions, EgressSpec, ExecOptions, SandboxLimits, SandboxMount, SandboxUser } from "./types.js";
+import type { CreateSandboxOptions, EgressSpec, ExecOptions, SandboxLimits, SandboxUser } from "./types.js";
 
 /** The longest a sandbox may live (and the furthest extendTtl may move its expiry). */
 export const MAX_TTL_MS = 366 * 24 * 60 * 60 * 1000;

@@ -1,4 +1,4 @@
-// The worker treats every byte from a jail as untrusted (attack review, finding 1, host side): a
+// The worker treats every byte from a jail as untrusted (host side): a
 // supervisor that has been taken over answers the worker's connections itself. Here a fake one is
 // put where the real one's socket was; its replies must end that sandbox's jail with a clear error,
 // never the worker, and nothing it announces may be buffered.

@@ -40,7 +40,7 @@ async function supervisorAnswers(): Promise<void> {
   expect({ stdout: result.stdout, exitCode: result.exitCode }).toEqual({ stdout: "genuine\n", exitCode: 3 });
 }
 
-describe("finding 1: the supervisor's control socket and process are out of the sandbox's reach", () => {
+describe("the supervisor's control socket and process are out of the sandbox's reach", () => {
   it.skipIf(!hasPerl)("pidfd_open + pidfd_getfd(pid 2, fd 3) does not hand sandboxed code the listening socket", async () => {
     const result = await h.sh(
       lease,
@@ -113,7 +113,7 @@ describe("finding 1: the supervisor's control socket and process are out of the 
   });
 });
 
-describe.skipIf(!isRoot)("finding 3: with a root worker the sandbox user is not host root", () => {
+describe.skipIf(!isRoot)("with a root worker the sandbox user is not host root", () => {
   let secretDir: string;
   beforeAll(() => {
     // A root-only file under a bound host tree, as a private key under /etc/ssl would be.
@@ -145,7 +145,7 @@ describe.skipIf(!isRoot)("finding 3: with a root worker the sandbox user is not 
   });
 });
 
-describe.skipIf(!hasPerl)("finding 4: the worker's session keyring", () => {
+describe.skipIf(!hasPerl)("the worker's session keyring", () => {
   it("is not readable from the sandbox (request_key, KEYCTL_SEARCH + KEYCTL_READ)", async () => {
     // A worker with a session keyring holding a key, as one started from a login session has:
     // started through a wrapper that joins a fresh session keyring, adds the key, then execs node.
@@ -184,7 +184,7 @@ describe.skipIf(!hasPerl)("finding 4: the worker's session keyring", () => {
   });
 });
 
-describe("finding 7: a plain release while sandboxed code tries to stall the supervisor", () => {
+describe("a plain release while sandboxed code tries to stall the supervisor", () => {
   it("returns its receipt: the in-flight command finishes, the supervisor was never stopped", async () => {
     const target = await h.acquire();
     const dir = path.join(h.stateDir, "leases", target.providerLeaseId!);
@@ -203,7 +203,7 @@ describe("finding 7: a plain release while sandboxed code tries to stall the sup
   });
 });
 
-describe("finding 8: memory held by the sandbox outside its processes", () => {
+describe("memory held by the sandbox outside its processes", () => {
   it("/dev/shm is a small tmpfs of its own (64 MiB without a memory limit) and nothing else under /dev is writable", async () => {
     const result = await h.sh(lease, "head -c 100000000 /dev/zero > /dev/shm/fill 2>/dev/null; wc -c < /dev/shm/fill; rm -f /dev/shm/fill; touch /dev/paperclip-x 2>/dev/null && echo DEV-WRITABLE; echo done");
     const written = Number(result.stdout.split("\n")[0]);
@@ -221,7 +221,7 @@ describe("finding 8: memory held by the sandbox outside its processes", () => {
   });
 });
 
-describe("finding 11: what the host shows of a jail", () => {
+describe("what the host shows of a jail", () => {
   it("sandboxed code cannot write to the host's jail.log through the jail's init (/proc/1/fd/1, /proc/1/fd/2)", async () => {
     const marker = `log-injection-${process.pid}`;
     const result = await h.sh(lease, `for fd in /proc/1/fd/*; do echo "$fd $(readlink $fd)"; (echo ${marker} >> $fd) 2>/dev/null; done`);

@@ -4,7 +4,7 @@ import { createClientPool, type DaytonaClient } from "./client.js";
 import { configWarnings, creationProblems, daytonaConfig, type DaytonaConfig } from "./config.js";
 import { daytonaFiles, daytonaRunner } from "./exec.js";
 import { DAYTONA_DRIVER_KEY, DAYTONA_SHAPE } from "./manifest.js";
-import { createParams, createSandbox, deleteSandbox, findByLabels, getSandbox, handleOf, listedResource, startSandbox, stateOf, stopSandbox, type DaytonaHandle } from "./sandboxes.js";
+import { createParams, createSandbox, deleteSandbox, findByLabels, getSandbox, handleOf, listedResource, startSandbox, stateOf, stopSandbox } from "./sandboxes.js";
 import { createSessionRunner, daytonaSessionApi } from "./session-runner.js";
 
 export interface DaytonaPluginDeps {

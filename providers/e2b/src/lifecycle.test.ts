@@ -110,15 +110,17 @@ describe("e2b lease lifecycle (envd emulator)", () => {
     const plugin = createE2bPlugin().plugin;
     const lease = await h.acquire(plugin);
     const mark = emu.requests.mark();
+    const started = performance.now();
     await sleep(4_500);
     const result = await h.sh(plugin, lease, "echo alive");
     expect(result.stdout).toBe("alive\n");
     // Not `requests.idle()`: the lease's command channel is a call that runs as long as it lives.
     await vi.waitFor(() => expect(emu.requests.list({ since: mark, route: "/sandboxes/:id/timeout", includeRunning: true }).every((r) => r.done)).toBe(true));
     const refreshes = emu.requests.count({ since: mark, route: "/sandboxes/:id/timeout" });
-    // every 666 ms for 4.5 s, give or take a slow machine
-    expect(refreshes).toBeGreaterThanOrEqual(4);
-    expect(refreshes).toBeLessThanOrEqual(8);
+    // Alive after 4.5 s on a 2 s timeout: it was refreshed at least twice. A busy machine only
+    // delays the 666 ms timer, so there is never more than one refresh per interval elapsed.
+    expect(refreshes).toBeGreaterThanOrEqual(2);
+    expect(refreshes).toBeLessThanOrEqual(Math.floor((performance.now() - started) / 666) + 1);
     await h.destroy(plugin, lease);
   });
 
@@ -130,7 +132,7 @@ describe("e2b lease lifecycle (envd emulator)", () => {
     expect(Date.parse(lease.expiresAt!)).toBeLessThanOrEqual(requested);
     let lastEnd = 0;
     let gone = 0;
-    while (Date.now() < requested + 2_500) {
+    while (Date.now() < requested + 15_000) {
       const seen = await info(lease.providerLeaseId!);
       if (!seen) {
         gone = Date.now();
@@ -143,8 +145,9 @@ describe("e2b lease lifecycle (envd emulator)", () => {
     // Kept alive past its 3 s timeout, to within a margin of the cap, then ended there (the
     // emulator kills at endAt; the provider keeps one second for the request's latency).
     expect(lastEnd).toBeGreaterThan(requested - 2_500);
+    // It ends at the cap (endAt never passed it, checked above); when the emulator's timer gets to
+    // run on a busy machine is not the provider's behaviour, so no upper bound on `gone`.
     expect(gone).toBeGreaterThan(0);
-    expect(gone).toBeLessThanOrEqual(requested + 500);
     expect(await h.destroy(plugin, lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "destroyed" });
   });
 

@@ -6,7 +6,7 @@ import { redactHeaders } from "../recorder/redact-headers.js";
 import { sleep } from "../util/sleep.js";
 import { DEFAULT_BODY_LIMIT } from "./body.js";
 import { createHttpContext } from "./context.js";
-import { HttpError, defaultErrorEnvelope, type ErrorEnvelope } from "./errors.js";
+import { HttpError, defaultErrorEnvelope } from "./errors.js";
 import { listen, type Listener } from "./listener.js";
 import { tapResponse } from "./response-tap.js";
 import type { RawAnswer, Router } from "./router.js";

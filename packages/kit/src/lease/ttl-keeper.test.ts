@@ -1,5 +1,4 @@
-import { setTimeout as sleep } from "node:timers/promises";
-import { describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { cappedTtlMs, createTtlKeepers, keepTtlAlive } from "./ttl-keeper.js";
 
 describe("cappedTtlMs", () => {
@@ -20,26 +19,34 @@ describe("cappedTtlMs", () => {
 });
 
 describe("keepTtlAlive", () => {
+  // Fake timers: each test advances time by exactly the intervals it means, so a busy machine
+  // cannot change how many refreshes happen.
+  beforeEach(() => void vi.useFakeTimers());
+  afterEach(() => void vi.useRealTimers());
+  const advance = (ms: number) => vi.advanceTimersByTimeAsync(ms);
+
   it("refreshes every interval with the TTL, until stopped", async () => {
     const asked: number[] = [];
     const keeper = keepTtlAlive({ ttlMs: 60_000, capAt: null, everyMs: 20, refresh: async (ms) => void asked.push(ms) });
-    await sleep(110);
+    await advance(19);
+    expect(asked).toEqual([]);
+    await advance(1);
+    expect(asked).toEqual([60_000]);
+    await advance(40);
+    expect(asked).toEqual([60_000, 60_000, 60_000]);
     keeper.stop();
-    const seen = asked.length;
-    await sleep(60);
-    expect(seen).toBeGreaterThanOrEqual(3);
-    expect(asked.length).toBe(seen);
-    expect(new Set(asked)).toEqual(new Set([60_000]));
+    await advance(200);
+    expect(asked).toHaveLength(3);
     expect(keeper.stopped).toBe(true);
   });
 
   it("never asks past the cap, and stops once nothing fits before it", async () => {
-    let clock = 0;
+    const start = Date.now();
     const asked: number[] = [];
-    const keeper = keepTtlAlive({ ttlMs: 10_000, capAt: 6_500, everyMs: 5, now: () => clock, refresh: async (ms) => void asked.push(clock + ms) });
-    for (clock = 0; clock <= 7_000 && !keeper.stopped; clock += 1_000) await sleep(8);
-    expect(asked.length).toBeGreaterThan(0);
-    expect(Math.max(...asked)).toBeLessThanOrEqual(6_500);
+    const keeper = keepTtlAlive({ ttlMs: 10_000, capAt: start + 6_500, everyMs: 1_000, refresh: async (ms) => void asked.push(Date.now() + ms - start) });
+    await advance(7_000);
+    // At t=1..4 s the cap allows 4, 3, 2, 1 whole seconds (one kept for latency); at 5 s none fits.
+    expect(asked).toEqual([5_000, 5_000, 5_000, 5_000]);
     expect(keeper.stopped).toBe(true);
   });
 
@@ -56,22 +63,22 @@ describe("keepTtlAlive", () => {
       },
       onError: (error) => errors.push(error),
     });
-    await sleep(60);
+    await advance(30);
     keeper.stop();
-    expect(errors).toHaveLength(1);
-    expect(calls).toBeGreaterThan(1);
+    expect(errors).toEqual([new Error("503")]);
+    expect(calls).toBe(3);
   });
 
   it("skips refreshes while the lease is idle, and resumes them when it is in use again", async () => {
     let busy = false;
     let calls = 0;
     const keeper = keepTtlAlive({ ttlMs: 60_000, capAt: null, everyMs: 10, active: () => busy, refresh: async () => void (calls += 1) });
-    await sleep(60);
+    await advance(50);
     expect(calls).toBe(0);
     busy = true;
-    await sleep(60);
+    await advance(20);
     keeper.stop();
-    expect(calls).toBeGreaterThan(0);
+    expect(calls).toBe(2);
   });
 
   it("refuses a TTL shorter than its granularity", () => {
@@ -83,11 +90,13 @@ describe("keepTtlAlive", () => {
     const asked: string[] = [];
     keepers.keep("a", { ttlMs: 60_000, capAt: null, everyMs: 10, refresh: async () => void asked.push("a1") });
     keepers.keep("a", { ttlMs: 60_000, capAt: null, everyMs: 10, refresh: async () => void asked.push("a2") });
-    await sleep(45);
+    await advance(30);
     expect(keepers.has("a")).toBe(true);
+    expect(asked).toEqual(["a2", "a2", "a2"]);
     keepers.stop("a");
     expect(keepers.has("a")).toBe(false);
-    expect(asked.every((x) => x === "a2")).toBe(true);
+    await advance(30);
+    expect(asked).toHaveLength(3);
     keepers.stopAll();
   });
 });

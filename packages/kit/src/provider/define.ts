@@ -23,7 +23,7 @@ import { probeResult } from "../probe/summary.js";
 import { createRedactor, type Redactor } from "../redact/redactor.js";
 import { syncFor, type SyncStrategy } from "../sync/sync-for.js";
 import { isProviderApiError } from "../vendor/api-error.js";
-import { createWithinBudget, destroyConfirmed, planAcquire, shapeFingerprintOf, type AcquirePlan } from "./acquire.js";
+import { createWithinBudget, planAcquire, shapeFingerprintOf, type AcquirePlan } from "./acquire.js";
 import { deriveSandboxCapabilities, supportsDuplex, type DerivedSandboxCapabilities } from "./capabilities.js";
 import { LeaseGoneError, redactedError, secretValuesOf } from "./errors.js";
 import { LeaseRegistry, type LeaseEntry } from "./lease-registry.js";
