@@ -145,7 +145,7 @@ export function withCommandChannel(inner: ScriptRunner, given: CommandChannelOpt
         } catch (error) {
           if (!(error instanceof CommandNotStartedError)) throw error;
         } finally {
-          armIdle(key, lease, session, options);
+          armIdle(lease, session, options);
         }
       }
       lease.stats.fresh += 1;
@@ -263,7 +263,7 @@ function ensureStarted(key: string, lease: LeaseChannel, inner: ScriptRunner, op
       lease.everReady = true;
       lease.lastImplementation = describe(hello);
       options.log?.(`command channel ready: ${lease.lastImplementation}`);
-      armIdle(key, lease, session, options);
+      armIdle(lease, session, options);
     },
     (error: Error) => {
       lease.lastReason = error.message;
@@ -286,7 +286,7 @@ function ensureStarted(key: string, lease: LeaseChannel, inner: ScriptRunner, op
   });
 }
 
-function armIdle(key: string, lease: LeaseChannel, session: ChannelSession, options: CommandChannelOptions): void {
+function armIdle(lease: LeaseChannel, session: ChannelSession, options: CommandChannelOptions): void {
   clearTimeout(lease.idle);
   if (session.state !== "ready" || session.inFlight > 0) return;
   lease.idle = setTimeout(() => {
