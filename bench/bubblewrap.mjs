@@ -22,6 +22,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { loadPluginPackage, startWorker } from "../packages/worker-client/dist/index.js";
+import { summarize } from "./lib/stats.mjs";
 
 const repoRoot = fileURLToPath(new URL("..", import.meta.url));
 const { values: args } = parseArgs({
@@ -43,11 +44,6 @@ const syncRuns = Number(args["sync-runs"]);
 if (!(runs >= 100)) throw new Error("--runs must be at least 100");
 
 const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
-function summarize(samples) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
-  return { n: sorted.length, median: at(0.5), p95: at(0.95), min: sorted[0], max: sorted.at(-1) };
-}
 function bareSpawn() {
   return new Promise((resolve, reject) => {
     const child = spawn("sh", ["-c", "true"], { stdio: "ignore" });

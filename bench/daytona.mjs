@@ -23,6 +23,7 @@ import { parseArgs } from "node:util";
 import { loadPluginPackage, startWorker } from "../packages/worker-client/dist/index.js";
 import { runEmulator } from "../packages/emulator-kit/dist/index.js";
 import { emulator } from "../emulators/daytona/dist/index.js";
+import { summarize } from "./lib/stats.mjs";
 
 const repoRoot = fileURLToPath(new URL("..", import.meta.url));
 const { values: args } = parseArgs({
@@ -38,11 +39,6 @@ if (!(runs >= 20) || !(taskRuns >= 1)) throw new Error("--runs must be at least 
 
 const { Daytona } = await import("@daytonaio/sdk");
 const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
-function summarize(samples) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
-  return { n: sorted.length, median: at(0.5), p95: at(0.95), min: sorted[0], max: sorted.at(-1) };
-}
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "daytona-bench-"));
 const tree = path.join(scratch, "tree");

@@ -26,6 +26,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { createResolver, parseResolveOverrides, startEgressProxy } from "../packages/sandbox-backend/dist/index.js";
 import { startHttpsServer } from "../packages/sandbox-backend/dist/test-support/index.js";
+import { summarize, round } from "./lib/stats.mjs";
 
 const repoRoot = fileURLToPath(new URL("..", import.meta.url));
 const { values: args } = parseArgs({
@@ -40,12 +41,6 @@ const iterations = Number(args.iterations);
 const warmup = Number(args.warmup);
 if (!(iterations >= 200)) throw new Error("--iterations must be at least 200");
 
-function summarize(samples) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)];
-  return { n: sorted.length, median: at(0.5), p95: at(0.95), min: sorted[0], max: sorted.at(-1) };
-}
-const round = (v) => Math.round(v * 1000) / 1000;
 
 async function timed(fn) {
   const started = process.hrtime.bigint();

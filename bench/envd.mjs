@@ -24,6 +24,7 @@ import { loadPluginPackage, startWorker } from "../packages/worker-client/dist/i
 import { runEmulator } from "../packages/emulator-kit/dist/index.js";
 import { emulator, SANDBOX_HOME } from "../emulators/envd/dist/index.js";
 import { base64SyncIn, base64SyncOut, createStreamedProcessRunner, envdFileTransport, envdProcessApi, fileApiSyncIn, fileApiSyncOut, withRemoteGroupKill } from "../packages/kit/dist/index.js";
+import { summarize } from "./lib/stats.mjs";
 
 const repoRoot = fileURLToPath(new URL("..", import.meta.url));
 const { values: args } = parseArgs({
@@ -51,11 +52,6 @@ if (!(runs >= 1 && syncRuns >= 1 && taskRuns >= 1)) throw new Error("--runs, --s
 for (const p of providers) if (!["e2b", "novita"].includes(p)) throw new Error(`--provider: e2b, novita or both (got ${p})`);
 
 const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
-function summarize(samples) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
-  return { n: sorted.length, median: at(0.5), p95: at(0.95), min: sorted[0], max: sorted.at(-1) };
-}
 /** Vendor calls since `mark`, in all and by route. */
 async function callsSince(emu, mark) {
   await emu.requests.idle(10_000);

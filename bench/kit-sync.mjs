@@ -15,6 +15,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { createLocalScriptRunner, syncIn, syncOut } from "../packages/kit/dist/index.js";
+import { summarize } from "./lib/stats.mjs";
 
 const repoRoot = fileURLToPath(new URL("..", import.meta.url));
 const { values: args } = parseArgs({
@@ -34,12 +35,6 @@ if (!(totalBytes > 0)) throw new Error("--mib must be positive");
 
 const MiB = 1024 * 1024;
 const seconds = (start) => Number(process.hrtime.bigint() - start) / 1e9;
-function summarize(samples) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  const median = sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-  return { n: sorted.length, median, min: sorted[0], max: sorted.at(-1) };
-}
 function memory() {
   const text = fs.readFileSync("/proc/self/status", "utf8");
   const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? NaN);

@@ -23,6 +23,7 @@ import { emulator } from "../emulators/modal/dist/index.js";
 import { loadPluginPackage, startWorker } from "../packages/worker-client/dist/index.js";
 import { fileApiSyncIn, fileApiSyncOut, syncIn, syncOut } from "../packages/kit/dist/index.js";
 import { createModalRunner } from "../providers/modal/dist/index.js";
+import { summarize } from "./lib/stats.mjs";
 
 const repoRoot = fileURLToPath(new URL("..", import.meta.url));
 const { values: args } = parseArgs({
@@ -37,11 +38,6 @@ const taskRuns = Number(args["task-runs"]);
 if (!(runs >= 20)) throw new Error("--runs must be at least 20");
 
 const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
-function summarize(samples) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
-  return { n: sorted.length, median: at(0.5), p95: at(0.95), min: sorted[0], max: sorted.at(-1) };
-}
 
 const emu = await runEmulator(emulator, {});
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "modal-bench-"));

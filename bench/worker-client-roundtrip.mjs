@@ -12,6 +12,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { loadPluginPackage, startWorker } from "../packages/worker-client/dist/index.js";
+import { summarize, round } from "./lib/stats.mjs";
 
 const repoRoot = fileURLToPath(new URL("..", import.meta.url));
 const { values: args } = parseArgs({
@@ -41,14 +42,7 @@ async function timed(fn) {
   return Number(process.hrtime.bigint() - started) / 1e6;
 }
 
-function summarize(samples) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)];
-  const mean = sorted.reduce((sum, v) => sum + v, 0) / sorted.length;
-  return { n: sorted.length, median: at(0.5), p95: at(0.95), mean, min: sorted[0], max: sorted.at(-1) };
-}
 
-const round = (v) => Math.round(v * 1000) / 1000;
 
 const pkg = await loadPluginPackage(args["plugin-dir"]);
 const client = await startWorker(pkg);

@@ -4,11 +4,13 @@
 //   node packages/release/dist/cli.js check                   the publishing rules (docs/PUBLISHING.md)
 //   node packages/release/dist/cli.js check-reproducible      pack, clean build, pack again: same checksums?
 //   node packages/release/dist/cli.js check-lockfile          package-lock.json agrees with every package.json
+//   node packages/release/dist/cli.js check-changesets        every changed public package is named by a changeset
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { changesetProblems } from "./changesets.js";
 import { checkAll } from "./check.js";
 import { lockfileProblems } from "./lockfile.js";
 import { npm } from "./npm.js";
@@ -39,6 +41,12 @@ async function main(argv: string[]): Promise<number> {
     console.log(problems.length === 0 ? "package-lock.json agrees with every workspace's package.json" : `${problems.length} problems`);
     return problems.length === 0 ? 0 : 1;
   }
+  if (command === "check-changesets") {
+    const problems = changesetProblems(ROOT);
+    for (const p of problems) console.log(p);
+    console.log(problems.length === 0 ? "every changed public package is named by a pending changeset" : `${problems.length} problems`);
+    return problems.length === 0 ? 0 : 1;
+  }
   if (command === "check-reproducible") {
     const tmp = mkdtempSync(path.join(os.tmpdir(), "release-repro-"));
     try {
@@ -57,7 +65,7 @@ async function main(argv: string[]): Promise<number> {
       rmSync(tmp, { recursive: true, force: true });
     }
   }
-  console.error("usage: cli.js pack [--out DIR] | check | check-reproducible | check-lockfile");
+  console.error("usage: cli.js pack [--out DIR] | check | check-reproducible | check-lockfile | check-changesets");
   return 2;
 }
 

@@ -27,7 +27,7 @@ beforeAll(async () => {
   expect(path.relative(ROOT, tmp).startsWith("..")).toBe(true); // the install folders are outside the repository
   packed = await releasePack({ root: ROOT, outDir: releaseDir });
 }, 180_000);
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }), 180_000);
 
 /** The package and every internal package it needs, as tarball paths. */
 function tarballsFor(name: string): string[] {

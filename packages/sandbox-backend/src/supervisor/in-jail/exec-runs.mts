@@ -11,7 +11,7 @@ import { constants as osConstants } from "node:os";
 import { statSync, writeFileSync } from "node:fs";
 import { OpError } from "./conversation.mjs";
 import { OutputRing } from "./output-ring.mjs";
-import { graceFrom, killGroup, preferForOom, reportedSignal, shellCommand, sleep, throughReaper, type GroupTarget } from "./process-group.mjs";
+import { graceFrom, killGroup, outputGrace, preferForOom, reportedSignal, shellCommand, throughReaper, type GroupTarget } from "./process-group.mjs";
 import type { SupervisorConfig } from "./config.mjs";
 
 export type StreamName = "stdout" | "stderr";
@@ -64,8 +64,6 @@ const MAX_ARGV = 4096;
 const MAX_ARG_BYTES = 32 * 4096;
 const MAX_ENV = 1024;
 const MAX_TAG = 256;
-/** A background child holding the pipes open does not hold up the exit beyond this. */
-const OUTPUT_GRACE_MS = 100;
 
 export function createExecTable(config: SupervisorConfig): ExecTable {
   const runs = new Map<number, ExecRun>();
@@ -164,7 +162,7 @@ export function createExecTable(config: SupervisorConfig): ExecTable {
       run.processExited = true;
       run.stdinOpen = false;
       void (async () => {
-        await Promise.race([streamsEnded, sleep(OUTPUT_GRACE_MS)]);
+        await Promise.race([streamsEnded, outputGrace()]);
         if (run.killing) await run.killing;
         run.output.stdout.close();
         run.output.stderr.close();

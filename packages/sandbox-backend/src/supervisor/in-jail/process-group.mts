@@ -35,6 +35,16 @@ export function signalGroup(pgid: number, signal: NodeJS.Signals): void {
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/** A background child holding a command's pipes open does not hold up its exit beyond this. */
+export const OUTPUT_GRACE_MS = 100;
+
+/**
+ * After a command exits: the grace, then one I/O poll. After a stall (a busy machine) libuv runs
+ * expired timers before it polls, so without the poll the command's last output, already waiting in
+ * the pipe, would be cut off.
+ */
+export const outputGrace = () => sleep(OUTPUT_GRACE_MS).then(() => new Promise<void>((resolve) => setImmediate(resolve)));
+
 function signalPid(pid: number, signal: NodeJS.Signals): boolean {
   try {
     process.kill(pid, signal);

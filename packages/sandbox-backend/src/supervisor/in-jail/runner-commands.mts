@@ -8,7 +8,7 @@ import type net from "node:net";
 import { spawn, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { FRAME_CONTROL, FRAME_STDERR, FRAME_STDIN, FRAME_STDOUT, parseControl, writeControl, writeFrame } from "./frames.mjs";
-import { graceFrom, killGroup, preferForOom, reportedSignal, shellCommand, sleep, throughReaper } from "./process-group.mjs";
+import { graceFrom, killGroup, outputGrace, preferForOom, reportedSignal, shellCommand, throughReaper } from "./process-group.mjs";
 import type { Conversation } from "./conversation.mjs";
 import type { SupervisorConfig } from "./config.mjs";
 
@@ -129,7 +129,7 @@ export function createRunnerCommands(config: SupervisorConfig): RunnerCommands {
       void (async () => {
         // A background process started with `&` may keep the pipes open: give the output a moment to
         // finish, then report the exit without waiting for that process (it keeps running).
-        await Promise.race([streamsEnded, sleep(100)]);
+        await Promise.race([streamsEnded, outputGrace()]);
         if (run.killing) await run.killing;
         run.done = true;
         running.delete(id);
