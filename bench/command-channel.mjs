@@ -21,6 +21,7 @@ import { parseArgs } from "node:util";
 import { runEmulator } from "../packages/emulator-kit/dist/index.js";
 import { loadPluginPackage, startWorker } from "../packages/worker-client/dist/index.js";
 import { hostLikeRun, makeRunStartTrees } from "./host-like-run.mjs";
+import { summarize } from "./lib/stats.mjs";
 
 const repoRoot = fileURLToPath(new URL("..", import.meta.url));
 const { values: args } = parseArgs({
@@ -38,10 +39,7 @@ const latencies = args.latency.split(",").map(Number);
 if (!(runs >= 10 && taskRuns >= 1)) throw new Error("--runs must be at least 10, --task-runs at least 1");
 
 const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
+const median = (xs) => summarize(xs).median;
 
 /** Each provider: its emulator, its config from the running emulator, and calls that are not the operation's. */
 const PROVIDERS = {
