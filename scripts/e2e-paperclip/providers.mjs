@@ -301,3 +301,55 @@ PROVIDERS.push({
     ],
   }),
 });
+
+PROVIDERS.push({
+  driverKey: "exe-dev",
+  dir: "providers/exe-dev",
+  // The exe.dev emulator (emulators/exe-dev), started by the e2e as root: its /exec API on a loopback
+  // port (https, and plain http on the same port: the host's worker gets no NODE_EXTRA_CA_CERTS, so
+  // it uses http) and a real OpenSSH server per VM whose sessions run in that VM's bubblewrap jail.
+  // The worker (nobody) keeps its key file, known_hosts and control socket under /tmp/paperclip-exe-dev-65534.
+  emulator: {
+    async start(ctx) {
+      const { runEmulator } = await import("../../packages/emulator-kit/dist/index.js");
+      const { emulator } = await import("../../emulators/exe-dev/dist/index.js");
+      const stateParent = path.join(ctx.runDir, "exe-dev");
+      // Traversable: as root, the emulator's jails run as an unprivileged host uid that must pass it.
+      fs.mkdirSync(stateParent, { recursive: true, mode: 0o711 });
+      fs.chmodSync(stateParent, 0o711);
+      const running = await runEmulator(emulator, { options: { stateParentDir: stateParent } });
+      return Object.assign(running, { stateParent });
+    },
+  },
+  config: (ctx) => ({ apiKey: ctx.emulator.credentials.apiKey, apiUrl: ctx.emulator.endpoints.http, sshPrivateKey: ctx.emulator.credentials.sshPrivateKey }),
+  invalidConfig: { config: { namePrefix: "Paperclip" }, error: /VM name prefix: must start with a lower-case letter and hold lower-case letters and digits, with single hyphens between them/ },
+  // Nothing listens on port 49 (fetch refuses port 9 outright, as a "bad port"): the probe's create
+  // fails on the connection, and says so.
+  missingBackend: { config: { apiUrl: "http://127.0.0.1:49/exec" }, diagnostic: /exe\.dev new failed: no response \(connect_failed\)/ },
+  reuse: true,
+  timingRuns: 3,
+  duplex: { runs: 1 },
+  leaseDir: () => null,
+  // Every VM the runs made is gone: no jail directory left in the emulator's state dir.
+  leftovers: (ctx) => {
+    const parent = ctx.emulator?.stateParent;
+    if (!parent) return [];
+    return listDirs(parent).flatMap((state) => listDirs(path.join(parent, state, "b", "leases")).map((id) => `exe.dev emulator VM jail ${id}`));
+  },
+  ui: (ctx) => ({
+    // The secret field's raw-value input is one line: the key arrives without its line breaks, which the provider restores.
+    fill: { "API token": ctx.emulator.credentials.apiKey, "API URL": ctx.emulator.endpoints.http, "SSH private key": ctx.emulator.credentials.sshPrivateKey },
+    cleared: ["Image", "SSH user"],
+    badItems: [{ list: "Tags", value: "Not A Tag" }],
+    goodItems: { Tags: "ci" },
+    // The probe names the repair (the form shows no validation warning, only this summary).
+    probe: /^exe-dev sandbox ready — SSH private key: its line breaks were lost \(pasted into a one-line field\); restored$/,
+    saved: (config) => [
+      ...expectEqual("apiUrl", config.apiUrl, ctx.emulator.endpoints.http),
+      ...expectEqual("image", config.image, undefined),
+      ...expectEqual("sshUser", config.sshUser, undefined),
+      ...expectEqual("tags", config.tags, ["ci"]),
+      ...expectEqual("namePrefix", config.namePrefix, "paperclip"),
+    ],
+  }),
+});

@@ -42,6 +42,9 @@ apt_need=()
 command -v bwrap >/dev/null || apt_need+=(bubblewrap)
 command -v curl >/dev/null || apt_need+=(curl ca-certificates)
 command -v setpriv >/dev/null || apt_need+=(util-linux)
+# exe-dev's emulator runs a real OpenSSH server per VM and the provider the ssh client.
+[ -x /usr/sbin/sshd ] || apt_need+=(openssh-server)
+command -v ssh >/dev/null || apt_need+=(openssh-client)
 if [ "${E2E_UI:-1}" != 0 ] && [ -z "${E2E_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then apt_need+=(chromium); fi
 if [ ${#apt_need[@]} -gt 0 ]; then
   command -v apt-get >/dev/null || { echo "missing system packages: ${apt_need[*]} (install them; apt-get not found)" >&2; exit 2; }

@@ -12,6 +12,7 @@ export const BUILTIN_PROVIDERS: Readonly<Record<string, string>> = Object.freeze
   kubernetes: "providers/kubernetes",
   modal: "providers/modal",
   novita: "providers/novita",
+  "exe-dev": "providers/exe-dev",
 });
 
 export const DEFAULT_PROVIDER = "bubblewrap";

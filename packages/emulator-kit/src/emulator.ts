@@ -9,6 +9,7 @@ import type { Router } from "./http/router.js";
 import { startHttpServer, type HttpServer, type HttpServerOptions } from "./http/server.js";
 import { generateSelfSignedCertificate, type SelfSignedCertificate } from "./http/tls-cert.js";
 import { createRequestRecorder, type RequestRecorder } from "./recorder/recorder.js";
+import { startSshServer, type SshServer, type SshServerOptions } from "./ssh/server.js";
 
 /** What an emulator's `start` gets from the kit: shared recorder and faults, and server starters. */
 export interface EmulatorKitContext {
@@ -28,6 +29,8 @@ export interface EmulatorKitContext {
   credential(prefix?: string): string;
   /** Cleanup run on close, last registered first. */
   onClose(cleanup: () => void | Promise<void>): void;
+  /** Starts a real OpenSSH server (see `startSshServer`) recorded by this emulator, closed with it. */
+  ssh(options: Omit<SshServerOptions, "recorder">): Promise<SshServer>;
   /**
    * A sandbox backend for this emulator's jails: a short state directory (`/tmp/<name>-XXXXXX`,
    * 0711 under root so the jails' host uid can pass), closed and removed with the emulator (after
@@ -130,6 +133,11 @@ export async function runEmulator<Options>(definition: EmulatorDefinition<Option
     credential: (prefix = "") => `${prefix}${randomBytes(18).toString("base64url")}`,
     onClose(cleanup) {
       cleanups.push(cleanup);
+    },
+    async ssh(options) {
+      const server = await startSshServer({ ...options, recorder });
+      cleanups.push(() => server.close());
+      return server;
     },
     async backend(options = {}) {
       const started = await startEmulatorBackend(definition.name, options);

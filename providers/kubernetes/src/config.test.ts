@@ -4,7 +4,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { scope, startPlugin, type Hooks } from "./__fixtures__/cluster.js";
+import { acquire, scope, startPlugin, type Hooks } from "./__fixtures__/cluster.js";
 
 const TOKEN = "k8s-bearer-s3cr3t";
 
@@ -94,5 +94,25 @@ describe("kubernetes validates the kubeconfig itself", () => {
       expect(outcome).not.toContain(TOKEN);
       expect(seen).toEqual([]);
     });
+  });
+});
+
+describe("no credentials at all", () => {
+  // The host's form creates an environment through validation; a worker that later runs in a pod
+  // uses its service account, so only probe and acquire can say the credentials are missing.
+  const none = { egressAllowFqdns: ["api.github.com"] };
+
+  it("passes validation, so the host's form can save it", async () => {
+    expect(await errorsOf(none)).toEqual([]);
+  });
+
+  it("the probe names what to set, contacting nothing", async () => {
+    const result = await hooks.onEnvironmentProbe({ ...scope, config: none } as never);
+    expect(result).toMatchObject({ ok: false });
+    expect(result.summary).toMatch(/^Kubernetes: Configuration: Credentials: none set: set Kubeconfig, Kubeconfig secret or In-cluster credentials/);
+  });
+
+  it("acquire refuses it with the same words", async () => {
+    await expect(acquire(hooks, none)).rejects.toThrow(/Credentials: none set: set Kubeconfig/);
   });
 });

@@ -77,7 +77,10 @@ export function createKubernetesProvider(_deps: KubernetesPluginDeps = {}) {
     // Kubernetes cannot pause a pod: a kept lease keeps its pod (and its emptyDir files) running.
     keep: { reusable: (config) => config.reuseLease, by: "leave-running" },
     egress: (config) => ({ allowFqdns: config.egressAllowFqdns, allowCidrs: config.egressAllowCidrs }),
-    validate: (config) => ({ errors: [...crossFieldProblems(config), ...[missingCredentials(config)].filter((p): p is string => p !== undefined)] }),
+    // Missing credentials are not a config error: a worker in a pod uses its service account, and
+    // where the worker runs can change. Probe and acquire say so (below); validation, and so the
+    // host's form, accept the config.
+    validate: (config) => ({ errors: crossFieldProblems(config) }),
     leaseMetadata: (handle) => ({
       namespace: handle.ref.namespace,
       workload: handle.ref.name,
@@ -95,6 +98,8 @@ export function createKubernetesProvider(_deps: KubernetesPluginDeps = {}) {
     annotateStderr: (handle) => (stderr) => appendBlockedNetworkNote(stderr, handle.grant),
 
     async create({ config, params, labels, expiresAt, grant, signal, created }) {
+      const missing = missingCredentials(config);
+      if (missing) throw new Error(missing);
       const clients = clientsFor(config);
       const namespace = tenantNamespace(config, params.companyId);
       const kind: WorkloadRef["kind"] = config.backend === "job" ? "job" : "sandbox";
@@ -191,8 +196,10 @@ export function createKubernetesProvider(_deps: KubernetesPluginDeps = {}) {
     async probe(config, params) {
       let clients: KubeClients | undefined;
       const namespace = tenantNamespace(config, params.companyId);
+      const missing = missingCredentials(config);
       const { ok, diagnostics } = await runProbeChecks(
         [
+          { code: "config", name: "Configuration", run: () => (missing ? { ok: false, message: missing } : undefined) },
           {
             code: "api_reachable",
             name: "API server reachable",

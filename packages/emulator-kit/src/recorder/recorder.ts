@@ -1,6 +1,7 @@
 import type { FaultKind } from "../faults/types.js";
 
-export type RequestProtocol = "http" | "ws" | "grpc";
+/** `ssh`: an SSH connection (`CONNECT`, recorded when accepted) or a session on one (`EXEC`, `SHELL`). */
+export type RequestProtocol = "http" | "ws" | "grpc" | "ssh";
 
 /** One finished (or still running) vendor call as the emulator saw it. */
 export interface RequestRecord {

@@ -7,6 +7,11 @@ export interface RemoteGroupKillOptions {
   pidDir?: string;
   /** How long the killer waits for the pid file of a script that has only just started. */
   pidFileWaitMs?: number;
+  /**
+   * Carries the kill call (default `inner`): a transport that limits concurrent commands gives one
+   * outside the limit, so a kill never waits behind the commands it is meant to end.
+   */
+  killRunner?: ScriptRunner;
 }
 
 /**
@@ -72,7 +77,7 @@ export function withRemoteGroupKill(inner: ScriptRunner, opts: RemoteGroupKillOp
       let killing: Promise<unknown> | undefined;
       const onAbort = () => {
         aborted = true;
-        killing ??= inner.run(killer(io.killGraceMs ?? 250), {}).catch(() => undefined);
+        killing ??= (opts.killRunner ?? inner).run(killer(io.killGraceMs ?? 250), {}).catch(() => undefined);
       };
       if (io.signal?.aborted) return abortedExit();
       io.signal?.addEventListener("abort", onAbort, { once: true });

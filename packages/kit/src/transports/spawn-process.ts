@@ -26,10 +26,20 @@ export interface SpawnedScriptOptions {
    * `exitMarkerLine(marker, status)` on stderr as its last act, and that line is taken as the exit.
    */
   exitMarker?: string;
+  /**
+   * With `exitMarker`: the client exited without printing it (and was not aborted), so the remote
+   * script's outcome is unknown (a dropped connection). The run rejects with this error instead of
+   * reporting the client's own exit status as the script's.
+   */
+  missingExitMarker?: (clientExit: { exitCode: number | null; signal: NodeJS.Signals | null }) => Error;
 }
 
 /** After exit, a stream that holds no data and stays silent this long is held open by a background child. */
 export const DRAIN_AFTER_EXIT_MS = 200;
+/** After an exit marker, how long the client's own exit (the channel's end) is waited for. */
+const MARKER_EXIT_WAIT_MS = 1_000;
+/** After an exit marker, the silence that means a background child holds the output open. */
+const MARKER_DRAIN_MS = 2_000;
 const DEFAULT_KILL_GRACE_MS = 250;
 
 /**
@@ -81,17 +91,33 @@ export function runSpawnedScript(opts: SpawnedScriptOptions, io: ScriptIo): Prom
       deliverStream(child.stderr, io.stderr, marker?.filter),
     ];
 
-    const exited = async (exitCode: number | null, signal: NodeJS.Signals | null) => {
-      await Promise.all([settleAfterExit(outputs, DRAIN_AFTER_EXIT_MS), killing]);
+    const exited = async (exitCode: number | null, signal: NodeJS.Signals | null, drainMs = DRAIN_AFTER_EXIT_MS) => {
+      await Promise.all([settleAfterExit(outputs, drainMs), killing]);
       finish({ exitCode, signal, reason: aborted ? "aborted" : signal ? "signal" : "exit", ...(child.pid === undefined ? {} : { pid: child.pid }) });
     };
     // The remote script's own exit, announced in-band: the local client may not exit while a remote
-    // background child keeps the channel open, so stop waiting for it and end the client.
+    // background child keeps the channel open, so stop waiting for it and end the client. The marker
+    // can outrun the last stdout bytes (stdout and stderr travel apart, and an ssh multiplexing
+    // master still writes what it buffered after its client has exited): the client's own exit is
+    // waited for a moment, and output is judged held open only after a longer silence.
+    const clientExit = new Promise<void>((resolve) => child.once("exit", () => resolve()));
     marker?.onExit((status) => {
-      void exited(status, null).then(() => child.kill("SIGKILL"));
+      void Promise.race([clientExit, new Promise((resolve) => setTimeout(resolve, MARKER_EXIT_WAIT_MS).unref())])
+        .then(() => exited(status, null, MARKER_DRAIN_MS))
+        .then(() => child.kill("SIGKILL"));
     });
     child.once("exit", (exitCode, signal) => {
       if (marker?.seen) return;
+      if (marker && opts.missingExitMarker && !aborted) {
+        // The client's exit can be seen before its last stderr bytes: judge once the output is in.
+        void Promise.all([settleAfterExit(outputs, DRAIN_AFTER_EXIT_MS), killing]).then(() => {
+          if (settled || marker.seen) return;
+          settled = true;
+          io.signal?.removeEventListener("abort", onAbort);
+          reject(opts.missingExitMarker!({ exitCode, signal }));
+        });
+        return;
+      }
       void exited(exitCode, signal);
     });
   });

@@ -82,11 +82,19 @@ export async function settleAfterExit(outputs: StreamDelivery[], idleMs: number)
   const allDone = Promise.all(outputs.map((o) => o.done));
   let finished = false;
   void allDone.then(() => (finished = true));
-  while (!finished) {
-    await Promise.race([allDone, sleepMs(20)]);
+  const idle = () => {
     const open = outputs.filter((o) => !o.ended());
     const now = Date.now();
-    if (!finished && open.length > 0 && open.every((o) => !o.busy() && now - o.lastActivity >= idleMs)) {
+    return !finished && open.length > 0 && open.every((o) => !o.busy() && now - o.lastActivity >= idleMs) ? open : undefined;
+  };
+  while (!finished) {
+    await Promise.race([allDone, sleepMs(20)]);
+    if (!idle()) continue;
+    // A process starved of CPU wakes up in the timers phase with output still unread in its pipes:
+    // let an I/O poll read it before calling the stream silent.
+    await new Promise((resolve) => setImmediate(resolve));
+    const open = idle();
+    if (open) {
       for (const o of open) o.cut();
       break;
     }

@@ -279,6 +279,21 @@ describe("runSpawnedScript with an exit marker", () => {
     // Stand-ins for the remote side's processes; a real ssh client would only end the local client.
     if (exit.pid !== undefined && processGroupAlive(exit.pid)) process.kill(-exit.pid, "SIGKILL");
   });
+
+  it("keeps stdout that arrives after the exit marker (stdout and stderr travel apart) until the client exits", async () => {
+    const marker = "PCEXIT-late";
+    // The marker on stderr outruns the last stdout bytes by more than the idle drain (200 ms).
+    const remote = `printf first; ${exitMarkerLine(marker, "0")}; sleep 0.5; printf ' last'`;
+    const out = collect();
+    const exit = await runSpawnedScript({ file: "/bin/sh", args: ["-c", remote], env: ENV, exitMarker: marker }, { stdout: out.sink });
+    expect([exit.exitCode, out.text()]).toEqual([0, "first last"]);
+  });
+
+  it("reports a client that ended without the exit marker as the transport failure it names", async () => {
+    await expect(
+      runSpawnedScript({ file: "/bin/sh", args: ["-c", "echo partial; exit 255"], env: ENV, exitMarker: "PCEXIT-lost", missingExitMarker: ({ exitCode }) => new Error(`lost (client ${exitCode})`) }, {}),
+    ).rejects.toThrow("lost (client 255)");
+  });
 });
 
 async function waitFor(check: () => boolean, timeoutMs = 5_000): Promise<void> {

@@ -1,0 +1,147 @@
+import type { SshHost, SshServer, SshSessionExit, SshSessionRequest } from "@paperclip-sandbox/emulator-kit";
+import type { Sandbox, SandboxBackend } from "@paperclip-sandbox/sandbox-backend";
+
+/** One VM: a backend jail, reached over SSH at its own loopback port with its own host key. */
+export interface Vm {
+  name: string;
+  /** The image asked for (recorded; every VM runs the host's tree in a jail). */
+  image: string;
+  cpu: number;
+  memoryBytes: number;
+  diskBytes: number;
+  tags: string[];
+  comment?: string;
+  createdAt: number;
+  status: "running" | "deleting";
+  host: SshHost;
+  jail: Sandbox;
+}
+
+export interface VmSpec {
+  name: string;
+  image: string;
+  cpu: number;
+  memoryBytes: number;
+  diskBytes: number;
+  env: Record<string, string>;
+  tags: string[];
+  comment?: string;
+  setupScript?: string;
+}
+
+export interface Fleet {
+  create(spec: VmSpec): Promise<Vm>;
+  get(name: string): Vm | undefined;
+  /** In creation order. */
+  all(): Vm[];
+  /** Deletes a VM: its connections dropped, its jail destroyed (confirmed). */
+  remove(vm: Vm, lingerMs: number): Promise<void>;
+  session(request: SshSessionRequest): Promise<SshSessionExit>;
+  close(): Promise<void>;
+}
+
+const GIB = 1024 ** 3;
+
+export function createFleet(backend: SandboxBackend, ssh: SshServer, opts: { maxLifetimeMs: number }): Fleet {
+  const vms = new Map<string, Vm>();
+  const lingering = new Set<NodeJS.Timeout>();
+
+  return {
+    async create(spec) {
+      const jail = await backend.create({
+        id: spec.name,
+        env: spec.env,
+        limits: { cpu: spec.cpu, memoryMb: Math.round(spec.memoryBytes / (1024 * 1024)) },
+        ttlMs: opts.maxLifetimeMs,
+        labels: { "exe-dev-vm": spec.name },
+      });
+      let host: SshHost;
+      try {
+        // The VM answers SSH only once its jail runs commands (a loaded machine starts the
+        // supervisor late; a session arriving earlier would find nothing to run in).
+        await untilRunning(jail);
+        host = await ssh.addHost(spec.name);
+      } catch (error) {
+        await backend.destroy(spec.name).catch(() => undefined);
+        throw error;
+      }
+      const vm: Vm = {
+        name: spec.name,
+        image: spec.image,
+        cpu: spec.cpu,
+        memoryBytes: spec.memoryBytes,
+        diskBytes: spec.diskBytes,
+        tags: spec.tags,
+        comment: spec.comment,
+        createdAt: Date.now(),
+        status: "running",
+        host,
+        jail,
+      };
+      vms.set(vm.name, vm);
+      // The first-boot script (exe.dev runs it as the VM's user): done before `new` answers here.
+      if (spec.setupScript) await jail.runner.run(spec.setupScript, {}).catch(() => undefined);
+      return vm;
+    },
+    get: (name) => vms.get(name),
+    all: () => [...vms.values()],
+    async remove(vm, lingerMs) {
+      vm.status = "deleting";
+      await vm.host.close();
+      await backend.destroy(vm.name);
+      const forget = () => {
+        if (vms.get(vm.name) === vm) vms.delete(vm.name);
+      };
+      // The VM is gone; with a linger `ls` still lists it (as "deleting") for a while, as a slow control plane would.
+      if (lingerMs <= 0) return forget();
+      const timer = setTimeout(forget, lingerMs);
+      lingering.add(timer);
+    },
+    async session(request) {
+      const vm = vms.get(request.host);
+      if (!vm || vm.status !== "running") {
+        request.stderr.end("exe.dev: this VM is being deleted\n");
+        return { exitCode: 255 };
+      }
+      if (request.command === null) {
+        request.stdin.resume();
+        request.stderr.end("exe.dev emulator: interactive shells are not supported (no PTY); pass a command\n");
+        return { exitCode: 1 };
+      }
+      // As sshd does: the user's shell runs the command from the home directory (`$SHELL -c`). The
+      // command reaches the shell in a variable (not spliced into a script), unset before it runs.
+      const exit = await vm.jail.runner.run(`cd "$HOME" 2>/dev/null || cd /; __c=$SSH_ORIGINAL_COMMAND; unset SSH_ORIGINAL_COMMAND; eval "$__c"`, {
+        env: { SSH_ORIGINAL_COMMAND: request.command },
+        stdin: request.stdin,
+        stdout: request.stdout,
+        stderr: request.stderr,
+      });
+      // A session without a PTY does not end its command when the client goes: exit() just says how it ended.
+      return { exitCode: exit.exitCode, signal: exit.signal };
+    },
+    async close() {
+      for (const timer of lingering) clearTimeout(timer);
+      for (const vm of vms.values()) {
+        await vm.host.close().catch(() => undefined);
+        await backend.destroy(vm.name).catch(() => undefined);
+      }
+      vms.clear();
+    },
+  };
+}
+
+export const bytesGiB = (bytes: number) => bytes / GIB;
+
+async function untilRunning(jail: Sandbox, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const exit = await jail.runner.run("true", {});
+      if (exit.exitCode === 0) return;
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+    }
+    if (Date.now() > deadline) throw new Error(`VM jail ${jail.id} did not start running commands within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

@@ -1,0 +1,159 @@
+import { createVendorClient, isProviderApiError, shellQuote, type VendorClient } from "@paperclip-sandbox/kit";
+import { REQUIRED_TOKEN_CMDS } from "./config.js";
+
+/** A VM as exe.dev reports it (`new --json`, `ls --json`). */
+export interface VmRecord {
+  name: string;
+  /** The ready-to-use ssh destination, possibly `user@host`. */
+  sshDest: string;
+  /** The host to dial and the user routing needs (absent: any user works), when exe.dev says. */
+  sshHost?: string;
+  sshUser?: string;
+  sshPort?: number;
+  httpsUrl?: string;
+  status?: string;
+  tags: string[];
+}
+
+export interface NewVmRequest {
+  name: string;
+  tags: string[];
+  image?: string;
+  cpu?: number;
+  memory?: string;
+  disk?: string;
+  env: Record<string, string>;
+  setupScript?: string;
+}
+
+export interface ExeDevApi {
+  readonly client: VendorClient;
+  newVm(request: NewVmRequest, signal?: AbortSignal): Promise<VmRecord>;
+  /** VMs whose name or a tag equals `filter` (exe.dev's `ls <name|tag>`), or all. */
+  list(filter?: string, signal?: AbortSignal): Promise<VmRecord[]>;
+  /** The VM of that name, or undefined. */
+  find(name: string, signal?: AbortSignal): Promise<VmRecord | undefined>;
+  /** Deletes a VM; one exe.dev does not know counts as deleted. */
+  remove(name: string, signal?: AbortSignal): Promise<void>;
+}
+
+/** exe.dev's own limit is 30 s per command; the client gives up a little earlier. */
+const CALL_TIMEOUT_MS = 29_000;
+
+export function createExeDevApi(opts: { apiUrl: string; apiKey: string; onRetry?: (message: string) => void; fetch?: typeof fetch }): ExeDevApi {
+  const url = new URL(opts.apiUrl);
+  const segments = url.pathname.split("/");
+  const last = segments.pop() || "exec";
+  url.pathname = `${segments.join("/")}/`;
+  const client = createVendorClient({
+    vendor: "exe.dev",
+    baseUrl: url,
+    headers: { authorization: `Bearer ${opts.apiKey}` },
+    timeoutMs: CALL_TIMEOUT_MS,
+    retry: { attempts: 4, totalMs: 60_000 },
+    fetch: opts.fetch,
+    extractError: ({ status, text }) => {
+      // exe.dev rate-limits a token before it reads the command: a 429 never ran anything.
+      const notProcessed = status === 429 ? { notProcessed: true } : {};
+      try {
+        const lines = text.trim().split("\n");
+        const error = (JSON.parse(lines[lines.length - 1]!) as { error?: unknown }).error;
+        return typeof error === "string" ? { message: error, ...notProcessed } : notProcessed;
+      } catch {
+        return notProcessed;
+      }
+    },
+    onRetry: opts.onRetry && ((event) => opts.onRetry!(`exe.dev ${event.operation}: retrying in ${event.delayMs} ms after: ${event.error.message}`)),
+  });
+
+  /** POSTs one command line; the answer's last JSON line (exe.dev may print an error line before it). */
+  const run = async (command: string, words: { operation: string; idempotent: boolean; signal?: AbortSignal }): Promise<unknown> => {
+    try {
+      const response = await client.request({
+        operation: words.operation,
+        method: "POST",
+        path: last,
+        headers: { "content-type": "text/plain; charset=utf-8", accept: "application/json" },
+        body: command,
+        idempotent: words.idempotent,
+        signal: words.signal,
+      });
+      const lines = response.text().trim().split("\n").filter(Boolean);
+      return lines.length === 0 ? undefined : JSON.parse(lines[lines.length - 1]!);
+    } catch (error) {
+      throw explain(error, words.operation);
+    }
+  };
+
+  const api: ExeDevApi = {
+    client,
+    async newVm(request, signal) {
+      const parts = ["new", "--json", "--no-email", flag("name", request.name)];
+      if (request.image) parts.push(flag("image", request.image));
+      if (request.cpu !== undefined) parts.push(flag("cpu", String(request.cpu)));
+      if (request.memory) parts.push(flag("memory", request.memory));
+      if (request.disk) parts.push(flag("disk", request.disk));
+      for (const tag of request.tags) parts.push(flag("tag", tag));
+      for (const [key, value] of Object.entries(request.env)) parts.push(flag("env", `${key}=${value}`));
+      if (request.setupScript) parts.push(flag("setup-script", request.setupScript));
+      const answer = await run(parts.join(" "), { operation: "new", idempotent: false, signal });
+      const record = vmRecordOf(answer);
+      if (!record) throw new Error(`exe.dev did not return the VM it made for ${request.name}`);
+      return { ...record, tags: record.tags.length > 0 ? record.tags : request.tags };
+    },
+    async list(filter, signal) {
+      const answer = await run(filter === undefined ? "ls --json" : `ls --json ${shellQuote(filter)}`, { operation: "ls", idempotent: true, signal });
+      const vms = (answer as { vms?: unknown[] } | undefined)?.vms;
+      if (!Array.isArray(vms)) throw new Error("exe.dev's ls answered without a vms list");
+      return vms.map(vmRecordOf).filter((vm): vm is VmRecord => vm !== undefined);
+    },
+    async find(name, signal) {
+      return (await api.list(name, signal)).find((vm) => vm.name === name);
+    },
+    async remove(name, signal) {
+      // An unknown VM is reported in `failed` with a 200: already gone, which is what rm is for.
+      await run(`rm --json ${shellQuote(name)}`, { operation: "rm", idempotent: true, signal });
+    },
+  };
+  return api;
+}
+
+function flag(name: string, value: string): string {
+  return `--${name}=${shellQuote(value)}`;
+}
+
+/** A VM object from `new` or an `ls` entry (also nested under `vm`/`data`, as some answers are). */
+export function vmRecordOf(value: unknown, depth = 0): VmRecord | undefined {
+  if (!value || typeof value !== "object" || depth > 3) return undefined;
+  const raw = value as Record<string, unknown>;
+  const text = (key: string) => (typeof raw[key] === "string" && (raw[key] as string).trim() !== "" ? (raw[key] as string).trim() : undefined);
+  const name = text("vm_name") ?? text("name");
+  if (!name) return vmRecordOf(raw.vm, depth + 1) ?? vmRecordOf(raw.data, depth + 1);
+  const port = typeof raw.ssh_port === "number" ? raw.ssh_port : typeof raw.ssh_port === "string" && /^\d+$/.test(raw.ssh_port) ? Number(raw.ssh_port) : undefined;
+  return {
+    name,
+    sshDest: text("ssh_dest") ?? (text("ssh_host") ? `${text("ssh_user") ? `${text("ssh_user")}@` : ""}${text("ssh_host")}` : `${name}.exe.xyz`),
+    sshHost: text("ssh_host"),
+    sshUser: text("ssh_user"),
+    sshPort: port !== undefined && port > 0 && port < 65_536 ? port : undefined,
+    httpsUrl: text("https_url"),
+    status: text("status"),
+    tags: Array.isArray(raw.tags) ? raw.tags.filter((tag): tag is string => typeof tag === "string") : [],
+  };
+}
+
+/** exe.dev's 401 and 403 in words an operator can act on (the token itself never appears). */
+function explain(error: unknown, command: string): unknown {
+  if (!isProviderApiError(error)) return error;
+  if (error.status === 401) {
+    return error.with({
+      detail: `exe.dev refused the API token (${error.detail || "invalid token"}); check the API token field or EXE_API_KEY, and that its signing key is still registered`,
+    });
+  }
+  if (error.status === 403) {
+    return error.with({
+      detail: `the API token may not run "${command}" (${error.detail || "command not allowed by token permissions"}); make a token whose cmds include ${REQUIRED_TOKEN_CMDS.join(", ")}`,
+    });
+  }
+  return error;
+}

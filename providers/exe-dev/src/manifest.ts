@@ -1,0 +1,29 @@
+import { defineSandboxProviderManifest, packageVersionOf, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
+import { exeDevConfig } from "./config.js";
+
+export const EXE_DEV_DRIVER_KEY = "exe-dev";
+export const EXE_DEV_PLUGIN_ID = "paperclip-sandbox.exe-dev";
+/**
+ * Commands are channels on one OpenSSH connection per lease: stdin streamed with EOF, bytes
+ * unchanged, output live and apart, the remote process group ended by a second channel. A reusable
+ * lease keeps its VM (exe.dev has no stop).
+ */
+export const EXE_DEV_SHAPE: DeclaredProviderShape = {
+  transport: { stdin: "stream", stdinEof: true, binarySafe: true, liveOutput: true, separateStderr: true, signals: "group", remoteTimeout: false },
+  keepsLeases: true,
+};
+
+export default defineSandboxProviderManifest({
+  id: EXE_DEV_PLUGIN_ID,
+  // package.json is the one place a version is written (changesets bumps it); the host records this one.
+  version: packageVersionOf(import.meta.url),
+  displayName: "exe.dev",
+  description: "Runs each Paperclip environment lease in an exe.dev VM: created through exe.dev's HTTPS API, commands over one multiplexed SSH connection.",
+  driver: {
+    driverKey: EXE_DEV_DRIVER_KEY,
+    displayName: "exe.dev",
+    description: "exe.dev VMs: HTTPS API for the lifecycle, OpenSSH (one connection per lease, host keys always checked) for commands and file sync.",
+    configSchema: exeDevConfig.jsonSchema,
+  },
+  shape: EXE_DEV_SHAPE,
+});
