@@ -303,7 +303,7 @@ async function taskRun({ agentId, environmentId }) {
   };
 }
 
-async function checkRunResult(p, r, { expectMarkerBefore } = {}) {
+async function checkRunResult(p, r, { expectMarkerBefore, expectKeeper } = {}) {
   check(r.run.status === "succeeded", `heartbeat run ${r.runId} status ${r.run.status} ${redactText(JSON.stringify(r.run.error ?? ""))}`);
   const comments = await apiOk("GET", `/issues/${r.issueId}/comments`);
   const list = Array.isArray(comments) ? comments : comments?.comments ?? [];
@@ -322,7 +322,9 @@ async function checkRunResult(p, r, { expectMarkerBefore } = {}) {
   if (expectMarkerBefore !== undefined) {
     check(markerBefore === expectMarkerBefore, `file outside the workspace: expected marker_before=${expectMarkerBefore}, got ${markerBefore}`);
   }
-  return { hostWs, markerBefore };
+  const keeperAlive = /keeper_alive=(.*)/.exec(text)?.[1]?.trim();
+  if (expectKeeper !== undefined) check(keeperAlive === expectKeeper, `process kept by the lease: expected keeper_alive=${expectKeeper}, got ${keeperAlive}`);
+  return { hostWs, markerBefore, keeperAlive };
 }
 
 async function checkReleased(p, r, { statuses = ["released"] } = {}) {
@@ -629,7 +631,8 @@ async function reuseScenario(p, cid, baseConfig) {
     await waitFor("issue done", async () => (await api("GET", `/issues/${issueId}`)).json?.status === "done", { timeoutMs: 30_000 });
     lease2 = (await leasesOf(eid)).find((l) => l.id === lease2.id) ?? lease2;
     // The marker the first run wrote under $HOME (outside the synced workspace) must still be there.
-    await checkRunResult(p, { issueId, runId: run2.id, run: run2, lease: lease2 }, { expectMarkerBefore: run1.id });
+    // A provider whose kept lease keeps its processes (p.reuseKeepsProcess) still runs the first run's keeper.
+    const kept = await checkRunResult(p, { issueId, runId: run2.id, run: run2, lease: lease2 }, { expectMarkerBefore: run1.id, ...(p.reuseKeepsProcess ? { expectKeeper: "yes" } : {}) });
     check(lease2.providerLeaseId === lease1.providerLeaseId, `different provider lease: ${lease1.providerLeaseId} then ${lease2.providerLeaseId}`);
     const outcome = lease2.metadata?.sandboxLeaseAcquisition?.outcome;
     check(outcome === "resumed", `second acquisition outcome ${outcome} (expected resumed)`);
@@ -638,7 +641,7 @@ async function reuseScenario(p, cid, baseConfig) {
       const resume = calls.find((c) => c.dir === "call" && c.method === "environmentResumeLease" && c.params?.providerLeaseId === lease1.providerLeaseId);
       check(resume, "no resumeLease call recorded for the first lease");
     }
-    return { ms: now() - t0, detail: `trigger: ${trigger}; same lease ${lease2.providerLeaseId} (${outcome}); $HOME marker of run 1 kept` };
+    return { ms: now() - t0, detail: `trigger: ${trigger}; same lease ${lease2.providerLeaseId} (${outcome}); $HOME marker of run 1 kept; run 1's process ${kept.keeperAlive === "yes" ? "kept" : `not kept (${kept.keeperAlive})`}` };
   });
   if (!run2) return;
   await step("reuse: lease destroyed (issue done / workspace archived), nothing left", async () => {

@@ -16,6 +16,11 @@ MARKER="${HOME:-/nonexistent}/.paperclip-e2e-marker"
 if [ -f "$MARKER" ]; then BEFORE=$(tr -d '\n' < "$MARKER"); else BEFORE=none; fi
 printf '%s\n' "$RUN" > "$MARKER" 2>/dev/null || BEFORE="unwritable"
 
+# A process the first run of a kept-open issue leaves running: a resumed lease that kept its
+# processes (a suspended VM, a frozen jail) still has it on the next run.
+KEEPER="${HOME:-/nonexistent}/.paperclip-e2e-keeper.pid"
+if [ ! -f "$KEEPER" ]; then KEEPER_ALIVE=none; elif kill -0 "$(cat "$KEEPER")" 2>/dev/null; then KEEPER_ALIVE=yes; else KEEPER_ALIVE=no; fi
+
 mkdir -p ./e2e-out
 {
   echo "run=$RUN"
@@ -23,6 +28,7 @@ mkdir -p ./e2e-out
   echo "home=${HOME:-}"
   echo "uid=$(id -u 2>/dev/null)"
   echo "marker_before=$BEFORE"
+  echo "keeper_alive=$KEEPER_ALIVE"
   echo "prompt_head=$PROMPT"
 } > "./E2E_AGENT_OUTPUT_$RUN.txt"
 printf 'nested file from run %s\n' "$RUN" > "./e2e-out/nested-$RUN.txt"
@@ -48,6 +54,8 @@ if [ -n "${PAPERCLIP_API_URL:-}" ] && [ -n "${PAPERCLIP_API_KEY:-}" ] && [ -n "$
     *"[e2e-keep-open]"*) [ "${PAPERCLIP_WAKE_REASON:-}" = issue_assigned ] && KEEP=1;;
   esac
   if [ "$KEEP" = 1 ]; then
+    nohup sleep 86400 >/dev/null 2>&1 </dev/null &
+    echo $! > "$KEEPER" 2>/dev/null
     COMMENT=$(api POST "/api/issues/$PAPERCLIP_TASK_ID/comments" "{\"body\":\"$BODY\"}"); DONE=kept_open
   else
     # One request finishes the task with its comment, as the Paperclip skill tells real agents to.

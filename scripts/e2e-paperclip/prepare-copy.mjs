@@ -40,9 +40,11 @@ function copyPackage(realDir, isWorkspace) {
   const dest = path.join(destRoot, rel(realDir));
   fs.mkdirSync(dest, { recursive: true });
   if (isWorkspace) {
-    // A workspace package: its manifest and build output only (no sources, tests, tsbuildinfo).
+    // A workspace package: its manifest, build output and the data folders it ships (its `files`,
+    // e.g. a proto/ it reads at run time), not its sources, tests or tsbuildinfo.
     fs.copyFileSync(path.join(realDir, "package.json"), path.join(dest, "package.json"));
-    for (const entry of ["dist", "README.md"]) {
+    const shipped = (pkg.files ?? []).filter((entry) => !entry.startsWith("!") && !entry.includes("*"));
+    for (const entry of new Set(["dist", "README.md", ...shipped])) {
       const src = path.join(realDir, entry);
       if (fs.existsSync(src)) fs.cpSync(src, path.join(dest, entry), { recursive: true, verbatimSymlinks: true });
     }

@@ -5,6 +5,7 @@
 //   invalidConfig   a config validateConfig must refuse, and a regex the host's 4xx error must match
 //   missingBackend  a config whose backend is absent: probe-config must fail with a diagnostic matching the regex
 //   reuse           run the reuseLease scenario (second run on the same issue resumes the same lease)
+//   reuseKeepsProcess  the resumed lease must also still run a process the first run left (a suspended VM)
 //   timingRuns      extra trivial runs whose assignment -> lease-release median is reported
 //   targetMs        optional median target for timingRuns (a miss is reported, it does not fail the run)
 //   duplex          { runs }: also run tasks with the host's experimental duplex (HTTP/2) callback bridge on
@@ -349,6 +350,56 @@ PROVIDERS.push({
       ...expectEqual("image", config.image, undefined),
       ...expectEqual("sshUser", config.sshUser, undefined),
       ...expectEqual("tags", config.tags, ["ci"]),
+      ...expectEqual("namePrefix", config.namePrefix, "paperclip"),
+    ],
+  }),
+});
+
+// boxd, against the boxd emulator (emulators/boxd: boxd.api.v1.BoxdApi over h2c on loopback plus
+// the API-key exchange on HTTP; machines are bubblewrap jails run by this root process). The
+// provider's apiUrl and exchangeUrl carry the loopback endpoints (plaintext is allowed for loopback).
+PROVIDERS.push({
+  driverKey: "boxd",
+  dir: "providers/boxd",
+  emulator: {
+    async start(ctx) {
+      const { runEmulator } = await import("../../packages/emulator-kit/dist/index.js");
+      const { emulator } = await import("../../emulators/boxd/dist/index.js");
+      const scratchParent = path.join(ctx.runDir, "boxd-emu");
+      // Traversable: as root, the emulator's jails run as an unprivileged host uid that must pass it.
+      fs.mkdirSync(scratchParent, { recursive: true, mode: 0o711 });
+      fs.chmodSync(scratchParent, 0o711);
+      const running = await runEmulator(emulator, { options: { scratchParent } });
+      return Object.assign(running, { scratchParent });
+    },
+  },
+  config: (ctx) => ({ apiKey: ctx.emulator.credentials.apiKey, apiUrl: ctx.emulator.url, exchangeUrl: ctx.emulator.endpoints.exchange }),
+  invalidConfig: { config: { vcpu: 3 }, error: /vCPUs: must be one of 1, 2, 4, 8 \(boxd's sizes\)/ },
+  // Nothing listens on port 9: the probe's create cannot reach boxd and says so.
+  missingBackend: { config: { apiUrl: "http://127.0.0.1:9" }, diagnostic: /boxd CreateVm failed: .*unavailable/ },
+  reuse: true,
+  reuseKeepsProcess: true,
+  timingRuns: 3,
+  duplex: { runs: 1 },
+  leaseDir: () => null,
+  // The emulator's machines are jail directories; none may be left.
+  leftovers: (ctx) => {
+    const parent = ctx.emulator?.scratchParent;
+    if (!parent) return [];
+    return listDirs(parent).flatMap((scratch) => [
+      ...listDirs(path.join(parent, scratch, "b", "leases")).map((id) => `boxd emulator machine ${id} still there`),
+      ...listDirs(path.join(parent, scratch, "snapshots")).map((id) => `boxd emulator snapshot ${id}`),
+    ]);
+  },
+  ui: (ctx) => ({
+    fill: { "API key": ctx.emulator.credentials.apiKey, "API URL": ctx.emulator.url, "Token exchange URL": ctx.emulator.endpoints.exchange },
+    cleared: ["Org", "Snapshot"],
+    probe: /^boxd sandbox ready$/,
+    saved: (config) => [
+      ...expectEqual("apiUrl", config.apiUrl, ctx.emulator.url),
+      ...expectEqual("exchangeUrl", config.exchangeUrl, ctx.emulator.endpoints.exchange),
+      ...expectEqual("org", config.org, undefined),
+      ...expectEqual("snapshot", config.snapshot, undefined),
       ...expectEqual("namePrefix", config.namePrefix, "paperclip"),
     ],
   }),

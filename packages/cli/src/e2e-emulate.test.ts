@@ -26,6 +26,19 @@ describe("paperclip-sandbox emulate", () => {
     await expect(fetch(`${info.url}/health`)).rejects.toThrow();
   });
 
+  it("runs the boxd emulator: its gRPC URL, the token exchange endpoint and a bxd_ key", async () => {
+    const cli = startCli(["emulate", "boxd", "--json"]);
+    await waitFor(() => cli.stdout().includes("\n"), 30_000, "the emulator's first line");
+    const info = JSON.parse(cli.stdout().split("\n")[0]!) as { url: string; endpoints: { exchange: string }; credentials: { apiKey: string } };
+    expect(info.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(info.credentials.apiKey).toMatch(/^bxd_[A-Za-z0-9]{40}$/);
+    const exchange = await fetch(info.endpoints.exchange, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ api_key: info.credentials.apiKey }) });
+    expect(exchange.status).toBe(200);
+    expect(await exchange.json()).toMatchObject({ token: expect.any(String), expires_at: expect.any(Number) });
+    cli.child.kill("SIGINT");
+    expect((await cli.done).code).toBe(0);
+  });
+
   it("refuses an unknown vendor with the list of known ones", async () => {
     const r = await runCli(["emulate", "nosuch"]);
     expect(r.code).toBe(64);

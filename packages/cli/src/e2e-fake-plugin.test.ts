@@ -66,7 +66,7 @@ describe.skipIf(!providerBuilt("fake-plugin"))("paperclip-sandbox against fake-p
 
   describe("bad input gives one clear line and a non-zero exit", () => {
     const cases: [string, string[], Record<string, string>, RegExp][] = [
-      ["unknown provider", ["run", "--provider", "nosuch", "--", "true"], {}, /^paperclip-sandbox: unknown provider 'nosuch' \(known: bubblewrap, daytona, e2b, exe-dev, fake-plugin, kubernetes, modal, novita/],
+      ["unknown provider", ["run", "--provider", "nosuch", "--", "true"], {}, /^paperclip-sandbox: unknown provider 'nosuch' \(known: [^)]*\bbubblewrap, [^)]*\bnovita\b/],
       ["invalid config", ["run", ...["--provider", "fake-plugin"], "--set", "acquireDelayMs=700000", "--", "true"], {}, /^paperclip-sandbox: invalid config for fake-plugin: Acquire delay \(ms\)/],
       ["missing secret", ["run", "--provider", "fake-plugin", "--secret", "probeFailure=NOT_SET_ANYWHERE", "--", "true"], {}, /^paperclip-sandbox: secret 'probeFailure': environment variable NOT_SET_ANYWHERE is not set$/],
       ["missing secret file", ["probe", "--provider", "fake-plugin", "--secret-file", "probeFailure=/nonexistent/secret"], {}, /^paperclip-sandbox: secret 'probeFailure': cannot read \/nonexistent\/secret \(ENOENT\)$/],

@@ -156,5 +156,6 @@ describe("leases gc with no --provider and no configured hosted provider", () =>
     const skipped = (JSON.parse(r.stdout) as { skipped: string[] }).skipped;
     expect(skipped.slice(0, 5)).toEqual(["daytona", "e2b", "kubernetes", "modal", "novita"]);
     expect(skipped).toContain("exe-dev");
+    expect(skipped).toContain("boxd");
   });
 });

@@ -13,6 +13,7 @@ export const BUILTIN_PROVIDERS: Readonly<Record<string, string>> = Object.freeze
   modal: "providers/modal",
   novita: "providers/novita",
   "exe-dev": "providers/exe-dev",
+  boxd: "providers/boxd",
 });
 
 export const DEFAULT_PROVIDER = "bubblewrap";

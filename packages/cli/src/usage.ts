@@ -17,7 +17,7 @@ Usage:
                              its URL and credential until Ctrl-C; --list shows the installed emulators
 
 Provider flags:
-  -p, --provider NAME|PATH     driverKey of one of our providers (bubblewrap, daytona, e2b, fake-plugin, kubernetes, modal, novita, exe-dev) or a path
+  -p, --provider NAME|PATH     driverKey of one of our providers (bubblewrap, daytona, e2b, fake-plugin, kubernetes, modal, novita, exe-dev, boxd) or a path
                                to a plugin package (default: bubblewrap)
       --driver KEY             driver to use when the package declares several
   -c, --config FILE            provider config (JSON or YAML)

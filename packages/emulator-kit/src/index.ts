@@ -34,6 +34,8 @@ export { checkCredential } from "./auth/credential.js";
 export type { CredentialCheck, CredentialRule } from "./auth/credential.js";
 export { requireApiKey, requireBearer } from "./auth/http-auth.js";
 export type { ApiKeyRule, AuthAnswers, BearerRule } from "./auth/http-auth.js";
+export { createJwtIssuer } from "./auth/jwt.js";
+export type { IssuedJwt, JwtIssuer, JwtTimes } from "./auth/jwt.js";
 
 export { buildMultipart } from "./multipart/build.js";
 export type { BuildOptions, BuiltMultipart, PartInput } from "./multipart/build.js";

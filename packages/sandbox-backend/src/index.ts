@@ -36,6 +36,7 @@ export {
 } from "./errors.js";
 export { checkSandboxId, isSandboxId, newSandboxId, SANDBOX_ID_MAX, SANDBOX_ID_RULE } from "./ids.js";
 export { MAX_TTL_MS } from "./options.js";
+export { captureDisk, restoreDisk, DISK_DIRECTORIES } from "./disk-copy.js";
 export { checkSocketPathLength } from "./store/layout.js";
 export { ensureStateDir } from "./store/state-dir.js";
 export { buildJailArgv, generatedEtcFiles, mountPointProblem, SANDBOX_PATHS, SANDBOX_UID, SANDBOX_GID, SANDBOX_USER, type JailLayout } from "./jail/argv.js";

@@ -6,6 +6,7 @@ export { exitMarkerLine } from "./exit-marker.js";
 export { withRemoteGroupKill, type RemoteGroupKillOptions } from "./remote-group-kill.js";
 export { withDeadline } from "./deadline.js";
 export { withInlineEnv, envPrologue } from "./inline-env.js";
+export { withStagedStdin, type StagedStdinOptions } from "./staged-stdin-runner.js";
 export { withLengthFramedStdin, type LengthFramedStdinOptions } from "./length-framed-stdin.js";
 export { collectStdin, TransportLimitError } from "./collect.js";
 export { scriptSink, type ScriptSink } from "./script-sink.js";

@@ -1,0 +1,51 @@
+import grpc from "@grpc/grpc-js";
+import { apiErrorFromFailure, classifyNetworkError, grpcCodeName, isProviderApiError, ProviderApiError, type Redactor } from "@paperclip-sandbox/kit";
+
+/** A grpc-js failure: `code` and `details` (a ServiceError), else nothing we can read. */
+export function grpcCodeOf(error: unknown): number | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "number" && grpcCodeName(code) !== undefined ? code : undefined;
+}
+
+/** The connection never carried the call (nothing reached boxd): grpc-js's wording, or a socket code the kit's table says was never sent. */
+function notSent(details: string): boolean {
+  if (/No connection established|Name resolution failed|failed to connect/i.test(details)) return true;
+  const network = classifyNetworkError(new Error(details));
+  return network !== undefined && !network.mayHaveTakenEffect;
+}
+
+/**
+ * A boxd gRPC failure as the kit's typed error (code = the kit's snake_case gRPC name). boxd's
+ * meanings: not_found → the machine or snapshot is gone; unavailable, aborted and
+ * deadline_exceeded may be retried (an idempotent call, or one that never left);
+ * resource_exhausted is a refusal (quota or rate), retried after a pause; invalid_argument,
+ * already_exists, failed_precondition, permission_denied and unauthenticated are final answers.
+ * A failure that is not a gRPC status goes to the kit's one network table.
+ */
+export function boxdError(operation: string, error: unknown, redact: Redactor): Error {
+  if (isProviderApiError(error)) return error;
+  const code = grpcCodeOf(error);
+  if (code === undefined) return apiErrorFromFailure({ vendor: "boxd", operation, error, redact });
+  const name = grpcCodeName(code)!;
+  const details = redact(String((error as { details?: unknown }).details ?? (error as Error).message ?? ""));
+  const unsent = code === grpc.status.UNAVAILABLE && notSent(details);
+  const retryAfter = Number((error as { metadata?: grpc.Metadata }).metadata?.get?.("retry-after")?.[0]);
+  return new ProviderApiError({
+    vendor: "boxd",
+    operation,
+    status: 0,
+    code: name,
+    detail: details || name,
+    retryable: code === grpc.status.UNAVAILABLE || code === grpc.status.ABORTED || code === grpc.status.DEADLINE_EXCEEDED || code === grpc.status.RESOURCE_EXHAUSTED,
+    gone: code === grpc.status.NOT_FOUND,
+    mayHaveTakenEffect: !(unsent || code === grpc.status.RESOURCE_EXHAUSTED || code === grpc.status.UNAUTHENTICATED),
+    ...(Number.isFinite(retryAfter) && retryAfter >= 0 ? { retryAfterMs: retryAfter * 1000 } : {}),
+  });
+}
+
+/** The kit's gRPC code name of a boxd error (`not_found`), if it is one. */
+export function boxdCode(error: unknown): string | undefined {
+  if (isProviderApiError(error) && error.vendor === "boxd") return error.code;
+  const code = grpcCodeOf(error);
+  return code === undefined ? undefined : grpcCodeName(code);
+}

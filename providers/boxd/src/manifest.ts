@@ -1,0 +1,23 @@
+import { defineSandboxProviderManifest, packageVersionOf, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
+import { boxdConfig } from "./config.js";
+import { BOXD_TRANSPORT } from "./transport.js";
+
+export const BOXD_DRIVER_KEY = "boxd";
+export const BOXD_PLUGIN_ID = "paperclip-sandbox.boxd";
+/** Streamed exec over one bidi Exec per command, and kept (suspended) leases. */
+export const BOXD_SHAPE: DeclaredProviderShape = { transport: BOXD_TRANSPORT, keepsLeases: true };
+
+export default defineSandboxProviderManifest({
+  id: BOXD_PLUGIN_ID,
+  // package.json is the one place a version is written (changesets bumps it); the host records this one.
+  version: packageVersionOf(import.meta.url),
+  displayName: "boxd",
+  description: "Runs each Paperclip lease in a boxd microVM (boxd.sh), over boxd's documented gRPC API.",
+  driver: {
+    driverKey: BOXD_DRIVER_KEY,
+    displayName: "boxd",
+    description: "boxd microVMs: an isolated KVM machine per lease with its own kernel and disk; commands over boxd's Exec stream; reused leases are suspended (memory, processes and disk kept) and resumed in about 0.1 s.",
+    configSchema: boxdConfig.jsonSchema,
+  },
+  shape: BOXD_SHAPE,
+});
