@@ -118,7 +118,8 @@ for (const name of ["SIGINT", "SIGTERM"]) {
 try {
   for (const provider of providers) {
     const pkg = await loadPluginPackage(path.join(repoRoot, "providers", provider));
-    const client = await startWorker(pkg, { env: { TMPDIR: args.scratch } });
+    // The vendor exec per command (bench/command-channel.mjs measures the kit's command channel beside it).
+    const client = await startWorker(pkg, { env: { TMPDIR: args.scratch, PAPERCLIP_SANDBOX_COMMAND_CHANNEL: "off" } });
     const workspace = `${SANDBOX_HOME}/paperclip-workspace`;
     const config = { apiKey: emu.credentials.apiKey, apiUrl: emu.url, sandboxUrl: emu.url, timeoutMs: 600_000, ...(provider === "novita" ? { requestedCwd: workspace } : {}) };
     const base = { driverKey: provider, companyId: "bench", environmentId: "bench", config };

@@ -42,7 +42,8 @@ const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
 const emu = await runEmulator(emulator, {});
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "modal-bench-"));
 const pkg = await loadPluginPackage(path.join(repoRoot, "providers/modal"));
-const client = await startWorker(pkg, { env: { TMPDIR: os.tmpdir() } });
+// The vendor exec per command (bench/command-channel.mjs measures the kit's command channel beside it).
+const client = await startWorker(pkg, { env: { TMPDIR: os.tmpdir(), PAPERCLIP_SANDBOX_COMMAND_CHANNEL: "off" } });
 const config = { tokenId: emu.credentials.tokenId, tokenSecret: emu.credentials.tokenSecret, serverUrl: emu.url, appName: "bench", execTimeoutMs: 120_000 };
 const base = { driverKey: "modal", companyId: "bench", environmentId: "bench", config };
 const results = { node: process.version, cpus: os.cpus().length, loadavg: os.loadavg(), runs, taskRuns, latency: {} };

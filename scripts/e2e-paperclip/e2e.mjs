@@ -21,6 +21,9 @@
 //      E2E_INSTALL        install modes in order, comma list of name|path (default path)
 //      E2E_REGISTRY_URL   the local registry holding our packages (by name; the server user's npm points at it)
 //      E2E_REPO           the repository (package names and versions of the providers' dirs)
+//      E2E_EMULATOR_LATENCY_MS  optional delay each hosted provider's emulator adds before every vendor
+//                         call (its latency fault on every route), to time runs at a vendor's distance
+//      E2E_TIMING_RUNS    optional: timed runs per provider instead of its timingRuns
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -39,6 +42,8 @@ const { PROVIDERS } = await import(
   env.E2E_PROVIDERS_MODULE ? pathToFileURL(path.resolve(env.E2E_PROVIDERS_MODULE)).href : "./providers.mjs"
 );
 const only = (env.E2E_ONLY ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+const EMULATOR_LATENCY_MS = Number(env.E2E_EMULATOR_LATENCY_MS ?? 0);
+const TIMING_RUNS = env.E2E_TIMING_RUNS === undefined ? undefined : Number(env.E2E_TIMING_RUNS);
 const pluginRows = (env.E2E_PLUGINS ?? "").split("\n").filter(Boolean).map((l) => {
   const [key, dir, repoDir] = l.split("\t");
   return { key, dir, repoDir };
@@ -461,10 +466,11 @@ async function runProvider(p, plugin) {
     });
   }
 
-  if (p.timingRuns > 0 && first) {
+  const timingRuns = p.timingRuns > 0 ? (TIMING_RUNS ?? p.timingRuns) : 0;
+  if (timingRuns > 0 && first) {
     const samples = [];
-    for (let i = 0; i < p.timingRuns; i++) {
-      const ok = await step(`timing run ${i + 1}/${p.timingRuns}`, async () => {
+    for (let i = 0; i < timingRuns; i++) {
+      const ok = await step(`timing run ${i + 1}/${timingRuns}`, async () => {
         const r = await taskRun({ agentId, environmentId: eid });
         await checkRunResult(p, r);
         await checkReleased(p, r);
@@ -473,7 +479,7 @@ async function runProvider(p, plugin) {
       });
       if (!ok) break;
     }
-    if (samples.length === p.timingRuns) {
+    if (samples.length === timingRuns) {
       const m = median(samples);
       const note = p.targetMs ? (m < p.targetMs ? `meets target < ${fmtMs(p.targetMs)}` : `MISSES target < ${fmtMs(p.targetMs)}`) : "";
       rows.push({ provider: current.provider, step: `median assignment -> lease release (${samples.length} runs)`, ok: true, ms: m, detail: note });
@@ -950,6 +956,10 @@ for (const [pass, mode] of INSTALL_MODES.entries()) {
         emulator = await p.emulator.start(ctx);
         ctx.emulator = emulator;
         console.log(`[e2e] ${p.driverKey}: emulator at ${emulator.url}`);
+        if (EMULATOR_LATENCY_MS > 0) {
+          emulator.faults.inject({ kind: "latency", ms: EMULATOR_LATENCY_MS, route: "*" });
+          console.log(`[e2e] ${p.driverKey}: ${EMULATOR_LATENCY_MS} ms latency before every vendor call`);
+        }
       }
       await runProvider(p, plugin);
     } finally {

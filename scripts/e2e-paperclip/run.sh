@@ -26,6 +26,8 @@
 #      E2E_INSTALL          install modes, in order (default name,path): name = POST /api/plugins/install
 #                           {"packageName"} from the local registry; path = {"packageName": <dir>, "isLocalPath": true}
 #      E2E_CLI              1 (default, with name): the CLI from the local registry (npm install -g, npx); 0: skip
+#      E2E_EMULATOR_LATENCY_MS  delay each hosted provider's emulator adds before every vendor call (default 0)
+#      E2E_TIMING_RUNS      timed runs per provider, instead of its own count
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)

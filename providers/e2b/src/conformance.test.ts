@@ -12,25 +12,30 @@ afterAll(() => emu.close());
 
 const config = { apiKey: emu.credentials.apiKey!, apiUrl: emu.url, sandboxUrl: emu.url, timeoutMs: 60_000 };
 
-describeConformance({
-  name: "e2b (envd emulator)",
-  pluginDir: fileURLToPath(new URL("..", import.meta.url)),
-  driverKey: "e2b",
-  config,
-  invalidConfigs: [
-    { config: { ...config, timeoutMs: 10 }, error: /^Sandbox timeout \(ms\): must be at least 1000$/ },
-    { config: { ...config, template: 5 }, error: /^Template: must be a string$/ },
-    { config: { ...config, template: "t".repeat(1_000_000) }, error: /^Template: must be at most 256 characters$/ },
-    { config: { ...config, apiUrl: "http://example.com" }, error: /^API URL: must use https/ },
-    { config: { ...config, reuseLease: "yes" }, error: /^Reuse lease: must be a boolean$/ },
-  ],
-  reuseConfig: { ...config, reuseLease: true },
-  leftovers: () => emu.leftovers(),
-  labelsOf: async (providerLeaseId, leaseConfig) => (await listLeases(leaseConfig, { env: {} })).find((lease) => lease.providerLeaseId === providerLeaseId)?.labels,
-  faults: {
-    // The first call after the create is the process start that makes the workspace.
-    failAfterCreate: async () => void emu.faults.inject({ kind: "status", status: 500, route: "/process.Process/Start", times: 1 }),
-    transient: async (kind, count) => void emu.faults.inject(kind === "429" ? { kind: "rate-limit", route: "*", times: count, retryAfterSeconds: 1 } : { kind: "status", status: 503, route: "*", times: count }),
-    reset: async () => emu.faults.clear(),
-  },
-});
+// Both paths: every command over the kit's command channel, and every command a process start of its own.
+for (const channel of ["always", "off"] as const) {
+  describeConformance({
+    name: `e2b (envd emulator, command channel ${channel})`,
+    workerEnv: { PAPERCLIP_SANDBOX_COMMAND_CHANNEL: channel },
+    pluginDir: fileURLToPath(new URL("..", import.meta.url)),
+    driverKey: "e2b",
+    config,
+    invalidConfigs: [
+      { config: { ...config, timeoutMs: 10 }, error: /^Sandbox timeout \(ms\): must be at least 1000$/ },
+      { config: { ...config, template: 5 }, error: /^Template: must be a string$/ },
+      { config: { ...config, template: "t".repeat(1_000_000) }, error: /^Template: must be at most 256 characters$/ },
+      { config: { ...config, apiUrl: "http://example.com" }, error: /^API URL: must use https/ },
+      { config: { ...config, reuseLease: "yes" }, error: /^Reuse lease: must be a boolean$/ },
+    ],
+    reuseConfig: { ...config, reuseLease: true },
+    leftovers: () => emu.leftovers(),
+    labelsOf: async (providerLeaseId, leaseConfig) => (await listLeases(leaseConfig, { env: {} })).find((lease) => lease.providerLeaseId === providerLeaseId)?.labels,
+    faults: {
+      // The first call after the create is the process start that makes the workspace (with the
+      // channel, the channel's own start comes first and fails over to that process start).
+      failAfterCreate: async () => void emu.faults.inject({ kind: "status", status: 500, route: "/process.Process/Start", times: channel === "always" ? 2 : 1 }),
+      transient: async (kind, count) => void emu.faults.inject(kind === "429" ? { kind: "rate-limit", route: "*", times: count, retryAfterSeconds: 1 } : { kind: "status", status: 503, route: "*", times: count }),
+      reset: async () => emu.faults.clear(),
+    },
+  });
+}

@@ -3,7 +3,7 @@
 // that never shorten it, and a timed-out sandbox reported as an expired lease.
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { Sandbox } from "e2b";
 import { runEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "@paperclip-sandbox/emulator-envd";
@@ -114,7 +114,8 @@ describe("e2b lease lifecycle (envd emulator)", () => {
     await sleep(4_500);
     const result = await h.sh(plugin, lease, "echo alive");
     expect(result.stdout).toBe("alive\n");
-    await emu.requests.idle();
+    // Not `requests.idle()`: the lease's command channel is a call that runs as long as it lives.
+    await vi.waitFor(() => expect(emu.requests.list({ since: mark, route: "/sandboxes/:id/timeout", includeRunning: true }).every((r) => r.done)).toBe(true));
     const refreshes = emu.requests.count({ since: mark, route: "/sandboxes/:id/timeout" });
     // Alive after 4.5 s on a 2 s timeout: it was refreshed at least twice. A busy machine only
     // delays the 666 ms timer, so there is never more than one refresh per interval elapsed.

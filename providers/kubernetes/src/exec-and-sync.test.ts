@@ -6,8 +6,8 @@ import { mkdtemp, readdir, readFile, rm, writeFile, mkdir } from "node:fs/promis
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { syncOut, withInlineEnv } from "@paperclip-sandbox/kit";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { COMMAND_CHANNEL_SWITCH, syncOut, withInlineEnv } from "@paperclip-sandbox/kit";
 import { acquire, scope, startPlugin, startTestCluster, type TestCluster } from "./__fixtures__/cluster.js";
 import { createClientPool } from "./kube.js";
 import { kubernetesConfig } from "./config.js";
@@ -53,6 +53,13 @@ describe("one cluster (v5)", () => {
   afterAll(() => t.close());
 
   it("a script larger than a URL allows (the host's 47-variable agent env) runs in one exec", async () => {
+    // The pod exec path itself (over the command channel the script never goes near a URL).
+    const before = process.env[COMMAND_CHANNEL_SWITCH];
+    process.env[COMMAND_CHANNEL_SWITCH] = "off";
+    onTestFinished(() => {
+      if (before === undefined) delete process.env[COMMAND_CHANNEL_SWITCH];
+      else process.env[COMMAND_CHANNEL_SWITCH] = before;
+    });
     const { hooks } = await startPlugin();
     const a = await acquire(hooks, t.config);
     const env: Record<string, string> = {};

@@ -189,7 +189,7 @@ export function createKubernetesProvider(_deps: KubernetesPluginDeps = {}) {
     destroy: (_ref, handle) => destroyWorkload(handle.clients, handle.ref, handle.version),
 
     runner: (handle, config) =>
-      handle.ref.kind === "job" ? jobRunner(handle.clients, handle.ref, KUBERNETES_SHAPE.transport) : podRunner(handle.clients, handle.ref.namespace, handle.podName ?? handle.ref.name, config.podActivityDeadlineSec * 1000),
+      handle.ref.kind === "job" ? jobRunner(handle.clients, handle.ref, KUBERNETES_SHAPE.transport) : podRunner(handle.clients, handle.ref.namespace, handle.podName ?? handle.ref.name, config.podActivityDeadlineSec * 1000, handle.providerLeaseId),
 
     list: (config, labels) => listWorkloads(clientsFor(config), config, labels),
 

@@ -1,6 +1,7 @@
 import {
   ChannelExecError,
   createChannelExecRunner,
+  withCommandChannel,
   withDeadline,
   withInlineEnv,
   withRemoteGroupKill,
@@ -20,9 +21,10 @@ import { jobPodName } from "./workload.js";
  * same streamed exec, so every signal, resize and exit goes through the one exec path; an image
  * without `script` refuses the login with a clear error.
  */
-export function podRunner(clients: KubeClients, namespace: string, pod: string, deadlineMs: number): ScriptRunner {
+export function podRunner(clients: KubeClients, namespace: string, pod: string, deadlineMs: number, lease?: string): ScriptRunner {
   const channel = withInlineEnv(createChannelExecRunner({ connect: execConnector(clients, namespace, pod, CONTAINER), memory: clients.execProtocol }));
-  const runner = withDeadline(withRemoteGroupKill(channel), deadlineMs);
+  const exec = withRemoteGroupKill(channel);
+  const runner = withDeadline(lease === undefined ? exec : withCommandChannel(exec, { lease, signalsAsExitStatus: true }), deadlineMs);
   // The terminal goes over the plain exec: the group-kill wrapper starts its job as an asynchronous
   // list, which ignores SIGINT (and no shell below can undo that), so ^C would never reach the
   // program; the terminal ends its program itself (hang-up, then SIGKILL, through its control file).

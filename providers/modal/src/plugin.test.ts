@@ -4,7 +4,8 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { COMMAND_CHANNEL_SWITCH } from "@paperclip-sandbox/kit";
 import type { PluginContext, PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
 import { runEmulator, type RunningEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "@paperclip-sandbox/emulator-modal";
@@ -51,17 +52,41 @@ const release = (hooks: Hooks, leaseConfig: Record<string, unknown>, lease: Plug
 const destroy = (hooks: Hooks, leaseConfig: Record<string, unknown>, lease: PluginEnvironmentLease) =>
   hooks.onEnvironmentDestroyLease({ ...scope, config: leaseConfig, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
 
+/**
+ * The calls `work` made. Not `requests.idle()`: a lease's command channel is an exec that runs as
+ * long as it lives; calls are counted as they arrive, once none has come for 100 ms.
+ */
 async function callsDuring<T>(work: () => Promise<T>): Promise<{ result: T; calls: string[] }> {
-  await emu.requests.idle();
+  await quiet();
   const mark = emu.requests.mark();
   const result = await work();
-  await emu.requests.idle();
-  return { result, calls: emu.requests.list({ since: mark }).map((call) => call.path.split("/").pop()!) };
+  await quiet();
+  return { result, calls: emu.requests.list({ since: mark, includeRunning: true }).map((call) => call.path.split("/").pop()!) };
+}
+
+async function quiet(): Promise<void> {
+  for (let seen = -1; ; ) {
+    const now = emu.requests.mark();
+    if (now === seen) return;
+    seen = now;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** Runs the test with the kit's command channel switched (`off`: every command an exec of its own). */
+function channelSwitch(value: "off" | "always"): void {
+  const before = process.env[COMMAND_CHANNEL_SWITCH];
+  process.env[COMMAND_CHANNEL_SWITCH] = value;
+  onTestFinished(() => {
+    if (before === undefined) delete process.env[COMMAND_CHANNEL_SWITCH];
+    else process.env[COMMAND_CHANNEL_SWITCH] = before;
+  });
 }
 
 describe("modal plugin against the emulator", () => {
   it("rounds command timeouts up to whole seconds (at least one) and reports them as timedOut", async () => {
     expect([1, 999, 1000, 1001, 1200, 59_999].map(execTimeoutSeconds)).toEqual([1, 1, 1, 2, 2, 60]);
+    channelSwitch("off"); // Modal's own exec deadline (over the command channel the deadline is exact)
     const hooks = await start();
     const lease = await acquire(hooks, config);
     try {
@@ -102,6 +127,7 @@ describe("modal plugin against the emulator", () => {
   });
 
   it("costs 4 gRPC calls per plain execute, 5 with stdin, and one exec per sync operation of a file", async () => {
+    channelSwitch("off");
     const hooks = await start();
     const lease = await acquire(hooks, config);
     try {
@@ -127,6 +153,26 @@ describe("modal plugin against the emulator", () => {
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
+    } finally {
+      await destroy(hooks, config, lease);
+    }
+  });
+
+  it("over the command channel a warm execute, with stdin or without, costs no gRPC call, and a timeout ends its group", async () => {
+    channelSwitch("always");
+    const hooks = await start();
+    const lease = await acquire(hooks, config);
+    try {
+      const plain = await callsDuring(() => exec(hooks, config, lease, "true"));
+      expect(plain.result.exitCode).toBe(0);
+      expect(plain.calls).toEqual([]);
+      const withStdin = await callsDuring(() => exec(hooks, config, lease, "cat", [], { stdin: "hello" }));
+      expect(withStdin.result.stdout).toBe("hello");
+      expect(withStdin.calls).toEqual([]);
+      const timed = await exec(hooks, config, lease, "sh", ["-c", "echo started; sleep 10 & sleep 10"], { timeoutMs: 1_200 });
+      expect(timed).toMatchObject({ exitCode: null, timedOut: true, stdout: "started\n" });
+      const after = await exec(hooks, config, lease, "sh", ["-c", "ps -eo args | grep -c '[s]leep 10' || true"]);
+      expect(after.stdout.trim()).toBe("0");
     } finally {
       await destroy(hooks, config, lease);
     }

@@ -10,6 +10,7 @@ import {
   type ProbeFinding,
   type Redactor,
   type SandboxProviderDefinition,
+  withCommandChannel,
 } from "@paperclip-sandbox/kit";
 import { createAccounts, isGone, loadModalSdk, modalError, type ModalAccount, type ModalSdk } from "./client.js";
 import { billingWarning, billsWhileReused, credentialsOf, modalConfig, modalConfigSchema, type ModalConfig } from "./config.js";
@@ -141,7 +142,11 @@ export function createModalPlugin(deps: ModalPluginDeps = {}) {
       return handleOf(account, handle.ref, made.sandbox, made.tags);
     },
 
-    runner: (handle) => createModalRunner(handle.sandbox, { error: (operation, error) => modalError(operation, error, handle.account.redact), retry: (operation, call) => handle.account.call(operation, call, { idempotent: false }) }),
+    runner: (handle) =>
+      withCommandChannel(createModalRunner(handle.sandbox, { error: (operation, error) => modalError(operation, error, handle.account.redact), retry: (operation, call) => handle.account.call(operation, call, { idempotent: false }) }), {
+        lease: handle.providerLeaseId,
+        signalsAsExitStatus: true,
+      }),
 
     /**
      * The running sandboxes of the config's app carrying the labels, each with its lease id and

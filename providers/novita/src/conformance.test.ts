@@ -13,28 +13,33 @@ afterAll(() => emu.close());
 // The emulator's sandbox user is Novita's own: `user`, home /home/user (SANDBOX_HOME).
 const config = { apiKey: emu.credentials.apiKey!, apiUrl: emu.url, sandboxUrl: emu.url, timeoutMs: 60_000, requestedCwd: `${SANDBOX_HOME}/paperclip-workspace` };
 
-describeConformance({
-  name: "novita (envd emulator)",
-  pluginDir: fileURLToPath(new URL("..", import.meta.url)),
-  driverKey: "novita",
-  config,
-  invalidConfigs: [
-    { config: { ...config, timeoutMs: 9_999 }, error: /^Sandbox timeout \(ms\): must be at least 10000$/ },
-    { config: { ...config, requestTimeoutMs: 999 }, error: /^Request timeout \(ms\): must be at least 1000$/ },
-    { config: { ...config, requestedCwd: "workspace" }, error: /^Workspace directory: must be an absolute POSIX path/ },
-    { config: { ...config, domain: "not a domain!" }, error: /^Domain: must be a host name/ },
-    { config: { ...config, template: 5 }, error: /^Template: must be a string$/ },
-    { config: { ...config, template: "t".repeat(1_000_000) }, error: /^Template: must be at most 256 characters$/ },
-    { config: { ...config, apiUrl: "http://example.com" }, error: /^API URL: must use https/ },
-    { config: { ...config, reuseLease: "yes" }, error: /^Reuse lease: must be a boolean$/ },
-  ],
-  reuseConfig: { ...config, reuseLease: true },
-  leftovers: () => emu.leftovers(),
-  labelsOf: async (providerLeaseId, leaseConfig) => (await listLeases(leaseConfig, { env: {} })).find((lease) => lease.providerLeaseId === providerLeaseId)?.labels,
-  faults: {
-    // The first call after the create is the process start that makes the workspace.
-    failAfterCreate: async () => void emu.faults.inject({ kind: "status", status: 500, route: "/process.Process/Start", times: 1 }),
-    transient: async (kind, count) => void emu.faults.inject(kind === "429" ? { kind: "rate-limit", route: "*", times: count, retryAfterSeconds: 1 } : { kind: "status", status: 503, route: "*", times: count }),
-    reset: async () => emu.faults.clear(),
-  },
-});
+// Both paths: every command over the kit's command channel, and every command a process start of its own.
+for (const channel of ["always", "off"] as const) {
+  describeConformance({
+    name: `novita (envd emulator), command channel ${channel}`,
+    workerEnv: { PAPERCLIP_SANDBOX_COMMAND_CHANNEL: channel },
+    pluginDir: fileURLToPath(new URL("..", import.meta.url)),
+    driverKey: "novita",
+    config,
+    invalidConfigs: [
+      { config: { ...config, timeoutMs: 9_999 }, error: /^Sandbox timeout \(ms\): must be at least 10000$/ },
+      { config: { ...config, requestTimeoutMs: 999 }, error: /^Request timeout \(ms\): must be at least 1000$/ },
+      { config: { ...config, requestedCwd: "workspace" }, error: /^Workspace directory: must be an absolute POSIX path/ },
+      { config: { ...config, domain: "not a domain!" }, error: /^Domain: must be a host name/ },
+      { config: { ...config, template: 5 }, error: /^Template: must be a string$/ },
+      { config: { ...config, template: "t".repeat(1_000_000) }, error: /^Template: must be at most 256 characters$/ },
+      { config: { ...config, apiUrl: "http://example.com" }, error: /^API URL: must use https/ },
+      { config: { ...config, reuseLease: "yes" }, error: /^Reuse lease: must be a boolean$/ },
+    ],
+    reuseConfig: { ...config, reuseLease: true },
+    leftovers: () => emu.leftovers(),
+    labelsOf: async (providerLeaseId, leaseConfig) => (await listLeases(leaseConfig, { env: {} })).find((lease) => lease.providerLeaseId === providerLeaseId)?.labels,
+    faults: {
+      // The first call after the create is the process start that makes the workspace (with the
+      // channel, the channel's own start comes first and fails over to that process start).
+      failAfterCreate: async () => void emu.faults.inject({ kind: "status", status: 500, route: "/process.Process/Start", times: channel === "always" ? 2 : 1 }),
+      transient: async (kind, count) => void emu.faults.inject(kind === "429" ? { kind: "rate-limit", route: "*", times: count, retryAfterSeconds: 1 } : { kind: "status", status: 503, route: "*", times: count }),
+      reset: async () => emu.faults.clear(),
+    },
+  });
+}

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { PluginEnvironmentDiagnostic, PluginEnvironmentProbeParams, PluginEnvironmentProbeResult } from "@paperclipai/plugin-sdk";
 import type { z } from "zod";
+import { closeCommandChannel, settledCommandChannel } from "../transports/command-channel/index.js";
 import { createWithinBudget, destroyConfirmed, planAcquire } from "../provider/acquire.js";
 import type { SandboxHandle, SandboxProviderDefinition } from "../provider/types.js";
 import { makeWorkspace } from "../provider/workspace.js";
@@ -30,6 +31,13 @@ export async function defaultProbe<S extends z.ZodObject, H extends SandboxHandl
     if (exit.exitCode === 0 && Buffer.concat(out).toString("utf8").includes("paperclip-probe-ok")) {
       diagnostics.push({ severity: "info", code: "PROBE_EXEC_OK", message: "a command ran in the sandbox" });
       ok = true;
+      // A runner with a command channel started it beside that command: report what the sandbox runs.
+      const channel = await settledCommandChannel(handle.providerLeaseId);
+      if (channel.state === "ready") {
+        diagnostics.push({ severity: "info", code: "PROBE_COMMAND_CHANNEL", message: `command channel: ${channel.implementation} in the sandbox (commands after the first skip the vendor's exec)` });
+      } else if (channel.state !== "none") {
+        diagnostics.push({ severity: "warning", code: "PROBE_COMMAND_CHANNEL_UNAVAILABLE", message: `no command channel (${channel.reason ?? channel.state}): every command is a vendor exec of its own` });
+      }
     } else {
       diagnostics.push({ severity: "error", code: "PROBE_EXEC_FAILED", message: `a command in the sandbox ended with ${exit.exitCode ?? exit.signal}` });
     }
@@ -37,6 +45,7 @@ export async function defaultProbe<S extends z.ZodObject, H extends SandboxHandl
     diagnostics.push({ severity: "error", code: handle ? "PROBE_EXEC_FAILED" : "PROBE_CREATE_FAILED", message: (error as Error).message });
   } finally {
     if (handle) {
+      await closeCommandChannel(handle.providerLeaseId);
       const ref = { providerLeaseId: handle.providerLeaseId, config, metadata: {}, companyId: params.companyId, environmentId: params.environmentId };
       try {
         await destroyConfirmed(def, ref, handle, plan);
@@ -48,5 +57,6 @@ export async function defaultProbe<S extends z.ZodObject, H extends SandboxHandl
     }
   }
   const firstError = diagnostics.find((d) => d.severity === "error");
-  return { ok, summary: ok ? `${def.driverKey} sandbox ready` : `${def.driverKey} sandbox not usable: ${firstError?.message ?? "unknown"}`, diagnostics };
+  const warnings = diagnostics.filter((d) => d.severity === "warning").map((d) => d.message);
+  return { ok, summary: ok ? `${def.driverKey} sandbox ready${warnings.length > 0 ? ` — ${warnings.join("; ")}` : ""}` : `${def.driverKey} sandbox not usable: ${firstError?.message ?? "unknown"}`, diagnostics };
 }

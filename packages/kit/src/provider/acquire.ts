@@ -5,6 +5,7 @@ import { CreationCleanupError } from "../lease/creation-cleanup-error.js";
 import { resolveLeaseExpiry } from "../lease/expiry.js";
 import { leaseFingerprint } from "../lease/fingerprint.js";
 import { leaseLabels, type LeaseLabels } from "../lease/labels.js";
+import { closeCommandChannel } from "../transports/command-channel/index.js";
 import { AcquireBudgetError } from "./errors.js";
 import type { LeaseRef, SandboxHandle, SandboxProviderDefinition } from "./types.js";
 
@@ -143,6 +144,8 @@ export async function destroyConfirmed<S extends z.ZodObject, H extends SandboxH
   handle: H | undefined,
   plan: Pick<AcquirePlan, "labels">,
 ): Promise<void> {
+  // A command channel the failed acquire started (its workspace step ran through the runner) goes first.
+  await closeCommandChannel(ref.providerLeaseId);
   let last: unknown;
   for (let attempt = 0; attempt < CLEANUP_ATTEMPTS; attempt += 1) {
     if (attempt > 0) await sleep(500 * 2 ** (attempt - 1));

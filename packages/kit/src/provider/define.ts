@@ -14,6 +14,7 @@ import { createDuplexChannels } from "../duplex/duplex-channels.js";
 import { executeCommand } from "../exec/execute.js";
 import { LoginPtyError } from "../login/login-command.js";
 import { createLoginPtys } from "../login/login-ptys.js";
+import { closeAllCommandChannels, closeCommandChannel, setCommandChannelLog } from "../transports/command-channel/index.js";
 import { labelValue } from "../lease/labels.js";
 import { createTtlKeepers } from "../lease/ttl-keeper.js";
 import { defineLeaseLister, type ProviderLeaseLister } from "../lease/lister.js";
@@ -289,6 +290,8 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
         if (params.cancelActiveWork === true || (mode === "destroy" && !keep)) await registry.cancel(entry, deadline);
         else await registry.drain(entry, deadline);
       }
+      // A lease's command channel (when its runner has one) ends before the sandbox stops or goes.
+      await closeCommandChannel(id);
       const handle = entry?.handle ?? (await def.get(ref));
       registry.forget(id);
       if (!handle) return { providerLeaseId: id, state: "destroyed" };
@@ -313,11 +316,14 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
   const hooks = {
     async setup(context: PluginContext) {
       ctx = context;
+      // Command channels (starts, breaks, fallbacks) report to the worker's log.
+      setCommandChannelLog((message) => info(message));
       await def.setup?.(context);
     },
 
     async onShutdown() {
       keepers.stopAll();
+      await closeAllCommandChannels();
       await def.shutdown?.();
     },
 

@@ -17,7 +17,24 @@ const variants: Array<{ variant: string; skip?: Partial<Record<ConformanceCaseNa
   { variant: "pid-signals" },
   { variant: "no-eof" },
   { variant: "no-env" },
+  { variant: "channel" },
 ];
+
+// The channel variant tallies, per lease, commands over the channel and fresh execs.
+const channelTallyDir = fs.mkdtempSync(path.join(os.tmpdir(), "simulated-channel-tally-"));
+const channelTally = path.join(channelTallyDir, "tally");
+afterAll(() => {
+  const last = new Map<string, { over: number; fresh: number }>();
+  for (const line of fs.existsSync(channelTally) ? fs.readFileSync(channelTally, "utf8").trim().split("\n") : []) {
+    const [lease, over, fresh] = line.split(" ");
+    last.set(lease!, { over: Number(over), fresh: Number(fresh) });
+  }
+  fs.rmSync(channelTallyDir, { recursive: true, force: true });
+  if (last.size === 0) return; // the channel variant did not run (filtered out)
+  const totals = [...last.values()].reduce((sum, t) => ({ over: sum.over + t.over, fresh: sum.fresh + t.fresh }), { over: 0, fresh: 0 });
+  console.log(`simulated vendor: channel: ${totals.over} commands over the channel, ${totals.fresh} fresh, ${last.size} leases`);
+  if (totals.over === 0 || totals.fresh > 0) throw new Error(`the channel variant ran ${totals.fresh} command(s) as fresh execs and ${totals.over} over the channel: conformance did not exercise the channel alone`);
+});
 
 for (const { variant, skip } of variants) {
   const workerTmp = fs.mkdtempSync(path.join(os.tmpdir(), `simulated-${variant}-`));
@@ -35,7 +52,7 @@ for (const { variant, skip } of variants) {
     config: { timeoutMs: 60_000 },
     invalidConfigs: [{ config: { timeoutMs: -1 }, error: /timeout/i }],
     reuseConfig: { timeoutMs: 60_000, reuseLease: true },
-    workerEnv: { TMPDIR: workerTmp },
+    workerEnv: { TMPDIR: workerTmp, ...(variant === "channel" ? { SIMULATED_VENDOR_CHANNEL_TALLY: channelTally } : {}) },
     leftovers,
     ...(skip ? { skip } : {}),
   });

@@ -12,4 +12,5 @@ export { collectStdin, TransportLimitError } from "./collect.js";
 export { scriptSink, type ScriptSink } from "./script-sink.js";
 export { stageStdin, runWithStagedStdin, INLINE_STDIN_BYTES, type StagedStdin, type StageStdinOptions } from "./staged-stdin.js";
 export { withScriptPty, checkPtySize, ptyResizeLine, PtyUnavailableError, type ScriptPtyOptions } from "./script-pty.js";
+export * from "./command-channel/index.js";
 export * from "./ssh/index.js";

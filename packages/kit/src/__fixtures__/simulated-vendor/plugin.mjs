@@ -6,6 +6,9 @@
 //   pid-signals  streamed exec whose abort reaches only the script's pid
 //   no-eof       streamed exec whose stdin never gets EOF
 //   no-env       streamed exec with no env field
+//   channel      pid-signals with the kit's command channel: every command (the first waits for
+//                it) runs over one multiplexer in the "sandbox"; conformance runs it beside
+//                pid-signals, the same transport without it
 import fs from "node:fs";
 import fsp from "node:fs/promises";
 import os from "node:os";
@@ -26,6 +29,8 @@ import {
   runSpawnedScript,
   withInlineEnv,
   withLengthFramedStdin,
+  commandChannelStatus,
+  withCommandChannel,
   withRemoteGroupKill,
 } from "@paperclip-sandbox/kit";
 
@@ -48,6 +53,27 @@ const collect = () => {
 function engine(dirs, leaseId) {
   const env = { PATH, HOME: dirs.home, TMPDIR: dirs.tmp, LANG: "C.UTF-8", [MARKER]: leaseId };
   return { env, local: createLocalScriptRunner({ cwd: dirs.workspace, env }) };
+}
+
+/** A streamed exec whose abort reaches only the script's pid, lifted to group kill by a second call. */
+function pidSignalsRunner(env, dirs) {
+  const pidOnly = {
+    capabilities: { ...STREAM_TRANSPORT, signals: "pid" },
+    run: (script, io) =>
+      runSpawnedScript(
+        {
+          file: "/bin/sh",
+          args: ["-c", script],
+          cwd: dirs.workspace,
+          env,
+          terminate: async (child) => {
+            child.kill("SIGKILL"); // the vendor's signal API reaches this one process only
+          },
+        },
+        io,
+      ),
+  };
+  return withRemoteGroupKill(pidOnly);
 }
 
 const transports = {
@@ -88,23 +114,24 @@ const transports = {
   "pid-signals": {
     capabilities: STREAM_TRANSPORT,
     make({ env, dirs }) {
-      const pidOnly = {
-        capabilities: { ...STREAM_TRANSPORT, signals: "pid" },
+      return pidSignalsRunner(env, dirs);
+    },
+  },
+  channel: {
+    capabilities: STREAM_TRANSPORT,
+    make({ env, dirs }, leaseId) {
+      const runner = withCommandChannel(pidSignalsRunner(env, dirs), { lease: leaseId, waitForStart: true });
+      const tally = process.env.SIMULATED_VENDOR_CHANNEL_TALLY;
+      if (!tally) return runner;
+      // For the test: how many commands went over the channel and how many ran fresh, per lease.
+      return {
+        capabilities: runner.capabilities,
         run: (script, io) =>
-          runSpawnedScript(
-            {
-              file: "/bin/sh",
-              args: ["-c", script],
-              cwd: dirs.workspace,
-              env,
-              terminate: async (child) => {
-                child.kill("SIGKILL"); // the vendor's signal API reaches this one process only
-              },
-            },
-            io,
-          ),
+          runner.run(script, io).finally(() => {
+            const { overChannel, fresh } = commandChannelStatus(leaseId);
+            fs.appendFileSync(tally, `${leaseId} ${overChannel} ${fresh}\n`);
+          }),
       };
-      return withRemoteGroupKill(pidOnly);
     },
   },
   "no-eof": {
@@ -152,7 +179,7 @@ export function simulatedVendorPlugin(variant) {
   };
   const handleOf = (id, record) => ({ providerLeaseId: id, expiresAt: record.expiresAt ? new Date(record.expiresAt) : null, labels: record.labels, dirs: dirsOf(id) });
   const made = (handle) => {
-    const built = transport.make({ ...engine(handle.dirs, handle.providerLeaseId), dirs: handle.dirs });
+    const built = transport.make({ ...engine(handle.dirs, handle.providerLeaseId), dirs: handle.dirs }, handle.providerLeaseId);
     return "run" in built ? { runner: built } : built;
   };
   return defineSandboxProvider({

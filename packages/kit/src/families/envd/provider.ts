@@ -9,6 +9,7 @@ import type { HookContext, SandboxHandle, WorkspaceDeclaration } from "../../pro
 import { STREAM_TRANSPORT, type FileTransport, type ScriptRunner } from "../../transport.js";
 import { withRemoteGroupKill } from "../../transports/remote-group-kill.js";
 import { createStreamedProcessRunner } from "../../transports/streamed-process-runner.js";
+import { withCommandChannel } from "../../transports/command-channel/index.js";
 import { ProviderApiError, isProviderApiError } from "../../vendor/api-error.js";
 import { opaqueLeaseIdCodec } from "../../vendor/lease-id.js";
 import { SANDBOX_NOT_RUNNING } from "./errors.js";
@@ -135,7 +136,7 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
       return { capabilities: ENVD_TRANSPORT, run: refuse, pty: { open: refuse } };
     }
     const api = envdProcessApi(sandbox, { vendor: spec.vendor, requestTimeoutMs: spec.requestTimeoutMs(config) });
-    const runner = withRemoteGroupKill(createStreamedProcessRunner({ api }));
+    const runner = withCommandChannel(withRemoteGroupKill(createStreamedProcessRunner({ api })), { lease: handle.providerLeaseId, signalsAsExitStatus: true });
     const pty = envdPty(sandbox, { vendor: spec.vendor, requestTimeoutMs: spec.requestTimeoutMs(config) });
     return { capabilities: ENVD_TRANSPORT, run: (script, io) => runner.run(script, io), pty };
   };

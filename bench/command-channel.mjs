@@ -1,0 +1,172 @@
+#!/usr/bin/env node
+// The kit's command channel (withCommandChannel) against a vendor exec per command, side by side in
+// one run, for each provider that uses it, against its emulator, at 0 ms and 40 ms injected before
+// every vendor call (the emulator kit's latency fault on every route). Two workers per provider,
+// forked as the host forks them: one with PAPERCLIP_SANDBOX_COMMAND_CHANNEL=off ("exec"), one
+// without ("channel"). Per latency:
+//   execute   `true` on a warm lease (the channel started by the lease's first command), the two
+//             workers alternating; median time and the vendor calls the emulator's recorder saw
+//             per execute (target 0 on a warm lease)
+//   stdin     the same with 1 KiB of stdin
+//   task      a host-like run end to end (bench/host-like-run.mjs: acquire .. release, ~52
+//             executes, 4 syncIns, 1 syncOut), alternating, median time and vendor calls per run
+//
+//   node bench/command-channel.mjs [--providers kubernetes,modal,e2b,novita] [--runs 50]
+//                                  [--task-runs 3] [--latency 0,40] [--out bench/results]
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { runEmulator } from "../packages/emulator-kit/dist/index.js";
+import { loadPluginPackage, startWorker } from "../packages/worker-client/dist/index.js";
+import { hostLikeRun, makeRunStartTrees } from "./host-like-run.mjs";
+import { summarize } from "./lib/stats.mjs";
+
+const repoRoot = fileURLToPath(new URL("..", import.meta.url));
+const { values: args } = parseArgs({
+  options: {
+    providers: { type: "string", default: "kubernetes,modal,e2b,novita" },
+    runs: { type: "string", default: "50" },
+    "task-runs": { type: "string", default: "3" },
+    latency: { type: "string", default: "0,40" },
+    out: { type: "string", default: path.join(repoRoot, "bench/results") },
+  },
+});
+const runs = Number(args.runs);
+const taskRuns = Number(args["task-runs"]);
+const latencies = args.latency.split(",").map(Number);
+if (!(runs >= 10 && taskRuns >= 1)) throw new Error("--runs must be at least 10, --task-runs at least 1");
+
+const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
+const median = (xs) => summarize(xs).median;
+
+/** Each provider: its emulator, its config from the running emulator, and calls that are not the operation's. */
+const PROVIDERS = {
+  kubernetes: {
+    emulator: async () => runEmulator((await import("../emulators/kubernetes/dist/index.js")).emulator),
+    config: (emu) => ({ kubeconfig: emu.credentials.kubeconfig, timeoutMs: 60_000, readyTimeoutSec: 60 }),
+  },
+  modal: {
+    emulator: async () => runEmulator((await import("../emulators/modal/dist/index.js")).emulator, {}),
+    config: (emu) => ({ tokenId: emu.credentials.tokenId, tokenSecret: emu.credentials.tokenSecret, serverUrl: emu.url, appName: "bench", execTimeoutMs: 120_000 }),
+  },
+  e2b: {
+    emulator: async () => runEmulator((await import("../emulators/envd/dist/index.js")).emulator, { options: { maxSandboxes: 50 } }),
+    config: (emu) => ({ apiKey: emu.credentials.apiKey, apiUrl: emu.url, sandboxUrl: emu.url, timeoutMs: 600_000 }),
+    // The keepalive's timeout refreshes run on their own timer.
+    background: (record) => record.route === "/sandboxes/:id/timeout",
+  },
+  novita: {
+    emulator: async () => runEmulator((await import("../emulators/envd/dist/index.js")).emulator, { options: { maxSandboxes: 50 } }),
+    config: async (emu) => {
+      const { SANDBOX_HOME } = await import("../emulators/envd/dist/index.js");
+      return { apiKey: emu.credentials.apiKey, apiUrl: emu.url, sandboxUrl: emu.url, timeoutMs: 600_000, requestedCwd: `${SANDBOX_HOME}/paperclip-workspace` };
+    },
+    background: (record) => record.route === "/sandboxes/:id/timeout",
+  },
+};
+
+const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "channel-bench-"));
+const trees = makeRunStartTrees(scratch);
+const report = { date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, loadavg: os.loadavg(), runs, taskRuns, results: {} };
+const MODES = ["exec", "channel"];
+
+for (const name of args.providers.split(",")) {
+  const spec = PROVIDERS[name];
+  if (!spec) throw new Error(`--providers: unknown provider ${name}`);
+  const emu = await spec.emulator();
+  const workers = {};
+  try {
+    const pkg = await loadPluginPackage(path.join(repoRoot, "providers", name));
+    workers.exec = await startWorker(pkg, { env: { TMPDIR: os.tmpdir(), PAPERCLIP_SANDBOX_COMMAND_CHANNEL: "off" } });
+    workers.channel = await startWorker(pkg, { env: { TMPDIR: os.tmpdir() } });
+    const config = await spec.config(emu);
+    const base = { driverKey: name, companyId: "bench", environmentId: "bench", config };
+    // A channel is one call that runs as long as it lives, so the recorder is never idle: calls are
+    // counted as they arrive (running ones included), once no new one has come for 50 ms.
+    const quiet = async () => {
+      for (let seen = -1, rounds = 0; rounds < 40; rounds += 1) {
+        const now = emu.requests.mark();
+        if (now === seen) return;
+        seen = now;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    };
+    const calls = async (mark) => {
+      await quiet();
+      return emu.requests.list({ since: mark, includeRunning: true }).filter((r) => !spec.background?.(r)).length;
+    };
+    /** Time and vendor calls of one operation. */
+    const measured = async (work) => {
+      await quiet();
+      const mark = emu.requests.mark();
+      const started = process.hrtime.bigint();
+      const value = await work();
+      const elapsed = ms(started);
+      return { value, ms: elapsed, calls: await calls(mark) };
+    };
+    report.results[name] = {};
+    for (const latencyMs of latencies) {
+      emu.faults.clear();
+      if (latencyMs > 0) emu.faults.inject({ kind: "latency", ms: latencyMs, route: "*" });
+      const row = (report.results[name][`${latencyMs}ms`] = {});
+      const leases = {};
+      for (const mode of MODES) {
+        leases[mode] = await workers[mode].env.acquireLease({ ...base, runId: `bench-${mode}-${latencyMs}`, agentId: "bench" });
+        // The lease's first command runs as a vendor exec and starts the channel beside it.
+        await workers[mode].env.execute({ ...base, lease: leases[mode], command: "true", args: [], cwd: leases[mode].metadata.remoteCwd });
+      }
+      await new Promise((resolve) => setTimeout(resolve, 2_000 + 10 * latencyMs));
+      for (const [kind, extra] of [["execute", {}], ["stdin", { stdin: "x".repeat(1024) }]]) {
+        const samples = { exec: { ms: [], calls: [] }, channel: { ms: [], calls: [] } };
+        for (let i = 0; i < (kind === "execute" ? runs : Math.ceil(runs / 2)); i += 1) {
+          for (const mode of i % 2 ? [...MODES].reverse() : MODES) {
+            const lease = leases[mode];
+            const sample = await measured(() => workers[mode].env.execute({ ...base, lease, command: kind === "execute" ? "true" : "cat", args: [], cwd: lease.metadata.remoteCwd, ...extra }));
+            if (sample.value.exitCode !== 0) throw new Error(`${name} ${mode} ${kind}: exit ${sample.value.exitCode}: ${sample.value.stderr}`);
+            samples[mode].ms.push(sample.ms);
+            samples[mode].calls.push(sample.calls);
+          }
+        }
+        row[kind] = Object.fromEntries(MODES.map((mode) => [mode, { medianMs: +median(samples[mode].ms).toFixed(2), callsPerExecute: median(samples[mode].calls) }]));
+      }
+      for (const mode of MODES) await workers[mode].env.releaseLease({ ...base, providerLeaseId: leases[mode].providerLeaseId, leaseMetadata: leases[mode].metadata });
+      const tasks = { exec: { ms: [], calls: [] }, channel: { ms: [], calls: [] } };
+      for (let r = 0; r < taskRuns; r += 1) {
+        for (const mode of r % 2 ? [...MODES].reverse() : MODES) {
+          const sample = await measured(() => hostLikeRun({ client: workers[mode], base, trees, scratch, tag: `${name}-${mode}-${latencyMs}-${r}` }));
+          tasks[mode].ms.push(sample.ms);
+          tasks[mode].calls.push(sample.calls);
+          tasks[mode].executes = sample.value.executes;
+        }
+      }
+      row.task = Object.fromEntries(MODES.map((mode) => [mode, { medianMs: Math.round(median(tasks[mode].ms)), calls: median(tasks[mode].calls), executes: tasks[mode].executes }]));
+      const e = row.execute;
+      console.log(
+        `[bench] ${name} @ ${latencyMs} ms: execute ${e.exec.medianMs} ms (${e.exec.callsPerExecute} calls) -> ${e.channel.medianMs} ms (${e.channel.callsPerExecute} calls); ` +
+          `task ${row.task.exec.medianMs} -> ${row.task.channel.medianMs} ms (${row.task.exec.calls} -> ${row.task.channel.calls} calls)`,
+      );
+    }
+  } finally {
+    for (const worker of Object.values(workers)) await worker.shutdown().catch(() => undefined);
+    emu.faults.clear();
+    await emu.close();
+  }
+}
+fs.rmSync(scratch, { recursive: true, force: true });
+
+fs.mkdirSync(args.out, { recursive: true });
+const file = path.join(args.out, `command-channel-${report.date.replace(/[:.]/g, "-")}.json`);
+fs.writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+console.log(`\ncommand channel bench (node ${process.version}, ${report.cpus} cpus, load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}; ${runs} executes, ${taskRuns} task runs per mode)`);
+console.log("| provider | latency | execute: exec | execute: channel | 1 KiB stdin: exec | 1 KiB stdin: channel | task run: exec | task run: channel |");
+console.log("|---|---|---|---|---|---|---|---|");
+for (const [name, byLatency] of Object.entries(report.results)) {
+  for (const [latency, row] of Object.entries(byLatency)) {
+    const cell = (x) => `${x.medianMs} ms, ${x.callsPerExecute} calls`;
+    const task = (x) => `${x.medianMs} ms, ${x.calls} calls`;
+    console.log(`| ${name} | ${latency} | ${cell(row.execute.exec)} | ${cell(row.execute.channel)} | ${cell(row.stdin.exec)} | ${cell(row.stdin.channel)} | ${task(row.task.exec)} | ${task(row.task.channel)} |`);
+  }
+}
+console.log(`report: ${path.relative(repoRoot, file)}`);

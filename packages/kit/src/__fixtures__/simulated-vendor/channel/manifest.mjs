@@ -1,0 +1,2 @@
+import { simulatedVendorManifest } from "../plugin.mjs";
+export default simulatedVendorManifest("channel");
