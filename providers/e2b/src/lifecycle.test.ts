@@ -196,7 +196,9 @@ describe("e2b lease lifecycle (envd emulator)", () => {
 
   it("a paused lease past its requestedExpiresAt resumes as expired, and its sandbox is killed", async () => {
     const h = host({ ...sdk, reuseLease: true, timeoutMs: 60_000 });
-    const requested = Date.now() + 2_500;
+    // Far enough ahead that acquire and release finish before the capped sandbox timeout (cap less a
+    // second, in whole seconds) on a loaded machine: at 2.5 s the sandbox had about 1 s to live.
+    const requested = Date.now() + 8_000;
     const plugin = createE2bPlugin().plugin;
     const lease = await h.acquire(plugin, { requestedExpiresAt: new Date(requested).toISOString() });
     expect(await h.release(plugin, lease)).toMatchObject({ state: "stopped" });
