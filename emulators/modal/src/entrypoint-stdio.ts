@@ -18,12 +18,20 @@ async function readEntrypoint(record: SandboxRecord, stream: OutputStreamName, o
     return !signal.aborted;
   }
   let position = offset;
-  await process.read(stream, offset, (data) => {
-    if (data.length === 0) return; // an empty chunk means an error to the SDK
-    send(data, position);
-    position += data.length;
-  }, signal);
-  return !signal.aborted;
+  let source = process;
+  for (;;) {
+    await source.read(stream, position, (data) => {
+      if (data.length === 0) return; // an empty chunk means an error to the SDK
+      send(data, position);
+      position += data.length;
+    }, signal);
+    if (signal.aborted) return false;
+    // The sandbox finished while this read was live: its output was kept in memory before the jail
+    // went, and the jail's going may have cut this read short. The rest comes from what was kept.
+    const kept = record.entrypoint;
+    if (!kept || kept === source) return true;
+    source = kept;
+  }
 }
 
 /** V2 (router): `SandboxStdioReadV2` streams `{data, starting_offset}` from any offset, ending at the entrypoint's EOF. */
