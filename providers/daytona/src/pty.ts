@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { PtyHandle } from "@daytonaio/sdk";
-import { checkPtySize, PtyUnavailableError, shellQuote, type PtyExit, type PtyProcess, type PtySignal, type PtyTransport, type ScriptRunner } from "@paperclip-sandbox/kit";
+import { awaitPtyStart, checkPtySize, PtyStartLine, PtyUnavailableError, shellQuote, type PtyExit, type PtyProcess, type PtySignal, type PtyTransport, type ScriptRunner } from "@paperclip-sandbox/kit";
 import type { DaytonaClient } from "./client.js";
 import { NOT_RUN_STATUSES } from "./exec.js";
 import type { DaytonaHandle } from "./sandboxes.js";
@@ -16,8 +16,6 @@ export interface DaytonaPtyOptions {
 const MAX_DIMENSION = 999;
 /** The daemon reads at most 64 KiB per WebSocket message. */
 const INPUT_CHUNK = 32 * 1024;
-/** What is kept of the shell's start-up output while the program's start line is awaited. */
-const STARTUP_KEEP = 64 * 1024;
 /** The variable that carries the wrapper into the shell (unset before the program runs). */
 const CARRIER = "PAPERCLIP_PTY";
 
@@ -43,31 +41,12 @@ export function daytonaPty(client: DaytonaClient, handle: DaytonaHandle, runner:
       if (size.cols > MAX_DIMENSION || size.rows > MAX_DIMENSION) throw new RangeError(`Daytona terminals are at most ${MAX_DIMENSION} columns and rows (got ${size.cols}x${size.rows})`);
       if (spec.signal?.aborted) throw new PtyUnavailableError("the PTY open was aborted");
       const id = `paperclip-pty-${randomBytes(8).toString("hex")}`;
-      const marker = randomBytes(12).toString("hex");
-      const wrapper = [`unset ${CARRIER}`, `printf '%s:%s:\\n' ${marker} "$$"`, `exec /bin/sh -c ${shellQuote(spec.script)}`].join("; ");
-      const startLine = new RegExp(`${marker}:(\\d+):\\r?\\n`);
-
-      let started = false;
-      let startup = "";
-      let pid: number | undefined;
-      let onStarted: (() => void) | undefined;
-      const onData = (data: Uint8Array) => {
-        if (started) return spec.onData(Buffer.from(data.buffer, data.byteOffset, data.byteLength));
-        // latin1 keeps every byte one character: the rest after the start line goes on as the same bytes.
-        startup = (startup + Buffer.from(data).toString("latin1")).slice(-STARTUP_KEEP);
-        const match = startLine.exec(startup);
-        if (!match) return;
-        started = true;
-        pid = Number(match[1]);
-        const rest = startup.slice(match.index + match[0].length);
-        startup = "";
-        if (rest.length > 0) spec.onData(Buffer.from(rest, "latin1"));
-        onStarted?.();
-      };
+      const startLine = new PtyStartLine((bytes) => spec.onData(bytes));
+      const wrapper = [`unset ${CARRIER}`, startLine.shellLine, `exec /bin/sh -c ${shellQuote(spec.script)}`].join("; ");
 
       const pty: PtyHandle = await client.call(
         "createPty",
-        () => process().createPty({ id, cols: size.cols, rows: size.rows, ...(spec.cwd ? { cwd: spec.cwd } : {}), envs: { ...spec.env, [CARRIER]: wrapper }, onData }),
+        () => process().createPty({ id, cols: size.cols, rows: size.rows, ...(spec.cwd ? { cwd: spec.cwd } : {}), envs: { ...spec.env, [CARRIER]: wrapper }, onData: (data) => startLine.push(data) }),
         { idempotent: false, attempts: 1, notProcessed: NOT_RUN_STATUSES },
       );
       const deleteSession = () => client.call("killPtySession", () => process().killPtySession(id), { idempotent: true, safeMethod: true }).catch(() => undefined);
@@ -80,22 +59,9 @@ export function daytonaPty(client: DaytonaClient, handle: DaytonaHandle, runner:
 
       try {
         await pty.sendInput(` exec /bin/sh -c "$${CARRIER}"\n`);
-        const outcome = await new Promise<"started" | "ended" | "timeout" | "aborted">((resolve) => {
-          const settle = (value: "started" | "ended" | "timeout" | "aborted") => {
-            clearTimeout(timer);
-            spec.signal?.removeEventListener("abort", abort);
-            onStarted = undefined;
-            resolve(value);
-          };
-          const timer = setTimeout(() => settle("timeout"), startTimeoutMs);
-          const abort = () => settle("aborted");
-          spec.signal?.addEventListener("abort", abort, { once: true });
-          onStarted = () => settle("started");
-          if (started) settle("started");
-          void exited.then(() => settle(started ? "started" : "ended"));
-        });
+        const outcome = await awaitPtyStart(startLine, exited, { timeoutMs: startTimeoutMs, ...(spec.signal ? { signal: spec.signal } : {}) });
         if (outcome !== "started") {
-          const tail = startup.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "").trim().slice(-300);
+          const tail = startLine.startupTail();
           throw new PtyUnavailableError(
             outcome === "ended"
               ? `the sandbox's login shell ended before the program started${tail ? `: ${tail}` : ""}`
@@ -114,6 +80,7 @@ export function daytonaPty(client: DaytonaClient, handle: DaytonaHandle, runner:
       const signalGroup = async (signal: PtySignal) => {
         if (signal === "SIGKILL") return void (await deleteSession());
         const name = signal.slice(3);
+        const pid = startLine.started!.pid;
         await runner.run(`kill -${name} -${pid} 2>/dev/null || kill -${name} ${pid} 2>/dev/null; exit 0`, {});
       };
       let writes: Promise<void> = Promise.resolve();
