@@ -6,8 +6,10 @@ import os from "node:os";
 import path from "node:path";
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSandboxBackend } from "@paperclip-sandbox/sandbox-backend";
 import { providerConfig } from "./config.js";
-import { startHarness, type Harness } from "./test-support/harness.js";
+import { IDLE_STOP_ENV } from "./plugin.js";
+import { eventually, startHarness, type Harness } from "./test-support/harness.js";
 
 let h: Harness;
 const otherStateDir = fs.mkdtempSync(path.join(os.tmpdir(), "bwrap-tpl-other-"));
@@ -22,7 +24,7 @@ afterAll(async () => {
 const CALL = { timeoutMs: 180_000 };
 
 /** A setup sandbox with `secret.txt` in its workspace, captured, the setup cancelled as the host does. */
-async function capture(): Promise<string> {
+async function capture(h: Harness, beforeCapture: (providerLeaseId: string) => Promise<void> = async () => undefined): Promise<string> {
   const session = await h.client.call<{ providerLeaseId: string; metadata: Record<string, unknown> }>(
     "environmentStartInteractiveSetup",
     { ...h.base(), sessionId: randomUUID(), expiresAt: new Date(Date.now() + 600_000).toISOString() },
@@ -31,6 +33,7 @@ async function capture(): Promise<string> {
   try {
     const lease = { providerLeaseId: session.providerLeaseId, metadata: session.metadata };
     expect((await h.sh(lease, "echo captured > secret.txt")).exitCode).toBe(0);
+    await beforeCapture(session.providerLeaseId);
     const captured = await h.client.call<{ templateRef: string }>("environmentCaptureTemplate", { ...h.base(), providerLeaseId: session.providerLeaseId, setupMetadata: session.metadata }, CALL);
     return captured.templateRef;
   } finally {
@@ -49,7 +52,7 @@ describe("bubblewrap custom images", () => {
   });
 
   it("keeps a template in the state directory, readable by the worker's user only, out of every jail's sight", async () => {
-    const ref = await capture();
+    const ref = await capture(h);
     const dir = path.join(h.stateDir, "templates", ref);
     expect(fs.statSync(path.join(h.stateDir, "templates")).mode & 0o777).toBe(0o700);
     expect(fs.readFileSync(path.join(dir, "disk", "workspace", "secret.txt"), "utf8")).toBe("captured\n");
@@ -63,7 +66,7 @@ describe("bubblewrap custom images", () => {
   });
 
   it("never starts from a template of another state directory: refused naming the field, no lease made", async () => {
-    const ref = await capture();
+    const ref = await capture(h);
     const leasesBefore = fs.readdirSync(path.join(otherStateDir)).length;
     await expect(h.acquire({}, { ...h.config, stateDir: otherStateDir, templateRef: ref })).rejects.toThrow(/templateRef: bubblewrap has no template "tpl-[0-9a-f]{24}" in this config's store/);
     expect(fs.readdirSync(otherStateDir).length).toBe(leasesBefore);
@@ -72,5 +75,21 @@ describe("bubblewrap custom images", () => {
     expect((await h.sh(lease, "cat secret.txt", { config: { ...h.config, templateRef: ref } })).stdout).toBe("captured\n");
     await h.release(lease);
     await h.client.call("environmentDeleteTemplate", { ...h.base(), templateRef: ref }, CALL);
+  });
+
+  it("captures a setup sandbox whose jail went dormant while the operator was away, with its files", async () => {
+    const idle = await startHarness({ env: { [IDLE_STOP_ENV]: "2000" } });
+    const observer = createSandboxBackend({ stateDir: idle.stateDir });
+    try {
+      const ref = await capture(idle, async (id) => {
+        expect(await eventually(async () => (await observer.summary(id))?.alive, (alive) => alive === false, 60_000)).toBe(false);
+      });
+      const lease = await idle.acquire({}, { ...idle.config, templateRef: ref });
+      expect((await idle.sh(lease, "cat secret.txt")).stdout).toBe("captured\n");
+      await idle.release(lease);
+    } finally {
+      await observer.close();
+      await idle.close();
+    }
   });
 });
