@@ -489,7 +489,7 @@ async function runProvider(p, plugin) {
 
   if (p.duplex && first) await duplexScenario(p, agentId, eid);
   await loginScenario(p, cid, eid);
-  if (p.customImage && first) await customImageScenario(p, agentId, eid);
+  if (p.customImage && first) await customImageScenario(p, cid, agentId, eid);
   if (p.reuse) await reuseScenario(p, cid, baseConfig);
   if (plugin.mode === "name" && first) await upgradeScenario(p, plugin, { agentId, eid, cid });
 
@@ -507,13 +507,15 @@ async function runProvider(p, plugin) {
  * (the fake agent reports the $HOME marker it found), the template deleted with the provider's copy,
  * and a run after that starting clean.
  */
-async function customImageScenario(p, agentId, eid) {
+async function customImageScenario(p, cid, agentId, eid) {
+  // With more than one company on the instance the host needs the company named (HOST-CALLS.md §8).
+  const q = `companyId=${encodeURIComponent(cid)}`;
   const token = `e2e-template-${Date.now()}`;
   const started = await step("custom image: setup session started", async () => {
-    const r = await apiOk("POST", `/environments/${eid}/custom-image-setup-sessions`, {}, { timeoutMs: 130_000 });
+    const r = await apiOk("POST", `/environments/${eid}/custom-image-setup-sessions?${q}`, {}, { timeoutMs: 130_000 });
     check(r.session?.status === "waiting_for_user", `setup session is ${r.session?.status}: ${redactText(JSON.stringify(r.session ?? r)).slice(0, 300)}`);
     check(r.session.providerLeaseId, "the setup session names no sandbox");
-    const got = await apiOk("GET", `/environment-custom-image-setup-sessions/${r.session.id}`);
+    const got = await apiOk("GET", `/environment-custom-image-setup-sessions/${r.session.id}?${q}`);
     check(got.session?.status === "waiting_for_user", `refreshed setup session is ${got.session?.status}`);
     return { session: r.session, detail: `session ${r.session.id}, sandbox ${r.session.providerLeaseId}, connection ${JSON.stringify(r.connectionPayload ?? null)}` };
   });
@@ -524,11 +526,11 @@ async function customImageScenario(p, agentId, eid) {
     return { detail: "$HOME/.paperclip-e2e-marker" };
   });
   if (!installed) {
-    await api("POST", `/environment-custom-image-setup-sessions/${session.id}/cancel`, { reason: "e2e install failed" });
+    await api("POST", `/environment-custom-image-setup-sessions/${session.id}/cancel?${q}`, { reason: "e2e install failed" });
     return;
   }
   const captured = await step("custom image: captured, setup sandbox gone", async () => {
-    const r = await apiOk("POST", `/environment-custom-image-setup-sessions/${session.id}/finish`, {}, { timeoutMs: 130_000 });
+    const r = await apiOk("POST", `/environment-custom-image-setup-sessions/${session.id}/finish?${q}`, {}, { timeoutMs: 130_000 });
     check(r.session?.status === "promoted", `setup session is ${r.session?.status} after finish`);
     check(r.template?.status === "active" && r.template.templateRef, `no active template: ${redactText(JSON.stringify(r.template ?? r)).slice(0, 300)}`);
     check(p.customImage.templates(ctx).includes(r.template.templateRef), `the provider keeps no template ${r.template.templateRef}`);
@@ -544,7 +546,7 @@ async function customImageScenario(p, agentId, eid) {
     return { ms: r.toReleaseMs, detail: `marker_before=${token}` };
   });
   await step("custom image: template deleted, its copy gone, the next run clean", async () => {
-    const t = await apiOk("DELETE", `/environments/${eid}/custom-image-template?deleteProviderTemplate=true`);
+    const t = await apiOk("DELETE", `/environments/${eid}/custom-image-template?deleteProviderTemplate=true&${q}`);
     check(t.status === "revoked", `template is ${t.status} after delete`);
     check(!p.customImage.templates(ctx).includes(captured.template.templateRef), `the provider still keeps ${captured.template.templateRef}`);
     const r = await taskRun({ agentId, environmentId: eid });
