@@ -91,5 +91,6 @@ describe("bubblewrap custom images", () => {
       await observer.close();
       await idle.close();
     }
-  });
+    // Two jail starts, an idle period and a capture: generous on a loaded machine.
+  }, 240_000);
 });
