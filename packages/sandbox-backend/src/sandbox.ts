@@ -181,9 +181,14 @@ export class LocalSandbox implements Sandbox {
         // It may have gone idle just now: its jail ends within moments.
       }
     }
-    // The keeper records how the jail ended right after it ends, then exits.
     const keeperGone = () => !processAlive(jail.keeperPid, jail.keeperStartTime) || isZombieOrGone(jail.keeperPid);
-    for (const until = Date.now() + 3_000; (jailAlive(jail) || !keeperGone()) && Date.now() < until; ) await new Promise((resolve) => setTimeout(resolve, 5));
+    const waitFor = async (done: () => boolean, ms: number) => {
+      for (const until = Date.now() + ms; !done() && Date.now() < until; ) await new Promise((resolve) => setTimeout(resolve, 5));
+    };
+    await waitFor(() => !jailAlive(jail), 3_000);
+    // The keeper records how the jail ended right after it ends, then exits. On a busy machine that
+    // can take seconds: deciding before the record is there took a dormant sandbox for a stopped one.
+    if (!jailAlive(jail)) await waitFor(() => keeperGone() || recordedJailExit(this.layout.exitStatus) !== null, 30_000);
     await this.serialized(async () => {
       if (!this.dormant() || recordedJailExit(this.layout.exitStatus) !== IDLE_EXIT_CODE || this.destroyed || this.released) return;
       await this.endJail();
