@@ -38,6 +38,8 @@ export interface LaunchedPtyOptions {
 const SIGNALS: readonly PtySignal[] = ["SIGINT", "SIGTERM", "SIGKILL", "SIGHUP"];
 /** The launcher found no terminal, or could not start the program: nothing was started. */
 const NO_PTY_EXIT = 127;
+/** The launcher's words when the channel has no terminal (its stderr may arrive as terminal output). */
+const NO_TERMINAL = "paperclip: no terminal";
 
 /**
  * Pseudo-terminals over a vendor's terminal channel (`ssh -tt`, Coder's reconnecting PTY), whatever
@@ -46,8 +48,9 @@ const NO_PTY_EXIT = 127;
  * a fixed launcher on it that records its pid (the session leader) and terminal in a 0600 control
  * file, puts the terminal in a sane state at the asked size, and runs the program as its child with
  * default signal dispositions, so a death by signal n is 128 + n. Where the channel reports no exit
- * status the launcher leaves it in a file read back once the channel has ended. Resize (TIOCSWINSZ:
- * the program gets SIGWINCH) and signals to the session's group are one control call each; close
+ * status the launcher leaves it in a file read back once the channel has ended. Resize is the
+ * channel's own where it has one, else TIOCSWINSZ from a control call (the program gets SIGWINCH
+ * either way); signals to the session's group are one control call each; close
  * hangs the session up, then SIGKILL, then drops the channel (a reconnecting PTY outlives its socket).
  */
 export function launchedPty(options: LaunchedPtyOptions): PtyTransport {
@@ -63,7 +66,7 @@ async function open(options: LaunchedPtyOptions, spec: PtySpec): Promise<PtyProc
     `__pc_ctl=\${0%.sh}; __pc_rcf=\${0%.sh}.rc`,
     `rm -f -- "$0"`,
     `__pc_end() { ${options.channelExitStatus ? "" : `(umask 077; printf '%s' "$1" >"$__pc_rcf"); `}rm -f -- "$__pc_ctl"; exit "$1"; }`,
-    `[ -t 0 ] && [ -t 1 ] || { echo "paperclip: ${options.name} gave the session no pseudo-terminal" >&2; __pc_end ${NO_PTY_EXIT}; }`,
+    `[ -t 0 ] && [ -t 1 ] || { echo "${NO_TERMINAL}: ${options.name} gave the session no pseudo-terminal" >&2; __pc_end ${NO_PTY_EXIT}; }`,
     `(umask 077; printf '%s %s\\n' "$$" "$(tty)" >"$__pc_ctl")`,
     `stty sane 2>/dev/null; stty cols ${size.cols} rows ${size.rows} 2>/dev/null`,
     spec.cwd === undefined ? "" : `cd ${shellQuote(spec.cwd)} || __pc_end ${NO_PTY_EXIT}`,
@@ -90,10 +93,12 @@ async function open(options: LaunchedPtyOptions, spec: PtySpec): Promise<PtyProc
   const status = shellQuote(`${where}.rc`);
 
   let sawOutput = false;
+  let head = "";
   let channel: TerminalChannel;
   try {
     channel = await options.openChannel(`exec /bin/sh ${launcher}`, size, spec.env?.TERM ?? "dumb", (bytes) => {
       sawOutput = true;
+      if (head.length < 512) head += bytes.toString("utf8");
       spec.onData(bytes);
     });
   } catch (error) {
@@ -152,11 +157,12 @@ async function open(options: LaunchedPtyOptions, spec: PtySpec): Promise<PtyProc
   // The open answers once the terminal exists or the program has already gone: a sandbox that gives
   // no terminal is an error of the open, not a program that exits at once.
   const ready = await Promise.race([control("exit 0").then(() => "ready" as const), exited.then(() => "ended" as const)]);
-  if (ready === "ended" && !sawOutput) {
+  if (ready === "ended") {
     const exit = await exited;
-    if (exit.exitCode === NO_PTY_EXIT || exit.exitCode === null) {
+    const refused = exit.exitCode === NO_PTY_EXIT && head.includes(NO_TERMINAL);
+    if (refused || (!sawOutput && (exit.exitCode === NO_PTY_EXIT || exit.exitCode === null))) {
       await options.control.run(`rm -f -- ${launcher}`, {}).catch(() => undefined);
-      throw new PtyUnavailableError(channelDetail?.trim() || `${options.name}: the session could not open a pseudo-terminal`);
+      throw new PtyUnavailableError(channelDetail?.trim() || (refused ? `${options.name} gave the session no pseudo-terminal` : `${options.name}: the session could not open a pseudo-terminal`));
     }
   }
 
@@ -178,6 +184,9 @@ async function open(options: LaunchedPtyOptions, spec: PtySpec): Promise<PtyProc
       if (!SIGNALS.includes(signal)) throw new RangeError(`PTY signal must be one of ${SIGNALS.join(", ")}`);
       if (ended) return;
       await signalGroup(signal);
+      // Also where the control call cannot reach the session (a vendor that runs each call in a
+      // PID namespace of its own): dropping the channel ends it (sshd hangs up, boxd's cancel kills).
+      if (signal === "SIGKILL") channel.close();
     },
     close,
   };
