@@ -17,8 +17,10 @@ beforeAll(async () => {
   world = await startCoderEmulator();
   h = harness(world.config);
   lease = await h.acquire();
-  const workspace = await (await fetch(`${world.emu.url}/api/v2/workspaces/${lease.metadata!.coderWorkspaceId as string}`, { headers: { "coder-session-token": world.token } })).json();
-  target = { coderUrl: world.emu.url, token: world.token, agentId: workspace.latest_build.resources[0].agents[0].id };
+  const workspace = (await (await fetch(`${world.emu.url}/api/v2/workspaces/${lease.metadata!.coderWorkspaceId as string}`, { headers: { "coder-session-token": world.token } })).json()) as {
+    latest_build: { resources: Array<{ agents: Array<{ id: string }> }> };
+  };
+  target = { coderUrl: world.emu.url, token: world.token, agentId: workspace.latest_build.resources[0]!.agents[0]!.id };
 }, 120_000);
 afterAll(async () => {
   if (lease) await h.release(lease);
