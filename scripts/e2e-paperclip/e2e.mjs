@@ -647,6 +647,22 @@ async function loginScenario(p, cid, eid) {
 
   // ---- Claude setup-token login
   before = new Set((await leasesOf(eid)).map((l) => l.id));
+  if (p.leasesWithoutExpiry) {
+    // The host asks the setup-token lease for an expiry within its 5-minute deadline (HOST-CALLS.md §7)
+    // and fails closed when the provider returns none: a 503, the lease released, its sandbox gone.
+    await step("login terminal: claude setup-token refused (leases without expiry), sandbox gone", async () => {
+      const r = await api("POST", `/companies/${cid}/setup-token-login-sessions`, { environmentId: eid, adapterType: "claude_local" });
+      check(r.status === 503, `expected the host's 503 for a lease without expiry, got HTTP ${r.status}: ${redactText(r.text).slice(0, 300)}`);
+      const lease = await waitFor("the refused login's lease released", async () => {
+        const l = (await loginLeases(before)).at(-1);
+        return l && l.status === "released" && l.releasedAt ? l : null;
+      }, { timeoutMs: 30_000, intervalMs: 200 });
+      const extra = p.leftovers?.(ctx) ?? [];
+      check(extra.length === 0, `provider leftovers after the refused login: ${extra.join("; ")}`);
+      return { detail: `${p.driverKey}: ${p.leasesWithoutExpiry}; HTTP 503, lease ${lease.providerLeaseId} released` };
+    });
+    return;
+  }
   const code = `e2e-browser-code-${Date.now().toString(36)}`;
   let csid;
   const claudeShown = await step("login terminal: claude setup-token, sign-in URL shown", async () => {

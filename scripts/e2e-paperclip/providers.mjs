@@ -341,6 +341,8 @@ PROVIDERS.push({
   reuse: true,
   timingRuns: 3,
   duplex: { runs: 1 },
+  // The host fails the Claude setup-token login closed (it needs an expiry within 5 minutes).
+  leasesWithoutExpiry: "exe.dev VMs live until deleted",
   leaseDir: () => null,
   // Every VM the runs made is gone: no jail directory left in the emulator's state dir.
   leftovers: (ctx) => {

@@ -30,7 +30,7 @@ export const BOXD_COVERAGE: CoverageSpec = {
       StopVm: served("cold: processes end, the disk stays"),
       GetVm: served("by id or name, in the key's org"),
       ListVms: served("by label"),
-      Exec: served("bidi; no PTY (tty refused)"),
+      Exec: served("bidi; `tty` runs the command on a real terminal (no size: ExecChunk carries none)"),
       Whoami: served(),
       UploadFileStream: served("0644, parents made"),
       WriteFile: served("mode at creation; UNIMPLEMENTED on a legacy agent"),

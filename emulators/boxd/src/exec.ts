@@ -1,6 +1,6 @@
 import { constants } from "node:os";
 import { GrpcError, GrpcStatus, type GrpcCall } from "@paperclip-sandbox/emulator-kit";
-import { SandboxExecError, type ExecHandle } from "@paperclip-sandbox/sandbox-backend";
+import { execOnPty, SandboxExecError, type ExecHandle, type PtyExec } from "@paperclip-sandbox/sandbox-backend";
 import { GUEST_USER, type MachineManager } from "./machines.js";
 import type { BoxdAccount } from "./options.js";
 
@@ -27,7 +27,8 @@ const SIGNALS = constants.signals as Record<string, number>;
  * comes (`is_stderr` for stderr), then one chunk with the exit code (128 + the signal's number for a
  * command a signal ended). A suspended or hibernated machine wakes first; a stopped one is refused.
  * Cancelling the call ends the command's whole process group; background processes it left outside
- * its group (`setsid`, `nohup … &` after its exit) keep running, as on a VM.
+ * its group (`setsid`, `nohup … &` after its exit) keep running, as on a VM. With `tty` the command
+ * runs on a pseudo-terminal (what is typed is its input, its output one stream).
  */
 export async function serveExec(machines: MachineManager, account: BoxdAccount, input: AsyncIterable<ExecChunk>, call: GrpcCall): Promise<void> {
   const iterator = input[Symbol.asyncIterator]();
@@ -35,14 +36,20 @@ export async function serveExec(machines: MachineManager, account: BoxdAccount, 
   if (first.done) throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "the first Exec chunk must carry vm_id and command");
   const head = first.value;
   if (!head.command) throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "command: required in the first Exec chunk");
-  if (head.tty) throw new GrpcError(GrpcStatus.UNIMPLEMENTED, "emulator limit: PTY commands (tty) are not emulated");
   const machine = machines.find(account, head.vm_id);
   const lease = await machines.use(machine);
   let handle: ExecHandle;
+  let terminal: PtyExec | undefined;
   try {
     // Detached: a blip of the emulator's connection to the jail's supervisor must not end the
     // command (a VM's processes do not die with its agent's connection); it is re-attached by pid.
-    handle = await lease.jail.exec({ argv: ["/bin/sh", "-c", head.command], cwd: GUEST_HOME, stdin: true, detached: true, outputLimitBytes: OUTPUT_RING_BYTES });
+    const common = { argv: ["/bin/sh", "-c", head.command], cwd: GUEST_HOME, detached: true, outputLimitBytes: OUTPUT_RING_BYTES };
+    if (head.tty) {
+      // `tty`: the command leads a session on a real terminal (no size: ExecChunk carries none);
+      // stdin is what is typed, the output one stream.
+      terminal = await execOnPty(lease.jail, { ...common, cols: 0, rows: 0 });
+      handle = terminal.handle;
+    } else handle = await lease.jail.exec({ ...common, stdin: true });
   } catch (error) {
     lease.done();
     // A refusal of the command itself vs the in-VM agent not answering (which boxd reports as unavailable).
@@ -52,7 +59,9 @@ export async function serveExec(machines: MachineManager, account: BoxdAccount, 
   const pid = handle.pid;
 
   const cancelled = () => {
-    // The client gave up: the command's process group ends with the call.
+    // The client gave up: the command's process group ends with the call (on a terminal, the
+    // terminal's session too: its program leads a session of its own).
+    void terminal?.signal("SIGKILL", { group: true }).catch(() => undefined);
     void handle.signal("SIGKILL", { group: true }).catch(() => undefined);
   };
   call.signal.addEventListener("abort", cancelled, { once: true });

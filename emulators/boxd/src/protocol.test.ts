@@ -184,13 +184,32 @@ describe("boxd emulator: machines", () => {
     stream.cancel();
     await sleep(300);
     expect((await exec(vm.vm_id, 'kill -0 "$(cat /tmp/child)" 2>/dev/null && echo alive || echo gone')).stdout).toBe("gone\n");
-    await expect(new Promise((resolve, reject) => {
-      const s = (client.Exec as unknown as (md: grpc.Metadata) => grpc.ClientDuplexStream<object, unknown>)(auth());
+    await call("DestroyVm", { vm_id: vm.vm_id });
+  });
+
+  it("an Exec with tty runs the command on a real terminal: one output stream, input typed and echoed, the exit code last", async () => {
+    const vm = await create({ name: "terminal" });
+    const run = await new Promise<{ text: string; code: number }>((resolve, reject) => {
+      const s = (client.Exec as unknown as (md: grpc.Metadata) => grpc.ClientDuplexStream<object, { data: Buffer; is_stderr: boolean; exit_code: number }>)(auth());
+      let text = "";
+      let code = -1;
+      let typed = false;
+      s.on("data", (chunk) => {
+        if (chunk.data.length === 0) return void (code = chunk.exit_code);
+        expect(chunk.is_stderr).toBe(false);
+        text += chunk.data.toString();
+        if (!typed && text.includes("name? ")) {
+          typed = true;
+          s.write({ stdin: true, data: Buffer.from("octo\r") });
+        }
+      });
       s.on("error", reject);
-      s.on("end", resolve);
-      s.write({ vm_id: vm.vm_id, command: "true", tty: true });
-      s.end();
-    })).rejects.toEqual(code("UNIMPLEMENTED"));
+      s.on("end", () => resolve({ text, code }));
+      s.write({ vm_id: vm.vm_id, command: `[ -t 0 ] && [ -t 1 ] && echo tty; echo err >&2; printf 'name? '; read n; echo "hi $n"; exit 4`, tty: true });
+    });
+    expect(run.code).toBe(4);
+    expect(run.text).toContain("tty\r\nerr\r\n");
+    expect(run.text).toContain("octo\r\nhi octo\r\n");
     await call("DestroyVm", { vm_id: vm.vm_id });
   });
 

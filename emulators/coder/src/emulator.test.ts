@@ -296,6 +296,28 @@ describe("reconnecting PTY", () => {
     expect(after.code).toBe(1000);
   });
 
+  it("opens the terminal at the width and height asked, and resizes it on a {height, width} frame, not on one with a 0", async () => {
+    const ws = await createReady();
+    const agent = ws.latest_build.resources[0].agents[0];
+    const command = `trap 'echo "winch $(stty size)"; exit 0' WINCH; echo "size $(stty size)"; while :; do sleep 0.1; done`;
+    const socket = pty(agent.id, randomUUID(), command);
+    const done = collect(socket);
+    let seen = "";
+    await new Promise<void>((resolve) =>
+      socket.on("message", (data: Buffer) => {
+        seen += data.toString();
+        if (seen.includes("size 24 80")) resolve();
+      }),
+    );
+    // A frame with one dimension 0 is input only (the agent resizes when both are above 0).
+    socket.send(JSON.stringify({ height: 0, width: 100 }));
+    socket.send(JSON.stringify({ height: 40, width: 132 }));
+    const { output, code } = await done;
+    expect(code).toBe(1000);
+    expect(output).toContain("winch 40 132");
+    expect(output).not.toContain("winch 24 100");
+  });
+
   it("refuses an agent that is not connected (428) and a bad reconnect id (400)", async () => {
     const ws = await createReady();
     const agent = ws.latest_build.resources[0].agents[0];

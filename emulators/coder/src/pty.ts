@@ -2,12 +2,14 @@
  * The agent's reconnecting PTY (`GET /api/v2/workspaceagents/{id}/pty?reconnect=&width=&height=&command=`,
  * a WebSocket): the command runs in a real pseudo-terminal inside the workspace (util-linux
  * `script`), its output (stdout and stderr merged, `\r\n` line ends, input echoed) goes out as
- * binary frames, and JSON frames `{"data": "..."}` are typed into it. A connection with a known
+ * binary frames, and JSON frames `{"data": "..."}` are typed into it; a frame with both `height`
+ * and `width` above 0 resizes the terminal (`{"height", "width"}`, in the same frame as data or
+ * alone: workspacesdk's `ReconnectingPTYRequest`). A connection with a known
  * `reconnect` id reattaches and replays the output so far. No exit status is sent: the socket
  * closes when the command ends. A session without connections lives `idleMs`, then is ended.
  */
 import type { Router } from "@paperclip-sandbox/emulator-kit";
-import type { ExecHandle, Sandbox } from "@paperclip-sandbox/sandbox-backend";
+import { execOnPty, type ExecHandle, type PtyExec, type Sandbox } from "@paperclip-sandbox/sandbox-backend";
 import type { WebSocket } from "ws";
 import { requireSession } from "./auth.js";
 import type { Deployment } from "./deployment.js";
@@ -30,10 +32,13 @@ export interface PtyDeps {
 interface Session {
   key: string;
   handle: ExecHandle;
+  terminal: PtyExec;
   sockets: Set<WebSocket>;
   idleTimer?: NodeJS.Timeout;
   ended: boolean;
 }
+
+const isDimension = (value: unknown): value is number => typeof value === "number" && Number.isInteger(value) && value >= 0 && value <= 65_535;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -57,14 +62,14 @@ export function registerPty(router: Router, deps: PtyDeps): { running(): string[
   };
 
   const start = async (sandbox: Sandbox, key: string, command: string, size: { width: number; height: number }, env: Record<string, string>, cwd: string): Promise<Session> => {
-    const sizeSetup = size.width > 0 && size.height > 0 ? `stty rows ${size.height} cols ${size.width} 2>/dev/null; ` : "";
     // The agent runs the command through the user's shell, or a login shell without one.
-    const inner = command === "" ? `${sizeSetup}exec /bin/sh -l` : `${sizeSetup}${command}`;
-    // `script` gives the command its terminal. It runs under a shell because the jail makes a
-    // command's own process a subreaper, and `script` as one would wait for every orphan the command
-    // left (a background job) before ending; Coder's agent ends the terminal when the command ends.
-    const handle = await sandbox.exec({ argv: ["/bin/sh", "-c", 'script -qfc "$1" /dev/null; exit $?', "sh", inner], stdin: true, detached: true, cwd, env: { ...env, TERM: "xterm-256color" }, tag: "coder-rpty", outputLimitBytes: PTY_OUTPUT_BYTES });
-    const session: Session = { key, handle, sockets: new Set(), ended: false };
+    const inner = command === "" ? "exec /bin/sh -l" : command;
+    // `script` (execOnPty) gives the command its terminal, under a shell: the jail makes a command's
+    // own process a subreaper, and `script` as one would wait for every orphan the command left (a
+    // background job) before ending; Coder's agent ends the terminal when the command ends.
+    const terminal = await execOnPty(sandbox, { argv: ["/bin/sh", "-c", inner], cols: size.width, rows: size.height, detached: true, cwd, env: { ...env, TERM: "xterm-256color" }, tag: "coder-rpty", outputLimitBytes: PTY_OUTPUT_BYTES });
+    const handle = terminal.handle;
+    const session: Session = { key, handle, terminal, sockets: new Set(), ended: false };
     sessions.set(key, session);
     void handle.exited.then(
       () => finished(session),
@@ -107,7 +112,8 @@ export function registerPty(router: Router, deps: PtyDeps): { running(): string[
             live.sandbox,
             key,
             ctx.query.get("command") ?? "",
-            { width: Number(ctx.query.get("width") ?? 80), height: Number(ctx.query.get("height") ?? 24) },
+            // uint16 at the agent; the jail's terminals stop at 10000.
+            { width: Math.min(Number(ctx.query.get("width") ?? 80), 10_000), height: Math.min(Number(ctx.query.get("height") ?? 24), 10_000) },
             agent.env,
             agent.directory,
           );
@@ -129,13 +135,16 @@ export function registerPty(router: Router, deps: PtyDeps): { running(): string[
         },
       );
       deliver = (data: Buffer) => {
-        let request: { data?: unknown };
+        let request: { data?: unknown; height?: unknown; width?: unknown };
         try {
-          request = JSON.parse(data.toString("utf8")) as { data?: unknown };
+          request = JSON.parse(data.toString("utf8")) as { data?: unknown; height?: unknown; width?: unknown };
         } catch {
           return; // Coder's agent drops what it cannot decode
         }
         if (typeof request.data === "string" && request.data.length > 0) void current.handle.write(Buffer.from(request.data, "utf8")).catch(() => undefined);
+        // The agent resizes only when both are given and above 0 (uint16 in its JSON).
+        const { height, width } = request;
+        if (isDimension(height) && isDimension(width) && height > 0 && width > 0) void current.terminal.resize(width, height).catch(() => undefined);
       };
       for (const data of early.splice(0)) deliver(data);
       const leave = () => {

@@ -171,6 +171,47 @@ describe("VMs over SSH", () => {
     await api("rm paperclip-emu-vmb");
   }, 60_000);
 
+  it("runs `ssh -t` commands on a real terminal of the client's size, resized by its window-change, ^C reaching the program", async () => {
+    const vm = (await api("new --json --name=paperclip-emu-vmt")).json();
+    const [user] = vm.ssh_dest.split("@");
+    // The client on a terminal of its own (python's pty), 90x20; once the program is ready the
+    // terminal becomes 132x40: ssh sends a window-change; then ^C is typed.
+    const client = [
+      "import os, pty, struct, fcntl, termios, sys",
+      "pid, fd = pty.fork()",
+      "if pid == 0:",
+      "    os.execvp('sh', ['sh', '-c', 'stty cols 90 rows 20; exec \"$@\"', 'sh'] + sys.argv[1:])",
+      "out = b''; resized = False; typed = False",
+      "while True:",
+      "    try: data = os.read(fd, 4096)",
+      "    except OSError: break",
+      "    if not data: break",
+      "    out += data",
+      "    if not resized and b'ready' in out:",
+      "        resized = True; fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', 40, 132, 0, 0))",
+      "    if not typed and b'winch' in out:",
+      "        typed = True; os.write(fd, b'\\x03')",
+      "_, status = os.waitpid(pid, 0)",
+      "sys.stdout.write(out.decode('utf8', 'replace') + 'status=' + str(os.waitstatus_to_exitcode(status)))",
+    ].join("\n");
+    const remote = `printf 'term %s tty %s size %s\\n' "$TERM" "$(test -t 0 && echo yes)" "$(stty size)"; trap 'printf "winch %s\\n" "$(stty size)"' WINCH; echo ready; while :; do sleep 0.1; done`;
+    const run = await new Promise<string>((resolve) => {
+      const child = spawn("python3", ["-c", client,
+        "ssh", "-tt", "-F", "none", "-o", "LogLevel=ERROR", "-i", keyFile, "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+        "-o", `UserKnownHostsFile=${join(dir, "known_hosts")}`, "-o", "StrictHostKeyChecking=accept-new", "-o", "GlobalKnownHostsFile=/dev/null",
+        "-p", String(vm.ssh_port), "-l", user, "127.0.0.1", remote,
+      ], { env: { ...process.env, TERM: "xterm-256color" } });
+      let stdout = "";
+      child.stdout.on("data", (chunk) => (stdout += chunk));
+      child.on("close", () => resolve(stdout));
+    });
+    expect(run).toContain("term xterm-256color tty yes size 20 90");
+    expect(run).toContain("winch 40 132");
+    // ^C: SIGINT to the program, which the session reports as 128 + 2.
+    expect(run).toMatch(/status=130$/);
+    await api("rm paperclip-emu-vmt");
+  }, 60_000);
+
   it("answers 504 when a command outlives its deadline, and 429 past the rate limit", async () => {
     const slow = await startExeDevEmulator({ newDelayMs: 5_000, commandTimeoutMs: 200, rateLimit: { requests: 2, windowMs: 60_000 } });
     try {

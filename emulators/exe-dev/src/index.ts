@@ -97,6 +97,8 @@ async function startExeDevParts(kit: EmulatorKitContext, options: ExeDevEmulator
   let failingSessions = 0;
   const ssh = await kit.ssh({
     stateParentDir: stateDir,
+    // exe.dev VMs give `ssh -t` a terminal (interactive logins are what they are for).
+    permitTty: true,
     onSession: async (session) => {
       if (!fleet) throw new Error("not ready");
       if (failingSessions > 0) {

@@ -1,5 +1,5 @@
-import type { SshHost, SshServer, SshSessionExit, SshSessionRequest } from "@paperclip-sandbox/emulator-kit";
-import type { Sandbox, SandboxBackend } from "@paperclip-sandbox/sandbox-backend";
+import type { SshHost, SshServer, SshSessionExit, SshSessionPty, SshSessionRequest } from "@paperclip-sandbox/emulator-kit";
+import { execOnPty, type Sandbox, type SandboxBackend } from "@paperclip-sandbox/sandbox-backend";
 
 /** One VM: a backend jail, reached over SSH at its own loopback port with its own host key. */
 export interface Vm {
@@ -108,9 +108,10 @@ export function createFleet(backend: SandboxBackend, ssh: SshServer, opts: { max
         request.stderr.end("exe.dev emulator: interactive shells are not supported (no PTY); pass a command\n");
         return { exitCode: 1 };
       }
+      if (request.pty) return ptySession(vm.jail, request, request.pty);
       // As sshd does: the user's shell runs the command from the home directory (`$SHELL -c`). The
       // command reaches the shell in a variable (not spliced into a script), unset before it runs.
-      const exit = await vm.jail.runner.run(`cd "$HOME" 2>/dev/null || cd /; __c=$SSH_ORIGINAL_COMMAND; unset SSH_ORIGINAL_COMMAND; eval "$__c"`, {
+      const exit = await vm.jail.runner.run(USER_SHELL, {
         env: { SSH_ORIGINAL_COMMAND: request.command },
         stdin: request.stdin,
         stdout: request.stdout,
@@ -128,6 +129,64 @@ export function createFleet(backend: SandboxBackend, ssh: SshServer, opts: { max
       vms.clear();
     },
   };
+}
+
+/** The user's shell running the session's command from the home directory, the command in a variable. */
+const USER_SHELL = `cd "$HOME" 2>/dev/null || cd /; __c=$SSH_ORIGINAL_COMMAND; unset SSH_ORIGINAL_COMMAND; eval "$__c"`;
+/** Between the hang-up of a terminal whose client went and SIGKILL to what is left. */
+const HANGUP_GRACE_MS = 1_000;
+
+/**
+ * A session with a PTY (`ssh -t`), as a VM's sshd runs it: the command leads a session on a real
+ * terminal in the jail of the size the client asked for, every byte typed goes to the terminal and
+ * everything it shows comes back on stdout, a window-change resizes it, and unlike a session
+ * without a PTY the command is hung up (SIGHUP, then SIGKILL) when its client goes.
+ */
+async function ptySession(jail: Sandbox, request: SshSessionRequest, pty: SshSessionPty): Promise<SshSessionExit> {
+  const terminal = await execOnPty(jail, {
+    argv: ["/bin/sh", "-c", USER_SHELL],
+    env: { SSH_ORIGINAL_COMMAND: request.command ?? "", ...(pty.term ? { TERM: pty.term } : {}) },
+    cols: pty.cols,
+    rows: pty.rows,
+  });
+  const handle = terminal.handle;
+  let writes = Promise.resolve();
+  request.stdin.on("data", (chunk: Buffer) => {
+    request.stdin.pause();
+    writes = writes.then(() => handle.write(chunk)).catch(() => undefined).then(() => void request.stdin.resume());
+  });
+  request.stdin.on("error", () => undefined);
+  pty.onResize(({ cols, rows }) => {
+    if (cols > 0 && rows > 0) void terminal.resize(cols, rows).catch(() => undefined);
+  });
+  const subscription = handle.subscribe(
+    { stdout: 0, stderr: 0 },
+    {
+      onData: (stream, data) => {
+        const sink = stream === "stdout" ? request.stdout : request.stderr;
+        if (!sink.write(data)) {
+          subscription.pause();
+          sink.once("drain", () => subscription.resume());
+        }
+      },
+    },
+  );
+  // Settles (never rejects: closing the handle below drops its connection) once the program is gone.
+  const gone = handle.exited.then(() => true, () => true);
+  const hangUp = async () => {
+    await terminal.signal("SIGHUP", { group: true }).catch(() => undefined);
+    const ended = await Promise.race([gone, new Promise<false>((resolve) => setTimeout(() => resolve(false), HANGUP_GRACE_MS).unref())]);
+    if (!ended) await terminal.signal("SIGKILL", { group: true }).catch(() => undefined);
+  };
+  if (request.signal.aborted) void hangUp();
+  else request.signal.addEventListener("abort", () => void hangUp(), { once: true });
+  try {
+    const exit = await subscription.done;
+    return { exitCode: exit?.exitCode ?? null, signal: exit?.signal ?? null };
+  } finally {
+    subscription.close();
+    handle.close();
+  }
 }
 
 export const bytesGiB = (bytes: number) => bytes / GIB;

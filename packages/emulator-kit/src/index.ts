@@ -61,7 +61,7 @@ export { decodeCursor, encodeCursor, paginate } from "./pagination.js";
 export type { Page, PageOptions, PageRequest } from "./pagination.js";
 
 export { startSshServer } from "./ssh/server.js";
-export type { SshHost, SshServer, SshServerOptions, SshSessionExit, SshSessionHandler, SshSessionRequest } from "./ssh/server.js";
+export type { SshHost, SshServer, SshServerOptions, SshSessionExit, SshSessionHandler, SshSessionPty, SshSessionRequest } from "./ssh/server.js";
 export { GATE_FRAME } from "./ssh/gate.js";
 
 export { createEmulatorRegistry, runEmulator } from "./emulator.js";

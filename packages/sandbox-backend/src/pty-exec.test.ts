@@ -70,7 +70,13 @@ describe("execOnPty", () => {
     expect((await sandbox.files.list("/tmp")).filter((f) => f.name.startsWith(".paperclip-pty."))).toEqual([]);
   });
 
-  it("refuses a size it cannot set", async () => {
-    await expect(execOnPty(sandbox, { argv: ["true"], cols: 0, rows: 24 })).rejects.toThrow(/cols must be a whole number/);
+  it("refuses a size it cannot set; 0 x 0 opens a terminal without a size (an SSH pty-req that names none)", async () => {
+    await expect(execOnPty(sandbox, { argv: ["true"], cols: -1, rows: 24 })).rejects.toThrow(/cols must be a whole number from 0/);
+    await expect(execOnPty(sandbox, { argv: ["true"], cols: 80, rows: 10_001 })).rejects.toThrow(/rows must be a whole number/);
+    const pty = await execOnPty(sandbox, { argv: ["sh", "-c", 'echo "size $(stty size)"'], cols: 0, rows: 0 });
+    const out = screen(pty.handle);
+    expect((await pty.handle.exited).exitCode).toBe(0);
+    await out.until("size 0 0");
+    await expect(pty.resize(0, 24)).rejects.toThrow(/cols must be a whole number from 1/);
   });
 });

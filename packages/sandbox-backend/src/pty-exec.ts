@@ -6,6 +6,7 @@ import type { ExecHandle, ExecOptions, Sandbox } from "./types.js";
 /** A command on a pseudo-terminal in a jail, for the emulators' vendor PTY APIs. */
 export interface PtyExecOptions extends Omit<ExecOptions, "script" | "stdin" | "argv"> {
   argv: string[];
+  /** The terminal's size; 0 x 0 opens it without one (as an SSH pty-req that names no size). */
   cols: number;
   rows: number;
 }
@@ -28,9 +29,10 @@ const MAX_DIMENSION = 10_000;
 /** The wrapper could not give the command a terminal (no util-linux `script`). */
 const NO_PTY_EXIT = 127;
 
-function checkSize(cols: number, rows: number): void {
+/** `least` 0 allows a terminal opened without a size (an SSH pty-req of 0 x 0), as a kernel PTY starts. */
+function checkSize(cols: number, rows: number, least = 1): void {
   for (const [name, value] of [["cols", cols], ["rows", rows]] as const) {
-    if (!Number.isInteger(value) || value < 1 || value > MAX_DIMENSION) throw new RangeError(`PTY ${name} must be a whole number from 1 to ${MAX_DIMENSION} (got ${String(value)})`);
+    if (!Number.isInteger(value) || value < least || value > MAX_DIMENSION) throw new RangeError(`PTY ${name} must be a whole number from ${least} to ${MAX_DIMENSION} (got ${String(value)})`);
   }
 }
 
@@ -44,7 +46,7 @@ function checkSize(cols: number, rows: number): void {
 export async function execOnPty(jail: Sandbox, options: PtyExecOptions): Promise<PtyExec> {
   const { argv, cols, rows, env, ...rest } = options;
   if (!Array.isArray(argv) || argv.length === 0 || argv.some((a) => typeof a !== "string")) throw new TypeError("argv must be a non-empty list of strings");
-  checkSize(cols, rows);
+  checkSize(cols, rows, 0);
   const ctl = `/tmp/.paperclip-pty.${randomBytes(12).toString("hex")}`;
   const onTerminal = [
     `(umask 077; printf '%s %s\\n' "$$" "$(tty)" >${ctl})`,
@@ -66,7 +68,7 @@ export async function execOnPty(jail: Sandbox, options: PtyExecOptions): Promise
       const text = await jail.files.read(ctl, { maxBytes: 256 }).then((b) => b.toString("utf8"), () => "");
       const match = /^(\d+) (\/dev\/\S+)\n$/.exec(text);
       if (match) return (known = { pid: Number(match[1]), tty: match[2]! });
-      const done = await Promise.race([handle.exited.then(() => true), new Promise<false>((resolve) => setTimeout(() => resolve(false), 20))]);
+      const done = await Promise.race([handle.exited.then(() => true, () => true), new Promise<false>((resolve) => setTimeout(() => resolve(false), 20))]);
       if (done) break;
     }
     throw new SandboxExecError("ESRCH", "the program on the pseudo-terminal is not running");

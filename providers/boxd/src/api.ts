@@ -80,7 +80,8 @@ export interface BoxdApi {
   resumeMachine(id: string, signal?: AbortSignal): Promise<{ resumeUs: number }>;
   /** The delete timer: boxd destroys the machine `seconds` from now (0 turns it off). */
   setDeleteTimer(id: string, seconds: number, signal?: AbortSignal): Promise<void>;
-  exec(id: string, command: string, output: ExecOutput): Promise<ExecCall>;
+  /** With `tty`: the command on a pseudo-terminal (its output one stream, stdin what is typed). */
+  exec(id: string, command: string, output: ExecOutput, options?: { tty?: boolean }): Promise<ExecCall>;
   /** A snapshot of a running machine's disk (and memory, at boxd), saved under `name` (latest version only). */
   createSnapshot(vm: string, name: string, signal?: AbortSignal): Promise<BoxdSnapshot>;
   /** null when there is no snapshot of that name. */
@@ -281,7 +282,7 @@ export function createBoxdApi(options: BoxdApiOptions): BoxdApi {
     },
     setDeleteTimer: async (id, seconds, signal) => void (await unary("SetAutoDestroyTimeout", { vm_id: id, timeout_secs: Math.max(0, Math.floor(seconds)) }, { idempotent: true, signal })),
 
-    async exec(id, command, output) {
+    async exec(id, command, output, options = {}) {
       const { metadata: md } = await metadata();
       const call = (client.Exec as (md: grpc.Metadata, options?: grpc.CallOptions) => grpc.ClientDuplexStream<object, ExecChunkWire>).call(client, md, {});
       let cancelled = false;
@@ -329,7 +330,7 @@ export function createBoxdApi(options: BoxdApiOptions): BoxdApi {
       });
       // Errors surface through `exited`; a write after the end is dropped.
       exited.catch(() => undefined);
-      call.write({ vm_id: id, command });
+      call.write({ vm_id: id, command, ...(options.tty ? { tty: true } : {}) });
       return {
         write: (chunk) =>
           new Promise<void>((resolve, reject) => {

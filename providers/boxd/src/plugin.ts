@@ -18,7 +18,7 @@ import { apiKeyOf, boxdConfig, MEMORY_GIB, MISSING_KEY, type BoxdConfig, type bo
 import { confirmGone, isGoneStatus, machineName, makeRunning, settled, stateOf, WORKSPACE_DIR, type BoxdHandle } from "./machines.js";
 import { BOXD_DRIVER_KEY } from "./manifest.js";
 import { createTokenCache, type TokenCache } from "./tokens.js";
-import { BOXD_TRANSPORT, createBoxdRunner } from "./transport.js";
+import { BOXD_PTY_TRANSPORT, boxdTerminals, createBoxdRunner } from "./transport.js";
 
 /** The probe's machine is deleted by boxd itself 15 minutes on, whatever happens to the probe. */
 export const PROBE_DELETE_TIMER_MS = 15 * 60_000;
@@ -170,7 +170,7 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
   const definition: SandboxProviderDefinition<typeof boxdConfigSchema, BoxdHandle> = {
     driverKey: BOXD_DRIVER_KEY,
     config: boxdConfig,
-    transport: BOXD_TRANSPORT,
+    transport: BOXD_PTY_TRANSPORT,
     // `$HOME/paperclip-workspace` (/home/boxd/paperclip-workspace on boxd), made by the kit with one Exec.
     workspace: { homeSubdir: WORKSPACE_DIR },
     // A change of any of these means another machine (resume then provisions a fresh one).
@@ -193,7 +193,10 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
     },
     // Exec on a stopped machine is refused (FAILED_PRECONDITION): the kit starts it and runs the command once more.
     notRunning: (error) => isProviderApiError(error) && error.vendor === "boxd" && error.code === "failed_precondition" && /stopped/i.test(error.detail),
-    runner: (handle) => createBoxdRunner(handle.target),
+    runner: (handle) => {
+      const runner = createBoxdRunner(handle.target);
+      return { capabilities: BOXD_PTY_TRANSPORT, run: (script, io) => runner.run(script, io), pty: boxdTerminals(handle.target, runner) };
+    },
     // Suspended, stopped and failed machines too (whatever the state); inside the worker without `env`.
     async list(config, labels, { env: from, signal }) {
       const api = from ? createBoxdApi({ apiKey: apiKeyOf(config, from) ?? "", apiUrl: config.apiUrl, exchangeUrl: config.exchangeUrl, tokens }) : apiOf(config);

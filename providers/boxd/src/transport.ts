@@ -2,11 +2,13 @@ import { randomBytes } from "node:crypto";
 import {
   createStreamedProcessRunner,
   isProviderApiError,
+  launchedPty,
   retryDelay,
   shellQuote,
   withInlineEnv,
   withRemoteGroupKill,
   withStagedStdin,
+  type PtyTransport,
   type ScriptRunner,
   type StreamedProcessApi,
   type TransportCapabilities,
@@ -39,6 +41,9 @@ export const BOXD_TRANSPORT: TransportCapabilities = Object.freeze({
   signals: "group",
   remoteTimeout: false,
 });
+
+/** The runner's contract plus login terminals (`Exec` with `tty`). */
+export const BOXD_PTY_TRANSPORT: TransportCapabilities = Object.freeze({ ...BOXD_TRANSPORT, pty: true });
 
 /** What the runner needs of a machine: its API, its id, and what is known about its agent. */
 export interface BoxdTarget {
@@ -156,4 +161,30 @@ export function createBoxdRunner(target: BoxdTarget): ScriptRunner {
 
   const streamed = createStreamedProcessRunner({ api: processes, signals: "pid", inlineStdinMaxBytes: BOXD_INLINE_STDIN_BYTES });
   return withRemoteGroupKill(withInlineEnv(withStagedStdin(streamed, { thresholdBytes: BOXD_INLINE_STDIN_BYTES, stage })));
+}
+
+/**
+ * Login terminals (`supportsLoginPty`): an `Exec` with `tty` (`ExecChunk.tty`, field 3) runs the
+ * command on a pseudo-terminal, stdin chunks are what is typed, the output one stream, the exit
+ * code the last chunk. boxd's documented `ExecChunk` has no window size, so the kit's
+ * `launchedPty` sets the size on the terminal itself and resizes it (TIOCSWINSZ) from a second
+ * call, as it signals the session's group; the program is staged in a 0600 file through `control`.
+ */
+export function boxdTerminals(target: BoxdTarget, control: ScriptRunner): PtyTransport {
+  return launchedPty({
+    name: `boxd machine ${target.id}`,
+    control,
+    channelExitStatus: true,
+    openChannel: async (command, _size, _term, onData) => {
+      const call = await target.api.exec(target.id, command, { stdout: onData, stderr: onData }, { tty: true });
+      return {
+        ended: call.exited.then(
+          (exit) => ({ exitCode: exit.cancelled ? null : exit.exitCode }),
+          (error: Error) => ({ exitCode: null, detail: error.message }),
+        ),
+        write: (bytes) => call.write(bytes).catch(() => undefined),
+        close: () => call.cancel(),
+      };
+    },
+  });
 }

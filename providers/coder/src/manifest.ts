@@ -7,10 +7,11 @@ export const CODER_PLUGIN_ID = "paperclip-sandbox.coder";
 /**
  * The default transport: the runner app's stream route through Coder's app proxy (streamed stdin,
  * live binary-safe output, group kill, remote deadline). Workspaces can be stopped and started.
- * The rpty and ssh transports declare their own capabilities on their runners. Kept leases are
+ * The rpty and ssh transports declare their own capabilities on their runners. Every one has login
+ * terminals: the agent's reconnecting PTY (`supportsLoginPty`). Kept leases are
  * stopped (a stop build) and started again.
  */
-export const CODER_SHAPE: DeclaredProviderShape = { transport: STREAM_CAPABILITIES, keepsLeases: true };
+export const CODER_SHAPE: DeclaredProviderShape = { transport: { ...STREAM_CAPABILITIES, pty: true }, keepsLeases: true };
 
 export default defineSandboxProviderManifest({
   id: CODER_PLUGIN_ID,

@@ -9,7 +9,7 @@ import { labelsOfName, nameMatchesLabels, ownerLabels, workspaceNameFor } from "
 import { realizeRepository, sourceOf } from "./realize.js";
 import { createSessionCache, parameterProblems, type SessionDeps } from "./session.js";
 import { appNotRunning, bufferedRunner, probeRunner, streamRunner, type AppProxyTarget } from "./transports/app-proxy.js";
-import { ptyFiles, rptyRunner } from "./transports/rpty.js";
+import { ptyFiles, rptyRunner, rptyTerminals } from "./transports/rpty.js";
 import { sshRunner } from "./transports/ssh.js";
 import { commandBaseEnv } from "./workspace-env.js";
 import { defaultSleep, deleteWorkspace, isDeleted, pickAgent, settledWorkspace, startWorkspace, stopWorkspace, waitForBuild, waitReady, type CoderHandle, type Waiting } from "./workspaces.js";
@@ -276,7 +276,12 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
     // The app proxy answers 502 for a workspace that is not running; the PTY 428 for an agent not connected.
     notRunning: (error) => appNotRunning(error) || (isProviderApiError(error) && error.operation === "agentPty" && (error.status === 428 || error.status === 404)),
 
-    runner: (handle: Handle, config) => runnerOf(handle, config),
+    // Whatever carries commands, login terminals are the agent's reconnecting PTY.
+    runner: (handle: Handle, config) => {
+      const runner = runnerOf(handle, config);
+      const pty = rptyTerminals({ coderUrl: handle.access.url, token: handle.access.token, agentId: handle.agent?.id ?? "" }, runner);
+      return { capabilities: { ...runner.capabilities, pty: true }, run: (script, io) => runner.run(script, io), pty };
+    },
     // Only the terminal needs a file transport (the runner's stream carries bytes itself).
     files: (handle: Handle, config) =>
       config.commandTransport === "rpty" ? ptyFiles({ coderUrl: handle.access.url, token: handle.access.token, agentId: handle.agent?.id ?? "" }) : (undefined as unknown as FileTransport),

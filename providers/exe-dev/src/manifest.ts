@@ -5,11 +5,12 @@ export const EXE_DEV_DRIVER_KEY = "exe-dev";
 export const EXE_DEV_PLUGIN_ID = "paperclip-sandbox.exe-dev";
 /**
  * Commands are channels on one OpenSSH connection per lease: stdin streamed with EOF, bytes
- * unchanged, output live and apart, the remote process group ended by a second channel. A reusable
+ * unchanged, output live and apart, the remote process group ended by a second channel; terminals
+ * are `ssh -tt` channels (agent login). A reusable
  * lease keeps its VM (exe.dev has no stop).
  */
 export const EXE_DEV_SHAPE: DeclaredProviderShape = {
-  transport: { stdin: "stream", stdinEof: true, binarySafe: true, liveOutput: true, separateStderr: true, signals: "group", remoteTimeout: false },
+  transport: { stdin: "stream", stdinEof: true, binarySafe: true, liveOutput: true, separateStderr: true, signals: "group", remoteTimeout: false, pty: true },
   keepsLeases: true,
 };
 

@@ -5,7 +5,6 @@ import {
   defaultProbe,
   type SandboxProviderDefinition,
   defineSandboxProvider,
-  OPENSSH_TRANSPORT,
   withInlineEnv,
   type SandboxHandle,
   type SshDestination,
@@ -208,18 +207,26 @@ export function createExeDevProvider(deps: ExeDevPluginDeps = {}) {
     },
 
     runner(handle, config) {
-      // The session's runner ends a command's remote process group itself on abort (a second channel).
+      const name = handle.providerLeaseId;
+      // A command or an open terminal keeps the connection from being closed as idle.
+      const using = <T>(work: () => Promise<T>): Promise<T> => {
+        active.set(name, (active.get(name) ?? 0) + 1);
+        return work().finally(() => {
+          active.set(name, (active.get(name) ?? 1) - 1);
+          lastUse.set(name, Date.now());
+        });
+      };
+      // The session's runner ends a command's remote process group itself on abort (a second channel);
+      // its terminals are `ssh -tt` channels on the same connection.
       return withInlineEnv({
-        capabilities: OPENSSH_TRANSPORT,
-        run: async (script, io) => {
-          const name = handle.providerLeaseId;
-          active.set(name, (active.get(name) ?? 0) + 1);
-          try {
-            return await (await connectionFor(handle, config)).session.runner.run(script, io);
-          } finally {
-            active.set(name, (active.get(name) ?? 1) - 1);
-            lastUse.set(name, Date.now());
-          }
+        capabilities: EXE_DEV_SHAPE.transport,
+        run: (script, io) => using(async () => (await connectionFor(handle, config)).session.runner.run(script, io)),
+        pty: {
+          open: async (spec) => {
+            const terminal = await using(async () => (await connectionFor(handle, config)).session.pty.open(spec));
+            void using(() => terminal.exited);
+            return terminal;
+          },
         },
       });
     },

@@ -8,10 +8,17 @@
  * ~60): the gate's start-up is paid by every channel, multiplexed or not.
  *
  * Frames, both ways: type u8 | length u32be | payload.
- *   gate -> emulator: OPEN "host\0user\0" + ("1" + command | "0"), STDIN bytes, STDIN_EOF
+ *   gate -> emulator: [PTY "<cols> <rows> <TERM>"] OPEN "host\0user\0" + ("1" + command | "0"),
+ *                     STDIN bytes, STDIN_EOF, WINCH "<cols> <rows>"
  *   emulator -> gate: STDOUT bytes, STDERR bytes, EXIT "<code>" or "-<SIGNAL>"
+ *
+ * A session with a PTY (the client's pty-req, where sshd permits it) has sshd's terminal as the
+ * gate's stdin and stdout: the gate puts it in raw mode (the terminal that matters is the one the
+ * emulator opens where the command runs), sends its size first, and each window-change (sshd sets
+ * the size, the kernel sends SIGWINCH) as a WINCH frame. When the client goes, sshd closes the
+ * terminal and the hang-up ends the gate, so the session's command ends too, as with a real PTY.
  */
-export const GATE_FRAME = { OPEN: 1, STDIN: 2, STDIN_EOF: 3, STDOUT: 4, STDERR: 5, EXIT: 6 } as const;
+export const GATE_FRAME = { OPEN: 1, STDIN: 2, STDIN_EOF: 3, STDOUT: 4, STDERR: 5, EXIT: 6, PTY: 7, WINCH: 8 } as const;
 
 export const GATE_SCRIPT = String.raw`#!/usr/bin/perl
 # Paperclip emulator session gate (see @paperclip-sandbox/emulator-kit src/ssh/gate.ts).
@@ -36,12 +43,28 @@ sub put {
 sub frame { put($s, pack("C N", $_[0], length($_[1])) . $_[1]) or exit 255; }
 my $user = getpwuid($<) // "$<";
 my $cmd = $ENV{SSH_ORIGINAL_COMMAND};
+my $tty = -t STDIN;
+my $winch = 0;
+# TIOCGWINSZ (Linux): rows, cols.
+sub winsize { my $ws = "\0" x 8; ioctl(STDIN, 0x5413, $ws) or return "0 0"; my ($r, $c) = unpack("S2", $ws); return "$c $r"; }
+if ($tty) {
+  require POSIX;
+  my $t = POSIX::Termios->new();
+  $t->getattr(0);
+  $t->setiflag(0); $t->setoflag(0); $t->setlflag(0);
+  $t->setcflag(($t->getcflag() & ~(POSIX::CSIZE() | POSIX::PARENB())) | POSIX::CS8());
+  $t->setcc(POSIX::VMIN(), 1); $t->setcc(POSIX::VTIME(), 0);
+  $t->setattr(0, POSIX::TCSANOW());
+  $SIG{WINCH} = sub { $winch = 1; };
+  frame(7, winsize() . " " . ($ENV{TERM} // ""));
+}
 frame(1, "$host\0$user\0" . (defined $cmd ? "1$cmd" : "0"));
 my $in_open = 1;
 my $buf = '';
 # sshd is the parent: when it is gone (the connection dropped), so is the session.
 my $sshd = getppid();
 while (1) {
+  if ($winch) { $winch = 0; frame(8, winsize()); }
   my $rin = '';
   vec($rin, fileno($s), 1) = 1;
   vec($rin, fileno(STDIN), 1) = 1 if $in_open;

@@ -26,6 +26,21 @@ export interface SshSessionRequest {
   stderr: Writable;
   /** Aborts when the session is over: it ended, or its client is gone (channel closed; a dropped connection within a second). */
   signal: AbortSignal;
+  /**
+   * The client's pseudo-terminal (its pty-req; only with `permitTty`): run the command on a terminal
+   * of this size and relay bytes unchanged (the session's stdin is what is typed, its stdout what
+   * the terminal shows). Absent: a session without a PTY.
+   */
+  pty?: SshSessionPty;
+}
+
+/** A session's terminal as the client asked for it (0 x 0 when the client knows no size). */
+export interface SshSessionPty {
+  term: string;
+  cols: number;
+  rows: number;
+  /** Each window-change request of the client, in order. */
+  onResize(listener: (size: { cols: number; rows: number }) => void): void;
 }
 
 /** The session's end: an exit status, or the signal that ended it (sshd reports `exit-signal`). */
@@ -47,6 +62,8 @@ export interface SshServerOptions {
   recorder?: RequestRecorder;
   /** sshd's MaxSessions: sessions open at once on one connection (OpenSSH's default 10). */
   maxSessions?: number;
+  /** sshd's PermitTTY: sessions may ask for a pseudo-terminal (`SshSessionRequest.pty`). Default false. */
+  permitTty?: boolean;
 }
 
 /** A listening address with a host key of its own, like one VM's SSH endpoint. */
@@ -127,7 +144,7 @@ export async function startSshServer(options: SshServerOptions): Promise<SshServ
         "StrictModes no",
         "PidFile none",
         "LogLevel ERROR",
-        "PermitTTY no",
+        `PermitTTY ${options.permitTty ? "yes" : "no"}`,
         "DisableForwarding yes",
         "PermitUserEnvironment no",
         "PrintMotd no",
@@ -169,6 +186,11 @@ export async function startSshServer(options: SshServerOptions): Promise<SshServ
   const serveGate = (socket: Socket) => {
     let buffer: Buffer = Buffer.alloc(0);
     let opened: { stdin: PassThrough; abort: AbortController } | undefined;
+    let pty: { term: string; cols: number; rows: number; listeners: Array<(size: { cols: number; rows: number }) => void> } | undefined;
+    const sizeOf = (text: string) => {
+      const [cols, rows] = text.split(" ").map((n) => Number.parseInt(n, 10));
+      return { cols: Number.isInteger(cols) ? cols! : 0, rows: Number.isInteger(rows) ? rows! : 0 };
+    };
     const entry = { abort: new AbortController(), socket };
     const gone = () => {
       if (entry.abort.signal.aborted) return;
@@ -214,7 +236,14 @@ export async function startSshServer(options: SshServerOptions): Promise<SshServ
         if (buffer.length < 5 + length) break;
         const payload = buffer.subarray(5, 5 + length);
         buffer = buffer.subarray(5 + length);
-        if (type === GATE_FRAME.OPEN && !opened) {
+        if (type === GATE_FRAME.PTY && !opened && !pty) {
+          const text = payload.toString("utf8");
+          const [cols, rows, ...term] = text.split(" ");
+          pty = { ...sizeOf(`${cols} ${rows}`), term: term.join(" "), listeners: [] };
+        } else if (type === GATE_FRAME.WINCH && pty) {
+          const size = sizeOf(payload.toString("utf8"));
+          for (const listener of pty.listeners) listener(size);
+        } else if (type === GATE_FRAME.OPEN && !opened) {
           opened = { stdin: new PassThrough(), abort: entry.abort };
           sessions.add(entry);
           void open(payload, opened.stdin);
@@ -238,7 +267,17 @@ export async function startSshServer(options: SshServerOptions): Promise<SshServ
       const record = options.recorder?.start({ protocol: "ssh", method: command === null ? "SHELL" : "EXEC", route: "ssh-session", path: host, headers: { user } });
       let exit: SshSessionExit;
       try {
-        exit = await options.onSession({ host, user, command, stdin, stdout: output(GATE_FRAME.STDOUT), stderr: output(GATE_FRAME.STDERR), signal: entry.abort.signal });
+        const terminal = pty;
+        exit = await options.onSession({
+          host,
+          user,
+          command,
+          stdin,
+          stdout: output(GATE_FRAME.STDOUT),
+          stderr: output(GATE_FRAME.STDERR),
+          signal: entry.abort.signal,
+          ...(terminal ? { pty: { term: terminal.term, cols: terminal.cols, rows: terminal.rows, onResize: (listener) => void terminal.listeners.push(listener) } } : {}),
+        });
       } catch (error) {
         send(GATE_FRAME.STDERR, `emulator: ${(error as Error).message}\n`);
         exit = { exitCode: 255 };

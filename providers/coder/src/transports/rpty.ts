@@ -11,11 +11,15 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { Readable } from "node:stream";
 import {
   createFileStdioRunner,
+  launchedPty,
   ProviderApiError,
   shellQuote,
   withRemoteGroupKill,
   type FileTransport,
+  type PtySize,
+  type PtyTransport,
   type ScriptRunner,
+  type TerminalChannel,
 } from "@paperclip-sandbox/kit";
 import WebSocket from "ws";
 import { coderErrorFields } from "../coder-api.js";
@@ -44,12 +48,17 @@ interface PtySession {
   close(): void;
 }
 
-function openPty(target: PtyTarget, command: string, signal?: AbortSignal): PtySession {
+function ptyUrl(target: PtyTarget, command: string, size: PtySize): URL {
   const url = new URL(`${target.coderUrl}/api/v2/workspaceagents/${encodeURIComponent(target.agentId)}/pty`.replace(/^http/, "ws"));
   url.searchParams.set("reconnect", randomUUID());
-  url.searchParams.set("width", "512");
-  url.searchParams.set("height", "80");
+  url.searchParams.set("width", String(size.cols));
+  url.searchParams.set("height", String(size.rows));
   url.searchParams.set("command", command);
+  return url;
+}
+
+function openPty(target: PtyTarget, command: string, signal?: AbortSignal): PtySession {
+  const url = ptyUrl(target, command, { cols: 512, rows: 80 });
   const socket = new WebSocket(url, { headers: { cookie: `coder_session_token=${target.token}` }, perMessageDeflate: false, maxPayload: 64 * 1024 * 1024 });
   const chunks: Buffer[] = [];
   let text = "";
@@ -72,20 +81,7 @@ function openPty(target: PtyTarget, command: string, signal?: AbortSignal): PtyS
         }
       }
     });
-    socket.on("unexpected-response", (_request, response) => {
-      const body: Buffer[] = [];
-      response.on("data", (chunk: Buffer) => body.push(chunk));
-      response.on("end", () => {
-        const status = response.statusCode ?? 0;
-        let detail = Buffer.concat(body).toString("utf8").slice(0, 500);
-        try {
-          detail = coderErrorFields({ status, headers: new Headers(), text: detail, json: JSON.parse(detail) }).message ?? detail;
-        } catch {
-          // not JSON
-        }
-        reject(new ProviderApiError({ vendor: "coder", operation: "agentPty", status, code: `http_${status}`, detail, retryable: status >= 500, gone: status === 404 || status === 410, mayHaveTakenEffect: false }));
-      });
-    });
+    socket.on("unexpected-response", (_request, response) => refusal(response, reject));
     socket.on("error", (error) => reject(new ProviderApiError({ vendor: "coder", operation: "agentPty", status: 0, code: "network", detail: error.message, retryable: true, gone: false, mayHaveTakenEffect: true })));
     socket.on("close", (code) => {
       signal?.removeEventListener("abort", onAbort);
@@ -112,6 +108,66 @@ function openPty(target: PtyTarget, command: string, signal?: AbortSignal): PtyS
       }),
     close: () => socket.terminate(),
   };
+}
+
+/** The agent refused the WebSocket upgrade: its status and Coder's message. */
+function refusal(response: import("node:http").IncomingMessage, reject: (error: Error) => void): void {
+  const body: Buffer[] = [];
+  response.on("data", (chunk: Buffer) => body.push(chunk));
+  response.on("end", () => {
+    const status = response.statusCode ?? 0;
+    let detail = Buffer.concat(body).toString("utf8").slice(0, 500);
+    try {
+      detail = coderErrorFields({ status, headers: new Headers(), text: detail, json: JSON.parse(detail) }).message ?? detail;
+    } catch {
+      // not JSON
+    }
+    reject(new ProviderApiError({ vendor: "coder", operation: "agentPty", status, code: `http_${status}`, detail, retryable: status >= 500, gone: status === 404 || status === 410, mayHaveTakenEffect: false }));
+  });
+}
+
+/**
+ * Login terminals on the agent's reconnecting PTY (`supportsLoginPty`): a terminal of the asked
+ * size (the `width`/`height` query), keystrokes as `{"data"}` frames, a resize as a
+ * `{"height","width"}` frame (the agent resizes its PTY: SIGWINCH), the output as binary frames.
+ * The agent reports no exit status and keeps a reconnecting PTY running when its socket closes, so
+ * the kit's `launchedPty` runs the program (the status left in a file, read back through `control`,
+ * the lease's command runner; stop and close signal the session's group from there). Input is
+ * text: the protocol carries `data` as a JSON string, so bytes that are not UTF-8 cannot be typed.
+ */
+export function rptyTerminals(target: PtyTarget, control: ScriptRunner): PtyTransport {
+  return launchedPty({
+    name: "the Coder workspace",
+    control,
+    channelExitStatus: false,
+    openChannel: (command, size, _term, onData) =>
+      new Promise<TerminalChannel>((resolve, reject) => {
+        // The agent sets TERM itself (xterm-256color), as for Coder's web terminal.
+        const socket = new WebSocket(ptyUrl(target, command, size), { headers: { cookie: `coder_session_token=${target.token}` }, perMessageDeflate: false });
+        let settle!: (end: { exitCode: number | null; detail?: string }) => void;
+        const ended = new Promise<{ exitCode: number | null; detail?: string }>((done) => (settle = done));
+        const send = (frame: object) =>
+          new Promise<void>((done, fail) => {
+            if (socket.readyState !== socket.OPEN) return done();
+            socket.send(JSON.stringify(frame), (error) => (error ? fail(error) : done()));
+          });
+        socket.on("message", (data: Buffer) => onData(data));
+        socket.on("unexpected-response", (_request, response) => refusal(response, reject));
+        socket.on("error", (error) => {
+          reject(new ProviderApiError({ vendor: "coder", operation: "agentPty", status: 0, code: "network", detail: error.message, retryable: true, gone: false, mayHaveTakenEffect: true }));
+          settle({ exitCode: null, detail: error.message });
+        });
+        socket.on("close", (code) => settle({ exitCode: null, ...(code === 1000 ? {} : { detail: `the terminal closed with WebSocket code ${code}` }) }));
+        socket.on("open", () =>
+          resolve({
+            ended,
+            write: (bytes) => send({ data: bytes.toString("utf8") }),
+            resize: ({ cols, rows }) => send({ height: rows, width: cols }),
+            close: () => socket.terminate(),
+          }),
+        );
+      }),
+  });
 }
 
 /** A terminal prints `\r\n` for every `\n` (ONLCR): undo it, markers and base64 are line-based. */

@@ -6,10 +6,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable, Writable } from "node:stream";
 import { shellQuote } from "../../exec/quote.js";
-import type { ScriptExit, ScriptIo, ScriptRunner, TransportCapabilities } from "../../transport.js";
+import type { PtyTransport, ScriptExit, ScriptIo, ScriptRunner, TransportCapabilities } from "../../transport.js";
 import { exitMarkerLine } from "../exit-marker.js";
 import { runSpawnedScript } from "../spawn-process.js";
 import { classifySshFailure, sshFailure, SshTransportError } from "./errors.js";
+import { openSshPty } from "./openssh-pty.js";
 
 /** Where the server is: the host and port to dial and the login user (absent: ssh's default). */
 export interface SshDestination {
@@ -56,6 +57,8 @@ export interface OpenSshSession {
   readonly runner: ScriptRunner;
   /** Same channels, outside the limit (the runner's own group kills use it too). */
   readonly controlRunner: ScriptRunner;
+  /** Pseudo-terminals: `ssh -tt` channels on the same connection (see `openSshPty`); not counted in the limit. */
+  readonly pty: PtyTransport;
   /** Opens the connection now (the first command would otherwise). */
   connect(): Promise<void>;
   /** Ends the connection and removes the private directory (key file included). Idempotent. */
@@ -137,7 +140,8 @@ export async function createOpenSshSession(opts: OpenSshSessionOptions): Promise
   ];
   // A channel client never dials itself: should the master be gone, `ProxyCommand=false` makes the
   // fallback connection OpenSSH would otherwise open fail at once.
-  const channelArgs = [...base, "-o", "ControlMaster=no", "-o", "ProxyCommand=exec false", "-T", ...target];
+  const channelOptions = [...base, "-o", "ControlMaster=no", "-o", "ProxyCommand=exec false"];
+  const channelArgs = [...channelOptions, "-T", ...target];
 
   let state: "down" | "up" | "closed" = "down";
   let connecting: Promise<void> | undefined;
@@ -237,6 +241,7 @@ export async function createOpenSshSession(opts: OpenSshSessionOptions): Promise
       run: (script, io) => slots.run(() => runChannel(script, io)),
     },
     controlRunner: { capabilities: OPENSSH_TRANSPORT, run: runChannel },
+    pty: openSshPty({ name: opts.name, ssh, env, channelArgs: channelOptions, target, connect: ensureMaster, control: { capabilities: OPENSSH_TRANSPORT, run: runChannel } }),
     connect: ensureMaster,
     async close() {
       if (state === "closed") return;
