@@ -3,7 +3,8 @@
 # `node@24` the e2e installs): every plugin worker the conformance suite forks, the kit, the sandbox
 # backend and the emulators then run on Node 24, so a difference from the machine's Node 20 shows
 # here and not in a user's host. The CLI and the release tooling run on the user's own Node (>= 20)
-# and load a native module built for the installing Node, so they stay on the Node 20 pass.
+# and load a native module built for the installing Node, so they stay on the Node 20 pass; a provider
+# test that spawns the CLI skips itself here with the reason (conformance's `cliSkipReason`).
 # Usage: scripts/test-node24.sh [vitest filters...]   (after npm ci; builds first like every run)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -147,10 +147,17 @@ const COMMANDS: Record<string, CommandDef> = {
       }
       const problem = vmNameProblem(name, { trailingDigitsAllowed: env.trailingDigitsAllowed });
       if (problem) throw new CommandError(problem);
-      if (env.fleet.get(name)) throw new CommandError(`VM name ${JSON.stringify(name)} is not available`);
-      if (env.newDelayMs > 0) await abortableSleep(env.newDelayMs, env.signal);
-      if (env.signal.aborted) throw new CommandError("cancelled");
-      const vm = await env.fleet.create({ name, image, cpu, memoryBytes: memory, diskBytes: disk, env: vars, tags, comment, setupScript });
+      // Taken also while another `new` of it is still launching (it is not listed until it runs).
+      const release = env.fleet.reserve(name);
+      if (!release) throw new CommandError(`VM name ${JSON.stringify(name)} is not available`);
+      let vm;
+      try {
+        if (env.newDelayMs > 0) await abortableSleep(env.newDelayMs, env.signal);
+        if (env.signal.aborted) throw new CommandError("cancelled");
+        vm = await env.fleet.create({ name, image, cpu, memoryBytes: memory, diskBytes: disk, env: vars, tags, comment, setupScript });
+      } finally {
+        release();
+      }
       const dest = sshDest(env);
       out.json({
         vm_name: vm.name,

@@ -30,6 +30,13 @@ export interface VmSpec {
 }
 
 export interface Fleet {
+  /**
+   * Holds a name from the moment `new` takes it until its VM is made or its launch fails, so a
+   * second `new` of that name (a client retrying a create whose answer it lost) is refused as taken
+   * instead of launching the VM twice. Undefined when the name is taken; else a release function.
+   */
+  reserve(name: string): (() => void) | undefined;
+  /** Makes the VM of a name `reserve` holds. */
   create(spec: VmSpec): Promise<Vm>;
   get(name: string): Vm | undefined;
   /** In creation order. */
@@ -44,10 +51,17 @@ const GIB = 1024 ** 3;
 
 export function createFleet(backend: SandboxBackend, ssh: SshServer, opts: { maxLifetimeMs: number }): Fleet {
   const vms = new Map<string, Vm>();
+  const launching = new Set<string>();
   const lingering = new Set<NodeJS.Timeout>();
 
   return {
+    reserve(name) {
+      if (vms.has(name) || launching.has(name)) return undefined;
+      launching.add(name);
+      return () => void launching.delete(name);
+    },
     async create(spec) {
+      if (!launching.has(spec.name)) throw new Error(`exe.dev emulator: VM ${spec.name} was made without reserving its name`);
       const jail = await backend.create({
         id: spec.name,
         env: spec.env,

@@ -10,7 +10,7 @@ import { realizeRepository, sourceOf } from "./realize.js";
 import { createSessionCache, parameterProblems, type SessionDeps } from "./session.js";
 import { appNotRunning, bufferedRunner, probeRunner, streamRunner, type AppProxyTarget } from "./transports/app-proxy.js";
 import { ptyFiles, rptyRunner, rptyTerminals } from "./transports/rpty.js";
-import { sshRunner } from "./transports/ssh.js";
+import { removeCliConfigDir, sshRunner } from "./transports/ssh.js";
 import { commandBaseEnv } from "./workspace-env.js";
 import { defaultSleep, deleteWorkspace, isDeleted, pickAgent, settledWorkspace, startWorkspace, stopWorkspace, waitForBuild, waitReady, type CoderHandle, type Waiting } from "./workspaces.js";
 
@@ -180,6 +180,8 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
     options: { ttlMs: (config) => config.stopAfterHours * 3_600_000, commandTimeoutMs: (config) => config.timeoutMs },
     validate: (config) => ({ errors: configProblems(config, deps.platform, env), warnings: configWarnings(config, env) }),
     setup: (context) => void (ctx = context),
+    // The ssh transport's CLI config directory is the worker's: it goes with it.
+    shutdown: () => removeCliConfigDir(),
 
     async create({ config, labels, expiresAt, signal, created, params }) {
       // (validate ran before this: the kit refuses a config with problems without calling create)

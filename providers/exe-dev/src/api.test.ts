@@ -3,6 +3,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startExeDevEmulator } from "@paperclip-sandbox/emulator-exe-dev";
 import { startHarness, type Harness } from "./__fixtures__/harness.js";
+import { createExeDevApi } from "./api.js";
+import { apiKeyOf, normalizeApiUrl, type ExeDevConfig } from "./config.js";
 
 let h: Harness;
 beforeAll(async () => {
@@ -89,6 +91,42 @@ describe("calls and retries", () => {
       await h.release(lease);
     }
   }, 60_000);
+
+  it("uses its own first launch when the answer to a create is lost mid-launch and the retry finds the name taken", async () => {
+    // The first `new` reaches exe.dev, then its connection drops: the VM is still launching (not yet
+    // listed) when the look-up and the retry come. exe.dev refuses the retry's name as taken; the
+    // provider waits for its own launch instead of failing or making a second VM.
+    let emu: Harness["emu"] | undefined;
+    let dropped = 0;
+    const lossy: typeof fetch = async (input, init) => {
+      if (dropped === 0 && String(init?.body).startsWith("new ")) {
+        dropped += 1;
+        const mark = emu!.requests.mark();
+        void fetch(input, init).catch(() => undefined);
+        while (!emu!.requests.list({ since: mark, protocol: "http", includeRunning: true }).some((r) => r.notes.command === "new")) await new Promise((resolve) => setTimeout(resolve, 20));
+        throw new TypeError("fetch failed", { cause: Object.assign(new Error("other side closed"), { code: "UND_ERR_SOCKET" }) });
+      }
+      return fetch(input, init);
+    };
+    const slow = await startHarness(
+      { newDelayMs: 4_000 },
+      { apiFor: (config: ExeDevConfig) => createExeDevApi({ apiUrl: normalizeApiUrl(config.apiUrl), apiKey: apiKeyOf(config, {})!, fetch: lossy }) },
+    );
+    emu = slow.emu;
+    try {
+      const mark = slow.emu.requests.mark();
+      const lease = await slow.acquire();
+      expect(dropped).toBe(1);
+      expect(slow.emu.control.vmNames()).toEqual([lease.providerLeaseId]);
+      const calls = await slow.calls(mark);
+      expect(calls.filter((call) => call === "new 200")).toHaveLength(1);
+      expect((await slow.sh(lease, "echo up")).stdout).toBe("up\n");
+      await slow.release(lease);
+      expect(await slow.emu.leftovers()).toEqual([]);
+    } finally {
+      await slow.close();
+    }
+  }, 120_000);
 
   it("looks for a create that timed out at exe.dev before trying again, and gives up with no VM left", async () => {
     const slow = await startHarness({ newDelayMs: 2_000, commandTimeoutMs: 100 });

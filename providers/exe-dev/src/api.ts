@@ -118,6 +118,42 @@ export function createExeDevApi(opts: { apiUrl: string; apiKey: string; onRetry?
   return api;
 }
 
+/** exe.dev's answer to a `new` whose name another VM (or a launch still under way) holds. */
+export function isNameTaken(error: unknown, name: string): boolean {
+  return isProviderApiError(error) && error.status === 422 && error.detail.includes(`VM name ${JSON.stringify(name)} is not available`);
+}
+
+/** How long a create waits for its own earlier launch to be listed (exe.dev's commands end within 30 s). */
+const OWN_LAUNCH_WAIT_MS = 90_000;
+
+/**
+ * `new` of a name only this create uses (it carries the create's nonce). When exe.dev says the name
+ * is taken, the holder is this create's own earlier attempt, still launching after its answer was
+ * lost: that VM is waited for and used, never a second one made. It fails with the refusal when the
+ * VM is not listed in time (the earlier launch failed; the lifecycle layer's clean-up looks again).
+ */
+export async function newOwnVm(
+  api: Pick<ExeDevApi, "newVm" | "find">,
+  request: NewVmRequest,
+  signal?: AbortSignal,
+  wait: { totalMs?: number; sleep?: (ms: number) => Promise<void> } = {},
+): Promise<VmRecord> {
+  try {
+    return await api.newVm(request, signal);
+  } catch (error) {
+    if (!isNameTaken(error, request.name)) throw error;
+    const sleep = wait.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+    const deadline = Date.now() + (wait.totalMs ?? OWN_LAUNCH_WAIT_MS);
+    for (let pause = 200; ; pause = Math.min(pause * 2, 2_000)) {
+      const vm = await api.find(request.name, signal);
+      if (vm) return { ...vm, tags: vm.tags.length > 0 ? vm.tags : request.tags };
+      if (signal?.aborted) throw signal.reason;
+      if (Date.now() > deadline) throw error;
+      await sleep(pause);
+    }
+  }
+}
+
 function flag(name: string, value: string): string {
   return `--${name}=${shellQuote(value)}`;
 }

@@ -9,7 +9,7 @@ import {
   type SandboxHandle,
   type SshDestination,
 } from "@paperclip-sandbox/kit";
-import { createExeDevApi, type ExeDevApi, type VmRecord } from "./api.js";
+import { createExeDevApi, newOwnVm, type ExeDevApi, type VmRecord } from "./api.js";
 import { apiKeyOf, configProblems, envOf, exeDevConfig, exeDevConfigSchema, normalizeApiUrl, sshIdentityOf, type ExeDevConfig } from "./config.js";
 import { EXE_DEV_DRIVER_KEY, EXE_DEV_SHAPE } from "./manifest.js";
 import { isVmName, labelsOf, tagOf, tagsOf, vmNameFor } from "./vm-names.js";
@@ -146,7 +146,7 @@ export function createExeDevProvider(deps: ExeDevPluginDeps = {}) {
       const nameOf = (nonce: string) => vmNameFor(config.namePrefix, params.environmentId, nonce);
       const vm = await createIdempotently({
         create: (nonce) =>
-          api.newVm({ name: nameOf(nonce), tags, image: config.image, cpu: config.cpu, memory: config.memory, disk: config.disk, env: envOf(config), setupScript: config.setupScript }, signal),
+          newOwnVm(api, { name: nameOf(nonce), tags, image: config.image, cpu: config.cpu, memory: config.memory, disk: config.disk, env: envOf(config), setupScript: config.setupScript }, signal),
         find: (nonce) => api.find(nameOf(nonce), signal),
         signal,
       });

@@ -6,13 +6,24 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
 import { Sandbox } from "novita-sandbox";
 import { hostFor } from "@paperclip-sandbox/conformance";
-import { runEmulator } from "@paperclip-sandbox/emulator-kit";
+import { createManualClock, runEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator, SANDBOX_HOME } from "@paperclip-sandbox/emulator-envd";
 import { createNovitaPlugin } from "./plugin.js";
 
 const emu = await runEmulator(emulator);
-// Sandbox timeouts ten times faster: Novita's shortest (10 s) lasts one real second.
-const fast = await runEmulator(emulator, { options: { timeScale: 10 } });
+// Sandbox timeouts on a clock the test moves: a sandbox times out when the test says so, never while
+// it is being acquired (on a loaded machine even a real 10 s can pass before the acquire is done).
+const clock = createManualClock();
+const fast = await runEmulator(emulator, { options: { clock } });
+/** The manual clock brought to real now, before a lease whose expiry is computed from real time. */
+const syncClock = () => clock.advanceTo(Date.now());
+/** Moves the clock on past Novita's shortest timeout (10 s) until `done`, as a keepalive in flight may still push it once. */
+async function timeOut(done: () => Promise<boolean>): Promise<void> {
+  for (let round = 0; round < 20 && !(await done()); round += 1) {
+    await clock.advance(11_000);
+    await sleep(50);
+  }
+}
 afterAll(async () => {
   await emu.close();
   await fast.close();
@@ -87,15 +98,17 @@ describe("novita lease lifecycle (envd emulator)", () => {
   });
 
   it("requestedExpiresAt caps the sandbox timeout and the sandbox ends by then", async () => {
-    const h = hostFor(createNovitaPlugin().plugin, { ...sdk, timeoutMs: 60_000 }, { driverKey: "novita" });
+    const h = hostFor(createNovitaPlugin().plugin, { ...sdkOf(fast), timeoutMs: 60_000 }, { driverKey: "novita" });
     const plugin = createNovitaPlugin().plugin;
+    await syncClock();
     const requested = Date.now() + 4_000;
     const lease = await h.withPlugin(plugin).acquire({ requestedExpiresAt: new Date(requested).toISOString() });
     expect(Date.parse(lease.expiresAt!)).toBeLessThanOrEqual(requested);
-    expect(await endOf(lease.providerLeaseId!)).toBeLessThanOrEqual(requested);
-    // endAt is at or before the cap (above); when the emulator's timer then runs is the machine's
-    // business, so the wait is generous.
-    await goneBy(info, lease.providerLeaseId!, requested - Date.now() + 10_000);
+    const fastInfo = infoOn(sdkOf(fast));
+    expect((await fastInfo(lease.providerLeaseId!))!.endAt.getTime()).toBeLessThanOrEqual(requested);
+    // At the requested time the emulated Novita has ended it (its clock moves only here).
+    await clock.advanceTo(requested);
+    await goneBy(fastInfo, lease.providerLeaseId!, 10_000);
     expect(await h.withPlugin(plugin).destroy(lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "destroyed" });
   });
 
@@ -115,21 +128,24 @@ describe("novita lease lifecycle (envd emulator)", () => {
   it("a resume after the sandbox timed out (its worker gone) reports the expired lease", async () => {
     const h = hostFor(createNovitaPlugin().plugin, { ...sdkOf(fast), reuseLease: true, timeoutMs: 10_000 }, { driverKey: "novita" });
     const crashed = createNovitaPlugin().plugin;
+    await syncClock();
     const lease = await h.withPlugin(crashed).acquire();
     await h.withPlugin(crashed).shutdown();
-    await goneBy(infoOn(sdkOf(fast)), lease.providerLeaseId!, 5_000);
+    const read = infoOn(sdkOf(fast));
+    await timeOut(async () => (await read(lease.providerLeaseId!)) === null);
+    await goneBy(read, lease.providerLeaseId!, 10_000);
     expect(await h.withPlugin(createNovitaPlugin().plugin).resume(lease)).toEqual({ providerLeaseId: null, metadata: { expired: true } });
   });
 
   it("with autoPause a timed-out sandbox is paused, and the next use resumes it with its processes", async () => {
     const h = hostFor(createNovitaPlugin().plugin, { ...sdkOf(fast), autoPause: true, timeoutMs: 10_000 }, { driverKey: "novita" });
     const crashed = createNovitaPlugin().plugin;
+    await syncClock();
     const lease = await h.withPlugin(crashed).acquire();
     await h.withPlugin(crashed).sh(lease, "nohup sleep 600 >/dev/null 2>&1 & echo $! > bg.pid");
     await h.withPlugin(crashed).shutdown();
     const read = infoOn(sdkOf(fast));
-    const deadline = Date.now() + 5_000;
-    while ((await read(lease.providerLeaseId!))?.state !== "paused" && Date.now() < deadline) await sleep(100);
+    await timeOut(async () => (await read(lease.providerLeaseId!))?.state === "paused");
     expect((await read(lease.providerLeaseId!))?.state).toBe("paused");
     // The next execute finds it paused (envd answers 502), resumes it and runs the command.
     const next = createNovitaPlugin().plugin;

@@ -7,7 +7,7 @@
  * group from a second call.
  */
 import { randomBytes } from "node:crypto";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { exitMarkerLine, runSpawnedScript, shellQuote, withInlineEnv, withRemoteGroupKill, type ScriptRunner, type TransportCapabilities } from "@paperclip-sandbox/kit";
@@ -36,8 +36,24 @@ const SSH_CAPABILITIES: TransportCapabilities = Object.freeze({
 let configDir: string | undefined;
 /** One empty CLI config directory per worker: the CLI must not use (or overwrite) a login of the worker's user. */
 function cliConfigDir(): string {
-  configDir ??= mkdtempSync(path.join(tmpdir(), "paperclip-coder-cli-"));
+  if (!configDir) {
+    configDir = mkdtempSync(path.join(tmpdir(), "paperclip-coder-cli-"));
+    // A worker whose stdin closes exits without the shutdown call: gone then too (sync: `exit` runs no more I/O).
+    process.once("exit", removeCliConfigDir);
+  }
   return configDir;
+}
+
+/**
+ * Removes the worker's CLI config directory (the plugin's shutdown hook calls this; the host sends
+ * that before it ends a worker, and signals only one that did not answer). A later command makes a new one.
+ */
+export function removeCliConfigDir(): void {
+  const dir = configDir;
+  if (!dir) return;
+  configDir = undefined;
+  process.removeListener("exit", removeCliConfigDir);
+  rmSync(dir, { recursive: true, force: true });
 }
 
 /** The environment of the CLI process: only what it needs. */
