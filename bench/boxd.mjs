@@ -21,6 +21,7 @@ import { runEmulator } from "../packages/emulator-kit/dist/index.js";
 import { emulator } from "../emulators/boxd/dist/index.js";
 import { loadPluginPackage, startWorker } from "../packages/worker-client/dist/index.js";
 import { createBoxdApi, createTokenCache, createBoxdPlugin } from "../providers/boxd/dist/index.js";
+import { measured } from "./lib/recorded.mjs";
 import { summarize } from "./lib/stats.mjs";
 
 const repoRoot = fileURLToPath(new URL("..", import.meta.url));
@@ -36,7 +37,6 @@ const cycles = Number(args.cycles);
 if (!(runs >= 10)) throw new Error("--runs must be at least 10");
 if (!(cycles >= 3)) throw new Error("--cycles must be at least 3");
 
-const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
 
 let control;
 const emu = await runEmulator(emulator, { options: { expose: (c) => (control = c) } });
@@ -49,24 +49,13 @@ const base = { driverKey: "boxd", companyId: "bench", environmentId: "bench", co
 const reuseBase = { ...base, config: reuseConfig };
 const results = { node: process.version, cpus: os.cpus().length, loadavg: os.loadavg(), runs, cycles, latency: {} };
 
-/** Runs `work`, returning its time and the gRPC calls it made (by method), once the recorder is idle. */
-async function measured(work) {
-  await emu.requests.idle();
-  const mark = emu.requests.mark();
-  const started = process.hrtime.bigint();
-  const value = await work();
-  const elapsed = ms(started);
-  await emu.requests.idle();
-  const calls = emu.requests.list({ since: mark }).map((call) => call.path.split("/").pop());
-  return { value, ms: elapsed, calls };
-}
 
 async function series(count, work) {
   const times = [];
   const calls = [];
   let names = [];
   for (let i = 0; i < count; i += 1) {
-    const sample = await measured(work);
+    const sample = await measured(emu, work);
     times.push(sample.ms);
     calls.push(sample.calls.length);
     names = sample.calls;
@@ -92,7 +81,7 @@ try {
     emu.faults.clear();
     if (latencyMs > 0) emu.faults.inject({ kind: "latency", route: "*", ms: latencyMs });
     const row = {};
-    const acquired = await measured(() => client.env.acquireLease({ ...base, runId: `bench-${latencyMs}` }));
+    const acquired = await measured(emu, () => client.env.acquireLease({ ...base, runId: `bench-${latencyMs}` }));
     const lease = acquired.value;
     row.acquire = { ms: acquired.ms, calls: acquired.calls.length, example: acquired.calls };
     const api = createBoxdApi({ apiKey: config.apiKey, apiUrl: config.apiUrl, exchangeUrl: config.exchangeUrl, tokens: createTokenCache() });
@@ -107,7 +96,7 @@ try {
       row.syncIn = await series(Math.min(runs, 30), () => client.env.syncIn({ ...base, lease, operations: [{ operationId: "in", files: [{ sourcePath: source, targetPath: target, kind: "file" }] }] }));
       row.syncOut = await series(Math.min(runs, 30), () => client.env.syncOut({ ...base, lease, operations: [{ operationId: "out", files: [{ sourcePath: target, targetPath: path.join(scratch, "sync-64k-back"), kind: "file" }] }] }));
     } finally {
-      const released = await measured(() => client.env.releaseLease({ ...base, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata }));
+      const released = await measured(emu, () => client.env.releaseLease({ ...base, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata }));
       row.release = { ms: released.ms, calls: released.calls.length, example: released.calls };
       api.close();
     }
@@ -119,8 +108,8 @@ try {
     const resume = [];
     for (let i = 0; i < cycles; i += 1) {
       await client.env.execute({ ...reuseBase, lease: kept, command: "true" });
-      suspend.push(await measured(() => client.env.releaseLease({ ...reuseBase, providerLeaseId: kept.providerLeaseId, leaseMetadata: kept.metadata })));
-      const r = await measured(() => client.env.resumeLease({ ...reuseBase, providerLeaseId: kept.providerLeaseId, leaseMetadata: kept.metadata }));
+      suspend.push(await measured(emu, () => client.env.releaseLease({ ...reuseBase, providerLeaseId: kept.providerLeaseId, leaseMetadata: kept.metadata })));
+      const r = await measured(emu, () => client.env.resumeLease({ ...reuseBase, providerLeaseId: kept.providerLeaseId, leaseMetadata: kept.metadata }));
       resume.push(r);
       kept = r.value;
     }
@@ -135,8 +124,8 @@ try {
     const stop = [];
     const start = [];
     for (let i = 0; i < cycles; i += 1) {
-      stop.push(await measured(() => hooks.onEnvironmentStopLease({ ...reuseBase, providerLeaseId: cold.providerLeaseId, leaseMetadata: cold.metadata })));
-      const r = await measured(() => hooks.onEnvironmentResumeLease({ ...reuseBase, providerLeaseId: cold.providerLeaseId, leaseMetadata: cold.metadata }));
+      stop.push(await measured(emu, () => hooks.onEnvironmentStopLease({ ...reuseBase, providerLeaseId: cold.providerLeaseId, leaseMetadata: cold.metadata })));
+      const r = await measured(emu, () => hooks.onEnvironmentResumeLease({ ...reuseBase, providerLeaseId: cold.providerLeaseId, leaseMetadata: cold.metadata }));
       start.push(r);
       cold = r.value;
     }

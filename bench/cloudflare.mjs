@@ -17,7 +17,6 @@
 //
 //   node bench/cloudflare.mjs [--runs 100] [--sync-runs 3] [--sync-files 10000] [--sync-mib 100]
 //                             [--out bench/results] [--scratch DIR]   (host side: tree, targets, worker TMPDIR)
-import { createHash } from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -31,6 +30,7 @@ import { BridgeClient } from "../providers/cloudflare/dist/bridge-client.js";
 import { cloudflareConfig } from "../providers/cloudflare/dist/config.js";
 import { bridgeFiles, bridgeProcessRunner, legacyBridgeRunner } from "../providers/cloudflare/dist/runner.js";
 import { SessionPool } from "../providers/cloudflare/dist/sessions.js";
+import { makeTree, treeDigest } from "./lib/tree.mjs";
 import { summarize } from "./lib/stats.mjs";
 
 const repoRoot = fileURLToPath(new URL("..", import.meta.url));
@@ -63,29 +63,6 @@ async function callsSince(emu, mark) {
 }
 
 const scratch = fs.mkdtempSync(path.join(args.scratch, "cloudflare-bench-"));
-function makeTree(dir, files, totalBytes) {
-  const fileBytes = Math.floor(totalBytes / files);
-  for (let i = 0; i < files; i += 1) {
-    const sub = path.join(dir, `d${i % 100}`);
-    if (i < 100) fs.mkdirSync(sub, { recursive: true });
-    // Distinct contents (no two files alike), so nothing along the way can shortcut the bytes.
-    const chunk = Buffer.alloc(fileBytes, i % 251);
-    chunk.writeUInt32BE(i, 0);
-    fs.writeFileSync(path.join(sub, `f${i}.bin`), chunk);
-  }
-}
-function treeDigest(dir) {
-  const hash = createHash("sha256");
-  const walk = (d) => {
-    for (const name of fs.readdirSync(d).sort()) {
-      const p = path.join(d, name);
-      if (fs.statSync(p).isDirectory()) walk(p);
-      else hash.update(name).update(fs.readFileSync(p));
-    }
-  };
-  walk(dir);
-  return hash.digest("hex");
-}
 const syncFiles = Number(args["sync-files"]);
 const syncBytes = Number(args["sync-mib"]) * 1024 * 1024;
 const tree = path.join(scratch, "tree");

@@ -23,7 +23,7 @@ import { parseArgs } from "node:util";
 import { loadPluginPackage, startWorker } from "../packages/worker-client/dist/index.js";
 import { runEmulator } from "../packages/emulator-kit/dist/index.js";
 import { emulator } from "../emulators/daytona/dist/index.js";
-import { summarize } from "./lib/stats.mjs";
+import { measureRepeated } from "./lib/recorded.mjs";
 
 const repoRoot = fileURLToPath(new URL("..", import.meta.url));
 const { values: args } = parseArgs({
@@ -38,7 +38,6 @@ const taskRuns = Number(args["task-runs"]);
 if (!(runs >= 20) || !(taskRuns >= 1)) throw new Error("--runs must be at least 20 and --task-runs at least 1");
 
 const { Daytona } = await import("@daytonaio/sdk");
-const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "daytona-bench-"));
 const tree = path.join(scratch, "tree");
@@ -62,20 +61,6 @@ let leaseCount = 0;
 const acquire = (cfg = config) => client.env.acquireLease({ ...base(cfg), runId: `bench-${leaseCount++}`, agentId: "bench", adapterType: "claude_local" });
 const exec = (lease, cfg, command, extra = {}) => client.env.execute({ ...base(cfg), lease, command: "sh", args: ["-c", command], cwd: lease.metadata.remoteCwd, ...extra });
 
-/** Runs `op` `n` times; time per op and vendor calls per op (recorder records since the start). */
-async function measure(n, op) {
-  const samples = [];
-  await emu.requests.idle();
-  const mark = emu.requests.mark();
-  for (let i = 0; i < n; i += 1) {
-    const started = process.hrtime.bigint();
-    await op(i);
-    samples.push(ms(started));
-  }
-  await emu.requests.idle();
-  const calls = emu.requests.list({ since: mark }).length;
-  return { ...summarize(samples), callsPerOp: calls / n };
-}
 
 async function taskRun(cfg) {
   const lease = await acquire(cfg);
@@ -116,19 +101,19 @@ try {
     for (let i = 0; i < 5; i += 1) await exec(lease, config, "true"); // warm-up
     await exec(lease, live, "true");
     const row = {};
-    row.sdk = await measure(runs, () => sandbox.process.executeCommand("true"));
-    row.execute = await measure(runs, () => exec(lease, config, "true"));
-    row.stdin = await measure(Math.max(20, runs / 5), () => exec(lease, config, "wc -c >/dev/null", { stdin: "s".repeat(100 * 1024) }));
-    row.live = await measure(runs, () => exec(lease, live, "true"));
-    row["sync-in"] = await measure(Math.max(20, runs / 5), (i) =>
+    row.sdk = await measureRepeated(emu, runs, () => sandbox.process.executeCommand("true"));
+    row.execute = await measureRepeated(emu, runs, () => exec(lease, config, "true"));
+    row.stdin = await measureRepeated(emu, Math.max(20, runs / 5), () => exec(lease, config, "wc -c >/dev/null", { stdin: "s".repeat(100 * 1024) }));
+    row.live = await measureRepeated(emu, runs, () => exec(lease, live, "true"));
+    row["sync-in"] = await measureRepeated(emu, Math.max(20, runs / 5), (i) =>
       client.env.syncIn({ ...base(), lease, operations: [{ operationId: `in-${i}`, files: [{ sourcePath: tree, targetPath: `${cwd}/tree`, kind: "directory" }] }] }),
     );
-    row["sync-out"] = await measure(Math.max(20, runs / 5), (i) => {
+    row["sync-out"] = await measureRepeated(emu, Math.max(20, runs / 5), (i) => {
       const back = path.join(scratch, `out-${latencyMs}-${i}`);
       return client.env.syncOut({ ...base(), lease, operations: [{ operationId: `out-${i}`, files: [{ sourcePath: `${cwd}/tree`, targetPath: back, kind: "directory" }] }] }).finally(() => fs.rmSync(back, { recursive: true, force: true }));
     });
-    row["task (liveOutput off)"] = await measure(taskRuns, () => taskRun(config));
-    row["task (liveOutput on)"] = await measure(taskRuns, () => taskRun(live));
+    row["task (liveOutput off)"] = await measureRepeated(emu, taskRuns, () => taskRun(config));
+    row["task (liveOutput on)"] = await measureRepeated(emu, taskRuns, () => taskRun(live));
     results[`${latencyMs} ms`] = row;
     console.log(`\n== ${latencyMs} ms injected latency per request (${runs} runs; task ${taskRuns})`);
     console.log(`${"case".padEnd(22)} ${"median ms".padStart(10)} ${"p95 ms".padStart(9)} ${"calls/op".padStart(9)} ${"x sdk".padStart(7)}`);

@@ -23,6 +23,7 @@ import { emulator } from "../emulators/modal/dist/index.js";
 import { loadPluginPackage, startWorker } from "../packages/worker-client/dist/index.js";
 import { fileApiSyncIn, fileApiSyncOut, syncIn, syncOut } from "../packages/kit/dist/index.js";
 import { createModalRunner } from "../providers/modal/dist/index.js";
+import { measured } from "./lib/recorded.mjs";
 import { summarize } from "./lib/stats.mjs";
 
 const repoRoot = fileURLToPath(new URL("..", import.meta.url));
@@ -37,7 +38,6 @@ const runs = Number(args.runs);
 const taskRuns = Number(args["task-runs"]);
 if (!(runs >= 20)) throw new Error("--runs must be at least 20");
 
-const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
 
 const emu = await runEmulator(emulator, {});
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "modal-bench-"));
@@ -48,24 +48,13 @@ const config = { tokenId: emu.credentials.tokenId, tokenSecret: emu.credentials.
 const base = { driverKey: "modal", companyId: "bench", environmentId: "bench", config };
 const results = { node: process.version, cpus: os.cpus().length, loadavg: os.loadavg(), runs, taskRuns, latency: {} };
 
-/** Runs `work`, returning its time and the gRPC calls it made (by method), once the recorder is idle. */
-async function measured(work) {
-  await emu.requests.idle();
-  const mark = emu.requests.mark();
-  const started = process.hrtime.bigint();
-  const value = await work();
-  const elapsed = ms(started);
-  await emu.requests.idle();
-  const calls = emu.requests.list({ since: mark }).map((call) => call.path.split("/").pop());
-  return { value, ms: elapsed, calls };
-}
 
 async function series(count, work) {
   const times = [];
   const calls = [];
   const execs = [];
   for (let i = 0; i < count; i += 1) {
-    const sample = await measured(work);
+    const sample = await measured(emu, work);
     times.push(sample.ms);
     calls.push(sample.calls.length);
     execs.push(sample.calls.filter((c) => c === "TaskExecStart").length);
@@ -177,7 +166,7 @@ try {
     emu.faults.clear();
     if (latencyMs > 0) emu.faults.inject({ kind: "latency", route: "*", ms: latencyMs });
     const row = {};
-    const acquired = await measured(() => client.env.acquireLease({ ...base, runId: `bench-${latencyMs}`, agentId: "bench" }));
+    const acquired = await measured(emu, () => client.env.acquireLease({ ...base, runId: `bench-${latencyMs}`, agentId: "bench" }));
     const lease = acquired.value;
     row.acquire = { ms: acquired.ms, calls: acquired.calls.length };
     try {
@@ -191,14 +180,14 @@ try {
       row.syncOut = await series(Math.min(runs, 50), () =>
         client.env.syncOut({ ...base, lease, operations: [{ operationId: "out", files: [{ sourcePath: target, targetPath: path.join(scratch, "sync-64k-back"), kind: "file" }] }] }));
     } finally {
-      const released = await measured(() => client.env.releaseLease({ ...base, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata }));
+      const released = await measured(emu, () => client.env.releaseLease({ ...base, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata }));
       row.release = { ms: released.ms, calls: released.calls.length };
     }
     row.syncKinds = await syncKinds(latencyMs);
     const tasks = [];
     const taskCalls = [];
     for (let i = 0; i < taskRuns; i += 1) {
-      const sample = await measured(taskRun);
+      const sample = await measured(emu, taskRun);
       tasks.push(sample.ms);
       taskCalls.push(sample.calls.length);
     }

@@ -1,3 +1,4 @@
 export * from "./runner.js";
 export { describeConformance } from "./describe-conformance.js";
 export { HOSTILE_ARGUMENTS } from "./cases/execute.js";
+export { hostFor, type HostForOptions, type HostIdentity, type InProcessHost } from "./host-for.js";

@@ -52,7 +52,7 @@ describe("manifest", () => {
       supportsReusableLeases: true,
       sandboxCapabilities: { reusableLeases: true, nativeSyncIn: true, nativeSyncOut: true, concurrentSyncOperations: true, duplexCommandStream: true },
     });
-    expect(Object.keys((driver?.configSchema as { properties: object }).properties)).toEqual(
+    expect(Object.keys((driver!.configSchema as { properties: object }).properties)).toEqual(
       expect.arrayContaining(["image", "timeoutMs", "reuseLease", "acquireDelayMs", "probeFailure", "acquireFailure", "executeFailure"]),
     );
   });
@@ -258,13 +258,13 @@ describe("sync", () => {
     const { hooks, lease } = await acquire();
     const hostDir = mkdtempSync(join(baseDir, "host-"));
     writeFileSync(join(hostDir, "f.txt"), "x");
-    const escape = join(baseDir, "escaped.txt");
+    const escaped = join(baseDir, "escaped.txt");
     await expect(
       hooks.onEnvironmentSyncIn({
         ...scope, config: {}, lease,
-        operations: [{ operationId: "op", files: [{ sourcePath: join(hostDir, "f.txt"), targetPath: escape, kind: "file" }] }],
+        operations: [{ operationId: "op", files: [{ sourcePath: join(hostDir, "f.txt"), targetPath: escaped, kind: "file" }] }],
       }),
     ).rejects.toThrow();
-    expect(existsSync(escape)).toBe(false);
+    expect(existsSync(escaped)).toBe(false);
   });
 });

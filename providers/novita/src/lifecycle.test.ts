@@ -1,11 +1,11 @@
 // The novita provider's lease lifecycle against the envd emulator with the real novita-sandbox SDK,
 // in process; and Novita's empty-body errors (which the SDK takes for success) through a proxy.
-import { randomUUID } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
 import { Sandbox } from "novita-sandbox";
+import { hostFor } from "@paperclip-sandbox/conformance";
 import { runEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator, SANDBOX_HOME } from "@paperclip-sandbox/emulator-envd";
 import { createNovitaPlugin } from "./plugin.js";
@@ -21,38 +21,6 @@ afterAll(async () => {
 const requestedCwd = `${SANDBOX_HOME}/paperclip-workspace`;
 const sdkOf = (e: typeof emu, url = e.url) => ({ apiKey: e.credentials.apiKey!, apiUrl: url, sandboxUrl: url });
 const sdk = sdkOf(emu);
-
-type Plugin = ReturnType<typeof createNovitaPlugin>["plugin"];
-type Hooks = Required<Plugin["definition"]>;
-interface Lease {
-  providerLeaseId: string | null;
-  expiresAt?: string | null;
-  metadata?: Record<string, unknown>;
-}
-
-function host(config: Record<string, unknown>) {
-  const suffix = randomUUID().slice(0, 8);
-  const base = { driverKey: "novita", companyId: `company-${suffix}`, environmentId: `environment-${suffix}`, config: { requestedCwd, ...config } };
-  return {
-    acquire: (plugin: Plugin, extra: Record<string, unknown> = {}) =>
-      (plugin.definition as Hooks).onEnvironmentAcquireLease({ ...base, runId: `run-${randomUUID()}`, agentId: `agent-${suffix}`, executionWorkspaceId: `ws-${suffix}`, ...extra }) as Promise<Lease>,
-    resume: (plugin: Plugin, lease: Lease) =>
-      (plugin.definition as Hooks).onEnvironmentResumeLease({ ...base, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata }) as Promise<Lease>,
-    sh: (plugin: Plugin, lease: Lease, script: string) =>
-      (plugin.definition as Hooks).onEnvironmentExecute({
-        ...base,
-        lease: { providerLeaseId: lease.providerLeaseId, metadata: lease.metadata },
-        command: "sh",
-        args: ["-c", script],
-        cwd: lease.metadata?.remoteCwd as string,
-        timeoutMs: 30_000,
-      }) as Promise<{ exitCode: number | null; stdout: string; stderr: string }>,
-    release: (plugin: Plugin, lease: Lease) =>
-      (plugin.definition as Hooks).onEnvironmentReleaseLease({ ...base, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata }) as Promise<{ state: string } | void>,
-    destroy: (plugin: Plugin, lease: Lease) =>
-      (plugin.definition as Hooks).onEnvironmentDestroyLease({ ...base, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata }) as Promise<{ state: string } | void>,
-  };
-}
 
 const infoOn = (opts: typeof sdk) => (id: string) => Sandbox.getInfo(id, opts).catch((error: Error) => (error.name === "SandboxNotFoundError" ? null : Promise.reject(error)));
 const info = infoOn(sdk);
@@ -100,74 +68,74 @@ async function emptyBodyProxy(target: string) {
 
 describe("novita lease lifecycle (envd emulator)", () => {
   it("reuse through pause and resume keeps a running process and a file", async () => {
-    const h = host({ ...sdk, reuseLease: true, timeoutMs: 60_000 });
+    const h = hostFor(createNovitaPlugin().plugin, { ...sdk, reuseLease: true, timeoutMs: 60_000 }, { driverKey: "novita" });
     const first = createNovitaPlugin().plugin;
-    const lease = await h.acquire(first);
+    const lease = await h.withPlugin(first).acquire();
     expect(lease.metadata?.remoteCwd).toBe(requestedCwd);
-    const started = await h.sh(first, lease, "echo kept > file.txt; nohup sh -c 'while :; do sleep 0.05; done' >/dev/null 2>&1 & echo $! > bg.pid");
+    const started = await h.withPlugin(first).sh(lease, "echo kept > file.txt; nohup sh -c 'while :; do sleep 0.05; done' >/dev/null 2>&1 & echo $! > bg.pid");
     expect(started.exitCode).toBe(0);
-    expect(await h.release(first, lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "stopped" });
+    expect(await h.withPlugin(first).release(lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "stopped" });
     expect((await info(lease.providerLeaseId!))?.state).toBe("paused");
 
     const second = createNovitaPlugin().plugin;
-    const resumed = await h.resume(second, lease);
+    const resumed = await h.withPlugin(second).resume(lease);
     expect(resumed.providerLeaseId).toBe(lease.providerLeaseId);
-    const after = await h.sh(second, resumed, 'cat file.txt && kill -0 "$(cat bg.pid)" && echo alive');
+    const after = await h.withPlugin(second).sh(resumed, 'cat file.txt && kill -0 "$(cat bg.pid)" && echo alive');
     expect(after.stdout).toBe("kept\nalive\n");
-    expect(await h.destroy(second, resumed)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "destroyed" });
+    expect(await h.withPlugin(second).destroy(resumed)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "destroyed" });
     expect(await info(lease.providerLeaseId!)).toBeNull();
   });
 
   it("requestedExpiresAt caps the sandbox timeout and the sandbox ends by then", async () => {
-    const h = host({ ...sdk, timeoutMs: 60_000 });
+    const h = hostFor(createNovitaPlugin().plugin, { ...sdk, timeoutMs: 60_000 }, { driverKey: "novita" });
     const plugin = createNovitaPlugin().plugin;
     const requested = Date.now() + 4_000;
-    const lease = await h.acquire(plugin, { requestedExpiresAt: new Date(requested).toISOString() });
+    const lease = await h.withPlugin(plugin).acquire({ requestedExpiresAt: new Date(requested).toISOString() });
     expect(Date.parse(lease.expiresAt!)).toBeLessThanOrEqual(requested);
     expect(await endOf(lease.providerLeaseId!)).toBeLessThanOrEqual(requested);
     // endAt is at or before the cap (above); when the emulator's timer then runs is the machine's
     // business, so the wait is generous.
     await goneBy(info, lease.providerLeaseId!, requested - Date.now() + 10_000);
-    expect(await h.destroy(plugin, lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "destroyed" });
+    expect(await h.withPlugin(plugin).destroy(lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "destroyed" });
   });
 
   it("a reconnect does not shorten the sandbox timeout (the SDK's connect would send its 300 s default)", async () => {
-    const h = host({ ...sdk, reuseLease: true, timeoutMs: 900_000 });
-    const lease = await h.acquire(createNovitaPlugin().plugin);
+    const h = hostFor(createNovitaPlugin().plugin, { ...sdk, reuseLease: true, timeoutMs: 900_000 }, { driverKey: "novita" });
+    const lease = await h.withPlugin(createNovitaPlugin().plugin).acquire();
     const id = lease.providerLeaseId!;
     const created = await endOf(id);
-    expect((await h.sh(createNovitaPlugin().plugin, lease, "true")).exitCode).toBe(0);
+    expect((await h.withPlugin(createNovitaPlugin().plugin).sh(lease, "true")).exitCode).toBe(0);
     expect(await endOf(id)).toBeGreaterThanOrEqual(created);
-    await h.release(createNovitaPlugin().plugin, lease);
-    const resumed = await h.resume(createNovitaPlugin().plugin, lease);
+    await h.withPlugin(createNovitaPlugin().plugin).release(lease);
+    const resumed = await h.withPlugin(createNovitaPlugin().plugin).resume(lease);
     expect(await endOf(id)).toBeGreaterThan(Date.now() + 880_000);
-    await h.destroy(createNovitaPlugin().plugin, resumed);
+    await h.withPlugin(createNovitaPlugin().plugin).destroy(resumed);
   });
 
   it("a resume after the sandbox timed out (its worker gone) reports the expired lease", async () => {
-    const h = host({ ...sdkOf(fast), reuseLease: true, timeoutMs: 10_000 });
+    const h = hostFor(createNovitaPlugin().plugin, { ...sdkOf(fast), reuseLease: true, timeoutMs: 10_000 }, { driverKey: "novita" });
     const crashed = createNovitaPlugin().plugin;
-    const lease = await h.acquire(crashed);
-    await (crashed.definition as Hooks).onShutdown();
+    const lease = await h.withPlugin(crashed).acquire();
+    await h.withPlugin(crashed).shutdown();
     await goneBy(infoOn(sdkOf(fast)), lease.providerLeaseId!, 5_000);
-    expect(await h.resume(createNovitaPlugin().plugin, lease)).toEqual({ providerLeaseId: null, metadata: { expired: true } });
+    expect(await h.withPlugin(createNovitaPlugin().plugin).resume(lease)).toEqual({ providerLeaseId: null, metadata: { expired: true } });
   });
 
   it("with autoPause a timed-out sandbox is paused, and the next use resumes it with its processes", async () => {
-    const h = host({ ...sdkOf(fast), autoPause: true, timeoutMs: 10_000 });
+    const h = hostFor(createNovitaPlugin().plugin, { ...sdkOf(fast), autoPause: true, timeoutMs: 10_000 }, { driverKey: "novita" });
     const crashed = createNovitaPlugin().plugin;
-    const lease = await h.acquire(crashed);
-    await h.sh(crashed, lease, "nohup sleep 600 >/dev/null 2>&1 & echo $! > bg.pid");
-    await (crashed.definition as Hooks).onShutdown();
+    const lease = await h.withPlugin(crashed).acquire();
+    await h.withPlugin(crashed).sh(lease, "nohup sleep 600 >/dev/null 2>&1 & echo $! > bg.pid");
+    await h.withPlugin(crashed).shutdown();
     const read = infoOn(sdkOf(fast));
     const deadline = Date.now() + 5_000;
     while ((await read(lease.providerLeaseId!))?.state !== "paused" && Date.now() < deadline) await sleep(100);
     expect((await read(lease.providerLeaseId!))?.state).toBe("paused");
     // The next execute finds it paused (envd answers 502), resumes it and runs the command.
     const next = createNovitaPlugin().plugin;
-    const result = await h.sh(next, lease, 'kill -0 "$(cat bg.pid)" && echo alive');
+    const result = await h.withPlugin(next).sh(lease, 'kill -0 "$(cat bg.pid)" && echo alive');
     expect(result.stdout).toBe("alive\n");
-    await h.destroy(next, lease);
+    await h.withPlugin(next).destroy(lease);
   });
 });
 
@@ -176,16 +144,16 @@ describe("novita errors with an empty body are failures", () => {
     const proxy = await emptyBodyProxy(emu.url);
     try {
       const viaProxy = { ...sdk, apiUrl: proxy.url, sandboxUrl: proxy.url };
-      const h = host({ ...viaProxy, timeoutMs: 60_000 });
+      const h = hostFor(createNovitaPlugin().plugin, { ...viaProxy, timeoutMs: 60_000 }, { driverKey: "novita" });
       const plugin = createNovitaPlugin().plugin;
-      const lease = await h.acquire(plugin);
+      const lease = await h.withPlugin(plugin).acquire();
       proxy.arm("DELETE", /^\/sandboxes\//, 500);
       // The hazard itself: the SDK's own kill says it killed the sandbox.
       expect(await Sandbox.kill(lease.providerLeaseId!, viaProxy)).toBe(true);
-      await expect(h.destroy(plugin, lease)).rejects.toThrow(/HTTP 500 with no error body/);
+      await expect(h.withPlugin(plugin).destroy(lease)).rejects.toThrow(/HTTP 500 with no error body/);
       expect((await info(lease.providerLeaseId!))?.state).toBe("running");
       proxy.disarm();
-      expect(await h.destroy(plugin, lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "destroyed" });
+      expect(await h.withPlugin(plugin).destroy(lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "destroyed" });
       expect(await info(lease.providerLeaseId!)).toBeNull();
     } finally {
       await proxy.close();
@@ -198,7 +166,7 @@ describe("novita errors with an empty body are failures", () => {
       const viaProxy = { ...sdk, apiUrl: proxy.url, sandboxUrl: proxy.url };
       const before = (await emu.leftovers()).length;
       proxy.arm("POST", /^\/sandboxes$/, 503);
-      await expect(host({ ...viaProxy, timeoutMs: 60_000 }).acquire(createNovitaPlugin().plugin)).rejects.toThrow(/answered an error without a body/);
+      await expect(hostFor(createNovitaPlugin().plugin, { ...viaProxy, timeoutMs: 60_000 }, { driverKey: "novita" }).acquire()).rejects.toThrow(/answered an error without a body/);
       expect((await emu.leftovers()).length).toBe(before);
     } finally {
       await proxy.close();
@@ -209,11 +177,11 @@ describe("novita errors with an empty body are failures", () => {
     const proxy = await emptyBodyProxy(emu.url);
     try {
       const viaProxy = { ...sdk, apiUrl: proxy.url, sandboxUrl: proxy.url };
-      const h = host({ ...viaProxy, reuseLease: true, timeoutMs: 60_000 });
+      const h = hostFor(createNovitaPlugin().plugin, { ...viaProxy, reuseLease: true, timeoutMs: 60_000 }, { driverKey: "novita" });
       const plugin = createNovitaPlugin().plugin;
-      const lease = await h.acquire(plugin);
+      const lease = await h.withPlugin(plugin).acquire();
       proxy.arm("POST", /\/pause$/, 500);
-      expect(await h.release(plugin, lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "stopped" });
+      expect(await h.withPlugin(plugin).release(lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "stopped" });
       // Not left running: killed (the SDK alone would have reported it paused).
       expect(await info(lease.providerLeaseId!)).toBeNull();
     } finally {

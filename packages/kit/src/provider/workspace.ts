@@ -2,7 +2,7 @@ import { shellQuote } from "../exec/quote.js";
 import type { ScriptRunner } from "../transport.js";
 import type { SandboxHandle, WorkspaceDeclaration } from "./types.js";
 
-const valueOf = <C>(value: string | ((config: C) => string), config: C): string => (typeof value === "function" ? value(config) : value);
+const resolveValue = <C>(value: string | ((config: C) => string), config: C): string => (typeof value === "function" ? value(config) : value);
 
 /** An absolute path without `..` components: what a lease's `remoteCwd` must look like. */
 export function plausibleWorkspace(value: unknown): value is string {
@@ -16,7 +16,7 @@ export function plausibleWorkspace(value: unknown): value is string {
 export function knownWorkspace<H extends SandboxHandle, C>(decl: WorkspaceDeclaration<H, C>, handle: H, config: C, metadata: Record<string, unknown>): string | undefined {
   if ("existing" in decl) return decl.existing(handle, config);
   if (plausibleWorkspace(metadata.remoteCwd)) return metadata.remoteCwd;
-  return "path" in decl ? valueOf(decl.path, config) : undefined;
+  return "path" in decl ? resolveValue(decl.path, config) : undefined;
 }
 
 /**
@@ -32,7 +32,7 @@ export async function makeWorkspace<H extends SandboxHandle, C>(
   signal?: AbortSignal,
 ): Promise<string> {
   if ("existing" in decl) return decl.existing(handle, config);
-  const dir = "path" in decl ? shellQuote(valueOf(decl.path, config)) : `"$HOME"/${shellQuote(valueOf(decl.homeSubdir, config))}`;
+  const dir = "path" in decl ? shellQuote(resolveValue(decl.path, config)) : `"$HOME"/${shellQuote(resolveValue(decl.homeSubdir, config))}`;
   const out: Buffer[] = [];
   const err: Buffer[] = [];
   const exit = await runner().run(`mkdir -p -- ${dir} && cd -- ${dir} && pwd -P`, {
@@ -45,5 +45,5 @@ export async function makeWorkspace<H extends SandboxHandle, C>(
     const how = exit.reason === "exit" ? `exit ${exit.exitCode}` : exit.reason;
     throw new Error(`creating the workspace in sandbox ${handle.providerLeaseId} failed (${how}): ${Buffer.concat(err).toString("utf8").trim().slice(0, 300)}`);
   }
-  return "path" in decl ? valueOf(decl.path, config) : printed;
+  return "path" in decl ? resolveValue(decl.path, config) : printed;
 }
