@@ -38,14 +38,14 @@ function streamInput(sandbox: e2b.Sandbox) {
     method: "POST",
     headers: { "content-type": "application/connect+json", "connect-protocol-version": "1", "E2b-Sandbox-Id": sandbox.sandboxId, "E2b-Sandbox-Port": "49983", ...(token ? { "X-Access-Token": token } : {}) },
   });
-  const answer = new Promise<{ status: number; frames: { flags: number; message: any }[] }>((resolve, reject) => {
+  const answer = new Promise<{ status: number; frames: { flags: number; message: unknown }[] }>((resolve, reject) => {
     request.on("error", reject);
     request.on("response", (response) => {
       const chunks: Buffer[] = [];
       response.on("data", (chunk: Buffer) => chunks.push(chunk));
       response.on("end", () => {
         const body = Buffer.concat(chunks);
-        const frames: { flags: number; message: any }[] = [];
+        const frames: { flags: number; message: unknown }[] = [];
         for (let at = 0; at + 5 <= body.length; at += 5 + body.readUInt32BE(at + 1)) {
           frames.push({ flags: body[at]!, message: JSON.parse(body.subarray(at + 5, at + 5 + body.readUInt32BE(at + 1)).toString("utf8")) });
         }
