@@ -489,6 +489,7 @@ async function runProvider(p, plugin) {
 
   if (p.duplex && first) await duplexScenario(p, agentId, eid);
   await loginScenario(p, cid, eid);
+  if (p.customImage && first) await customImageScenario(p, cid, agentId, eid);
   if (p.reuse) await reuseScenario(p, cid, baseConfig);
   if (plugin.mode === "name" && first) await upgradeScenario(p, plugin, { agentId, eid, cid });
 
@@ -497,6 +498,61 @@ async function runProvider(p, plugin) {
     const procs = leftoverProcesses();
     check(extra.length === 0 && procs.length === 0,
       [...extra, ...procs.map((q) => `process ${q.pid} ${q.cmdline.slice(0, 120)}`)].join("; "));
+  });
+}
+
+/**
+ * Custom images through the host's API (HOST-CALLS.md §8): a setup session started, a file installed
+ * in the setup sandbox, captured ("finish"), the setup sandbox gone, a new run that finds the file
+ * (the fake agent reports the $HOME marker it found), the template deleted with the provider's copy,
+ * and a run after that starting clean.
+ */
+async function customImageScenario(p, cid, agentId, eid) {
+  // With more than one company on the instance the host needs the company named (HOST-CALLS.md §8).
+  const q = `companyId=${encodeURIComponent(cid)}`;
+  const token = `e2e-template-${Date.now()}`;
+  const started = await step("custom image: setup session started", async () => {
+    const r = await apiOk("POST", `/environments/${eid}/custom-image-setup-sessions?${q}`, {}, { timeoutMs: 130_000 });
+    check(r.session?.status === "waiting_for_user", `setup session is ${r.session?.status}: ${redactText(JSON.stringify(r.session ?? r)).slice(0, 300)}`);
+    check(r.session.providerLeaseId, "the setup session names no sandbox");
+    const got = await apiOk("GET", `/environment-custom-image-setup-sessions/${r.session.id}?${q}`);
+    check(got.session?.status === "waiting_for_user", `refreshed setup session is ${got.session?.status}`);
+    return { session: r.session, detail: `session ${r.session.id}, sandbox ${r.session.providerLeaseId}, connection ${JSON.stringify(r.connectionPayload ?? null)}` };
+  });
+  if (!started) return;
+  const { session } = started;
+  const installed = await step("custom image: a file installed in the setup sandbox", async () => {
+    p.customImage.install(ctx, session.providerLeaseId, ".paperclip-e2e-marker", `${token}\n`);
+    return { detail: "$HOME/.paperclip-e2e-marker" };
+  });
+  if (!installed) {
+    await api("POST", `/environment-custom-image-setup-sessions/${session.id}/cancel?${q}`, { reason: "e2e install failed" });
+    return;
+  }
+  const captured = await step("custom image: captured, setup sandbox gone", async () => {
+    const r = await apiOk("POST", `/environment-custom-image-setup-sessions/${session.id}/finish?${q}`, {}, { timeoutMs: 130_000 });
+    check(r.session?.status === "promoted", `setup session is ${r.session?.status} after finish`);
+    check(r.template?.status === "active" && r.template.templateRef, `no active template: ${redactText(JSON.stringify(r.template ?? r)).slice(0, 300)}`);
+    check(p.customImage.templates(ctx).includes(r.template.templateRef), `the provider keeps no template ${r.template.templateRef}`);
+    const dir = p.leaseDir?.(ctx, { providerLeaseId: session.providerLeaseId });
+    await waitFor("the setup sandbox gone", async () => !dir || !fs.existsSync(dir), { timeoutMs: 30_000 });
+    return { template: r.template, detail: `template ${r.template.templateRef} (${r.template.templateKind})` };
+  });
+  if (!captured) return;
+  await step("custom image: a new run starts from the template", async () => {
+    const r = await taskRun({ agentId, environmentId: eid });
+    await checkRunResult(p, r, { expectMarkerBefore: token });
+    await checkReleased(p, r);
+    return { ms: r.toReleaseMs, detail: `marker_before=${token}` };
+  });
+  await step("custom image: template deleted, its copy gone, the next run clean", async () => {
+    const t = await apiOk("DELETE", `/environments/${eid}/custom-image-template?deleteProviderTemplate=true&${q}`);
+    check(t.status === "revoked", `template is ${t.status} after delete`);
+    check(!p.customImage.templates(ctx).includes(captured.template.templateRef), `the provider still keeps ${captured.template.templateRef}`);
+    const r = await taskRun({ agentId, environmentId: eid });
+    await checkRunResult(p, r, { expectMarkerBefore: "none" });
+    await checkReleased(p, r);
+    return { detail: "marker_before=none" };
   });
 }
 

@@ -81,6 +81,17 @@ export const PROVIDERS = [
     duplex: { runs: 3 },
     leaseDir: (ctx, lease) => (lease.providerLeaseId ? path.join(ctx.runDir, "bwrap", "leases", lease.providerLeaseId) : null),
     leftovers: (ctx) => listDirs(path.join(ctx.runDir, "bwrap", "leases")).map((name) => `lease dir bwrap/leases/${name}`),
+    // Custom images: bubblewrap offers no setup connection (README), so the file is installed on the
+    // worker's machine, in the setup sandbox's home on disk (as its operator could), owned like the home.
+    customImage: {
+      install: (ctx, providerLeaseId, name, content) => {
+        const home = path.join(ctx.runDir, "bwrap", "leases", providerLeaseId, "disk", "home");
+        const owner = fs.statSync(home);
+        fs.writeFileSync(path.join(home, name), content, { mode: 0o644 });
+        fs.chownSync(path.join(home, name), owner.uid, owner.gid);
+      },
+      templates: (ctx) => listDirs(path.join(ctx.runDir, "bwrap", "templates")),
+    },
     ui: (ctx) => ({
       fill: { "State directory": path.join(ctx.runDir, "bwrap") },
       choose: { "Runner lifecycle (Paperclip setting)": "warm" },

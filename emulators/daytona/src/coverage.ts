@@ -8,7 +8,6 @@ const NO_BUILDS = "one image (the host's tree): nothing is built, so there are n
 const NO_FORKS = "no copy-on-write sandbox copies (fork, backup, snapshot of a running sandbox); archive keeps a stopped sandbox's disk";
 const NO_TELEMETRY = "no OpenTelemetry collector behind the emulator";
 const RUNNER_ONLY = "called by Daytona's runners and proxy, not by clients";
-const NO_PTY = "no pseudo-terminals: the jails run commands over pipes (execute, sessions, code-run)";
 
 /**
  * Every operation of `@daytona/toolbox-api-client` and `@daytona/api-client` 0.218.0 (the SDK's
@@ -44,12 +43,12 @@ export const DAYTONA_COVERAGE: CoverageSpec = {
     "toolbox/process.sendInput": served(),
     "toolbox/process.getEntrypointSession": served("404: these sandboxes have no image entrypoint"),
     "toolbox/process.getEntrypointLogs": served("404: these sandboxes have no image entrypoint"),
-    "toolbox/process.createPtySession": refused(NO_PTY),
-    "toolbox/process.connectPtySession": refused(NO_PTY),
-    "toolbox/process.getPtySession": refused(NO_PTY),
-    "toolbox/process.listPtySessions": refused(NO_PTY),
-    "toolbox/process.resizePtySession": refused(NO_PTY),
-    "toolbox/process.deletePtySession": refused(NO_PTY),
+    "toolbox/process.createPtySession": served("<shell> -i -l on a real terminal in the jail; also create-connect (one WebSocket upgrade, envs in a subprotocol)"),
+    "toolbox/process.connectPtySession": served("binary output frames to every client, connected/exited control messages, the exit in the close frame"),
+    "toolbox/process.getPtySession": served(),
+    "toolbox/process.listPtySessions": served(),
+    "toolbox/process.resizePtySession": served("one window-size change (SIGWINCH), 1-999"),
+    "toolbox/process.deletePtySession": served("SIGKILL to the terminal's process group; clients closed with 137"),
     // Toolbox: info, ports, daemon internals.
     "toolbox/info.getUserHomeDir": served(),
     "toolbox/info.getWorkDir": served(),

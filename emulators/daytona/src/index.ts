@@ -7,6 +7,7 @@ import { registerNotificationGateway } from "./notifications.js";
 import { resolveOptions, type DaytonaEmulatorOptions } from "./options.js";
 import { registerCodeRunRoute, registerProcessRoutes } from "./process-routes.js";
 import { sandboxDto } from "./records.js";
+import { registerPtyRoutes } from "./pty-routes.js";
 import { registerRefusals } from "./refusals.js";
 import { registerSessionRoutes } from "./session-routes.js";
 import { registerSnapshotRoutes } from "./snapshot-routes.js";
@@ -58,6 +59,7 @@ export const emulator: EmulatorDefinition<DaytonaEmulatorOptions> = {
     registerProcessRoutes(router, { fleet, authorize });
     registerCodeRunRoute(router, { fleet, authorize });
     const sessions = registerSessionRoutes(router, { fleet, authorize });
+    const ptys = registerPtyRoutes(router, { fleet, authorize });
     registerFileRoutes(router, { fleet, authorize });
 
     const http = await kit.http(router, { port: resolved.port });
@@ -81,7 +83,7 @@ export const emulator: EmulatorDefinition<DaytonaEmulatorOptions> = {
       async leftovers() {
         const records = fleet.all().map((record) => `sandbox ${record.id} (${record.state})`);
         const jails = (await backend.list()).map((jail) => `jail ${jail.id} (${jail.state})`);
-        return [...records, ...jails, ...sessions.running()];
+        return [...records, ...jails, ...sessions.running(), ...ptys.running()];
       },
     };
   },

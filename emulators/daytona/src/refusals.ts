@@ -9,12 +9,6 @@ export interface RefusalDeps {
 
 /** Routes of individually refused operations (method, path under the plane's root, coverage key). */
 const REFUSED_ROUTES: ReadonlyArray<[string, string, string]> = [
-  ["POST", "/toolbox/:sandboxId/process/pty", "toolbox/process.createPtySession"],
-  ["GET", "/toolbox/:sandboxId/process/pty", "toolbox/process.listPtySessions"],
-  ["GET", "/toolbox/:sandboxId/process/pty/:sessionId", "toolbox/process.getPtySession"],
-  ["DELETE", "/toolbox/:sandboxId/process/pty/:sessionId", "toolbox/process.deletePtySession"],
-  ["POST", "/toolbox/:sandboxId/process/pty/:sessionId/resize", "toolbox/process.resizePtySession"],
-  ["GET", "/toolbox/:sandboxId/process/pty/:sessionId/connect", "toolbox/process.connectPtySession"],
   ["POST", "/toolbox/:sandboxId/init", "toolbox/server.initialize"],
   ["POST", "/toolbox/:sandboxId/env", "toolbox/server.updateEnv"],
   ["GET", "/toolbox/:sandboxId/system/metrics", "toolbox/system.getSystemMetrics"],
@@ -65,15 +59,6 @@ export function registerRefusals(router: Router, deps: RefusalDeps): void {
     const envelope = path.startsWith("/toolbox/") ? deps.daemonEnvelope : deps.apiEnvelope;
     router.route(method, path, refuse(reason), { errorEnvelope: envelope });
   }
-  router.ws("/toolbox/:sandboxId/process/pty/*rest", {
-    errorEnvelope: deps.daemonEnvelope,
-    before(ctx) {
-      deps.authorize(ctx);
-      ctx.record.markUnserved("refused");
-      throw new HttpError(501, `emulator limit: ${DAYTONA_COVERAGE.operations["toolbox/process.createPtySession"]!.reason}`, { code: "NOT_IMPLEMENTED" });
-    },
-    onConnection: (socket) => socket.close(1011),
-  });
   for (const { plane, prefix, group } of REFUSED_PREFIXES) {
     const reason = DAYTONA_COVERAGE.refusedGroups?.[group] ?? "not emulated";
     const base = plane === "toolbox" ? `/toolbox/:sandboxId/${prefix}` : `/api/${prefix}`;

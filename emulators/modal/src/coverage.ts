@@ -109,7 +109,7 @@ export const MODAL_COVERAGE: CoverageSpec = {
       TaskResult: refused(RUNTIME_ONLY),
     }),
     ...router({
-      TaskExecStart: served("argv as given; no PTY"),
+      TaskExecStart: served("argv as given; with pty_info on a real terminal in the jail (its size, TERM variables; stdout is the terminal, stdin typed into it)"),
       TaskExecStdioRead: served(),
       TaskExecWait: served(),
       TaskExecPoll: served(),

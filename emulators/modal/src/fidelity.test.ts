@@ -160,12 +160,33 @@ describe("modal 0.11.1 (V2 sandboxes)", () => {
     }
   });
 
-  it("refused on purpose: memory snapshots, connect tokens and PTY execs answer with the reason", async () => {
+  it("exec with pty: true runs on a terminal of pty_info's size and TERM: stdin is typed (echoed), ^C interrupts, the exit code comes back", async () => {
+    const sb = await mc.sandboxes.create(app, mc.images.fromRegistry("alpine:3.21"));
+    try {
+      const proc = await sb.exec(["/bin/sh", "-c", 'if [ -t 0 ] && [ -t 1 ]; then echo "tty=$(stty size) term=$TERM color=$COLORTERM"; fi; IFS= read -r x; echo "got[$x]"; exit 4'], { pty: true });
+      const output = proc.stdout.readText();
+      await proc.stdin.writeText("typed-in\r");
+      expect(await proc.wait()).toBe(4);
+      const text = await output;
+      expect(text).toContain("tty=24 80 term=xterm-256color color=truecolor\r\n");
+      expect(text.indexOf("typed-in")).toBeLessThan(text.indexOf("got[typed-in]\r\n"));
+
+      const sleeper = await sb.exec(["/bin/sh", "-c", "echo waiting; exec sleep 300"], { pty: true });
+      const reader = sleeper.stdout.getReader();
+      expect(String((await reader.read()).value)).toContain("waiting");
+      reader.releaseLock();
+      await sleeper.stdin.writeText("\x03");
+      expect(await sleeper.wait()).toBe(130);
+    } finally {
+      await sb.terminate();
+    }
+  });
+
+  it("refused on purpose: memory snapshots and connect tokens answer with the reason", async () => {
     const sb = await mc.sandboxes.create(app, mc.images.fromRegistry("alpine:3.21"));
     try {
       await expect(sb.experimentalSnapshot()).rejects.toThrow(/emulator limit: no memory snapshots/);
       await expect(sb.createConnectToken()).rejects.toThrow(/emulator limit: jails have no network/);
-      await expect(sb.exec(["sh"], { pty: true } as never)).rejects.toThrow(/emulator limit: PTY/);
       await emu.requests.idle();
       expect(emu.requests.unserved().map((u) => [u.target, u.reason])).toEqual(
         expect.arrayContaining([

@@ -2,7 +2,7 @@ import { GrpcError, GrpcStatus, type GrpcCall, type GrpcHandler } from "@papercl
 import { stdinWriteV2, stdioReadV2 } from "./entrypoint-stdio.js";
 import type { ImageStore } from "./images.js";
 import type { EmulatedProcess, ExitStatus } from "./process.js";
-import type { SandboxManager, SandboxRecord } from "./sandboxes.js";
+import { ptyOf, type PtyInfoMessage, type SandboxManager, type SandboxRecord } from "./sandboxes.js";
 import type { TokenIssuer } from "./tokens.js";
 import { STDERR_CONFIG_STDOUT, STDIO_FD } from "./wire.js";
 
@@ -70,14 +70,13 @@ export function routerHandlers(deps: RouterDeps): Record<string, GrpcHandler> {
         stderr_config: number;
         timeout_secs?: number;
         workdir?: string;
-        pty_info: { enabled: boolean } | null;
+        pty_info: PtyInfoMessage | null;
         env: Record<string, string>;
         secret_sources: SecretSource[];
       },
       call: GrpcCall,
     ) {
       const record = await task(call, request.task_id);
-      if (request.pty_info?.enabled) throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "emulator limit: PTY execs are not supported");
       if (!request.exec_id) throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "exec_id is required");
       await sandboxes.startExec(record, {
         execId: request.exec_id,
@@ -86,6 +85,7 @@ export function routerHandlers(deps: RouterDeps): Record<string, GrpcHandler> {
         timeoutSecs: request.timeout_secs,
         env: { ...request.env, ...secretEnv(request.secret_sources) },
         stderrToStdout: request.stderr_config === STDERR_CONFIG_STDOUT,
+        ...(request.pty_info?.enabled ? { pty: ptyOf(request.pty_info) } : {}),
       });
       return {};
     },

@@ -1,5 +1,6 @@
 import { GrpcError, GrpcStatus } from "@paperclip-sandbox/emulator-kit";
 import type { EgressSpec, Sandbox, SandboxBackend, SandboxLimits } from "@paperclip-sandbox/sandbox-backend";
+import { execOnPty } from "@paperclip-sandbox/sandbox-backend";
 import type { VendorClock } from "@paperclip-sandbox/emulator-kit";
 import { FS_TOOLS_PATH, FsToolProcess } from "./fs-tools.js";
 import { ids } from "./ids.js";
@@ -86,6 +87,43 @@ export interface ExecSpec {
   timeoutSecs: number | undefined;
   env: Record<string, string>;
   stderrToStdout: boolean;
+  /** Run on a pseudo-terminal (`pty_info.enabled`): stdout is the terminal, stdin is typed into it. */
+  pty?: ExecPty;
+}
+
+/** An exec's terminal: its size and the terminal variables from `pty_info`. */
+export interface ExecPty {
+  cols: number;
+  rows: number;
+  env: Record<string, string>;
+}
+
+/** `modal.client.PTYInfo` as decoded. */
+export interface PtyInfoMessage {
+  enabled?: boolean;
+  winsz_rows?: number;
+  winsz_cols?: number;
+  env_term?: string;
+  env_colorterm?: string;
+  env_term_program?: string;
+  pty_type?: number;
+  no_terminate_on_idle_stdin?: boolean;
+}
+
+const MAX_PTY_DIMENSION = 10_000;
+
+/** The terminal `pty_info` asks for: 24x80 where a size is unset, `TERM`/`COLORTERM`/`TERM_PROGRAM` where given. */
+export function ptyOf(info: PtyInfoMessage): ExecPty {
+  const dimension = (value: number | undefined, name: string, fallback: number) => {
+    if (!value) return fallback;
+    if (value > MAX_PTY_DIMENSION) throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, `pty_info.${name} must be at most ${MAX_PTY_DIMENSION}`);
+    return value;
+  };
+  const env: Record<string, string> = {};
+  if (info.env_term) env.TERM = info.env_term;
+  if (info.env_colorterm) env.COLORTERM = info.env_colorterm;
+  if (info.env_term_program) env.TERM_PROGRAM = info.env_term_program;
+  return { rows: dimension(info.winsz_rows, "winsz_rows", 24), cols: dimension(info.winsz_cols, "winsz_cols", 80), env };
 }
 
 export interface SandboxManagerDeps {
@@ -297,18 +335,20 @@ export function createSandboxManager(deps: SandboxManagerDeps) {
     if (spec.argv[0] === FS_TOOLS_PATH) {
       process = new FsToolProcess(spec.execId, spec.argv, record.jail!.files);
     } else {
-      const argv = spec.stderrToStdout ? ["/bin/sh", "-c", 'exec 2>&1; exec "$0" "$@"', ...spec.argv] : spec.argv;
+      const argv = spec.stderrToStdout && !spec.pty ? ["/bin/sh", "-c", 'exec 2>&1; exec "$0" "$@"', ...spec.argv] : spec.argv;
+      const common = {
+        cwd: spec.workdir || record.workdir || "/",
+        env: { ...record.env, ...spec.env, ...spec.pty?.env },
+        ...(spec.timeoutSecs ? { timeoutMs: spec.timeoutSecs * 1000 } : {}),
+        tag: spec.execId,
+        outputLimitBytes: EXEC_OUTPUT_BYTES,
+      };
       let handle;
       try {
-        handle = await record.jail!.exec({
-          argv,
-          cwd: spec.workdir || record.workdir || "/",
-          env: { ...record.env, ...spec.env },
-          ...(spec.timeoutSecs ? { timeoutMs: spec.timeoutSecs * 1000 } : {}),
-          stdin: true,
-          tag: spec.execId,
-          outputLimitBytes: EXEC_OUTPUT_BYTES,
-        });
+        // On a terminal the command leads its session; its output (both streams) is the terminal's, on stdout.
+        handle = spec.pty
+          ? (await execOnPty(record.jail!, { ...common, argv, cols: spec.pty.cols, rows: spec.pty.rows })).handle
+          : await record.jail!.exec({ ...common, argv, stdin: true });
       } catch (error) {
         throw new GrpcError(GrpcStatus.FAILED_PRECONDITION, `exec failed: ${(error as Error).message}`);
       }

@@ -6,12 +6,13 @@ import { executeCases } from "./cases/execute.js";
 import { leaseLifecycleCases } from "./cases/lease-lifecycle.js";
 import { syncCases } from "./cases/sync.js";
 import { hostedFailureCases } from "./cases/hosted-failures.js";
+import { templateCases } from "./cases/templates.js";
 import { CONFORMANCE_CASE_NAMES, type ConformanceCaseName, type ConformanceOptions } from "./options.js";
 import { ConformanceSkip } from "./skip.js";
 import type { ConformanceWorld } from "./world.js";
 
 const ALL_CASES = new Map<ConformanceCaseName, ConformanceCase>(
-  [...configAndProbeCases, ...leaseLifecycleCases, ...executeCases, ...syncCases, ...duplexCases, ...loginPtyCases, ...hostedFailureCases].map((c) => [c.name, c]),
+  [...configAndProbeCases, ...leaseLifecycleCases, ...executeCases, ...syncCases, ...duplexCases, ...loginPtyCases, ...templateCases, ...hostedFailureCases].map((c) => [c.name, c]),
 );
 
 /**

@@ -105,4 +105,15 @@ describe("an idle sandbox goes dormant", () => {
     expect(await sh(found, "cat /workspace/f")).toBe("adopted\n");
     await next.destroy("adopted");
   });
+
+  it("a dormant sandbox can be frozen (its jail comes back, paused) and thawed, its files kept", async () => {
+    const sandbox = await world.create({ id: "dormant-freeze" });
+    expect(await sh(sandbox, "echo kept > /workspace/file; echo ok")).toBe("ok\n");
+    expect(await eventually(() => dormant(sandbox), Boolean, 10_000)).toBe(true);
+    await sandbox.freeze();
+    expect(sandbox.state).toBe("frozen");
+    await sandbox.thaw();
+    expect(await sh(sandbox, "cat /workspace/file")).toBe("kept\n");
+    await world.backend.destroy("dormant-freeze");
+  });
 });

@@ -318,7 +318,9 @@ export class LocalSandbox implements Sandbox {
     });
   }
 
-  freeze(): Promise<void> {
+  async freeze(): Promise<void> {
+    // A dormant sandbox is still running: it gets its jail back first, so freezing it pauses that jail.
+    await this.ensureAwake();
     return this.serialized(async () => {
       const jail = this.requireAliveJail();
       if (this.record.state === "frozen") return;

@@ -2,6 +2,7 @@ import { isIP } from "node:net";
 import { z } from "zod";
 import { defineProviderConfig, fields } from "@paperclip-sandbox/kit";
 import { diskLimitProblem } from "@paperclip-sandbox/sandbox-backend";
+import { isTemplateRef } from "./templates.js";
 
 export const DEFAULT_TIMEOUT_MS = 300_000;
 /** A lease always has an expiry the supervisor enforces, so nothing of it can run forever. */
@@ -130,6 +131,21 @@ export const configSchema = z.object({
       examples: ["/var/lib/paperclip-bubblewrap"],
     })
     .optional(),
+  templateRef: fields
+    .ui(
+      z
+        .string()
+        .max(64)
+        .refine(isTemplateRef, { message: "must be a template Paperclip captured (tpl- and 24 hex digits)" }),
+      {
+        title: "Custom image template",
+        description:
+          "The captured template new sandboxes start from (a copy of a setup sandbox's workspace, home and /tmp). Paperclip sets it when you capture a custom image; empty: a clean sandbox.",
+        group: PATHS,
+        advanced: true,
+      },
+    )
+    .optional(),
 });
 
 export type BubblewrapConfig = z.output<typeof configSchema>;
@@ -153,5 +169,6 @@ export function sandboxShape(config: BubblewrapConfig): Record<string, unknown> 
     egressAllowFqdns: [...config.egressAllowFqdns].sort(),
     egressAllowCidrs: [...config.egressAllowCidrs].sort(),
     stateDir: config.stateDir ?? null,
+    templateRef: config.templateRef ?? null,
   };
 }

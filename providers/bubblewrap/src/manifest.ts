@@ -1,4 +1,4 @@
-import { defineSandboxProviderManifest, packageVersionOf, STREAM_TRANSPORT, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
+import { defineSandboxProviderManifest, packageVersionOf, STREAM_TRANSPORT, type DeclaredProviderShape, type TemplateContract } from "@paperclip-sandbox/kit";
 import { providerConfig } from "./config.js";
 
 export const BUBBLEWRAP_DRIVER_KEY = "bubblewrap";
@@ -7,7 +7,19 @@ export const BUBBLEWRAP_PLUGIN_ID = "paperclip-sandbox.bubblewrap";
  * The in-jail supervisor meets the whole transport contract and enforces deadlines; stopped jails
  * keep their disk; pseudo-terminals come from util-linux `script` in the jail (`withScriptPty`).
  */
-export const BUBBLEWRAP_SHAPE: DeclaredProviderShape = { transport: { ...STREAM_TRANSPORT, remoteTimeout: true, pty: true }, keepsLeases: true };
+/**
+ * Custom images: a template is a copy of a setup sandbox's writable trees in the state directory
+ * (src/templates.ts), so it belongs to that directory and that root filesystem. No remote connection:
+ * the host's setup terminal needs an SSH server it can reach, which a local jail does not run (README).
+ */
+export const BUBBLEWRAP_TEMPLATES: TemplateContract = {
+  refKind: "snapshot",
+  configField: "templateRef",
+  identityPaths: ["stateDir", "rootfs"],
+  connectionTypes: [],
+  deletes: true,
+};
+export const BUBBLEWRAP_SHAPE: DeclaredProviderShape = { transport: { ...STREAM_TRANSPORT, remoteTimeout: true, pty: true }, keepsLeases: true, templates: BUBBLEWRAP_TEMPLATES };
 
 export default defineSandboxProviderManifest({
   id: BUBBLEWRAP_PLUGIN_ID,

@@ -16,7 +16,8 @@ import {
 } from "@paperclip-sandbox/sandbox-backend";
 import { DEFAULT_LEASE_TTL_MS, providerConfig, sandboxShape, type BubblewrapConfig } from "./config.js";
 import { defaultStateDir, isLeaseId, newLeaseId } from "./leases.js";
-import { BUBBLEWRAP_DRIVER_KEY, BUBBLEWRAP_SHAPE } from "./manifest.js";
+import { BUBBLEWRAP_DRIVER_KEY, BUBBLEWRAP_SHAPE, BUBBLEWRAP_TEMPLATES } from "./manifest.js";
+import { captureTemplate, deleteTemplate, readTemplate, restoreTemplate } from "./templates.js";
 import { findBwrap, probeBubblewrap } from "./probe.js";
 
 export interface BubblewrapPluginDeps {
@@ -132,8 +133,10 @@ export function createBubblewrapProvider(deps: BubblewrapPluginDeps = {}) {
         expiresAt: expiresAt!.getTime(), // the kit always bounds it (options.ttlMs)
         egress: grant,
         labels: { ...labels },
-        metadata: { reuse: reusable },
+        metadata: { reuse: reusable, ...(config.templateRef ? { templateRef: config.templateRef } : {}) },
       });
+      // The kit checked the template is this company's and environment's; nothing has run in the jail yet.
+      if (config.templateRef) await restoreTemplate(sandbox, stateDirOf(config), config.templateRef);
       return leaseOf(sandbox);
     },
     async get(ref) {
@@ -163,6 +166,15 @@ export function createBubblewrapProvider(deps: BubblewrapPluginDeps = {}) {
       },
     },
     annotateStderr: (lease) => annotate(sandboxOf(lease)),
+    templates: {
+      ...BUBBLEWRAP_TEMPLATES,
+      async capture(lease, ref, { labels, label }) {
+        const record = await captureTemplate(sandboxOf(lease), stateDirOf(ref.config), { labels, label });
+        return { templateRef: record.ref, metadata: { bytes: record.bytes } };
+      },
+      labels: async (templateRef, config) => (await readTemplate(stateDirOf(config), templateRef))?.labels ?? null,
+      delete: (templateRef, config) => deleteTemplate(stateDirOf(config), templateRef),
+    },
     // Every lease in the config's state directory carrying the labels (a half-made one has none),
     // as the worker would see it: outside the worker the default state dir follows the worker's env.
     async list(config, labels, context) {

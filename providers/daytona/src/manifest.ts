@@ -5,10 +5,11 @@ export const DAYTONA_DRIVER_KEY = "daytona";
 export const DAYTONA_PLUGIN_ID = "paperclip-sandbox.daytona";
 /**
  * Daytona's `process/execute` through the kit's file-stdio runner: buffered stdin, binary-safe
- * (base64 between markers), no live output, group kill by a second call. Sandboxes can be stopped.
+ * (base64 between markers), no live output, group kill by a second call; pseudo-terminals from the
+ * toolbox's PTY sessions (login terminals). Sandboxes can be stopped.
  */
 export const DAYTONA_SHAPE: DeclaredProviderShape = {
-  transport: { stdin: "buffered", stdinEof: true, binarySafe: true, liveOutput: false, separateStderr: true, signals: "group", remoteTimeout: false },
+  transport: { stdin: "buffered", stdinEof: true, binarySafe: true, liveOutput: false, separateStderr: true, signals: "group", remoteTimeout: false, pty: true },
   keepsLeases: true,
 };
 

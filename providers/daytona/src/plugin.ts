@@ -4,6 +4,7 @@ import { createClientPool, type DaytonaClient } from "./client.js";
 import { configWarnings, creationProblems, daytonaConfig, type DaytonaConfig } from "./config.js";
 import { daytonaFiles, daytonaRunner } from "./exec.js";
 import { DAYTONA_DRIVER_KEY, DAYTONA_SHAPE } from "./manifest.js";
+import { daytonaPty } from "./pty.js";
 import { createParams, createSandbox, deleteSandbox, findByLabels, getSandbox, handleOf, listedResource, startSandbox, stateOf, stopSandbox } from "./sandboxes.js";
 import { createSessionRunner, daytonaSessionApi } from "./session-runner.js";
 
@@ -58,7 +59,9 @@ export function createDaytonaProvider(deps: DaytonaPluginDeps = {}) {
     runner(handle, config) {
       const client = clientFor(config);
       const files = daytonaFiles(client, handle);
-      return config.liveOutput ? createSessionRunner(daytonaSessionApi(client, handle), files) : daytonaRunner(client, handle, files);
+      const runner = config.liveOutput ? createSessionRunner(daytonaSessionApi(client, handle), files) : daytonaRunner(client, handle, files);
+      // Login terminals on the toolbox's PTY sessions; signals other than SIGKILL go through the runner.
+      return { capabilities: Object.freeze({ ...runner.capabilities, pty: true }), run: (script, io) => runner.run(script, io), pty: daytonaPty(client, handle, runner) };
     },
     files: (handle, config) => daytonaFiles(clientFor(config), handle),
     list: async (config, labels, { env }) => (await findByLabels(clientFor(config, env), labels)).map(listedResource),

@@ -17,6 +17,7 @@ import { billingWarning, billsWhileReused, credentialsOf, modalConfig, modalConf
 import { modalLeaseIds, newLeaseName, type ModalLeaseRef } from "./lease-id.js";
 import { MODAL_DRIVER_KEY, MODAL_SHAPE } from "./manifest.js";
 import { createSandbox, deleteImage, handleOf, inspect, sandboxesLabelled, TAGS, terminate, type ModalHandle } from "./sandboxes.js";
+import { modalPty } from "./pty.js";
 import { createModalRunner } from "./transport.js";
 
 export interface ModalPluginDeps {
@@ -142,11 +143,12 @@ export function createModalPlugin(deps: ModalPluginDeps = {}) {
       return handleOf(account, handle.ref, made.sandbox, made.tags);
     },
 
-    runner: (handle) =>
-      withCommandChannel(createModalRunner(handle.sandbox, { error: (operation, error) => modalError(operation, error, handle.account.redact), retry: (operation, call) => handle.account.call(operation, call, { idempotent: false }) }), {
-        lease: handle.providerLeaseId,
-        signalsAsExitStatus: true,
-      }),
+    runner(handle) {
+      const calls = { error: (operation: string, error: unknown) => modalError(operation, error, handle.account.redact), retry: <T>(operation: string, call: () => Promise<T>) => handle.account.call(operation, call, { idempotent: false }) };
+      const runner = withCommandChannel(createModalRunner(handle.sandbox, calls), { lease: handle.providerLeaseId, signalsAsExitStatus: true });
+      // Login terminals on Modal's PTY execs; their resizes and signals go through the runner (the channel when it is up).
+      return { capabilities: Object.freeze({ ...runner.capabilities, pty: true }), run: (script, io) => runner.run(script, io), pty: modalPty(handle.sandbox, runner, calls) };
+    },
 
     /**
      * The running sandboxes of the config's app carrying the labels, each with its lease id and

@@ -20,8 +20,8 @@ export const MODAL_ARGV_LIMIT = 64 * 1024;
  */
 export const MODAL_MAX_SCRIPT_BYTES = 60 * 1024;
 
-/** The runner as the kit sees it: the full streamed contract, group kill by a second exec, Modal's own deadline. */
-export const MODAL_TRANSPORT: TransportCapabilities = Object.freeze({ ...STREAM_TRANSPORT, remoteTimeout: true, maxScriptBytes: MODAL_MAX_SCRIPT_BYTES });
+/** The runner as the kit sees it: the full streamed contract, group kill by a second exec, Modal's own deadline, PTY execs. */
+export const MODAL_TRANSPORT: TransportCapabilities = Object.freeze({ ...STREAM_TRANSPORT, remoteTimeout: true, maxScriptBytes: MODAL_MAX_SCRIPT_BYTES, pty: true });
 
 /** Modal exec timeouts are whole seconds, at least one: a deadline is rounded up, never down. */
 export function execTimeoutSeconds(timeoutMs: number): number {

@@ -1,5 +1,6 @@
 import type { PaperclipPluginManifestV1 } from "@paperclipai/plugin-sdk";
 import { deriveSandboxCapabilities, supportsLoginPty } from "../provider/capabilities.js";
+import { templateManifestFlags, type TemplateContract } from "../provider/template-contract.js";
 import type { TransportCapabilities } from "../transport.js";
 
 type DriverDeclaration = NonNullable<PaperclipPluginManifestV1["environmentDrivers"]>[number];
@@ -13,6 +14,8 @@ export interface DeclaredProviderShape {
   /** The definition declares `keep` (reusable leases). */
   keepsLeases: boolean;
   concurrentSync?: boolean;
+  /** The definition declares `templates` (custom images) with this contract. */
+  templates?: TemplateContract;
 }
 
 export interface SandboxProviderManifestInput {
@@ -46,7 +49,12 @@ export function defineSandboxProviderManifest(input: SandboxProviderManifestInpu
   };
 }
 
-function derivedFlags(shape: DeclaredProviderShape): Pick<DriverDeclaration, "sandboxCapabilities" | "supportsReusableLeases" | "supportsLoginPty"> {
+function derivedFlags(shape: DeclaredProviderShape): Partial<DriverDeclaration> {
   const sandboxCapabilities = deriveSandboxCapabilities({ transport: shape.transport, keepsLeases: shape.keepsLeases, concurrentSync: shape.concurrentSync ?? true });
-  return { sandboxCapabilities, supportsReusableLeases: sandboxCapabilities.reusableLeases, supportsLoginPty: supportsLoginPty(shape.transport) };
+  return {
+    sandboxCapabilities,
+    supportsReusableLeases: sandboxCapabilities.reusableLeases,
+    supportsLoginPty: supportsLoginPty(shape.transport),
+    ...(shape.templates ? templateManifestFlags(shape.templates) : {}),
+  };
 }

@@ -33,6 +33,8 @@ import { defaultProbe } from "../probe/default-probe.js";
 import { sentinelHolds, writeSentinelVia } from "./sentinel-io.js";
 import type { KeepMode, LeaseRef, SandboxHandle, SandboxProviderDefinition } from "./types.js";
 import { knownWorkspace, makeWorkspace } from "./workspace.js";
+import { templateContractProblems } from "./template-contract.js";
+import { createTemplateHooks } from "./templates.js";
 
 const DEFAULT_RELEASE_DRAIN_MS = 30_000;
 
@@ -46,6 +48,8 @@ export interface SandboxProvider {
   supportsReusableLeases: boolean;
   /** The manifest's `supportsLoginPty`: the transport opens pseudo-terminals, so the login hooks exist. */
   supportsLoginPty: boolean;
+  /** The definition declares custom images (`templates`): the five setup/capture/delete hooks exist. */
+  supportsTemplates: boolean;
 }
 
 /** Release dispositions of newer hosts (2026.1005.0); absent on 2026.916.1. */
@@ -271,6 +275,11 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       })
     : undefined;
 
+  const templateProblems = def.templates ? templateContractProblems(def.templates, def.config.jsonSchema) : [];
+  if (templateProblems.length > 0) throw new Error(`${def.driverKey}: ${templateProblems.join("; ")}`);
+  // Built lazily from the hooks below (acquire, destroy), which exist once `hooks` does.
+  let templateHooks: ReturnType<typeof createTemplateHooks<H, C>> | undefined;
+
   /** Release, destroy or stop: the resource is the caller's, its work is drained or ended, then kept or destroyed. */
   const finishLease = async (params: PluginEnvironmentReleaseLeaseParams & { resourceDisposition?: Disposition }, mode: "release" | "destroy" | "stop"): Promise<PluginEnvironmentTerminationReceipt | void> => {
     const id = params.providerLeaseId;
@@ -350,6 +359,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       return guarded(params.config, async (config) => {
         const problems = problemsOf(config);
         if (problems.length > 0) throw new ConfigError(problems);
+        await templateHooks?.checkConfiguredTemplate(config, params);
         const plan = planAcquire(def, config, params);
         let entry: LeaseEntry<H, C> | undefined;
         await createWithinBudget(def, config, params, plan, log, async (handle, signal) => {
@@ -481,6 +491,32 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       : {}),
   };
 
+  if (def.templates) {
+    templateHooks = createTemplateHooks<H, C>({
+      driverKey: def.driverKey,
+      templates: def.templates,
+      guarded,
+      refOf,
+      handleOf: async (ref) => registry.held(ref.providerLeaseId)?.handle ?? (await def.get(ref)),
+      unusable,
+      owner,
+      running: async (handle, ref) => {
+        if (handle.state === undefined || handle.state === "running") return handle;
+        if (!def.start) throw new LeaseGoneError(`${def.driverKey} setup sandbox ${handle.providerLeaseId} is ${handle.state}`);
+        return def.start(handle, ref);
+      },
+      track: (id, work) => {
+        const entry = registry.held(id);
+        return entry ? registry.track(entry, work) : work;
+      },
+      acquire: (params) => hooks.onEnvironmentAcquireLease(params),
+      destroy: (params) => finishLease(params, "destroy"),
+    });
+    // Defining them advertises them; the host also gates on the manifest's custom-image flags.
+    const { checkConfiguredTemplate: _check, ...templateMethods } = templateHooks;
+    Object.assign(hooks, templateMethods);
+  }
+
   const list = def.list;
   const canKeep = def.keep !== undefined;
   return {
@@ -492,5 +528,6 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     sandboxCapabilities: deriveSandboxCapabilities({ transport: def.transport, keepsLeases: canKeep, concurrentSync: def.options?.concurrentSync ?? true }),
     supportsReusableLeases: canKeep,
     supportsLoginPty: login !== undefined,
+    supportsTemplates: templateHooks !== undefined,
   };
 }

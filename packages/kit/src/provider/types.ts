@@ -1,6 +1,8 @@
 import type {
   PluginContext,
   PluginEnvironmentAcquireLeaseParams,
+  PluginEnvironmentInteractiveSetupConnectionPayload,
+  PluginEnvironmentInteractiveSetupConnectionSummary,
   PluginEnvironmentProbeParams,
   PluginEnvironmentProbeResult,
 } from "@paperclipai/plugin-sdk";
@@ -10,6 +12,7 @@ import type { EgressGrant } from "../egress/grant.js";
 import type { LeaseLabels } from "../lease/labels.js";
 import type { ListedResource } from "../lease/lister.js";
 import type { FileTransport, ScriptRunner, TransportCapabilities } from "../transport.js";
+import type { TemplateContract } from "./template-contract.js";
 
 /** What a provider knows about one of its sandboxes; the kit keeps it per lease in the worker. */
 export interface SandboxHandle {
@@ -92,6 +95,29 @@ export interface KeepDeclaration<H, C> {
   reusable(config: C): boolean;
   /** How; a function when it depends on how the lease was made. */
   by: KeepMode | ((handle: H, config: C) => KeepMode);
+}
+
+/** How a setup sandbox is reached (a `connectionTypes` entry); the payload is the host's to hand over, never logged. */
+export interface SetupConnection {
+  summary: PluginEnvironmentInteractiveSetupConnectionSummary;
+  payload: PluginEnvironmentInteractiveSetupConnectionPayload;
+}
+
+/**
+ * Custom images: the contract the manifest states, and the provider's part of it. The kit writes the
+ * five hooks (setup start/get/cancel, capture, delete): a setup sandbox is an ordinary lease (the
+ * setup's acquire, ownership before every call, destroyed on cancel); a ref named in the config's
+ * `configField` is checked to be this company's and environment's before `create` starts from it.
+ */
+export interface TemplateDeclaration<H, C> extends TemplateContract {
+  /** Captures the running sandbox into a new template carrying `labels` (its owner); resolves once it is usable. */
+  capture(handle: H, ref: LeaseRef<C>, input: { labels: Readonly<Record<string, string>>; label: string | null; signal: AbortSignal }): Promise<{ templateRef: string; metadata?: Record<string, unknown> }>;
+  /** The labels `capture` gave a template; null when this config's store has no such template (or the ref is not one). */
+  labels(templateRef: string, config: C): Promise<Readonly<Record<string, string>> | null>;
+  /** Deletes a template (called only for one the kit checked is the caller's); needed when `deletes`. */
+  delete?(templateRef: string, config: C): Promise<void>;
+  /** The connection to a setup sandbox, for a provider that offers one (`connectionTypes`). */
+  connection?(handle: H, config: C, input: { expiresAt: Date | null; minutes: number | null }): Promise<SetupConnection | null>;
 }
 
 /** Tuning with defaults; every member optional. */
@@ -196,6 +222,8 @@ export interface SandboxProviderDefinition<S extends z.ZodObject, H extends Sand
     /** A held lease with no work for this long is left to its timeout (default the larger of 1 h and `ttlMs`). */
     idleMs?(config: z.output<S>): number;
   };
+  /** Custom images (interactive setup, template capture and delete); absent: the host offers none. */
+  templates?: TemplateDeclaration<H, z.output<S>>;
   /** Called once in the plugin's `setup`, and at shutdown (for local handles, e.g. proxies). */
   setup?(ctx: PluginContext): Promise<void> | void;
   shutdown?(): Promise<void> | void;

@@ -12,5 +12,6 @@ export { collectStdin, TransportLimitError } from "./collect.js";
 export { scriptSink, type ScriptSink } from "./script-sink.js";
 export { stageStdin, runWithStagedStdin, INLINE_STDIN_BYTES, type StagedStdin, type StageStdinOptions } from "./staged-stdin.js";
 export { withScriptPty, checkPtySize, ptyResizeLine, PtyUnavailableError, type ScriptPtyOptions } from "./script-pty.js";
+export { awaitPtyStart, PtyStartLine, type PtyStart } from "./pty-start-line.js";
 export * from "./command-channel/index.js";
 export * from "./ssh/index.js";
