@@ -1,4 +1,4 @@
-import { ConnectError, encodeEnvelope, FLAG_END_STREAM, HttpError, type HttpContext, type Router } from "@paperclip-sandbox/emulator-kit";
+import { HttpError, type HttpContext, type Router } from "@paperclip-sandbox/emulator-kit";
 import type { CoverageEntry, CoverageSpec } from "@paperclip-sandbox/emulator-kit";
 
 const served = (reason?: string): CoverageEntry => ({ status: "served", ...(reason ? { reason } : {}) });
@@ -81,7 +81,7 @@ export const ENVD_COVERAGE: CoverageSpec = {
     "process.Process.CloseStdin": served("refused for a PTY process, as envd does"),
     "process.Process.SendSignal": served("a PTY process: the program on the terminal"),
     "process.Process.Update": served("PTY resize (SIGWINCH reaches the program)"),
-    "process.Process.StreamInput": refused("client-streaming input is not emulated (SendInput is)"),
+    "process.Process.StreamInput": served("start, then data written as it arrives (stdin or `pty`), keepalives; answered at the end of the stream"),
     "filesystem.Filesystem.Stat": served(),
     "filesystem.Filesystem.ListDir": served(),
     "filesystem.Filesystem.MakeDir": served(),
@@ -95,8 +95,7 @@ export const ENVD_COVERAGE: CoverageSpec = {
 };
 
 /**
- * Routes for the refused REST operations (501 in E2B's `{code, message}` body, after the API key)
- * and the refused Connect client stream (an end-stream `unimplemented`).
+ * Routes for the refused REST operations (501 in E2B's `{code, message}` body, after the API key).
  */
 export function refusalRoutes(router: Router, auth: (ctx: HttpContext) => void): void {
   for (const [key, entry] of Object.entries(ENVD_COVERAGE.operations)) {
@@ -109,10 +108,4 @@ export function refusalRoutes(router: Router, auth: (ctx: HttpContext) => void):
       throw new HttpError(501, `emulator limit: ${entry.reason}`);
     });
   }
-  router.post("/process.Process/StreamInput", (ctx) => {
-    ctx.record.markUnserved("refused");
-    const error = new ConnectError("unimplemented", `emulator limit: ${ENVD_COVERAGE.operations["process.Process.StreamInput"]!.reason}`);
-    ctx.record.setCode("unimplemented");
-    ctx.send(200, encodeEnvelope(FLAG_END_STREAM, JSON.stringify({ error: error.toJSON() })), { "content-type": "application/connect+json" });
-  });
 }

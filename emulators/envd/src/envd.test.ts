@@ -1,7 +1,8 @@
 // envd as the real SDKs use it: the process service (Start stream, Connect by pid, stdin, signals,
 // list, the Connect deadline) and the filesystem (/files upload and download, Connect filesystem).
+import http from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import * as e2b from "e2b";
 import * as novita from "novita-sandbox";
 import { runEmulator } from "@paperclip-sandbox/emulator-kit";
@@ -24,6 +25,42 @@ afterAll(async () => {
 function rawStart(sandbox: { commands: object }, argv: string[], options: { stdin?: boolean; timeoutMs?: number } = {}) {
   const rpc = (sandbox.commands as { rpc: { start(req: unknown, opts: unknown): AsyncIterable<{ event?: { event: { case: string; value: any } } }> } }).rpc;
   return rpc.start({ process: { cmd: argv[0], args: argv.slice(1), envs: {} }, stdin: options.stdin ?? false }, options.timeoutMs ? { timeoutMs: options.timeoutMs } : {});
+}
+
+
+/**
+ * envd's StreamInput on the wire (no SDK sends it: their fetch transport refuses request streams):
+ * one POST whose body is Connect envelopes, written as the test goes; `answer` is the response.
+ */
+function streamInput(sandbox: e2b.Sandbox) {
+  const token = (sandbox as unknown as { envdAccessToken?: string }).envdAccessToken;
+  const request = http.request(new URL("/process.Process/StreamInput", emu.url), {
+    method: "POST",
+    headers: { "content-type": "application/connect+json", "connect-protocol-version": "1", "E2b-Sandbox-Id": sandbox.sandboxId, "E2b-Sandbox-Port": "49983", ...(token ? { "X-Access-Token": token } : {}) },
+  });
+  const answer = new Promise<{ status: number; frames: { flags: number; message: unknown }[] }>((resolve, reject) => {
+    request.on("error", reject);
+    request.on("response", (response) => {
+      const chunks: Buffer[] = [];
+      response.on("data", (chunk: Buffer) => chunks.push(chunk));
+      response.on("end", () => {
+        const body = Buffer.concat(chunks);
+        const frames: { flags: number; message: unknown }[] = [];
+        for (let at = 0; at + 5 <= body.length; at += 5 + body.readUInt32BE(at + 1)) {
+          frames.push({ flags: body[at]!, message: JSON.parse(body.subarray(at + 5, at + 5 + body.readUInt32BE(at + 1)).toString("utf8")) });
+        }
+        resolve({ status: response.statusCode ?? 0, frames });
+      });
+    });
+  });
+  answer.catch(() => undefined);
+  const send = (event: object) => {
+    const payload = Buffer.from(JSON.stringify(event));
+    const header = Buffer.alloc(5);
+    header.writeUInt32BE(payload.length, 1);
+    request.write(Buffer.concat([header, payload]));
+  };
+  return { send, end: () => request.end(), answer };
 }
 
 describe("process service", () => {
@@ -142,6 +179,34 @@ describe("process service", () => {
     const bg = await nov.commands.run("read line; echo got $line", { background: true, stdin: true });
     await nov.commands.sendStdin(bg.pid, "x\n");
     expect((await bg.wait()).stdout).toBe("got x\n");
+  });
+
+  it("StreamInput writes each data event as it arrives, before its stream ends; it answers at the end and stdin stays open", async () => {
+    let out = "";
+    const handle = await sbx.commands.run("cat; echo closed", { background: true, stdin: true, onStdout: (data) => void (out += data) });
+    const input = streamInput(sbx);
+    input.send({ start: { process: { pid: handle.pid } } });
+    input.send({ data: { input: { stdin: Buffer.from("one\n").toString("base64") } } });
+    input.send({ keepalive: {} });
+    // The request is still open: the process has the bytes already.
+    await vi.waitFor(() => expect(out).toBe("one\n"), { timeout: 20_000, interval: 20 });
+    input.send({ data: { input: { stdin: Buffer.from("two\n").toString("base64") } } });
+    input.end();
+    const answer = await input.answer;
+    expect(answer.status).toBe(200);
+    expect(answer.frames).toEqual([{ flags: 0, message: {} }, { flags: 2, message: {} }]);
+    await handle.sendStdin("three\n");
+    await handle.closeStdin();
+    expect((await handle.wait()).stdout).toBe("one\ntwo\nthree\nclosed\n");
+  });
+
+  it("StreamInput for a process that does not exist ends with not_found", async () => {
+    const input = streamInput(sbx);
+    input.send({ start: { process: { pid: 987654 } } });
+    input.end();
+    const answer = await input.answer;
+    expect(answer.status).toBe(200);
+    expect(answer.frames).toEqual([{ flags: 2, message: { error: { code: "not_found", message: "process with pid 987654 not found" } } }]);
   });
 });
 

@@ -1,6 +1,7 @@
 import {
   ConnectError,
   HttpError,
+  connectClientStream,
   connectServerStream,
   connectUnary,
   type ConnectCall,
@@ -15,6 +16,18 @@ import type { EnvdSandbox, SandboxRegistry } from "./sandboxes.js";
 interface ProcessSelector {
   pid?: number;
   tag?: string;
+}
+
+interface ProcessInput {
+  stdin?: unknown;
+  pty?: unknown;
+}
+
+/** `process.StreamInputRequest`: one of start, data, keepalive (JSON field names). */
+interface StreamInputRequest {
+  start?: { process?: ProcessSelector };
+  data?: { input?: ProcessInput };
+  keepalive?: object;
 }
 
 interface StartRequest {
@@ -77,27 +90,26 @@ export function processRoutes(router: Router, sandboxes: SandboxRegistry): void 
     await session.run(entry);
   });
 
-  connectUnary<{ process?: ProcessSelector; input?: { stdin?: unknown; pty?: unknown } }, object>(router, "/process.Process/SendInput", async (request, call) => {
+  connectUnary<{ process?: ProcessSelector; input?: ProcessInput }, object>(router, "/process.Process/SendInput", async (request, call) => {
     const { sandbox } = envdTarget(call.ctx, sandboxes);
     const entry = selectProcess(sandbox, request.process);
-    if (request.input?.pty !== undefined) {
-      // envd's WriteTty: the bytes go to the process's terminal (its line discipline echoes, ^C interrupts).
-      if (typeof request.input.pty !== "string") throw new ConnectError("invalid_argument", "input.pty: required (base64 bytes)");
-      if (!entry.pty) throw new ConnectError("internal", "error writing to tty: tty not assigned to process — input should be written to the stdin, not the tty");
-      try {
-        await entry.handle.write(Buffer.from(request.input.pty, "base64"));
-      } catch (error) {
-        throw new ConnectError("internal", `error writing to tty of process '${entry.pid}': ${(error as Error).message}`);
-      }
-      return {};
-    }
-    const data = request.input?.stdin;
-    if (typeof data !== "string") throw new ConnectError("invalid_argument", "input.stdin: required (base64 bytes)");
-    if (!entry.stdinEnabled) throw new ConnectError("failed_precondition", `stdin of process ${entry.pid} is not enabled or closed`);
-    try {
-      await entry.handle.write(Buffer.from(data, "base64"));
-    } catch (error) {
-      throw new ConnectError("failed_precondition", `error writing to stdin of process ${entry.pid}: ${(error as Error).message}`);
+    await writeInput(entry, request.input);
+    return {};
+  });
+
+  // envd's StreamInput: one client stream carries a process's input: a start event naming the
+  // process, then data events written in order as they arrive (each as SendInput would), keepalives
+  // ignored; the answer comes once the client ends the stream. Stdin stays open (CloseStdin closes it).
+  connectClientStream<StreamInputRequest, object>(router, "/process.Process/StreamInput", async (messages, call) => {
+    const { sandbox } = envdTarget(call.ctx, sandboxes);
+    let entry: ProcessEntry | undefined;
+    for await (const message of messages) {
+      if (message.start !== undefined) entry = selectProcess(sandbox, message.start?.process);
+      else if (message.data !== undefined) {
+        // envd would dereference no process here (its handler panics and the request dies).
+        if (!entry) throw new ConnectError("internal", "input before the start event");
+        await writeInput(entry, message.data?.input);
+      } else if (message.keepalive === undefined) throw new ConnectError("unimplemented", "invalid event type");
     }
     return {};
   });
@@ -276,6 +288,29 @@ function killAtDeadline(entry: ProcessEntry, deadline: number | undefined): void
   const timer = setTimeout(() => void entry.handle.signal("SIGKILL", { group: false }).catch(() => undefined), Math.max(0, deadline - Date.now()));
   timer.unref();
   void entry.ended.then(() => clearTimeout(timer));
+}
+
+/** envd's handleInput: `pty` bytes to the process's terminal, `stdin` bytes to its stdin. */
+async function writeInput(entry: ProcessEntry, input: ProcessInput | undefined): Promise<void> {
+  if (input?.pty !== undefined) {
+    // envd's WriteTty: the bytes go to the process's terminal (its line discipline echoes, ^C interrupts).
+    if (typeof input.pty !== "string") throw new ConnectError("invalid_argument", "input.pty: required (base64 bytes)");
+    if (!entry.pty) throw new ConnectError("internal", "error writing to tty: tty not assigned to process — input should be written to the stdin, not the tty");
+    try {
+      await entry.handle.write(Buffer.from(input.pty, "base64"));
+    } catch (error) {
+      throw new ConnectError("internal", `error writing to tty of process '${entry.pid}': ${(error as Error).message}`);
+    }
+    return;
+  }
+  const data = input?.stdin;
+  if (typeof data !== "string") throw new ConnectError("invalid_argument", "input.stdin: required (base64 bytes)");
+  if (!entry.stdinEnabled) throw new ConnectError("failed_precondition", `stdin of process ${entry.pid} is not enabled or closed`);
+  try {
+    await entry.handle.write(Buffer.from(data, "base64"));
+  } catch (error) {
+    throw new ConnectError("failed_precondition", `error writing to stdin of process ${entry.pid}: ${(error as Error).message}`);
+  }
 }
 
 function selectProcess(sandbox: EnvdSandbox, selector: ProcessSelector | undefined): ProcessEntry {

@@ -45,8 +45,8 @@ export { multipartBoundary, parseHeaderParams } from "./multipart/headers.js";
 
 export { CONNECT_CODES, CONNECT_CODE_STATUS, ConnectError, connectCodeForStatus } from "./connect/codes.js";
 export type { ConnectCode, ConnectErrorOptions } from "./connect/codes.js";
-export { connectErrorEnvelope, connectServerStream, connectUnary } from "./connect/handlers.js";
-export type { ConnectCall, ConnectRouteOptions, ConnectServerStream, ConnectServerStreamHandler, ConnectUnaryHandler } from "./connect/handlers.js";
+export { connectClientStream, connectErrorEnvelope, connectServerStream, connectUnary } from "./connect/handlers.js";
+export type { ConnectCall, ConnectClientStreamHandler, ConnectRouteOptions, ConnectServerStream, ConnectServerStreamHandler, ConnectUnaryHandler } from "./connect/handlers.js";
 export { FLAG_COMPRESSED, FLAG_END_STREAM, encodeEnvelope, readEnvelopes } from "./connect/envelope.js";
 export type { Envelope } from "./connect/envelope.js";
 export { parseConnectTimeout } from "./connect/deadline.js";

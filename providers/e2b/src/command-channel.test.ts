@@ -92,6 +92,43 @@ describe("e2b: the command channel under faults", () => {
     expect(await emu.leftovers()).toEqual([]);
   });
 
+  it("a steady command is no vendor call: the channel's input rides its one StreamInput stream", async () => {
+    const host = harness();
+    const lease = await host.acquire();
+    try {
+      await ready(lease);
+      await host.sh(lease, "true");
+      const mark = emu.requests.mark();
+      const outs = [];
+      for (const word of ["one", "two", "three"]) outs.push((await host.sh(lease, `echo ${word}`)).stdout);
+      expect(outs).toEqual(["one\n", "two\n", "three\n"]);
+      // The lease's timeout refreshes run on their own timer.
+      const calls = emu.requests.list({ since: mark, includeRunning: true }).filter((r) => r.route !== "/sandboxes/:id/timeout");
+      expect(calls.map((r) => r.route)).toEqual([]);
+      expect(emu.requests.list({ includeRunning: true }).filter((r) => r.route === "/process.Process/SendInput")).toEqual([]);
+    } finally {
+      await host.release(lease);
+    }
+    expect(await emu.leftovers()).toEqual([]);
+  });
+
+  it("envd refusing StreamInput: the channel's input goes through SendInput and every command runs once", async () => {
+    const host = harness();
+    emu.faults.inject({ kind: "status", status: 501, route: "/process.Process/StreamInput" });
+    const lease = await host.acquire();
+    try {
+      await ready(lease);
+      const mark = emu.requests.mark();
+      expect((await host.sh(lease, "echo once >> ran.log; cat ran.log")).stdout).toBe("once\n");
+      expect((await host.sh(lease, "cat ran.log")).stdout).toBe("once\n");
+      expect(commandChannelStatus(lease.providerLeaseId!).overChannel).toBeGreaterThanOrEqual(2);
+      expect(emu.requests.list({ since: mark, includeRunning: true }).filter((r) => r.route === "/process.Process/SendInput").length).toBeGreaterThanOrEqual(2);
+    } finally {
+      await host.release(lease);
+    }
+    expect(await emu.leftovers()).toEqual([]);
+  });
+
   it("a command flooding its output does not hold the others, and every byte arrives", async () => {
     const host = harness();
     const lease = await host.acquire();

@@ -1,4 +1,4 @@
-import { defineEnvdSandboxProvider } from "@paperclip-sandbox/kit";
+import { defineEnvdSandboxProvider, envdRpcEndpointOf, type EnvdSandboxLike } from "@paperclip-sandbox/kit";
 import { e2bConfig, type E2bConfig } from "./config.js";
 import { E2B_REQUEST_TIMEOUT_MS, e2bConnection, e2bControlPlane } from "./control-plane.js";
 import { E2B_DRIVER_KEY } from "./manifest.js";
@@ -21,6 +21,9 @@ const spec = {
   reusable: (config: E2bConfig) => config.reuseLease,
   shape: (config: E2bConfig) => ({ template: config.template, apiUrl: config.apiUrl ?? null }),
   requestTimeoutMs: () => E2B_REQUEST_TIMEOUT_MS,
+  // Stdin (the command channel's) goes in one envd StreamInput stream to the URL the SDK's
+  // transport uses, with its headers (routing pair, access token, user agent).
+  rpcEndpoint: (sandbox: EnvdSandboxLike) => envdRpcEndpointOf(sandbox, "E2b", "user-agent"),
   // The SDK streams a ReadableStream upload as one octet-stream request.
   upload: "stream" as const,
 };

@@ -1,4 +1,4 @@
-import { defineEnvdSandboxProvider } from "@paperclip-sandbox/kit";
+import { defineEnvdSandboxProvider, envdRpcEndpointOf, type EnvdSandboxLike } from "@paperclip-sandbox/kit";
 import { novitaConfig, type NovitaConfig } from "./config.js";
 import { novitaConnection, novitaControlPlane } from "./control-plane.js";
 import { NOVITA_DRIVER_KEY } from "./manifest.js";
@@ -20,6 +20,9 @@ const spec = {
   reusable: (config: NovitaConfig) => config.reuseLease,
   shape: (config: NovitaConfig) => ({ template: config.template, domain: config.domain ?? null, apiUrl: config.apiUrl ?? null, secure: config.secure }),
   requestTimeoutMs: (config: NovitaConfig) => config.requestTimeoutMs,
+  // Stdin (the command channel's) goes in one envd StreamInput stream to the URL the SDK's
+  // transport uses, with its headers (routing pair, access token, the connection's headers).
+  rpcEndpoint: (sandbox: EnvdSandboxLike) => envdRpcEndpointOf(sandbox, "Novita", "all"),
   // The SDK buffers every upload into a Blob: a file-backed one is not read into memory first.
   upload: "blob" as const,
   // Its downloads are bounded as a whole by the request timeout: the kit bounds them instead.

@@ -39,6 +39,12 @@ export interface ConnectRouteOptions {
 
 export type ConnectUnaryHandler<Req, Res> = (request: Req, call: ConnectCall) => Res | Promise<Res>;
 export type ConnectServerStreamHandler<Req, Res> = (request: Req, stream: ConnectServerStream<Res>, call: ConnectCall) => void | Promise<void>;
+/**
+ * A client stream's handler: `messages` yields each request message as it arrives (the request
+ * body is read as it comes, never buffered whole) and ends at the end of the body; the handler's
+ * value is the one response message.
+ */
+export type ConnectClientStreamHandler<Req, Res> = (messages: AsyncIterable<Req>, call: ConnectCall) => Res | Promise<Res>;
 
 /** Error bodies on Connect routes (faults, auth helpers) are Connect errors too. */
 export const connectErrorEnvelope: ErrorEnvelope = ({ status, message, code }) => ({
@@ -171,6 +177,73 @@ export function connectServerStream<Req = unknown, Res = unknown>(
     },
     { errorEnvelope: connectErrorEnvelope, bodyLimit: maxMessageBytes },
   );
+}
+
+/**
+ * Registers `POST <path>` as a Connect client-streaming method with the JSON codec: the request is
+ * a stream of enveloped messages (`application/connect+json`), read as they arrive; the answer is
+ * the stream framing too: the response message then the end-stream message, or only an end-stream
+ * carrying the error, always HTTP 200. Each message is bounded by `maxMessageBytes`, the whole
+ * body is not (a client stream may live as long as its caller).
+ */
+export function connectClientStream<Req = unknown, Res = unknown>(
+  router: Router,
+  path: string,
+  handler: ConnectClientStreamHandler<Req, Res>,
+  options: ConnectRouteOptions = {},
+): Router {
+  const maxMessageBytes = options.maxMessageBytes ?? 4 * 1024 * 1024;
+  return router.post(
+    path,
+    async (ctx) => {
+      const { res } = ctx;
+      const responseHeaders: Record<string, string> = {};
+      const trailers: Record<string, string[]> = {};
+      let deadline: ReturnType<typeof startDeadline> | undefined;
+      const answer = (message: unknown, error?: ConnectError) => {
+        if (res.headersSent) return;
+        ctx.record.setCode(error ? error.code : "ok");
+        const metadata = { ...trailers, ...(error ? mapValues(error.metadata) : {}) };
+        const end = { ...(error ? { error: error.toJSON() } : {}), ...(Object.keys(metadata).length ? { metadata } : {}) };
+        const frames = [...(error ? [] : [encodeEnvelope(0, JSON.stringify(message ?? {}))]), encodeEnvelope(FLAG_END_STREAM, JSON.stringify(end))];
+        if (!error) ctx.record.messageOut(0);
+        ctx.send(200, Buffer.concat(frames), { ...responseHeaders, "content-type": "application/connect+json" });
+      };
+      try {
+        if (!STREAM_TYPE.test(ctx.header("content-type") ?? "")) {
+          throw new HttpError(415, `content-type must be application/connect+json (got ${JSON.stringify(ctx.header("content-type") ?? "")})`);
+        }
+        deadline = startDeadline(parseConnectTimeout(ctx.header("connect-timeout-ms")), ctx.signal);
+        const call = makeCall(ctx, deadline, responseHeaders, trailers);
+        const expired = new Promise<never>((_, reject) => deadline!.signal.addEventListener("abort", () => reject(deadline!.signal.reason), { once: true }));
+        expired.catch(() => undefined);
+        const response = await Promise.race([Promise.resolve(handler(requestMessages<Req>(ctx, maxMessageBytes), call)), expired]);
+        answer(response);
+      } catch (error) {
+        if (error instanceof HttpError && error.status === 415) throw error;
+        if (ctx.signal.aborted) return; // the client went away: nobody to answer
+        answer(undefined, toConnectError(error, ctx));
+      } finally {
+        deadline?.dispose();
+      }
+    },
+    { errorEnvelope: connectErrorEnvelope, bodyLimit: Number.MAX_SAFE_INTEGER },
+  );
+}
+
+/** The request messages of a client stream, as they arrive. */
+async function* requestMessages<Req>(ctx: HttpContext, maxMessageBytes: number): AsyncGenerator<Req> {
+  try {
+    for await (const envelope of readEnvelopes(ctx.body(), maxMessageBytes)) {
+      if (envelope.flags & FLAG_COMPRESSED) throw new ConnectError("unimplemented", "compressed request messages are not supported");
+      if (envelope.flags & FLAG_END_STREAM) continue;
+      ctx.record.messageIn(0); // bytes already counted by the body reader
+      yield parseMessage<Req>(envelope.data);
+    }
+  } catch (error) {
+    if (error instanceof EnvelopeError) throw new ConnectError(error.tooLarge ? "resource_exhausted" : "invalid_argument", error.message);
+    throw error;
+  }
 }
 
 function checkUnaryRequest(ctx: HttpContext): void {

@@ -6,6 +6,7 @@ export type { EnvdControlPlane, EnvdHandle, EnvdListedSandbox, EnvdProviderSpec,
 export { envdProcessApi, envdExitOf, type EnvdProcessApiOptions } from "./process-api.js";
 export { envdFileTransport, type EnvdFileTransportOptions } from "./file-transport.js";
 export { envdApiError, envdCall, SANDBOX_NOT_RUNNING, type EnvdCallOptions, type EnvdErrorContext } from "./errors.js";
-export { processRpcOf, ENVD_SIGNAL } from "./sdk-shapes.js";
+export { envdRpcEndpointOf, processRpcOf, ENVD_SIGNAL } from "./sdk-shapes.js";
+export { openEnvdStreamInput, type EnvdRpcEndpoint, type EnvdStreamInput } from "./stream-input.js";
 export { envdUrlFields, missingApiKeyWarnings } from "./config.js";
 export type { EnvdFiles, EnvdProcessEvent, EnvdProcessRpc, EnvdSandboxLike } from "./sdk-shapes.js";

@@ -3,6 +3,7 @@ import { withRetry } from "../../vendor/retry.js";
 import type { StreamedProcess, StreamedProcessApi, StreamedProcessExit, StreamedProcessOutput, StreamedProcessSpec } from "../../transports/streamed-process-runner.js";
 import { envdApiError } from "./errors.js";
 import { ENVD_SIGNAL, processRpcOf, type EnvdProcessEvent, type EnvdSandboxLike } from "./sdk-shapes.js";
+import { openEnvdStreamInput, type EnvdRpcEndpoint, type EnvdStreamInput } from "./stream-input.js";
 
 export interface EnvdProcessApiOptions {
   vendor: string;
@@ -10,7 +11,19 @@ export interface EnvdProcessApiOptions {
   requestTimeoutMs: number;
   /** Keepalive events while a process is silent, so idle proxies keep the stream (seconds; SDK default 50). */
   keepaliveSeconds?: number;
+  /**
+   * Where the SDK sends envd's Connect calls. Given, a process's stdin travels in one
+   * `StreamInput` client stream (one request for all of it) instead of a `SendInput` call per
+   * write; absent (or refused by this envd), through `SendInput`.
+   */
+  rpcEndpoint?: EnvdRpcEndpoint;
 }
+
+/** Bytes sent on a StreamInput kept to resend through SendInput if envd turns the stream down. */
+const STREAM_INPUT_RESEND_MAX = 1024 * 1024;
+
+/** envd's answers when a process's stdin is gone (it exited, or closed it): feeding ends, as EPIPE would. */
+const STDIN_GONE: ReadonlySet<string> = new Set(["not_found", "failed_precondition", "internal"]);
 
 /** Go's `ProcessState` wording in envd's end event, back to signal names. */
 const SIGNAL_BY_WORD: Record<string, string> = {
@@ -27,7 +40,9 @@ const SIGNAL_BY_WORD: Record<string, string> = {
 /**
  * envd's `process.Process` as the kit's streamed process API, over the SDK's own generated client
  * (its transport, access token and sandbox headers): Start is one server stream (start event, data,
- * end event), stdin goes through SendInput/CloseStdin, signals through SendSignal (a pid). A start
+ * end event), stdin goes through one StreamInput client stream (with `rpcEndpoint`; SendInput per
+ * write otherwise, or when envd refuses the stream) then CloseStdin, signals through SendSignal (a
+ * pid). A start
  * that was refused before it ran (quota, busy) is tried again; one that found the sandbox not
  * running fails with code `sandbox_not_running`, so the lifecycle layer can resume it and retry.
  */
@@ -110,13 +125,88 @@ export function envdProcessApi(sandbox: EnvdSandboxLike, options: EnvdProcessApi
       }
     })();
 
-    return {
-      pid,
-      exited,
-      writeStdin: (chunk) => unary("process.SendInput", () => rpc.sendInput({ process: selector(pid), input: { input: { case: "stdin", value: chunk } } }, { signal: callTimeout() })),
-      closeStdin: () => unary("process.CloseStdin", () => rpc.closeStdin({ process: selector(pid) }, { signal: callTimeout() })),
-      kill: (signal) => unary("process.SendSignal", () => rpc.sendSignal({ process: selector(pid), signal: ENVD_SIGNAL[signal] }, { signal: callTimeout() })),
+    const writeStdin = (chunk: Buffer) => unary("process.SendInput", () => rpc.sendInput({ process: selector(pid), input: { input: { case: "stdin", value: chunk } } }, { signal: callTimeout() }));
+    const closeStdin = () => unary("process.CloseStdin", () => rpc.closeStdin({ process: selector(pid) }, { signal: callTimeout() }));
+    const kill = (signal: "SIGTERM" | "SIGKILL") => unary("process.SendSignal", () => rpc.sendSignal({ process: selector(pid), signal: ENVD_SIGNAL[signal] }, { signal: callTimeout() }));
+    const endpoint = options.rpcEndpoint;
+    if (!endpoint || !spec.stdin) return { pid, exited, writeStdin, closeStdin, kill };
+    return { pid, exited, kill, feedStdin: (source, ended) => streamStdin(endpoint, pid, source, ended, writeStdin, closeStdin) };
+  }
+
+  /**
+   * A process's whole stdin over one StreamInput, then CloseStdin. envd refusing the stream
+   * (`unimplemented`: it read none of it) sends it through SendInput instead, from the start;
+   * stdin found gone ends feeding quietly (EPIPE); a stream that broke otherwise fails the feed
+   * (what it carried is unknown: the runner fails the run, which a channel recovers from).
+   */
+  async function streamStdin(endpoint: EnvdRpcEndpoint, pid: number, source: AsyncIterable<Buffer>, ended: AbortSignal, writeStdin: (chunk: Buffer) => Promise<void>, closeStdin: () => Promise<void>): Promise<void> {
+    let stream: EnvdStreamInput | undefined = openEnvdStreamInput(endpoint, pid, { vendor });
+    let answer: ProviderApiError | undefined;
+    let answered = false;
+    void stream.settled.then((error) => {
+      answer = error;
+      answered = true;
+    });
+    let resend: Buffer[] | undefined = [];
+    let resendBytes = 0;
+    const onEnd = () => stream?.abort();
+    ended.addEventListener("abort", onEnd, { once: true });
+
+    /** envd answered before the stream was ended: true to carry on through SendInput. */
+    const switchToSendInput = async (): Promise<boolean> => {
+      const error = answer;
+      stream = undefined;
+      if (ended.aborted) return false;
+      if (error?.code === "unimplemented" && resend) {
+        try {
+          for (const chunk of resend) await writeStdin(chunk);
+        } catch {
+          return false; // stdin gone: as EPIPE
+        }
+        resend = undefined;
+        return true;
+      }
+      if (error === undefined || STDIN_GONE.has(error.code)) return false;
+      throw error;
     };
+
+    try {
+      for await (const chunk of source) {
+        if (ended.aborted) return;
+        if (stream && answered && !(await switchToSendInput())) return;
+        if (!stream) {
+          try {
+            await writeStdin(chunk);
+          } catch {
+            return; // stdin gone: as EPIPE
+          }
+          continue;
+        }
+        if (resend) {
+          resend.push(chunk);
+          resendBytes += chunk.length;
+          if (resendBytes > STREAM_INPUT_RESEND_MAX) resend = undefined;
+        }
+        try {
+          await stream.write(chunk);
+        } catch {
+          await stream.settled;
+          if (!(await switchToSendInput())) return;
+        }
+      }
+      if (ended.aborted) return;
+      if (stream) {
+        try {
+          await stream.end();
+        } catch {
+          if (!(await switchToSendInput())) return;
+        }
+      }
+      await closeStdin().catch(() => undefined);
+    } finally {
+      ended.removeEventListener("abort", onEnd);
+      stream?.abort();
+    }
   }
 }
 

@@ -17,6 +17,7 @@ import { envdFileTransport } from "./file-transport.js";
 import { envdPty } from "./pty.js";
 import { envdProcessApi } from "./process-api.js";
 import type { EnvdSandboxLike } from "./sdk-shapes.js";
+import type { EnvdRpcEndpoint } from "./stream-input.js";
 
 /** Sandbox metadata key holding the lease's hard deadline (epoch ms), so any worker can honour it. */
 export const ENVD_EXPIRES_AT_KEY = "paperclip-expires-at";
@@ -77,6 +78,12 @@ export interface EnvdProviderSpec<S extends z.ZodObject, Conn> {
   shape(config: z.output<S>): Record<string, unknown>;
   /** The SDK's request timeout for one call (ms). */
   requestTimeoutMs(config: z.output<S>): number;
+  /**
+   * Where the SDK sends envd's Connect calls for a sandbox (`envdRpcEndpointOf`): given, a
+   * process's stdin (the command channel's above all) travels in one `StreamInput` stream instead
+   * of a `SendInput` call per write.
+   */
+  rpcEndpoint?(sandbox: EnvdSandboxLike): EnvdRpcEndpoint | undefined;
   /** How the SDK uploads bytes (see `envdFileTransport`). */
   upload: "stream" | "blob";
   /** The SDK bounds a whole download by its request timeout (Novita). */
@@ -135,7 +142,8 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
       const refuse = () => Promise.reject(notRunningError(handle.sandboxId));
       return { capabilities: ENVD_TRANSPORT, run: refuse, pty: { open: refuse } };
     }
-    const api = envdProcessApi(sandbox, { vendor: spec.vendor, requestTimeoutMs: spec.requestTimeoutMs(config) });
+    const rpcEndpoint = spec.rpcEndpoint?.(sandbox);
+    const api = envdProcessApi(sandbox, { vendor: spec.vendor, requestTimeoutMs: spec.requestTimeoutMs(config), ...(rpcEndpoint ? { rpcEndpoint } : {}) });
     const runner = withCommandChannel(withRemoteGroupKill(createStreamedProcessRunner({ api })), { lease: handle.providerLeaseId, signalsAsExitStatus: true });
     const pty = envdPty(sandbox, { vendor: spec.vendor, requestTimeoutMs: spec.requestTimeoutMs(config) });
     return { capabilities: ENVD_TRANSPORT, run: (script, io) => runner.run(script, io), pty };

@@ -3,6 +3,7 @@
  * and its fork `novita-sandbox` have the same shapes (the same envd protos, the same Filesystem
  * class), so one adapter serves both without the kit depending on either.
  */
+import type { EnvdRpcEndpoint } from "./stream-input.js";
 
 /** `process.ProcessSelector` as protobuf-es init object. */
 export interface EnvdProcessSelector {
@@ -67,4 +68,30 @@ export function processRpcOf(sandbox: EnvdSandboxLike): EnvdProcessRpc {
     throw new TypeError("this SDK's sandbox.commands has no envd process client (rpc.start/sendInput/closeStdin/sendSignal): the pinned SDK version is required");
   }
   return rpc as EnvdProcessRpc;
+}
+
+/** The envd connection fields of an SDK sandbox (protected members in both SDKs). */
+interface EnvdConnectionFields {
+  envdApiUrl?: unknown;
+  envdAccessToken?: unknown;
+  envdPort?: unknown;
+  connectionConfig?: { headers?: Record<string, string>; proxy?: unknown };
+}
+
+/**
+ * Where this SDK sandbox's envd Connect calls go and the headers its transport adds: the sandbox
+ * routing pair (`<Prefix>-Sandbox-Id`/`-Port`: `E2b`, `Novita`), the envd access token, and the
+ * connection's headers (`all`, as Novita's transport sends them, or only the `User-Agent`, as
+ * e2b's does). Undefined when the SDK goes through an HTTP proxy or lacks these fields.
+ */
+export function envdRpcEndpointOf(sandbox: EnvdSandboxLike, routingHeaderPrefix: string, connectionHeaders: "all" | "user-agent"): EnvdRpcEndpoint | undefined {
+  const fields = sandbox as unknown as EnvdConnectionFields;
+  if (typeof fields.envdApiUrl !== "string" || typeof fields.envdPort !== "number") return undefined;
+  if (fields.connectionConfig?.proxy) return undefined;
+  const configured = fields.connectionConfig?.headers ?? {};
+  const userAgent = Object.entries(configured).find(([name]) => name.toLowerCase() === "user-agent");
+  const base: Record<string, string> = connectionHeaders === "all" ? { ...configured } : userAgent ? { "User-Agent": userAgent[1] } : {};
+  const headers: Record<string, string> = { ...base, [`${routingHeaderPrefix}-Sandbox-Id`]: sandbox.sandboxId, [`${routingHeaderPrefix}-Sandbox-Port`]: String(fields.envdPort) };
+  if (typeof fields.envdAccessToken === "string" && fields.envdAccessToken) headers["X-Access-Token"] = fields.envdAccessToken;
+  return { baseUrl: fields.envdApiUrl, headers };
 }
