@@ -37,7 +37,6 @@ const cycles = Number(args.cycles);
 if (!(runs >= 10)) throw new Error("--runs must be at least 10");
 if (!(cycles >= 3)) throw new Error("--cycles must be at least 3");
 
-
 let control;
 const emu = await runEmulator(emulator, { options: { expose: (c) => (control = c) } });
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "boxd-bench-"));
@@ -48,7 +47,6 @@ const reuseConfig = { ...config, reuseLease: true };
 const base = { driverKey: "boxd", companyId: "bench", environmentId: "bench", config };
 const reuseBase = { ...base, config: reuseConfig };
 const results = { node: process.version, cpus: os.cpus().length, loadavg: os.loadavg(), runs, cycles, latency: {} };
-
 
 async function series(count, work) {
   const times = [];
@@ -93,8 +91,12 @@ try {
       row.executeStaged = await series(runs, () => client.env.execute({ ...base, lease, command: "cat", stdin: "x".repeat(64 * 1024) }));
       const source = file("sync-64k", 64 * 1024);
       const target = `${lease.metadata.remoteCwd}/sync-64k`;
-      row.syncIn = await series(Math.min(runs, 30), () => client.env.syncIn({ ...base, lease, operations: [{ operationId: "in", files: [{ sourcePath: source, targetPath: target, kind: "file" }] }] }));
-      row.syncOut = await series(Math.min(runs, 30), () => client.env.syncOut({ ...base, lease, operations: [{ operationId: "out", files: [{ sourcePath: target, targetPath: path.join(scratch, "sync-64k-back"), kind: "file" }] }] }));
+      row.syncIn = await series(Math.min(runs, 30), () =>
+        client.env.syncIn({ ...base, lease, operations: [{ operationId: "in", files: [{ sourcePath: source, targetPath: target, kind: "file" }] }] }),
+      );
+      row.syncOut = await series(Math.min(runs, 30), () =>
+        client.env.syncOut({ ...base, lease, operations: [{ operationId: "out", files: [{ sourcePath: target, targetPath: path.join(scratch, "sync-64k-back"), kind: "file" }] }] }),
+      );
     } finally {
       const released = await measured(emu, () => client.env.releaseLease({ ...base, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata }));
       row.release = { ms: released.ms, calls: released.calls.length, example: released.calls };

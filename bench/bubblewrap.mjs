@@ -241,18 +241,28 @@ try {
     let wake = () => undefined;
     const channel = await client.duplex.open(
       { hostRouteId: "bench-route", driverKey: "bubblewrap", companyId: "bench", environmentId: "bench", providerLeaseId: lease.providerLeaseId, command: ["cat"] },
-      { onData: (chunk) => { received += chunk.length; wake(); }, onExit: () => wake() },
+      {
+        onData: (chunk) => {
+          received += chunk.length;
+          wake();
+        },
+        onExit: () => wake(),
+      },
     );
-    const allEchoed = () => new Promise((resolve) => {
-      wake = () => received >= sent && resolve();
-      wake();
-    });
+    const allEchoed = () =>
+      new Promise((resolve) => {
+        wake = () => received >= sent && resolve();
+        wake();
+      });
     const write = async (bytes) => {
       sent += bytes.length;
       await channel.write(bytes);
     };
     const message = Buffer.alloc(64, 0x61);
-    for (let i = 0; i < 10; i += 1) { await write(message); await allEchoed(); }
+    for (let i = 0; i < 10; i += 1) {
+      await write(message);
+      await allEchoed();
+    }
     const roundTrip = [];
     for (let i = 0; i < runs; i += 1) {
       const s = process.hrtime.bigint();
@@ -354,7 +364,12 @@ const targets = [
   [`syncIn ${results.sync.mib} MiB/${results.sync.files} files`, results.sync.in.median, "< 2000 ms"],
   [`syncOut ${results.sync.mib} MiB/${results.sync.files} files`, results.sync.out.median, "< 2000 ms"],
 ];
-console.log(`bubblewrap bench (uid ${process.getuid()}, node ${process.version}, load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")})`);
+console.log(
+  `bubblewrap bench (uid ${process.getuid()}, node ${process.version}, load ${os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ")})`,
+);
 for (const [name, value, target] of targets) console.log(`${name.padEnd(36)} median ${value.toFixed(2).padStart(9)} ms  ${target}`);
 console.log(`execute / bare ratio: ${results.executeOverBare.toFixed(2)}x`);
 console.log(`execute / duplex round trip: ${results.executeOverDuplexRoundTrip.toFixed(2)}x; duplex 8 MiB echo ${results.duplexEcho8MiBMs.toFixed(0)} ms`);

@@ -72,7 +72,18 @@ const smallTree = path.join(scratch, "small-tree");
 makeTree(smallTree, Number(args["inline-files"]), Number(args["inline-mib"]) * 1024 * 1024);
 const smallSha = treeDigest(smallTree);
 
-const report = { date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, loadavg: os.loadavg(), scratch: args.scratch, runs, syncRuns, syncFiles, syncMiB: syncBytes / 1024 / 1024, results: {} };
+const report = {
+  date: new Date().toISOString(),
+  node: process.version,
+  cpus: os.cpus().length,
+  loadavg: os.loadavg(),
+  scratch: args.scratch,
+  runs,
+  syncRuns,
+  syncFiles,
+  syncMiB: syncBytes / 1024 / 1024,
+  results: {},
+};
 const emu = await runEmulator(emulator, {});
 for (const name of ["SIGINT", "SIGTERM"]) {
   process.once(name, () => {
@@ -125,13 +136,19 @@ try {
   for (let i = 0; i < syncRuns; i += 1) {
     mark = emu.requests.mark();
     let s = process.hrtime.bigint();
-    const sin = await client.env.syncIn({ ...base, lease, operations: [{ operationId: `in-${i}`, files: [{ sourcePath: tree, targetPath: `${ws}/tree`, kind: "directory" }] }] }, { timeoutMs: 1_800_000 });
+    const sin = await client.env.syncIn(
+      { ...base, lease, operations: [{ operationId: `in-${i}`, files: [{ sourcePath: tree, targetPath: `${ws}/tree`, kind: "directory" }] }] },
+      { timeoutMs: 1_800_000 },
+    );
     syncIn.push(ms(s));
     inCalls = await callsSince(emu, mark);
     const target = path.join(scratch, `out-${i}`);
     mark = emu.requests.mark();
     s = process.hrtime.bigint();
-    const sout = await client.env.syncOut({ ...base, lease, operations: [{ operationId: `out-${i}`, files: [{ sourcePath: `${ws}/tree`, targetPath: target, kind: "directory" }] }] }, { timeoutMs: 1_800_000 });
+    const sout = await client.env.syncOut(
+      { ...base, lease, operations: [{ operationId: `out-${i}`, files: [{ sourcePath: `${ws}/tree`, targetPath: target, kind: "directory" }] }] },
+      { timeoutMs: 1_800_000 },
+    );
     syncOut.push(ms(s));
     outCalls = await callsSince(emu, mark);
     console.error(`[bench] provider sync ${i + 1}/${syncRuns}: in ${syncIn.at(-1).toFixed(0)} ms, out ${syncOut.at(-1).toFixed(0)} ms`);
@@ -139,7 +156,10 @@ try {
     if (i === 0 && treeDigest(target) !== treeSha) throw new Error("synced tree differs from the source");
     fs.rmSync(target, { recursive: true, force: true });
   }
-  report.results.providerSync = { in: { ...summarize(syncIn), bridge: inCalls.bridge, container: inCalls.container, byRoute: inCalls.byRoute }, out: { ...summarize(syncOut), bridge: outCalls.bridge, container: outCalls.container, byRoute: outCalls.byRoute } };
+  report.results.providerSync = {
+    in: { ...summarize(syncIn), bridge: inCalls.bridge, container: inCalls.container, byRoute: inCalls.byRoute },
+    out: { ...summarize(syncOut), bridge: outCalls.bridge, container: outCalls.container, byRoute: outCalls.byRoute },
+  };
 
   // Side by side in this process, on the same sandbox through the same bridge: what a bridge without
   // the file routes gets (base64 over POST /exec) vs the file routes.
@@ -172,7 +192,10 @@ try {
       fs.rmSync(out, { recursive: true, force: true });
     }
   }
-  const sb = (row) => ({ in: { ...summarize(row.in), bridge: row.inCalls.bridge, container: row.inCalls.container }, out: { ...summarize(row.out), bridge: row.outCalls.bridge, container: row.outCalls.container } });
+  const sb = (row) => ({
+    in: { ...summarize(row.in), bridge: row.inCalls.bridge, container: row.inCalls.container },
+    out: { ...summarize(row.out), bridge: row.outCalls.bridge, container: row.outCalls.container },
+  });
   const side = (report.results.syncSideBySide = { base64: sb(rows.base64), fileApi: sb(rows.fileApi) });
   side.speedup = { in: side.base64.in.median / side.fileApi.in.median, out: side.base64.out.median / side.fileApi.out.median };
 
@@ -256,17 +279,40 @@ const file = path.join(args.out, `cloudflare-${report.date.replace(/[:.]/g, "-")
 fs.writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
 const r = report.results;
 const f0 = (n) => n.toFixed(0);
-console.log(`\ncloudflare bench (node ${process.version}, ${os.cpus().length} cpus, load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}); ${syncFiles} files / ${syncBytes / 1024 / 1024} MiB tree; host side in ${args.scratch}`);
-console.log(`  execute (true)          median ${r.execute.median.toFixed(1).padStart(7)} ms   ${r.execute.bridgePerExecute} bridge requests each (target 1), ${r.execute.containerPerExecute} container calls`);
-console.log(`  execute (1 KiB stdin)   median ${r.executeWithStdin.median.toFixed(1).padStart(7)} ms   ${r.executeWithStdin.bridgePerExecute} bridge requests each, ${r.executeWithStdin.containerPerExecute} container calls`);
+console.log(
+  `\ncloudflare bench (node ${process.version}, ${os.cpus().length} cpus, load ${os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ")}); ${syncFiles} files / ${syncBytes / 1024 / 1024} MiB tree; host side in ${args.scratch}`,
+);
+console.log(
+  `  execute (true)          median ${r.execute.median.toFixed(1).padStart(7)} ms   ${r.execute.bridgePerExecute} bridge requests each (target 1), ${r.execute.containerPerExecute} container calls`,
+);
+console.log(
+  `  execute (1 KiB stdin)   median ${r.executeWithStdin.median.toFixed(1).padStart(7)} ms   ${r.executeWithStdin.bridgePerExecute} bridge requests each, ${r.executeWithStdin.containerPerExecute} container calls`,
+);
 console.log(`  execute over the template's JSON exec (reference) median ${r.templateExecute.median.toFixed(1)} ms, ${r.templateExecute.bridgePerExecute} bridge requests each`);
-console.log(`  acquire                 median ${f0(r.lease.acquire.median).padStart(7)} ms   ${r.lease.acquire.bridge} bridge requests each (${Object.entries(r.lease.acquire.byRoute).map(([k, n]) => `${n}x ${k}`).join(", ")}), ${r.lease.acquire.container} container calls`);
-console.log(`  release                 median ${f0(r.lease.release.median).padStart(7)} ms   ${r.lease.release.bridge} bridge requests each (${Object.entries(r.lease.release.byRoute).map(([k, n]) => `${n}x ${k}`).join(", ")}), ${r.lease.release.container} container calls`);
+console.log(
+  `  acquire                 median ${f0(r.lease.acquire.median).padStart(7)} ms   ${r.lease.acquire.bridge} bridge requests each (${Object.entries(r.lease.acquire.byRoute)
+    .map(([k, n]) => `${n}x ${k}`)
+    .join(", ")}), ${r.lease.acquire.container} container calls`,
+);
+console.log(
+  `  release                 median ${f0(r.lease.release.median).padStart(7)} ms   ${r.lease.release.bridge} bridge requests each (${Object.entries(r.lease.release.byRoute)
+    .map(([k, n]) => `${n}x ${k}`)
+    .join(", ")}), ${r.lease.release.container} container calls`,
+);
 console.log(`  syncIn  (provider)      median ${f0(r.providerSync.in.median).padStart(7)} ms   ${r.providerSync.in.bridge} bridge requests, ${r.providerSync.in.container} container calls`);
 console.log(`  syncOut (provider)      median ${f0(r.providerSync.out.median).padStart(7)} ms   ${r.providerSync.out.bridge} bridge requests, ${r.providerSync.out.container} container calls`);
 const s = r.syncSideBySide;
-console.log(`  side by side in:  base64 over exec ${f0(s.base64.in.median)} ms (${s.base64.in.bridge} bridge requests) vs file routes ${f0(s.fileApi.in.median)} ms (${s.fileApi.in.bridge}): ${s.speedup.in.toFixed(1)}x (target >= 5x)`);
-console.log(`  side by side out: base64 over exec ${f0(s.base64.out.median)} ms (${s.base64.out.bridge} bridge requests) vs file routes ${f0(s.fileApi.out.median)} ms (${s.fileApi.out.bridge}): ${s.speedup.out.toFixed(1)}x (target >= 5x)`);
+console.log(
+  `  side by side in:  base64 over exec ${f0(s.base64.in.median)} ms (${s.base64.in.bridge} bridge requests) vs file routes ${f0(s.fileApi.in.median)} ms (${s.fileApi.in.bridge}): ${s.speedup.in.toFixed(1)}x (target >= 5x)`,
+);
+console.log(
+  `  side by side out: base64 over exec ${f0(s.base64.out.median)} ms (${s.base64.out.bridge} bridge requests) vs file routes ${f0(s.fileApi.out.median)} ms (${s.fileApi.out.bridge}): ${s.speedup.out.toFixed(1)}x (target >= 5x)`,
+);
 const t = r.smallTreeInline;
-console.log(`  small tree (${t.files} files / ${t.mib} MiB), base64 inside the command (36 KiB per call) vs file routes: in ${f0(t.base64Inline.in.ms)} ms (${t.base64Inline.in.bridge} requests) vs ${f0(t.fileApi.in.ms)} ms: ${t.speedup.in.toFixed(1)}x; out ${f0(t.base64Inline.out.ms)} ms (${t.base64Inline.out.bridge}) vs ${f0(t.fileApi.out.ms)} ms: ${t.speedup.out.toFixed(1)}x`);
+console.log(
+  `  small tree (${t.files} files / ${t.mib} MiB), base64 inside the command (36 KiB per call) vs file routes: in ${f0(t.base64Inline.in.ms)} ms (${t.base64Inline.in.bridge} requests) vs ${f0(t.fileApi.in.ms)} ms: ${t.speedup.in.toFixed(1)}x; out ${f0(t.base64Inline.out.ms)} ms (${t.base64Inline.out.bridge}) vs ${f0(t.fileApi.out.ms)} ms: ${t.speedup.out.toFixed(1)}x`,
+);
 console.log(`report: ${path.relative(repoRoot, file)}`);

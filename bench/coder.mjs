@@ -28,7 +28,6 @@ const { values: args } = parseArgs({ options: { runs: { type: "string", default:
 const runs = Number(args.runs);
 if (!(runs >= 10)) throw new Error("--runs must be at least 10");
 
-
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "coder-bench-"));
 const tree = path.join(scratch, "tree");
 fs.mkdirSync(tree);
@@ -46,27 +45,36 @@ const acquire = (cfg) => client.env.acquireLease({ ...base(cfg), runId: `bench-$
 const release = (cfg, lease) => client.env.releaseLease({ ...base(cfg), providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata });
 const exec = (lease, cfg, command, extra = {}) => client.env.execute({ ...base(cfg), lease, command: "sh", args: ["-c", command], cwd: lease.metadata.remoteCwd, ...extra });
 
-
 const results = {};
 try {
   const lease = await acquire(config);
   const ptyLease = await acquire(rpty);
   const app = `${emu.url.replace("http", "ws")}/@paperclip/${lease.metadata.coderWorkspaceName}.main/apps/paperclip-runner/stream`;
   const start = Buffer.concat([Buffer.of(0x01), Buffer.from(JSON.stringify({ script: "true", env: { PATH: "/usr/bin:/bin" }, envMode: "replace" }))]);
-  results.raw = await measureRepeated(emu, runs, () => new Promise((resolve, reject) => {
-    const socket = new WebSocket(app, { headers: { cookie: `coder_session_token=${token}` } });
-    socket.on("open", () => socket.send(start));
-    socket.on("close", resolve);
-    socket.on("error", reject);
-  }));
+  results.raw = await measureRepeated(
+    emu,
+    runs,
+    () =>
+      new Promise((resolve, reject) => {
+        const socket = new WebSocket(app, { headers: { cookie: `coder_session_token=${token}` } });
+        socket.on("open", () => socket.send(start));
+        socket.on("close", resolve);
+        socket.on("error", reject);
+      }),
+  );
   results["execute app-proxy"] = await measureRepeated(emu, runs, () => exec(lease, config, "true"));
   results["execute rpty"] = await measureRepeated(emu, runs, () => exec(ptyLease, rpty, "true"));
   const stdin = "x".repeat(100 * 1024);
   results["stdin 100 KiB app-proxy"] = await measureRepeated(emu, Math.ceil(runs / 3), () => exec(lease, config, "cat >/dev/null", { stdin }));
   results["stdin 100 KiB rpty"] = await measureRepeated(emu, Math.ceil(runs / 3), () => exec(ptyLease, rpty, "cat >/dev/null", { stdin }));
-  for (const [name, cfg, held] of [["app-proxy", config, lease], ["rpty", rpty, ptyLease]]) {
+  for (const [name, cfg, held] of [
+    ["app-proxy", config, lease],
+    ["rpty", rpty, ptyLease],
+  ]) {
     const target = `${held.metadata.remoteCwd}/tree`;
-    results[`sync-in ${name}`] = await measureRepeated(emu, Math.ceil(runs / 3), (i) => client.env.syncIn({ ...base(cfg), lease: held, operations: [{ operationId: `in-${i}`, files: [{ sourcePath: tree, targetPath: target, kind: "directory" }] }] }));
+    results[`sync-in ${name}`] = await measureRepeated(emu, Math.ceil(runs / 3), (i) =>
+      client.env.syncIn({ ...base(cfg), lease: held, operations: [{ operationId: `in-${i}`, files: [{ sourcePath: tree, targetPath: target, kind: "directory" }] }] }),
+    );
     results[`sync-out ${name}`] = await measureRepeated(emu, Math.ceil(runs / 3), (i) => {
       const out = path.join(scratch, `out-${name}-${i}`);
       return client.env.syncOut({ ...base(cfg), lease: held, operations: [{ operationId: `out-${i}`, files: [{ sourcePath: target, targetPath: out, kind: "directory" }] }] });

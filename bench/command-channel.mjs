@@ -118,7 +118,10 @@ for (const name of args.providers.split(",")) {
         await workers[mode].env.execute({ ...base, lease: leases[mode], command: "true", args: [], cwd: leases[mode].metadata.remoteCwd });
       }
       await new Promise((resolve) => setTimeout(resolve, 2_000 + 10 * latencyMs));
-      for (const [kind, extra] of [["execute", {}], ["stdin", { stdin: "x".repeat(1024) }]]) {
+      for (const [kind, extra] of [
+        ["execute", {}],
+        ["stdin", { stdin: "x".repeat(1024) }],
+      ]) {
         const samples = { exec: { ms: [], calls: [] }, channel: { ms: [], calls: [] } };
         for (let i = 0; i < (kind === "execute" ? runs : Math.ceil(runs / 2)); i += 1) {
           for (const mode of i % 2 ? [...MODES].reverse() : MODES) {
@@ -159,14 +162,21 @@ fs.rmSync(scratch, { recursive: true, force: true });
 fs.mkdirSync(args.out, { recursive: true });
 const file = path.join(args.out, `command-channel-${report.date.replace(/[:.]/g, "-")}.json`);
 fs.writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
-console.log(`\ncommand channel bench (node ${process.version}, ${report.cpus} cpus, load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}; ${runs} executes, ${taskRuns} task runs per mode)`);
+console.log(
+  `\ncommand channel bench (node ${process.version}, ${report.cpus} cpus, load ${os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ")}; ${runs} executes, ${taskRuns} task runs per mode)`,
+);
 console.log("| provider | latency | execute: exec | execute: channel | 1 KiB stdin: exec | 1 KiB stdin: channel | task run: exec | task run: channel |");
 console.log("|---|---|---|---|---|---|---|---|");
 for (const [name, byLatency] of Object.entries(report.results)) {
   for (const [latency, row] of Object.entries(byLatency)) {
     const cell = (x) => `${x.medianMs} ms, ${x.callsPerExecute} calls`;
     const task = (x) => `${x.medianMs} ms, ${x.calls} calls`;
-    console.log(`| ${name} | ${latency} | ${cell(row.execute.exec)} | ${cell(row.execute.channel)} | ${cell(row.stdin.exec)} | ${cell(row.stdin.channel)} | ${task(row.task.exec)} | ${task(row.task.channel)} |`);
+    console.log(
+      `| ${name} | ${latency} | ${cell(row.execute.exec)} | ${cell(row.execute.channel)} | ${cell(row.stdin.exec)} | ${cell(row.stdin.channel)} | ${task(row.task.exec)} | ${task(row.task.channel)} |`,
+    );
   }
 }
 console.log(`report: ${path.relative(repoRoot, file)}`);

@@ -61,7 +61,6 @@ let leaseCount = 0;
 const acquire = (cfg = config) => client.env.acquireLease({ ...base(cfg), runId: `bench-${leaseCount++}`, agentId: "bench", adapterType: "claude_local" });
 const exec = (lease, cfg, command, extra = {}) => client.env.execute({ ...base(cfg), lease, command: "sh", args: ["-c", command], cwd: lease.metadata.remoteCwd, ...extra });
 
-
 async function taskRun(cfg) {
   const lease = await acquire(cfg);
   const cwd = lease.metadata.remoteCwd;
@@ -75,7 +74,12 @@ async function taskRun(cfg) {
     operations: tars.map(({ name, file }) => ({
       operationId: name,
       files: [{ sourcePath: file, targetPath: `${cwd}/.paperclip-runtime/claude/${name}-upload.tar`, kind: "file" }],
-      postUploadCommands: [{ command: `mkdir -p ${cwd}/.paperclip-runtime/claude/${name} && tar -xf ${cwd}/.paperclip-runtime/claude/${name}-upload.tar -C ${cwd}/.paperclip-runtime/claude/${name} && rm -f ${cwd}/.paperclip-runtime/claude/${name}-upload.tar`, timeoutMs: 120_000 }],
+      postUploadCommands: [
+        {
+          command: `mkdir -p ${cwd}/.paperclip-runtime/claude/${name} && tar -xf ${cwd}/.paperclip-runtime/claude/${name}-upload.tar -C ${cwd}/.paperclip-runtime/claude/${name} && rm -f ${cwd}/.paperclip-runtime/claude/${name}-upload.tar`,
+          timeoutMs: 120_000,
+        },
+      ],
     })),
   });
   await exec(lease, cfg, "nohup sleep 30 >/dev/null 2>&1 & echo $! > bridge.pid");
@@ -110,7 +114,9 @@ try {
     );
     row["sync-out"] = await measureRepeated(emu, Math.max(20, runs / 5), (i) => {
       const back = path.join(scratch, `out-${latencyMs}-${i}`);
-      return client.env.syncOut({ ...base(), lease, operations: [{ operationId: `out-${i}`, files: [{ sourcePath: `${cwd}/tree`, targetPath: back, kind: "directory" }] }] }).finally(() => fs.rmSync(back, { recursive: true, force: true }));
+      return client.env
+        .syncOut({ ...base(), lease, operations: [{ operationId: `out-${i}`, files: [{ sourcePath: `${cwd}/tree`, targetPath: back, kind: "directory" }] }] })
+        .finally(() => fs.rmSync(back, { recursive: true, force: true }));
     });
     row["task (liveOutput off)"] = await measureRepeated(emu, taskRuns, () => taskRun(config));
     row["task (liveOutput on)"] = await measureRepeated(emu, taskRuns, () => taskRun(live));
@@ -118,7 +124,9 @@ try {
     console.log(`\n== ${latencyMs} ms injected latency per request (${runs} runs; task ${taskRuns})`);
     console.log(`${"case".padEnd(22)} ${"median ms".padStart(10)} ${"p95 ms".padStart(9)} ${"calls/op".padStart(9)} ${"x sdk".padStart(7)}`);
     for (const [name, r] of Object.entries(row)) {
-      console.log(`${name.padEnd(22)} ${r.median.toFixed(1).padStart(10)} ${r.p95.toFixed(1).padStart(9)} ${r.callsPerOp.toFixed(2).padStart(9)} ${(r.median / row.sdk.median).toFixed(2).padStart(7)}`);
+      console.log(
+        `${name.padEnd(22)} ${r.median.toFixed(1).padStart(10)} ${r.p95.toFixed(1).padStart(9)} ${r.callsPerOp.toFixed(2).padStart(9)} ${(r.median / row.sdk.median).toFixed(2).padStart(7)}`,
+      );
     }
   }
 } finally {

@@ -41,7 +41,6 @@ const iterations = Number(args.iterations);
 const warmup = Number(args.warmup);
 if (!(iterations >= 200)) throw new Error("--iterations must be at least 200");
 
-
 async function timed(fn) {
   const started = process.hrtime.bigint();
   const socket = await fn();

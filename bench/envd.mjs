@@ -103,7 +103,19 @@ for (let i = 0; i < 4; i += 1) {
   smallTars.push(src);
 }
 
-const report = { date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, loadavg: os.loadavg(), scratch: args.scratch, runs, syncRuns, taskRuns, syncFiles, syncMiB: syncBytes / 1024 / 1024, results: {} };
+const report = {
+  date: new Date().toISOString(),
+  node: process.version,
+  cpus: os.cpus().length,
+  loadavg: os.loadavg(),
+  scratch: args.scratch,
+  runs,
+  syncRuns,
+  taskRuns,
+  syncFiles,
+  syncMiB: syncBytes / 1024 / 1024,
+  results: {},
+};
 
 const emu = await runEmulator(emulator, { options: { maxSandboxes: 50 } });
 // An interrupted run still destroys its jails.
@@ -239,7 +251,9 @@ try {
           taskCalls = withoutKeepalive(await callsSince(emu, mark));
         }
         at.taskRun = { ...summarize(task), calls: taskCalls.total, byRoute: taskCalls.byRoute };
-        console.log(`[bench] ${provider} @ ${latencyMs} ms: execute ${at.execute.median.toFixed(2)} ms (${at.execute.callsPerExecute} calls), sync in ${at.providerSync.in.median.toFixed(0)} ms / out ${at.providerSync.out.median.toFixed(0)} ms, base64/file-API ${at.syncSideBySide.speedup.in.toFixed(1)}x in ${at.syncSideBySide.speedup.out.toFixed(1)}x out, task run ${at.taskRun.median.toFixed(0)} ms (${at.taskRun.calls} calls)`);
+        console.log(
+          `[bench] ${provider} @ ${latencyMs} ms: execute ${at.execute.median.toFixed(2)} ms (${at.execute.callsPerExecute} calls), sync in ${at.providerSync.in.median.toFixed(0)} ms / out ${at.providerSync.out.median.toFixed(0)} ms, base64/file-API ${at.syncSideBySide.speedup.in.toFixed(1)}x in ${at.syncSideBySide.speedup.out.toFixed(1)}x out, task run ${at.taskRun.median.toFixed(0)} ms (${at.taskRun.calls} calls)`,
+        );
       }
     } finally {
       emu.faults.clear();
@@ -268,7 +282,9 @@ async function hostLikeRun({ acquire, release, exec, client, base, smallTars, la
   await exec(lease, "sh", ["-c", 'printf "\\0%s\\0" "$PATH"']);
   const payload = Buffer.alloc(6 * 1024, 0x41).toString("base64");
   for (let i = 0; i < 8; i += 1) {
-    await exec(lease, "sh", ["-c", `mkdir -p ${rt}/github && cat > ${rt}/github/f${i}.b64 && base64 -d < ${rt}/github/f${i}.b64 > ${rt}/github/f${i} && sha256sum ${rt}/github/f${i} >/dev/null`], { stdin: payload });
+    await exec(lease, "sh", ["-c", `mkdir -p ${rt}/github && cat > ${rt}/github/f${i}.b64 && base64 -d < ${rt}/github/f${i}.b64 > ${rt}/github/f${i} && sha256sum ${rt}/github/f${i} >/dev/null`], {
+      stdin: payload,
+    });
   }
   await exec(lease, "sh", ["-c", `chmod 700 ${rt}/github/f0 && mkdir -p ${rt}/gh-config`]);
   await exec(lease, "sh", ["-c", "command -v sh"]);
@@ -308,7 +324,12 @@ async function hostLikeRun({ acquire, release, exec, client, base, smallTars, la
 fs.mkdirSync(args.out, { recursive: true });
 const file = path.join(args.out, `envd-${report.date.replace(/[:.]/g, "-")}.json`);
 fs.writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
-console.log(`\nenvd bench (node ${process.version}, ${os.cpus().length} cpus, load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}); ${syncFiles} files / ${syncBytes / 1024 / 1024} MiB tree; host side in ${args.scratch}`);
+console.log(
+  `\nenvd bench (node ${process.version}, ${os.cpus().length} cpus, load ${os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ")}); ${syncFiles} files / ${syncBytes / 1024 / 1024} MiB tree; host side in ${args.scratch}`,
+);
 for (const [provider, byLatency] of Object.entries(report.results)) {
   for (const [latency, r] of Object.entries(byLatency)) {
     console.log(`-- ${provider}, ${latency} per vendor call`);
@@ -317,8 +338,12 @@ for (const [provider, byLatency] of Object.entries(report.results)) {
     console.log(`  syncIn  (provider)      median ${r.providerSync.in.median.toFixed(0).padStart(8)} ms   ${r.providerSync.in.calls} vendor calls   (target <= 2)`);
     console.log(`  syncOut (provider)      median ${r.providerSync.out.median.toFixed(0).padStart(8)} ms   ${r.providerSync.out.calls} vendor calls   (target <= 2)`);
     const s = r.syncSideBySide;
-    console.log(`  side by side in: base64 ${s.base64.in.median.toFixed(0)} ms (${s.base64.in.calls} calls) vs file API ${s.fileApi.in.median.toFixed(0)} ms (${s.fileApi.in.calls} calls): ${s.speedup.in.toFixed(1)}x   (target >= 5x)`);
-    console.log(`  side by side out: base64 ${s.base64.out.median.toFixed(0)} ms (${s.base64.out.calls} calls) vs file API ${s.fileApi.out.median.toFixed(0)} ms (${s.fileApi.out.calls} calls): ${s.speedup.out.toFixed(1)}x   (target >= 5x)`);
+    console.log(
+      `  side by side in: base64 ${s.base64.in.median.toFixed(0)} ms (${s.base64.in.calls} calls) vs file API ${s.fileApi.in.median.toFixed(0)} ms (${s.fileApi.in.calls} calls): ${s.speedup.in.toFixed(1)}x   (target >= 5x)`,
+    );
+    console.log(
+      `  side by side out: base64 ${s.base64.out.median.toFixed(0)} ms (${s.base64.out.calls} calls) vs file API ${s.fileApi.out.median.toFixed(0)} ms (${s.fileApi.out.calls} calls): ${s.speedup.out.toFixed(1)}x   (target >= 5x)`,
+    );
     console.log(`  host-like task run      median ${r.taskRun.median.toFixed(0).padStart(8)} ms   ${r.taskRun.calls} vendor calls`);
   }
 }

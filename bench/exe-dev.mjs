@@ -68,7 +68,28 @@ try {
   lease = await acquire();
   const vm = emu.control.sshHost(lease.providerLeaseId);
   const user = lease.metadata.vmSshUser;
-  const common = ["-F", "none", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-i", keyFile, "-o", "IdentitiesOnly=yes", "-o", `UserKnownHostsFile=${path.join(scratch, "known_hosts")}`, "-o", "StrictHostKeyChecking=accept-new", "-o", "GlobalKnownHostsFile=/dev/null", "-p", String(vm.port), "-l", user];
+  const common = [
+    "-F",
+    "none",
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "LogLevel=ERROR",
+    "-i",
+    keyFile,
+    "-o",
+    "IdentitiesOnly=yes",
+    "-o",
+    `UserKnownHostsFile=${path.join(scratch, "known_hosts")}`,
+    "-o",
+    "StrictHostKeyChecking=accept-new",
+    "-o",
+    "GlobalKnownHostsFile=/dev/null",
+    "-p",
+    String(vm.port),
+    "-l",
+    user,
+  ];
   await run("ssh", [...common, "-M", "-N", "-f", "-o", `ControlPath=${control}`, "-o", "ControlPersist=120", "127.0.0.1"]);
   const cases = {
     execute: async () => {
@@ -120,12 +141,22 @@ try {
     const api = records.filter((r) => r.protocol === "http");
     const byCommand = {};
     for (const r of api) byCommand[r.notes.command ?? r.path] = (byCommand[r.notes.command ?? r.path] ?? 0) + 1;
-    lifecycle.push({ ms: took, apiCalls: api.length, byCommand, sshConnections: records.filter((r) => r.protocol === "ssh" && r.method === "CONNECT").length, sshSessions: records.filter((r) => r.protocol === "ssh" && r.method === "EXEC").length });
+    lifecycle.push({
+      ms: took,
+      apiCalls: api.length,
+      byCommand,
+      sshConnections: records.filter((r) => r.protocol === "ssh" && r.method === "CONNECT").length,
+      sshSessions: records.filter((r) => r.protocol === "ssh" && r.method === "EXEC").length,
+    });
   }
   results.lifecycle = { runs: lifecycle, ms: summarize(lifecycle.map((l) => l.ms)) };
   const first = lifecycle[0];
   console.log(`\n== lease lifecycle (acquire, 3 executes, release; ${lifecycles} runs)`);
-  console.log(`API calls per lifecycle: ${first.apiCalls} (${Object.entries(first.byCommand).map(([c, n]) => `${c} ${n}`).join(", ")}); SSH connections: ${first.sshConnections}; SSH sessions: ${first.sshSessions}; median ${results.lifecycle.ms.median.toFixed(0)} ms`);
+  console.log(
+    `API calls per lifecycle: ${first.apiCalls} (${Object.entries(first.byCommand)
+      .map(([c, n]) => `${c} ${n}`)
+      .join(", ")}); SSH connections: ${first.sshConnections}; SSH sessions: ${first.sshSessions}; median ${results.lifecycle.ms.median.toFixed(0)} ms`,
+  );
 } finally {
   if (lease) await release(lease).catch(() => undefined);
   await run("ssh", ["-F", "none", "-o", `ControlPath=${control}`, "-O", "exit", "127.0.0.1"]).catch(() => undefined);

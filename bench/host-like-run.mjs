@@ -50,7 +50,9 @@ export async function hostLikeRun({ client, base, trees, scratch, tag }) {
     await exec("sh", ["-c", 'printf "\\0%s\\0" "$PATH"']);
     const payload = Buffer.alloc(6 * 1024, 0x41).toString("base64");
     for (let i = 0; i < 8; i += 1) {
-      await exec("sh", ["-c", `mkdir -p ${rt}/github && cat > ${rt}/github/f${i}.b64 && base64 -d < ${rt}/github/f${i}.b64 > ${rt}/github/f${i} && sha256sum ${rt}/github/f${i} >/dev/null`], { stdin: payload });
+      await exec("sh", ["-c", `mkdir -p ${rt}/github && cat > ${rt}/github/f${i}.b64 && base64 -d < ${rt}/github/f${i}.b64 > ${rt}/github/f${i} && sha256sum ${rt}/github/f${i} >/dev/null`], {
+        stdin: payload,
+      });
     }
     await exec("sh", ["-c", `chmod 700 ${rt}/github/f0 && mkdir -p ${rt}/gh-config`]);
     await exec("sh", ["-c", "command -v sh"]);

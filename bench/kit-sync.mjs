@@ -178,13 +178,15 @@ try {
 
   console.log("");
   console.log(`                 median     min      max   (${runs} runs, ${fileCount} files, ${round(written / MiB)} MiB)`);
-  for (const [label, s] of [["plain tar | tar", plain], ["syncIn", inS], ["syncOut", outS]]) {
+  for (const [label, s] of [
+    ["plain tar | tar", plain],
+    ["syncIn", inS],
+    ["syncOut", outS],
+  ]) {
     console.log(`${label.padEnd(16)} ${s.median.toFixed(2).padStart(6)} s ${s.min.toFixed(2).padStart(6)} s ${s.max.toFixed(2).padStart(6)} s`);
   }
   console.log(`ratio to plain tar: syncIn ${report.summary.syncInRatio}x, syncOut ${report.summary.syncOutRatio}x`);
-  console.log(
-    `peak RSS per sync step (VmHWM${canReset ? ", reset before each step" : ", cumulative"}): first ${peaks[0]} MiB, last ${peaks.at(-1)} MiB, max ${Math.max(...peaks)} MiB`,
-  );
+  console.log(`peak RSS per sync step (VmHWM${canReset ? ", reset before each step" : ", cumulative"}): first ${peaks[0]} MiB, last ${peaks.at(-1)} MiB, max ${Math.max(...peaks)} MiB`);
 
   await fsp.mkdir(args.out, { recursive: true });
   const file = path.join(args.out, `kit-sync-${report.date.replace(/[:.]/g, "-")}.json`);

@@ -51,21 +51,43 @@ async function measure(latencyMs) {
     };
     // First acquire makes the tenant; later ones reuse it (one worker).
     let lease;
-    await record("acquire (first, with tenant)", async () => {
-      lease = await definition.onEnvironmentAcquireLease({ ...scope, config, runId: "r0", adapterType: "claude_local" });
-    }, 1);
+    await record(
+      "acquire (first, with tenant)",
+      async () => {
+        lease = await definition.onEnvironmentAcquireLease({ ...scope, config, runId: "r0", adapterType: "claude_local" });
+      },
+      1,
+    );
     const extra = [];
-    await record("acquire (tenant ready)", async (i) => {
-      extra.push(await definition.onEnvironmentAcquireLease({ ...scope, config, runId: `r${i + 1}`, adapterType: "claude_local" }));
-    }, Math.max(3, Math.floor(RUNS / 6)));
+    await record(
+      "acquire (tenant ready)",
+      async (i) => {
+        extra.push(await definition.onEnvironmentAcquireLease({ ...scope, config, runId: `r${i + 1}`, adapterType: "claude_local" }));
+      },
+      Math.max(3, Math.floor(RUNS / 6)),
+    );
     const exec = (command, args) => definition.onEnvironmentExecute({ ...scope, config, lease, command, args });
     await record("execute `true`", () => exec("true", []), RUNS);
     await record("execute 64 KiB stdout", () => exec("head", ["-c", "65536", "/dev/zero"]), RUNS);
     const src = path.join(host, "src");
     await fs.mkdir(src, { recursive: true });
     for (let i = 0; i < 10; i++) await fs.writeFile(path.join(src, `f${i}.txt`), `file ${i}\n`.repeat(100));
-    await record("syncIn (10-file tree)", (i) => definition.onEnvironmentSyncIn({ ...scope, config, lease, operations: [{ operationId: `in-${i}`, files: [{ sourcePath: src, targetPath: "/workspace/bench", kind: "directory" }] }] }), Math.max(5, Math.floor(RUNS / 3)));
-    await record("syncOut (10-file tree)", (i) => definition.onEnvironmentSyncOut({ ...scope, config, lease, operations: [{ operationId: `out-${i}`, files: [{ sourcePath: "/workspace/bench", targetPath: path.join(host, `back-${i}`), kind: "directory" }] }] }), Math.max(5, Math.floor(RUNS / 3)));
+    await record(
+      "syncIn (10-file tree)",
+      (i) => definition.onEnvironmentSyncIn({ ...scope, config, lease, operations: [{ operationId: `in-${i}`, files: [{ sourcePath: src, targetPath: "/workspace/bench", kind: "directory" }] }] }),
+      Math.max(5, Math.floor(RUNS / 3)),
+    );
+    await record(
+      "syncOut (10-file tree)",
+      (i) =>
+        definition.onEnvironmentSyncOut({
+          ...scope,
+          config,
+          lease,
+          operations: [{ operationId: `out-${i}`, files: [{ sourcePath: "/workspace/bench", targetPath: path.join(host, `back-${i}`), kind: "directory" }] }],
+        }),
+      Math.max(5, Math.floor(RUNS / 3)),
+    );
     // Baseline: the jail's own runner, no API in between.
     const [ns, , name] = lease.providerLeaseId.slice(4).split("/");
     const pod = cluster.store.get(cluster.type("", "pods"), ns, name);
@@ -77,7 +99,11 @@ async function measure(latencyMs) {
       baseline.push(performance.now() - t0);
     }
     rows["baseline: jail runner `true`"] = { medianMs: +median(baseline).toFixed(2), apiRequests: 0, runs: RUNS };
-    await record("release (confirmed gone)", (i) => definition.onEnvironmentReleaseLease({ ...scope, config, providerLeaseId: (i === 0 ? lease : extra[i - 1]).providerLeaseId, leaseMetadata: (i === 0 ? lease : extra[i - 1]).metadata }), extra.length + 1);
+    await record(
+      "release (confirmed gone)",
+      (i) => definition.onEnvironmentReleaseLease({ ...scope, config, providerLeaseId: (i === 0 ? lease : extra[i - 1]).providerLeaseId, leaseMetadata: (i === 0 ? lease : extra[i - 1]).metadata }),
+      extra.length + 1,
+    );
     return rows;
   } finally {
     emu.faults.clear();

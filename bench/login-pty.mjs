@@ -109,7 +109,15 @@ async function viaWorker(mode) {
   const screen = new Screen();
   const opened = process.hrtime.bigint();
   const handle = await client.login.open(
-    { hostRouteId: `bench-${randomUUID()}`, driverKey, companyId: "bench", environmentId: "bench", providerLeaseId: lease.providerLeaseId, loginCommandKey: "codex", sessionHome: `/tmp/paperclip-adapter-login/${randomUUID()}` },
+    {
+      hostRouteId: `bench-${randomUUID()}`,
+      driverKey,
+      companyId: "bench",
+      environmentId: "bench",
+      providerLeaseId: lease.providerLeaseId,
+      loginCommandKey: "codex",
+      sessionHome: `/tmp/paperclip-adapter-login/${randomUUID()}`,
+    },
     { onOutput: (chunk) => screen.push(chunk), onExit: () => undefined },
   );
   await screen.until("ready");
@@ -126,7 +134,13 @@ async function baseline() {
   try {
     const runner = withScriptPty(createLocalScriptRunner({ cwd: dir, env: { PATH: "/usr/bin:/bin", HOME: dir } }));
     const screen = new Screen();
-    const pty = await runner.pty.open({ script: "printf 'ready\\n'; exec cat >/dev/null", cols: 120, rows: 30, env: { TERM: "xterm-256color" }, onData: (bytes) => screen.push(bytes.toString("utf8")) });
+    const pty = await runner.pty.open({
+      script: "printf 'ready\\n'; exec cat >/dev/null",
+      cols: 120,
+      rows: 30,
+      env: { TERM: "xterm-256color" },
+      onData: (bytes) => screen.push(bytes.toString("utf8")),
+    });
     await screen.until("ready");
     const send = (ch) => pty.write(Buffer.from(ch));
     await typeAndTime(send, screen, warmup);

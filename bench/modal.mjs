@@ -38,7 +38,6 @@ const runs = Number(args.runs);
 const taskRuns = Number(args["task-runs"]);
 if (!(runs >= 20)) throw new Error("--runs must be at least 20");
 
-
 const emu = await runEmulator(emulator, {});
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "modal-bench-"));
 const pkg = await loadPluginPackage(path.join(repoRoot, "providers/modal"));
@@ -47,7 +46,6 @@ const client = await startWorker(pkg, { env: { TMPDIR: os.tmpdir(), PAPERCLIP_SA
 const config = { tokenId: emu.credentials.tokenId, tokenSecret: emu.credentials.tokenSecret, serverUrl: emu.url, appName: "bench", execTimeoutMs: 120_000 };
 const base = { driverKey: "modal", companyId: "bench", environmentId: "bench", config };
 const results = { node: process.version, cpus: os.cpus().length, loadavg: os.loadavg(), runs, taskRuns, latency: {} };
-
 
 async function series(count, work) {
   const times = [];
@@ -95,10 +93,18 @@ async function syncKinds(latencyMs) {
   const files = sdkFiles(sandbox);
   const out = {};
   try {
-    for (const [label, bytes] of [["64KiB", 64 * 1024], ["4MiB", 4 * 1024 * 1024]]) {
+    for (const [label, bytes] of [
+      ["64KiB", 64 * 1024],
+      ["4MiB", 4 * 1024 * 1024],
+    ]) {
       const source = file(`kind-${label}`, bytes);
       const back = path.join(scratch, `kind-${label}-back`);
-      const ops = (dir) => [{ operationId: "op", files: [dir === "in" ? { sourcePath: source, targetPath: `/workspace/w/${label}`, kind: "file" } : { sourcePath: `/workspace/w/${label}`, targetPath: back, kind: "file" }] }];
+      const ops = (dir) => [
+        {
+          operationId: "op",
+          files: [dir === "in" ? { sourcePath: source, targetPath: `/workspace/w/${label}`, kind: "file" } : { sourcePath: `/workspace/w/${label}`, targetPath: back, kind: "file" }],
+        },
+      ];
       const opts = { roots: ["/workspace/w"] };
       const count = label === "4MiB" ? Math.min(runs, 20) : Math.min(runs, 50);
       out[label] = {
@@ -139,22 +145,36 @@ async function taskRun() {
     await exec("sh", ["-c", "printf '%s' \"$PATH\"; cat /etc/hosts >/dev/null"]);
     await exec("sh", ["-c", 'printf "\\0%s\\0" "$PATH"']);
     const blob = Buffer.alloc(1536, 120).toString("base64");
-    for (let i = 0; i < 8; i += 1) await exec("sh", ["-c", `mkdir -p .paperclip-runtime/gh && cat > .paperclip-runtime/gh/f${i}.b64 && base64 -d .paperclip-runtime/gh/f${i}.b64 > .paperclip-runtime/gh/f${i}`], { stdin: blob });
+    for (let i = 0; i < 8; i += 1)
+      await exec("sh", ["-c", `mkdir -p .paperclip-runtime/gh && cat > .paperclip-runtime/gh/f${i}.b64 && base64 -d .paperclip-runtime/gh/f${i}.b64 > .paperclip-runtime/gh/f${i}`], { stdin: blob });
     await exec("sh", ["-c", "chmod 700 .paperclip-runtime/gh/f0"]);
     await exec("sh", ["-c", "command -v node"]);
     await exec("sh", ["-c", "command -v node >/dev/null 2>&1"], { cwd: "/" });
-    await Promise.all(tars.map((tar, i) =>
-      client.env.syncIn({
-        ...base,
-        lease,
-        operations: [{
-          operationId: `sync-op-${i}`,
-          files: [{ sourcePath: tar, targetPath: `${remote}/.paperclip-runtime/claude/upload-${i}.tar`, kind: "file" }],
-          postUploadCommands: [{ command: `mkdir -p ${remote}/.paperclip-runtime/claude/d${i} && tar -xf ${remote}/.paperclip-runtime/claude/upload-${i}.tar -C ${remote}/.paperclip-runtime/claude/d${i} && rm -f ${remote}/.paperclip-runtime/claude/upload-${i}.tar` }],
-        }],
-      })));
+    await Promise.all(
+      tars.map((tar, i) =>
+        client.env.syncIn({
+          ...base,
+          lease,
+          operations: [
+            {
+              operationId: `sync-op-${i}`,
+              files: [{ sourcePath: tar, targetPath: `${remote}/.paperclip-runtime/claude/upload-${i}.tar`, kind: "file" }],
+              postUploadCommands: [
+                {
+                  command: `mkdir -p ${remote}/.paperclip-runtime/claude/d${i} && tar -xf ${remote}/.paperclip-runtime/claude/upload-${i}.tar -C ${remote}/.paperclip-runtime/claude/d${i} && rm -f ${remote}/.paperclip-runtime/claude/upload-${i}.tar`,
+                },
+              ],
+            },
+          ],
+        }),
+      ),
+    );
     for (let i = 0; i < 25; i += 1) await exec("sh", ["-c", "ls .paperclip-runtime/claude/ >/dev/null 2>&1; true"]);
-    await client.env.syncOut({ ...base, lease, operations: [{ operationId: "out", files: [{ sourcePath: remote, targetPath: path.join(scratch, `restore-${Date.now()}`), kind: "directory", exclude: [".paperclip-runtime"] }] }] });
+    await client.env.syncOut({
+      ...base,
+      lease,
+      operations: [{ operationId: "out", files: [{ sourcePath: remote, targetPath: path.join(scratch, `restore-${Date.now()}`), kind: "directory", exclude: [".paperclip-runtime"] }] }],
+    });
     await exec("rm", ["-rf", "--", `${remote}/.paperclip-runtime/gh`], { timeoutMs: 5_000 });
   } finally {
     await client.env.releaseLease({ ...base, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata });
@@ -176,9 +196,12 @@ try {
       row.executeStdin = await series(runs, () => client.env.execute({ ...base, lease, command: "cat", stdin }));
       const source = file("sync-64k", 64 * 1024);
       const target = `${lease.metadata.remoteCwd}/sync-64k`;
-      row.syncIn = await series(Math.min(runs, 50), () => client.env.syncIn({ ...base, lease, operations: [{ operationId: "in", files: [{ sourcePath: source, targetPath: target, kind: "file" }] }] }));
+      row.syncIn = await series(Math.min(runs, 50), () =>
+        client.env.syncIn({ ...base, lease, operations: [{ operationId: "in", files: [{ sourcePath: source, targetPath: target, kind: "file" }] }] }),
+      );
       row.syncOut = await series(Math.min(runs, 50), () =>
-        client.env.syncOut({ ...base, lease, operations: [{ operationId: "out", files: [{ sourcePath: target, targetPath: path.join(scratch, "sync-64k-back"), kind: "file" }] }] }));
+        client.env.syncOut({ ...base, lease, operations: [{ operationId: "out", files: [{ sourcePath: target, targetPath: path.join(scratch, "sync-64k-back"), kind: "file" }] }] }),
+      );
     } finally {
       const released = await measured(emu, () => client.env.releaseLease({ ...base, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata }));
       row.release = { ms: released.ms, calls: released.calls.length };

@@ -184,7 +184,12 @@ const rows = [
   ["bare sh -c true", results.bareSpawnA.median, ""],
   ["extendTtl", results.extendTtl.median, ""],
 ];
-console.log(`sandbox-backend bench (uid ${process.getuid()}, node ${process.version}, ${runs} runs, load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")})`);
+console.log(
+  `sandbox-backend bench (uid ${process.getuid()}, node ${process.version}, ${runs} runs, load ${os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ")})`,
+);
 for (const [name, value, note] of rows) console.log(`${name.padEnd(32)} median ${value.toFixed(2).padStart(8)} ms  ${note}`);
 fs.mkdirSync(args.out, { recursive: true });
 const file = path.join(args.out, `sandbox-backend-${report.date.replace(/[:.]/g, "-")}.json`);

@@ -107,6 +107,8 @@ for (const [name, s] of [
 ]) {
   console.log(`${name.padEnd(52)} ${fmt(s.median).padStart(7)} ${fmt(s.p95).padStart(7)} ${fmt(s.min).padStart(7)} ${fmt(s.max).padStart(7)}`);
 }
-console.log(`template / plain (medians): ${results.ratioTemplateVsPlain}  (+${results.templateOverheadMedianMs} ms, ${results.overheadVsCopyRatio} x the copy alone); capture of the setup sandbox: ${results.captureMs} ms`);
+console.log(
+  `template / plain (medians): ${results.ratioTemplateVsPlain}  (+${results.templateOverheadMedianMs} ms, ${results.overheadVsCopyRatio} x the copy alone); capture of the setup sandbox: ${results.captureMs} ms`,
+);
 fs.mkdirSync(args.out, { recursive: true });
 fs.writeFileSync(path.join(args.out, "templates.json"), `${JSON.stringify({ at: new Date().toISOString(), runs, ...results }, null, 2)}\n`);

@@ -42,8 +42,6 @@ async function timed(fn) {
   return Number(process.hrtime.bigint() - started) / 1e6;
 }
 
-
-
 const pkg = await loadPluginPackage(args["plugin-dir"]);
 const client = await startWorker(pkg);
 const ids = { companyId: "company-bench", environmentId: "environment-bench" };
@@ -89,9 +87,7 @@ try {
     ["", "median ms", "p95 ms", "mean ms", "min ms", "max ms"],
     [`worker client execute \`true\` (${pkg.name})`, clientStats],
     ["bare spawn sh -c true", spawnStats],
-  ].map((row, index) =>
-    index === 0 ? row : [row[0], ...["median", "p95", "mean", "min", "max"].map((k) => row[1][k].toFixed(2))],
-  );
+  ].map((row, index) => (index === 0 ? row : [row[0], ...["median", "p95", "mean", "min", "max"].map((k) => row[1][k].toFixed(2))]));
   const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
   for (const row of rows) console.log(row.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]) : cell.padStart(widths[c]))).join("  "));
   console.log(`\nratio (median worker client / median bare spawn): ${ratio.toFixed(2)}x over ${iterations} calls each`);
@@ -113,9 +109,7 @@ try {
   console.log(`wrote ${path.relative(process.cwd(), file)}`);
 } finally {
   if (lease?.providerLeaseId) {
-    await client.env
-      .destroyLease({ ...base, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata })
-      .catch((error) => console.error(`destroy failed: ${error.message}`));
+    await client.env.destroyLease({ ...base, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata }).catch((error) => console.error(`destroy failed: ${error.message}`));
   }
   await client.shutdown();
 }

@@ -6,8 +6,13 @@ export default defineConfig({
   cacheDir: process.env.BWRAP_VITEST_CACHE ?? "/tmp/bwrap-vitest-nobody-cache",
   test: {
     // The backend's attack tests too: what an unprivileged worker's jails must withstand.
-    include: ["providers/bubblewrap/src/**/*.test.ts", "packages/sandbox-backend/src/jail-attacks.test.ts", "packages/sandbox-backend/src/supervisor-trust.test.ts",
-      "packages/sandbox-backend/src/timeout-descendants.test.ts", "packages/sandbox-backend/src/dormancy.test.ts"],
+    include: [
+      "providers/bubblewrap/src/**/*.test.ts",
+      "packages/sandbox-backend/src/jail-attacks.test.ts",
+      "packages/sandbox-backend/src/supervisor-trust.test.ts",
+      "packages/sandbox-backend/src/timeout-descendants.test.ts",
+      "packages/sandbox-backend/src/dormancy.test.ts",
+    ],
     exclude: ["**/nobody.test.ts", "**/node_modules/**"],
     testTimeout: 60_000,
     hookTimeout: 60_000,

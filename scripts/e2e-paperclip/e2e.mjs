@@ -38,18 +38,25 @@ const DATA_DIR = path.join(RUN_DIR, "data");
 const FAKE = env.E2E_FAKE_COMMAND;
 const SERVER_PID = Number(env.E2E_SERVER_PID);
 const CALLS_DIR = env.E2E_CALLS_DIR ?? "";
-const { PROVIDERS } = await import(
-  env.E2E_PROVIDERS_MODULE ? pathToFileURL(path.resolve(env.E2E_PROVIDERS_MODULE)).href : "./providers.mjs"
-);
-const only = (env.E2E_ONLY ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+const { PROVIDERS } = await import(env.E2E_PROVIDERS_MODULE ? pathToFileURL(path.resolve(env.E2E_PROVIDERS_MODULE)).href : "./providers.mjs");
+const only = (env.E2E_ONLY ?? "")
+  .split(",")
+  .map((s) => s.trim())
+  .filter(Boolean);
 const EMULATOR_LATENCY_MS = Number(env.E2E_EMULATOR_LATENCY_MS ?? 0);
 const TIMING_RUNS = env.E2E_TIMING_RUNS === undefined ? undefined : Number(env.E2E_TIMING_RUNS);
-const pluginRows = (env.E2E_PLUGINS ?? "").split("\n").filter(Boolean).map((l) => {
-  const [key, dir, repoDir] = l.split("\t");
-  return { key, dir, repoDir };
-});
+const pluginRows = (env.E2E_PLUGINS ?? "")
+  .split("\n")
+  .filter(Boolean)
+  .map((l) => {
+    const [key, dir, repoDir] = l.split("\t");
+    return { key, dir, repoDir };
+  });
 const ctx = { runDir: RUN_DIR, dataDir: DATA_DIR };
-const INSTALL_MODES = (env.E2E_INSTALL ?? "path").split(",").map((s) => s.trim()).filter(Boolean);
+const INSTALL_MODES = (env.E2E_INSTALL ?? "path")
+  .split(",")
+  .map((s) => s.trim())
+  .filter(Boolean);
 const REGISTRY_URL = env.E2E_REGISTRY_URL ?? "";
 const REPO = env.E2E_REPO ?? path.resolve(path.dirname(new URL(import.meta.url).pathname), "../..");
 // The host's managed plugin folder: plugin-loader's DEFAULT_LOCAL_PLUGIN_DIR, $HOME/.paperclip/plugins.
@@ -62,7 +69,10 @@ let ui = null; // the browser session (created in main when UI_ON)
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const now = () => Date.now();
 const SECRETISH = /("?(?:[a-z_]*(?:token|secret|key|password|jwt|authorization)[a-z_]*)"?\s*[:=]\s*)("[^"]*"|[^\s,}]+)/gi;
-const redactText = (s) => String(s).replace(/Bearer\s+[A-Za-z0-9._~+/=-]+/g, "Bearer <redacted>").replace(SECRETISH, "$1<redacted>");
+const redactText = (s) =>
+  String(s)
+    .replace(/Bearer\s+[A-Za-z0-9._~+/=-]+/g, "Bearer <redacted>")
+    .replace(SECRETISH, "$1<redacted>");
 
 async function api(method, route, body, { timeoutMs = 30_000 } = {}) {
   const res = await fetch(API + route, {
@@ -73,7 +83,11 @@ async function api(method, route, body, { timeoutMs = 30_000 } = {}) {
   });
   const text = await res.text();
   let json;
-  try { json = JSON.parse(text); } catch { json = undefined; }
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
   return { status: res.status, json, text };
 }
 async function apiOk(method, route, body, opts) {
@@ -130,7 +144,11 @@ function serverLogTail(lines = 60) {
   try {
     const text = fs.readFileSync(env.E2E_SERVER_LOG, "utf8").replace(/\x1b\[[0-9;]*m/g, "");
     // Our own polling (successful GETs) would fill the tail: leave it out.
-    return text.split("\n").filter((l) => !l.includes("pendingMigrations") && !/INFO: GET \S+ [23]\d\d\b/.test(l)).slice(-lines).map((l) => redactText(l).slice(0, 400));
+    return text
+      .split("\n")
+      .filter((l) => !l.includes("pendingMigrations") && !/INFO: GET \S+ [23]\d\d\b/.test(l))
+      .slice(-lines)
+      .map((l) => redactText(l).slice(0, 400));
   } catch {
     return ["(no server log)"];
   }
@@ -138,20 +156,30 @@ function serverLogTail(lines = 60) {
 function callLines(pluginKey, last = 40) {
   if (!CALLS_DIR || !pluginKey || !current.recorded) return ["(call recorder off)"];
   let text;
-  try { text = fs.readFileSync(path.join(CALLS_DIR, `${pluginKey}.ndjson`), "utf8"); } catch { return ["(no calls recorded)"]; }
-  return text.split("\n").filter(Boolean).slice(-last).map((l) => {
-    const e = JSON.parse(l);
-    const p = e.params ?? {};
-    if (e.dir === "call") {
-      const what =
-        e.method === "environmentExecute" ? `${p.command} ${JSON.stringify((p.args ?? []).join(" ").slice(0, 140))} cwd=${p.cwd ?? ""}` :
-        /Sync(In|Out)/.test(e.method) ? (p.operations ?? []).flatMap((o) => (o.files ?? []).map((f) => `${f.sourcePath} -> ${f.targetPath}`)).join("; ") :
-        p.providerLeaseId ?? p.lease?.providerLeaseId ?? "";
-      return `${e.t} -> ${e.method} #${e.id} ${what}`;
-    }
-    const r = e.error ? `ERROR ${JSON.stringify(e.error).slice(0, 300)}` : JSON.stringify(e.result ?? null).slice(0, 200);
-    return `${e.t} <- ${e.method} #${e.id} ${e.ms} ms ${r}`;
-  });
+  try {
+    text = fs.readFileSync(path.join(CALLS_DIR, `${pluginKey}.ndjson`), "utf8");
+  } catch {
+    return ["(no calls recorded)"];
+  }
+  return text
+    .split("\n")
+    .filter(Boolean)
+    .slice(-last)
+    .map((l) => {
+      const e = JSON.parse(l);
+      const p = e.params ?? {};
+      if (e.dir === "call") {
+        const what =
+          e.method === "environmentExecute"
+            ? `${p.command} ${JSON.stringify((p.args ?? []).join(" ").slice(0, 140))} cwd=${p.cwd ?? ""}`
+            : /Sync(In|Out)/.test(e.method)
+              ? (p.operations ?? []).flatMap((o) => (o.files ?? []).map((f) => `${f.sourcePath} -> ${f.targetPath}`)).join("; ")
+              : (p.providerLeaseId ?? p.lease?.providerLeaseId ?? "");
+        return `${e.t} -> ${e.method} #${e.id} ${what}`;
+      }
+      const r = e.error ? `ERROR ${JSON.stringify(e.error).slice(0, 300)}` : JSON.stringify(e.result ?? null).slice(0, 200);
+      return `${e.t} <- ${e.method} #${e.id} ${e.ms} ms ${r}`;
+    });
 }
 async function printDiagnostics(stepName) {
   console.log(`  ---- diagnostics for "${current.provider} / ${stepName}"`);
@@ -163,16 +191,29 @@ async function printDiagnostics(stepName) {
     const leases = await api("GET", `/environments/${eid}/leases?companyId=${current.companyId}`).catch(() => null);
     console.log(`  -- leases of environment ${eid}:`);
     for (const l of Array.isArray(leases?.json) ? leases.json.slice(0, 6) : []) {
-      console.log(`     ${l.providerLeaseId} status=${l.status} cleanup=${l.cleanupStatus} failure=${l.failureReason ?? ""} run=${l.heartbeatRunId ?? ""} acquisition=${l.metadata?.sandboxLeaseAcquisition?.outcome ?? ""}`);
+      console.log(
+        `     ${l.providerLeaseId} status=${l.status} cleanup=${l.cleanupStatus} failure=${l.failureReason ?? ""} run=${l.heartbeatRunId ?? ""} acquisition=${l.metadata?.sandboxLeaseAcquisition?.outcome ?? ""}`,
+      );
     }
   }
   for (const rid of current.runIds.slice(-1)) {
     const run = await api("GET", `/heartbeat-runs/${rid}`).catch(() => null);
     console.log(`  -- heartbeat run ${rid}: status=${run?.json?.status} error=${redactText(JSON.stringify(run?.json?.error ?? null)).slice(0, 300)}`);
     const log = await api("GET", `/heartbeat-runs/${rid}/log`).catch(() => null);
-    const chunks = String(log?.json?.content ?? "").split("\n").filter(Boolean).map((l) => {
-      try { return JSON.parse(l).chunk; } catch { return l; }
-    }).join("").split("\n").filter(Boolean).slice(-25);
+    const chunks = String(log?.json?.content ?? "")
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => {
+        try {
+          return JSON.parse(l).chunk;
+        } catch {
+          return l;
+        }
+      })
+      .join("")
+      .split("\n")
+      .filter(Boolean)
+      .slice(-25);
     for (const c of chunks) console.log(`     ${redactText(c).slice(0, 300)}`);
   }
   console.log("  ----");
@@ -181,9 +222,17 @@ async function printDiagnostics(stepName) {
 /** The run's log as plain text (the route returns NDJSON records with a `chunk` each). */
 async function runLogText(runId) {
   const log = await api("GET", `/heartbeat-runs/${runId}/log`).catch(() => null);
-  return String(log?.json?.content ?? "").split("\n").filter(Boolean).map((l) => {
-    try { return JSON.parse(l).chunk ?? ""; } catch { return l; }
-  }).join("");
+  return String(log?.json?.content ?? "")
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => {
+      try {
+        return JSON.parse(l).chunk ?? "";
+      } catch {
+        return l;
+      }
+    })
+    .join("");
 }
 
 // ---------------------------------------------------------------- host-side checks
@@ -197,11 +246,23 @@ function procInfo(pid) {
     const start = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]);
     const cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ").trim();
     let environ = "";
-    try { environ = fs.readFileSync(`/proc/${pid}/environ`, "utf8"); } catch { /* gone or denied */ }
+    try {
+      environ = fs.readFileSync(`/proc/${pid}/environ`, "utf8");
+    } catch {
+      /* gone or denied */
+    }
     let cwd = "";
-    try { cwd = fs.readlinkSync(`/proc/${pid}/cwd`); } catch { /* gone */ }
+    try {
+      cwd = fs.readlinkSync(`/proc/${pid}/cwd`);
+    } catch {
+      /* gone */
+    }
     let exe = "";
-    try { exe = fs.readlinkSync(`/proc/${pid}/exe`); } catch { /* gone */ }
+    try {
+      exe = fs.readlinkSync(`/proc/${pid}/exe`);
+    } catch {
+      /* gone */
+    }
     return { pid, uid, state, ppid, start, cmdline, environ, cwd, exe };
   } catch {
     return null;
@@ -215,7 +276,12 @@ const pluginIds = new Set();
  * the server, or naming our run dir / a lease dir / a plugin id of ours in its argv, env or cwd).
  */
 function leftoverProcesses(extraPaths = []) {
-  const procs = fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d)).map(Number).map(procInfo).filter(Boolean);
+  const procs = fs
+    .readdirSync("/proc")
+    .filter((d) => /^\d+$/.test(d))
+    .map(Number)
+    .map(procInfo)
+    .filter(Boolean);
   const byPid = new Map(procs.map((p) => [p.pid, p]));
   const isDescendant = (p) => {
     for (let q = p, i = 0; q && i < 64; q = byPid.get(q.ppid), i++) if (q.ppid === SERVER_PID) return true;
@@ -233,7 +299,11 @@ function leftoverProcesses(extraPaths = []) {
 function recordedCalls(pluginKey) {
   if (!CALLS_DIR || !current.recorded) return null;
   try {
-    return fs.readFileSync(path.join(CALLS_DIR, `${pluginKey}.ndjson`), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l));
+    return fs
+      .readFileSync(path.join(CALLS_DIR, `${pluginKey}.ndjson`), "utf8")
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l));
   } catch {
     return [];
   }
@@ -266,9 +336,8 @@ async function taskRun({ agentId, environmentId }) {
   // Fail fast when the agent's run already failed (e.g. the acquire threw) instead of waiting for a timeout.
   const failFast = async () => {
     const runs = (await api("GET", `/companies/${current.companyId}/heartbeat-runs`)).json;
-    const list = Array.isArray(runs) ? runs : runs?.runs ?? [];
-    const bad = list.find((r) => r.agentId === agentId && Date.parse(r.createdAt ?? r.startedAt ?? 0) >= t0 - 1000
-      && ["failed", "cancelled", "timed_out"].includes(r.status));
+    const list = Array.isArray(runs) ? runs : (runs?.runs ?? []);
+    const bad = list.find((r) => r.agentId === agentId && Date.parse(r.createdAt ?? r.startedAt ?? 0) >= t0 - 1000 && ["failed", "cancelled", "timed_out"].includes(r.status));
     if (bad) {
       current.runIds.push(bad.id);
       throw new Error(`heartbeat run ${bad.id} ${bad.status}: ${redactText(JSON.stringify(bad.error ?? "")).slice(0, 400)}`);
@@ -276,27 +345,43 @@ async function taskRun({ agentId, environmentId }) {
   };
   // The run's lease: the first lease row of this environment bound to a new heartbeat run.
   let polls = 0;
-  const lease0 = await waitFor("the run's lease", async () => {
-    const l = (await leasesOf(environmentId)).find((x) => x.heartbeatRunId && !runsBefore.has(x.heartbeatRunId) && x.issueId === issueId);
-    if (!l && ++polls % 10 === 0) await failFast();
-    return l ?? null;
-  }, { timeoutMs: 60_000, intervalMs: 100 });
+  const lease0 = await waitFor(
+    "the run's lease",
+    async () => {
+      const l = (await leasesOf(environmentId)).find((x) => x.heartbeatRunId && !runsBefore.has(x.heartbeatRunId) && x.issueId === issueId);
+      if (!l && ++polls % 10 === 0) await failFast();
+      return l ?? null;
+    },
+    { timeoutMs: 60_000, intervalMs: 100 },
+  );
   const runId = lease0.heartbeatRunId;
   current.runIds.push(runId);
-  const lease = await waitFor("lease released", async () => {
-    const l = (await leasesOf(environmentId)).find((x) => x.id === lease0.id);
-    if (l?.status === "released" && l.releasedAt) return l;
-    if (++polls % 10 === 0) await failFast();
-    return null;
-  }, { timeoutMs: 90_000, intervalMs: 100 });
-  const run = await waitFor("heartbeat run finished", async () => {
-    const r = (await api("GET", `/heartbeat-runs/${runId}`)).json;
-    return r && r.finishedAt ? r : null;
-  }, { timeoutMs: 30_000, intervalMs: 100 });
+  const lease = await waitFor(
+    "lease released",
+    async () => {
+      const l = (await leasesOf(environmentId)).find((x) => x.id === lease0.id);
+      if (l?.status === "released" && l.releasedAt) return l;
+      if (++polls % 10 === 0) await failFast();
+      return null;
+    },
+    { timeoutMs: 90_000, intervalMs: 100 },
+  );
+  const run = await waitFor(
+    "heartbeat run finished",
+    async () => {
+      const r = (await api("GET", `/heartbeat-runs/${runId}`)).json;
+      return r && r.finishedAt ? r : null;
+    },
+    { timeoutMs: 30_000, intervalMs: 100 },
+  );
   const issue = await apiOk("GET", `/issues/${issueId}`);
   check(issue?.status === "done" && issue.completedAt, `issue ${issueId} is ${issue?.status} after its run's lease was released`);
   return {
-    issueId, runId, run, issue, lease,
+    issueId,
+    runId,
+    run,
+    issue,
+    lease,
     toAcquireMs: Date.parse(lease.acquiredAt ?? lease.createdAt) - t0,
     toDoneMs: Date.parse(issue.completedAt) - t0,
     toReleaseMs: Date.parse(lease.releasedAt) - t0,
@@ -306,18 +391,23 @@ async function taskRun({ agentId, environmentId }) {
 async function checkRunResult(p, r, { expectMarkerBefore, expectKeeper } = {}) {
   check(r.run.status === "succeeded", `heartbeat run ${r.runId} status ${r.run.status} ${redactText(JSON.stringify(r.run.error ?? ""))}`);
   const comments = await apiOk("GET", `/issues/${r.issueId}/comments`);
-  const list = Array.isArray(comments) ? comments : comments?.comments ?? [];
+  const list = Array.isArray(comments) ? comments : (comments?.comments ?? []);
   const mine = list.find((c) => String(c.body ?? "").includes(`e2e-fake-claude run=${r.runId}`));
   check(mine, `no comment from the fake agent for run ${r.runId} (${list.length} comments)`);
   // Files written in the sandbox workspace came back to the host workspace.
-  const hostWs = r.lease.metadata?.workspaceRealization?.local?.path
-    ?? path.join(DATA_DIR, "instances/default/workspaces", r.run.agentId);
+  const hostWs = r.lease.metadata?.workspaceRealization?.local?.path ?? path.join(DATA_DIR, "instances/default/workspaces", r.run.agentId);
   const out = path.join(hostWs, `E2E_AGENT_OUTPUT_${r.runId}.txt`);
   const nested = path.join(hostWs, "e2e-out", `nested-${r.runId}.txt`);
   check(fs.existsSync(out), `agent output file did not come back to the host workspace: ${out}`);
   check(fs.existsSync(nested), `nested agent file did not come back: ${nested}`);
   const text = fs.readFileSync(out, "utf8");
-  check(/comment_http=(200|201)/.test(text) && /done_http=(200|kept_open)/.test(text), `fake agent API calls failed: ${text.split("\n").filter((l) => /http/.test(l)).join(" ")}`);
+  check(
+    /comment_http=(200|201)/.test(text) && /done_http=(200|kept_open)/.test(text),
+    `fake agent API calls failed: ${text
+      .split("\n")
+      .filter((l) => /http/.test(l))
+      .join(" ")}`,
+  );
   const markerBefore = /marker_before=(.*)/.exec(text)?.[1]?.trim();
   if (expectMarkerBefore !== undefined) {
     check(markerBefore === expectMarkerBefore, `file outside the workspace: expected marker_before=${expectMarkerBefore}, got ${markerBefore}`);
@@ -339,14 +429,18 @@ async function checkReleased(p, r, { statuses = ["released"] } = {}) {
   }
   const dir = p.leaseDir?.(ctx, r.lease);
   // Release returns before every trace is gone (e.g. a jail's monitor exiting); allow a short grace.
-  await waitFor("sandbox directory and processes gone", async () => {
-    return (!dir || !fs.existsSync(dir)) && leftoverProcesses(dir ? [dir] : []).length === 0;
-  }, { timeoutMs: 5_000, intervalMs: 100 }).catch(() => {
+  await waitFor(
+    "sandbox directory and processes gone",
+    async () => {
+      return (!dir || !fs.existsSync(dir)) && leftoverProcesses(dir ? [dir] : []).length === 0;
+    },
+    { timeoutMs: 5_000, intervalMs: 100 },
+  ).catch(() => {
     const procs = leftoverProcesses(dir ? [dir] : []);
     throw new Error(
-      [dir && fs.existsSync(dir) ? `lease dir still exists: ${dir}` : "",
-        procs.length ? `sandbox processes left: ${procs.map((q) => `${q.pid} ${q.cmdline.slice(0, 120)}`).join(" | ")}` : ""]
-        .filter(Boolean).join("; "),
+      [dir && fs.existsSync(dir) ? `lease dir still exists: ${dir}` : "", procs.length ? `sandbox processes left: ${procs.map((q) => `${q.pid} ${q.cmdline.slice(0, 120)}`).join(" | ")}` : ""]
+        .filter(Boolean)
+        .join("; "),
     );
   });
 }
@@ -404,8 +498,7 @@ async function runProvider(p, plugin) {
       check(r.json?.ok !== true, `probe-config unexpectedly ok: ${redactText(r.text).slice(0, 300)}`);
       check(p.missingBackend.diagnostic.test(r.text), `no plugin diagnostic matching ${p.missingBackend.diagnostic}: HTTP ${r.status} ${redactText(r.text).slice(0, 300)}`);
       const diags = r.json?.details?.diagnostics ?? [];
-      const diag = diags.find((d) => d.severity === "error" && p.missingBackend.diagnostic.test(d.message))?.message
-        ?? r.json?.summary ?? r.json?.error ?? r.text;
+      const diag = diags.find((d) => d.severity === "error" && p.missingBackend.diagnostic.test(d.message))?.message ?? r.json?.summary ?? r.json?.error ?? r.text;
       return { detail: `HTTP ${r.status} ${redactText(diag).slice(0, 160)}` };
     });
     await step("missing backend: saved probe fails with diagnostic", async () => {
@@ -496,8 +589,7 @@ async function runProvider(p, plugin) {
   await step("no leftovers after scenario", async () => {
     const extra = (await p.leftovers?.(ctx)) ?? [];
     const procs = leftoverProcesses();
-    check(extra.length === 0 && procs.length === 0,
-      [...extra, ...procs.map((q) => `process ${q.pid} ${q.cmdline.slice(0, 120)}`)].join("; "));
+    check(extra.length === 0 && procs.length === 0, [...extra, ...procs.map((q) => `process ${q.pid} ${q.cmdline.slice(0, 120)}`)].join("; "));
   });
 }
 
@@ -572,7 +664,10 @@ async function loginScenario(p, cid, eid) {
     await step(`login terminal: ${p.driverKey} has none, the host refuses the login`, async () => {
       const before = new Set((await leasesOf(eid)).map((l) => l.id));
       const r = await api("POST", `/companies/${cid}/adapters/codex_local/login-sessions`, { environmentId: eid });
-      check(r.status === 422 && JSON.stringify(r.json ?? {}).includes("codex_device_login_provider_unsupported"), `expected a 422 codex_device_login_provider_unsupported, got HTTP ${r.status}: ${redactText(r.text).slice(0, 300)}`);
+      check(
+        r.status === 422 && JSON.stringify(r.json ?? {}).includes("codex_device_login_provider_unsupported"),
+        `expected a 422 codex_device_login_provider_unsupported, got HTTP ${r.status}: ${redactText(r.text).slice(0, 300)}`,
+      );
       const made = (await leasesOf(eid)).filter((l) => !before.has(l.id));
       check(made.length === 0, `the refused login still made ${made.length} lease(s)`);
       return { detail: `${p.driverKey} declares no supportsLoginPty: HTTP 422 codex_device_login_provider_unsupported, no lease` };
@@ -587,14 +682,22 @@ async function loginScenario(p, cid, eid) {
   const loginLeases = async (before) => (await leasesOf(eid)).filter((l) => !before.has(l.id) && !l.heartbeatRunId);
   /** The login lease is released, its sandbox and processes gone, and the worker saw the login calls. */
   const sandboxGone = async (before, key) => {
-    const lease = await waitFor("the login lease released", async () => {
-      const l = (await loginLeases(before)).at(-1);
-      return l && l.status === "released" && l.releasedAt ? l : null;
-    }, { timeoutMs: 30_000, intervalMs: 200 });
+    const lease = await waitFor(
+      "the login lease released",
+      async () => {
+        const l = (await loginLeases(before)).at(-1);
+        return l && l.status === "released" && l.releasedAt ? l : null;
+      },
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
     check(lease.cleanupStatus === "success" || lease.cleanupStatus == null, `login lease cleanupStatus ${lease.cleanupStatus} ${lease.failureReason ?? ""}`);
     const dir = p.leaseDir?.(ctx, lease);
     await waitFor("the login sandbox gone", async () => (!dir || !fs.existsSync(dir)) && leftoverProcesses(dir ? [dir] : []).length === 0, { timeoutMs: 10_000, intervalMs: 100 }).catch(() => {
-      throw new Error(`login sandbox left: ${dir && fs.existsSync(dir) ? dir : ""} ${leftoverProcesses(dir ? [dir] : []).map((q) => q.cmdline.slice(0, 100)).join(" | ")}`);
+      throw new Error(
+        `login sandbox left: ${dir && fs.existsSync(dir) ? dir : ""} ${leftoverProcesses(dir ? [dir] : [])
+          .map((q) => q.cmdline.slice(0, 100))
+          .join(" | ")}`,
+      );
     });
     const extra = p.leftovers?.(ctx) ?? [];
     check(extra.length === 0, `provider leftovers after the login: ${extra.join("; ")}`);
@@ -604,11 +707,30 @@ async function loginScenario(p, cid, eid) {
     const open = mine.find((c) => c.dir === "call" && c.method === "loginPtyOpen");
     check(open?.params?.loginCommandKey === key, `no loginPtyOpen with key ${key} recorded for the login lease`);
     const route = open.params.hostRouteId;
-    check(calls.some((c) => c.dir === "call" && c.method === "loginPtyClose" && c.params?.hostRouteId === route), "the host never closed the login terminal");
-    check(calls.some((c) => c.dir === "notify" && c.method === "loginPty.exit" && c.params?.hostRouteId === route), "no loginPty.exit notification recorded");
-    check(mine.some((c) => c.dir === "call" && /environment(Release|Destroy)Lease/.test(c.method)), "the login lease was not released through the worker");
-    const output = calls.filter((c) => c.dir === "notify" && c.method === "loginPty.output" && c.params?.hostRouteId === route).map((c) => c.params.chunk).join("");
-    return { lease, output, detail: `lease ${lease.providerLeaseId}, ${mine.filter((c) => c.dir === "call").map((c) => c.method).join(" ")}` };
+    check(
+      calls.some((c) => c.dir === "call" && c.method === "loginPtyClose" && c.params?.hostRouteId === route),
+      "the host never closed the login terminal",
+    );
+    check(
+      calls.some((c) => c.dir === "notify" && c.method === "loginPty.exit" && c.params?.hostRouteId === route),
+      "no loginPty.exit notification recorded",
+    );
+    check(
+      mine.some((c) => c.dir === "call" && /environment(Release|Destroy)Lease/.test(c.method)),
+      "the login lease was not released through the worker",
+    );
+    const output = calls
+      .filter((c) => c.dir === "notify" && c.method === "loginPty.output" && c.params?.hostRouteId === route)
+      .map((c) => c.params.chunk)
+      .join("");
+    return {
+      lease,
+      output,
+      detail: `lease ${lease.providerLeaseId}, ${mine
+        .filter((c) => c.dir === "call")
+        .map((c) => c.method)
+        .join(" ")}`,
+    };
   };
 
   // ---- Codex device login
@@ -617,31 +739,43 @@ async function loginScenario(p, cid, eid) {
   const codexShown = await step("login terminal: codex device login, prompt shown", async () => {
     const started = await apiOk("POST", `/companies/${cid}/adapters/codex_local/login-sessions`, { environmentId: eid });
     sid = started.sessionId;
-    const shown = await waitFor("the device prompt", async () => {
-      const r = await apiOk("GET", `/companies/${cid}/adapters/codex_local/login-sessions/${sid}`);
-      if (r.prompt) return r;
-      if (terminal.includes(r.status)) throw new Error(`the login ended ${r.status} before a prompt: ${JSON.stringify(r.failure)}`);
-      return null;
-    }, { timeoutMs: 60_000, intervalMs: 200 });
+    const shown = await waitFor(
+      "the device prompt",
+      async () => {
+        const r = await apiOk("GET", `/companies/${cid}/adapters/codex_local/login-sessions/${sid}`);
+        if (r.prompt) return r;
+        if (terminal.includes(r.status)) throw new Error(`the login ended ${r.status} before a prompt: ${JSON.stringify(r.failure)}`);
+        return null;
+      },
+      { timeoutMs: 60_000, intervalMs: 200 },
+    );
     check(shown.prompt.url === "https://auth.openai.com/codex/device" && shown.prompt.code === "E2EX-12345", `unexpected prompt ${JSON.stringify(shown.prompt)}`);
     return { detail: `${shown.status}: ${shown.prompt.url} ${shown.prompt.code}` };
   });
   if (codexShown) {
     await step("login terminal: codex auth.json read back, host authenticated", async () => {
-      const done = await waitFor("the login's end", async () => {
-        const r = await apiOk("GET", `/companies/${cid}/adapters/codex_local/login-sessions/${sid}`);
-        return terminal.includes(r.status) ? r : null;
-      }, { timeoutMs: 60_000, intervalMs: 200 });
+      const done = await waitFor(
+        "the login's end",
+        async () => {
+          const r = await apiOk("GET", `/companies/${cid}/adapters/codex_local/login-sessions/${sid}`);
+          return terminal.includes(r.status) ? r : null;
+        },
+        { timeoutMs: 60_000, intervalMs: 200 },
+      );
       check(done.status === "authenticated", `login ended ${done.status}: ${JSON.stringify(done.failure)}`);
       const secrets = await apiOk("GET", `/companies/${cid}/secrets`);
-      const list = Array.isArray(secrets) ? secrets : secrets?.secrets ?? [];
-      check(list.some((x) => x.name === "CODEX_HOME_e2e-fake-account"), `the host made no CODEX_HOME secret for the account (${list.map((x) => x.name).join(", ")})`);
+      const list = Array.isArray(secrets) ? secrets : (secrets?.secrets ?? []);
+      check(
+        list.some((x) => x.name === "CODEX_HOME_e2e-fake-account"),
+        `the host made no CODEX_HOME secret for the account (${list.map((x) => x.name).join(", ")})`,
+      );
       return { detail: `status ${done.status}, secret CODEX_HOME_e2e-fake-account` };
     });
   }
   await step("login terminal: codex login sandbox gone", async () => {
     const gone = await sandboxGone(before, "codex");
-    if (gone.output !== undefined) check(/one-time code/.test(gone.output) && /Successfully logged in/.test(gone.output), `recorded terminal output lacks the prompt: ${JSON.stringify(gone.output.slice(0, 300))}`);
+    if (gone.output !== undefined)
+      check(/one-time code/.test(gone.output) && /Successfully logged in/.test(gone.output), `recorded terminal output lacks the prompt: ${JSON.stringify(gone.output.slice(0, 300))}`);
     return { detail: gone.detail };
   });
 
@@ -653,10 +787,14 @@ async function loginScenario(p, cid, eid) {
     await step("login terminal: claude setup-token refused (leases without expiry), sandbox gone", async () => {
       const r = await api("POST", `/companies/${cid}/setup-token-login-sessions`, { environmentId: eid, adapterType: "claude_local" });
       check(r.status === 503, `expected the host's 503 for a lease without expiry, got HTTP ${r.status}: ${redactText(r.text).slice(0, 300)}`);
-      const lease = await waitFor("the refused login's lease released", async () => {
-        const l = (await loginLeases(before)).at(-1);
-        return l && l.status === "released" && l.releasedAt ? l : null;
-      }, { timeoutMs: 30_000, intervalMs: 200 });
+      const lease = await waitFor(
+        "the refused login's lease released",
+        async () => {
+          const l = (await loginLeases(before)).at(-1);
+          return l && l.status === "released" && l.releasedAt ? l : null;
+        },
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
       const extra = p.leftovers?.(ctx) ?? [];
       check(extra.length === 0, `provider leftovers after the refused login: ${extra.join("; ")}`);
       return { detail: `${p.driverKey}: ${p.leasesWithoutExpiry}; HTTP 503, lease ${lease.providerLeaseId} released` };
@@ -668,23 +806,31 @@ async function loginScenario(p, cid, eid) {
   const claudeShown = await step("login terminal: claude setup-token, sign-in URL shown", async () => {
     const started = await apiOk("POST", `/companies/${cid}/setup-token-login-sessions`, { environmentId: eid, adapterType: "claude_local" });
     csid = started.sessionId;
-    const prompt = await waitFor("the sign-in URL", async () => {
-      const r = await api("GET", `/companies/${cid}/setup-token-login-sessions/${csid}/prompt`);
-      if (r.status === 200) return r.json;
-      const s = await apiOk("GET", `/companies/${cid}/setup-token-login-sessions/${csid}`);
-      if (terminal.includes(s.status)) throw new Error(`the login ended ${s.status} before a prompt: ${JSON.stringify(s.failure)}`);
-      return null;
-    }, { timeoutMs: 60_000, intervalMs: 200 });
+    const prompt = await waitFor(
+      "the sign-in URL",
+      async () => {
+        const r = await api("GET", `/companies/${cid}/setup-token-login-sessions/${csid}/prompt`);
+        if (r.status === 200) return r.json;
+        const s = await apiOk("GET", `/companies/${cid}/setup-token-login-sessions/${csid}`);
+        if (terminal.includes(s.status)) throw new Error(`the login ended ${s.status} before a prompt: ${JSON.stringify(s.failure)}`);
+        return null;
+      },
+      { timeoutMs: 60_000, intervalMs: 200 },
+    );
     check(String(prompt.authorizationUrl).startsWith("https://claude.ai/oauth/authorize?"), `unexpected sign-in URL ${String(prompt.authorizationUrl).slice(0, 60)}`);
     return { detail: "https://claude.ai/oauth/authorize?…" };
   });
   if (claudeShown) {
     await step("login terminal: claude browser code typed, token stored", async () => {
       await apiOk("POST", `/companies/${cid}/setup-token-login-sessions/${csid}/code`, { browserCode: code });
-      const done = await waitFor("the login's end", async () => {
-        const r = await apiOk("GET", `/companies/${cid}/setup-token-login-sessions/${csid}`);
-        return terminal.includes(r.status) ? r : null;
-      }, { timeoutMs: 60_000, intervalMs: 200 });
+      const done = await waitFor(
+        "the login's end",
+        async () => {
+          const r = await apiOk("GET", `/companies/${cid}/setup-token-login-sessions/${csid}`);
+          return terminal.includes(r.status) ? r : null;
+        },
+        { timeoutMs: 60_000, intervalMs: 200 },
+      );
       check(done.status === "authenticated", `login ended ${done.status}: ${JSON.stringify(done.failure)}`);
       const completion = await apiOk("POST", `/companies/${cid}/setup-token-login-sessions/${csid}/completion`, {});
       check(typeof completion.storedSessionId === "string" && completion.storedSessionId.length > 0, "no storedSessionId from the completion");
@@ -726,7 +872,15 @@ async function duplexScenario(p, agentId, eid) {
         await checkRunResult(p, r);
         await checkReleased(p, r);
         const text = await runLogText(r.runId);
-        check(/HTTP\/2 transport ready/.test(text), `the run did not use the duplex channel: ${redactText(text.split("\n").filter((l) => /duplex|file bridge|HTTP\/2/i.test(l)).join(" | ")).slice(0, 400)}`);
+        check(
+          /HTTP\/2 transport ready/.test(text),
+          `the run did not use the duplex channel: ${redactText(
+            text
+              .split("\n")
+              .filter((l) => /duplex|file bridge|HTTP\/2/i.test(l))
+              .join(" | "),
+          ).slice(0, 400)}`,
+        );
         const calls = recordedCalls(current.pluginKey);
         let detail = `acquired ${fmtMs(r.toAcquireMs)}, done ${fmtMs(r.toDoneMs)}, released ${fmtMs(r.toReleaseMs)}`;
         if (calls) {
@@ -778,19 +932,25 @@ async function reuseScenario(p, cid, baseConfig) {
     git("commit", "-q", "-m", "e2e fixture");
     execFileSync("chown", ["-R", "65534:65534", wsDir]);
     const e = await apiOk("POST", `/companies/${cid}/environments`, {
-      name: instanceName(p, "-reuse"), driver: "sandbox", config: { ...baseConfig, reuseLease: true, runnerLifecycleMode: "warm", runnerIdleTimeoutMs: 1000 },
+      name: instanceName(p, "-reuse"),
+      driver: "sandbox",
+      config: { ...baseConfig, reuseLease: true, runnerLifecycleMode: "warm", runnerIdleTimeoutMs: 1000 },
     });
     eid = e.id;
     current.environmentIds.push(eid);
     check(e.config?.reuseLease === true, `saved config lost reuseLease: ${JSON.stringify(e.config)}`);
     const proj = await apiOk("POST", `/companies/${cid}/projects`, {
-      name: instanceName(p, "-project"), status: "in_progress",
+      name: instanceName(p, "-project"),
+      status: "in_progress",
       workspace: { name: "ws", sourceType: "local_path", cwd: wsDir, isPrimary: true },
       executionWorkspacePolicy: { enabled: true, defaultMode: "shared_workspace", environmentId: eid },
     });
     projectId = proj.id;
     const a = await apiOk("POST", `/companies/${cid}/agents`, {
-      name: `FakeClaude-${p.driverKey}-reuse`, role: "engineer", adapterType: "claude_local", defaultEnvironmentId: eid,
+      name: `FakeClaude-${p.driverKey}-reuse`,
+      role: "engineer",
+      adapterType: "claude_local",
+      defaultEnvironmentId: eid,
       adapterConfig: { engine: "cli", command: FAKE, model: "claude-sonnet-4-6", timeoutSec: 120 },
     });
     agentId = a.id;
@@ -801,16 +961,23 @@ async function reuseScenario(p, cid, baseConfig) {
   await step("reuse: first run (issue left open)", async () => {
     const t0 = now();
     const issue = await apiOk("POST", `/companies/${cid}/issues`, {
-      title: `[e2e-keep-open] reuse ${new Date().toISOString()}`, description: "Leave the issue open on the first run.",
-      projectId, assigneeAgentId: agentId, status: "todo",
+      title: `[e2e-keep-open] reuse ${new Date().toISOString()}`,
+      description: "Leave the issue open on the first run.",
+      projectId,
+      assigneeAgentId: agentId,
+      status: "todo",
     });
     issueId = issue.id;
     lease1 = await waitFor("first lease", async () => (await leasesOf(eid)).find((l) => l.issueId === issueId && l.heartbeatRunId) ?? null, { timeoutMs: 60_000 });
     current.runIds.push(lease1.heartbeatRunId);
-    run1 = await waitFor("first run finished", async () => {
-      const r = (await api("GET", `/heartbeat-runs/${lease1.heartbeatRunId}`)).json;
-      return r?.finishedAt ? r : null;
-    }, { timeoutMs: 90_000 });
+    run1 = await waitFor(
+      "first run finished",
+      async () => {
+        const r = (await api("GET", `/heartbeat-runs/${lease1.heartbeatRunId}`)).json;
+        return r?.finishedAt ? r : null;
+      },
+      { timeoutMs: 90_000 },
+    );
     check(run1.status === "succeeded", `first run ${run1.status}: ${redactText(JSON.stringify(run1.error ?? ""))}`);
     lease1 = (await leasesOf(eid)).find((l) => l.id === lease1.id) ?? lease1; // now with its workspace realization
     const res = await checkRunResult(p, { issueId, runId: run1.id, run: run1, lease: lease1 }, { expectMarkerBefore: "none" });
@@ -820,7 +987,9 @@ async function reuseScenario(p, cid, baseConfig) {
   });
   if (!run1) return;
 
-  let lease2, run2, trigger = "host follow-up run";
+  let lease2,
+    run2,
+    trigger = "host follow-up run";
   await step("reuse: second run on the same issue resumes the same lease", async () => {
     const t0 = now();
     const findNext = async () => (await leasesOf(eid)).find((l) => l.issueId === issueId && l.heartbeatRunId && l.heartbeatRunId !== run1.id) ?? null;
@@ -831,10 +1000,14 @@ async function reuseScenario(p, cid, baseConfig) {
       lease2 = await waitFor("a second run after the comment", findNext, { timeoutMs: 60_000 });
     }
     current.runIds.push(lease2.heartbeatRunId);
-    run2 = await waitFor("second run finished", async () => {
-      const r = (await api("GET", `/heartbeat-runs/${lease2.heartbeatRunId}`)).json;
-      return r?.finishedAt ? r : null;
-    }, { timeoutMs: 90_000 });
+    run2 = await waitFor(
+      "second run finished",
+      async () => {
+        const r = (await api("GET", `/heartbeat-runs/${lease2.heartbeatRunId}`)).json;
+        return r?.finishedAt ? r : null;
+      },
+      { timeoutMs: 90_000 },
+    );
     await waitFor("issue done", async () => (await api("GET", `/issues/${issueId}`)).json?.status === "done", { timeoutMs: 30_000 });
     lease2 = (await leasesOf(eid)).find((l) => l.id === lease2.id) ?? lease2;
     // The marker the first run wrote under $HOME (outside the synced workspace) must still be there.
@@ -848,7 +1021,10 @@ async function reuseScenario(p, cid, baseConfig) {
       const resume = calls.find((c) => c.dir === "call" && c.method === "environmentResumeLease" && c.params?.providerLeaseId === lease1.providerLeaseId);
       check(resume, "no resumeLease call recorded for the first lease");
     }
-    return { ms: now() - t0, detail: `trigger: ${trigger}; same lease ${lease2.providerLeaseId} (${outcome}); $HOME marker of run 1 kept; run 1's process ${kept.keeperAlive === "yes" ? "kept" : `not kept (${kept.keeperAlive})`}` };
+    return {
+      ms: now() - t0,
+      detail: `trigger: ${trigger}; same lease ${lease2.providerLeaseId} (${outcome}); $HOME marker of run 1 kept; run 1's process ${kept.keeperAlive === "yes" ? "kept" : `not kept (${kept.keeperAlive})`}`,
+    };
   });
   if (!run2) return;
   await step("reuse: lease destroyed (issue done / workspace archived), nothing left", async () => {
@@ -879,8 +1055,13 @@ const readJson = (file) => JSON.parse(fs.readFileSync(file, "utf8"));
 const managedDir = (packageName) => path.join(PLUGIN_HOME, "node_modules", ...packageName.split("/"));
 /** The pids of running workers the server started from `workerFile`. */
 function workerPids(workerFile) {
-  return fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d)).map(Number).map(procInfo)
-    .filter((q) => q && q.uid === 65534 && q.state !== "Z" && q.cmdline.includes(workerFile)).map((q) => q.pid);
+  return fs
+    .readdirSync("/proc")
+    .filter((d) => /^\d+$/.test(d))
+    .map(Number)
+    .map(procInfo)
+    .filter((q) => q && q.uid === 65534 && q.state !== "Z" && q.cmdline.includes(workerFile))
+    .map((q) => q.pid);
 }
 
 /** By local path: the copies run.sh prepared (prepare-copy.mjs, with the call recorder). */
@@ -916,9 +1097,17 @@ async function installByName(installed) {
       check(readJson(path.join(managed, "package.json")).version === version, `${managed} is not ${packageName}@${version}`);
       // The provider's own dependencies came along, every one of them from the local registry.
       const lock = readJson(path.join(PLUGIN_HOME, "package-lock.json"));
-      const resolved = Object.entries(lock.packages ?? {}).filter(([k]) => k).map(([k, v]) => [k, v.resolved]);
+      const resolved = Object.entries(lock.packages ?? {})
+        .filter(([k]) => k)
+        .map(([k, v]) => [k, v.resolved]);
       const foreign = resolved.filter(([, url]) => !String(url).startsWith(REGISTRY_URL));
-      check(foreign.length === 0, `packages not from ${REGISTRY_URL}: ${foreign.map(([k, u]) => `${k} ${u}`).join(", ").slice(0, 300)}`);
+      check(
+        foreign.length === 0,
+        `packages not from ${REGISTRY_URL}: ${foreign
+          .map(([k, u]) => `${k} ${u}`)
+          .join(", ")
+          .slice(0, 300)}`,
+      );
       const deps = Object.keys(readJson(path.join(managed, "package.json")).dependencies ?? {});
       const missing = deps.filter((d) => !fs.existsSync(path.join(managed, "node_modules", d)) && !fs.existsSync(path.join(PLUGIN_HOME, "node_modules", d)));
       check(missing.length === 0, `dependencies not installed beside it: ${missing.join(", ")}`);
@@ -960,10 +1149,14 @@ async function upgradeScenario(p, plugin, { agentId, eid, cid }) {
     const r = await apiOk("POST", `/plugins/${plugin.id}/upgrade`, { version: to }, { timeoutMs: 180_000 });
     check(r.status === "ready" && r.version === to, `after the upgrade: status ${r.status}, version ${r.version} ${redactText(r.lastError ?? "")}`);
     check(readJson(path.join(plugin.dir, "package.json")).version === to, `the managed install is not ${to}`);
-    const pids = await waitFor("the new worker", async () => {
-      const now = workerPids(plugin.workerFile).filter((pid) => pid !== plugin.workerPid);
-      return now.length && !workerPids(plugin.workerFile).includes(plugin.workerPid) ? now : null;
-    }, { timeoutMs: 20_000 });
+    const pids = await waitFor(
+      "the new worker",
+      async () => {
+        const now = workerPids(plugin.workerFile).filter((pid) => pid !== plugin.workerPid);
+        return now.length && !workerPids(plugin.workerFile).includes(plugin.workerPid) ? now : null;
+      },
+      { timeoutMs: 20_000 },
+    );
     plugin.workerPid = pids[0];
     plugin.version = to;
     return { detail: `host records ${r.version}; old worker stopped, new worker pid ${pids[0]}` };
@@ -1062,7 +1255,10 @@ console.log("\n================ e2e report (real Paperclip host)");
 const w = Math.max(...rows.map((r) => r.step.length), 10);
 let last = "";
 for (const r of rows) {
-  if (r.provider !== last) { console.log(`-- ${r.provider}`); last = r.provider; }
+  if (r.provider !== last) {
+    console.log(`-- ${r.provider}`);
+    last = r.provider;
+  }
   console.log(`  ${r.ok ? "pass" : "FAIL"}  ${r.step.padEnd(w)}  ${fmtMs(r.ms).padStart(8)}  ${r.ok ? r.detail : r.detail.slice(0, 200)}`);
 }
 console.log(`total e2e (server already up): ${fmtMs(now() - t0)}; ${failures.length === 0 ? "ALL PASSED" : `${failures.length} FAILED`}`);

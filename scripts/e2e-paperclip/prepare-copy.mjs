@@ -121,12 +121,7 @@ for (const dir of plugins) {
     const real = worker.replace(/\.(m?js)$/, ".e2e-real.$1");
     fs.renameSync(worker, real);
     const template = fs.readFileSync(new URL("./recorder.mjs", import.meta.url), "utf8");
-    fs.writeFileSync(
-      worker,
-      template
-        .replace("__REAL_WORKER__", JSON.stringify(real))
-        .replace("__RECORD_FILE__", JSON.stringify(path.join(recordDir, `${manifest.id}.ndjson`))),
-    );
+    fs.writeFileSync(worker, template.replace("__REAL_WORKER__", JSON.stringify(real)).replace("__RECORD_FILE__", JSON.stringify(path.join(recordDir, `${manifest.id}.ndjson`))));
   }
   console.log(`${manifest.id}\t${dir}`);
 }

@@ -32,12 +32,14 @@ function cgroupsWritableByNobody() {
     return false;
   }
 }
-const expectEqual = (what, actual, expected) =>
-  JSON.stringify(actual) === JSON.stringify(expected) ? [] : [`${what} is ${JSON.stringify(actual)}, expected ${JSON.stringify(expected)}`];
+const expectEqual = (what, actual, expected) => (JSON.stringify(actual) === JSON.stringify(expected) ? [] : [`${what} is ${JSON.stringify(actual)}, expected ${JSON.stringify(expected)}`]);
 
 const listDirs = (dir) => {
   try {
-    return fs.readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+    return fs
+      .readdirSync(dir, { withFileTypes: true })
+      .filter((d) => d.isDirectory())
+      .map((d) => d.name);
   } catch {
     return [];
   }
@@ -140,8 +142,7 @@ export const PROVIDERS = [
     timingRuns: 3,
     leaseDir: () => null,
     // Every sandbox the runs made is gone: no jail directory left in the emulator's state dir.
-    leftovers: (ctx) =>
-      listDirs(path.join(ctx.runDir, "daytona")).flatMap((state) => listDirs(path.join(ctx.runDir, "daytona", state, "leases")).map((id) => `daytona sandbox jail ${id}`)),
+    leftovers: (ctx) => listDirs(path.join(ctx.runDir, "daytona")).flatMap((state) => listDirs(path.join(ctx.runDir, "daytona", state, "leases")).map((id) => `daytona sandbox jail ${id}`)),
     ui: (ctx) => ({
       fill: { "API key": ctx.emulator.credentials.apiKey, "API URL": ctx.emulator.url },
       cleared: ["Snapshot", "Target"],
@@ -226,7 +227,16 @@ PROVIDERS.push({
   config: (ctx) => ({ kubeconfig: ctx.emulator.credentials.kubeconfig, readyTimeoutSec: 60 }),
   invalidConfig: { config: { cpuLimit: "lots" }, error: /CPU limit: must be a Kubernetes quantity/ },
   missingBackend: {
-    config: { kubeconfig: JSON.stringify({ apiVersion: "v1", kind: "Config", clusters: [{ name: "c", cluster: { server: "http://127.0.0.1:9", "insecure-skip-tls-verify": true } }], users: [{ name: "u", user: { token: "e2e" } }], contexts: [{ name: "x", context: { cluster: "c", user: "u" } }], "current-context": "x" }) },
+    config: {
+      kubeconfig: JSON.stringify({
+        apiVersion: "v1",
+        kind: "Config",
+        clusters: [{ name: "c", cluster: { server: "http://127.0.0.1:9", "insecure-skip-tls-verify": true } }],
+        users: [{ name: "u", user: { token: "e2e" } }],
+        contexts: [{ name: "x", context: { cluster: "c", user: "u" } }],
+        "current-context": "x",
+      }),
+    },
     diagnostic: /kubernetes (getCode|getAPIVersions|createNamespace) failed: no response/,
   },
   reuse: true,
@@ -234,7 +244,8 @@ PROVIDERS.push({
   duplex: { runs: 1 },
   leaseDir: () => null,
   // Tenant baseline objects stay (they are the company's, made once); run objects must be gone.
-  leftovers: () => (kubernetesCluster?.leftovers() ?? []).filter((entry) => !/^(serviceaccounts|roles|rolebindings|resourcequotas|limitranges|networkpolicies|ciliumnetworkpolicies)\/[^/]+\/paperclip-/.test(entry)),
+  leftovers: () =>
+    (kubernetesCluster?.leftovers() ?? []).filter((entry) => !/^(serviceaccounts|roles|rolebindings|resourcequotas|limitranges|networkpolicies|ciliumnetworkpolicies)\/[^/]+\/paperclip-/.test(entry)),
   ui: () => ({
     cleared: ["Company slug"],
     badItems: [
@@ -283,7 +294,11 @@ PROVIDERS.push({
     cleared: ["Template"],
     probe: /^e2b sandbox not usable: .*API key is required/,
     // A cleared field is unset: the normalized config then carries its default.
-    saved: (config) => [...expectEqual("template", config.template, "base"), ...expectEqual("apiUrl", config.apiUrl, ctx.emulator.url), ...expectEqual("sandboxUrl", config.sandboxUrl, ctx.emulator.url)],
+    saved: (config) => [
+      ...expectEqual("template", config.template, "base"),
+      ...expectEqual("apiUrl", config.apiUrl, ctx.emulator.url),
+      ...expectEqual("sandboxUrl", config.sandboxUrl, ctx.emulator.url),
+    ],
   }),
 });
 
@@ -448,7 +463,11 @@ PROVIDERS.push({
     fill: { "Bridge URL": ctx.emulator.url, "Bridge token": ctx.emulator.credentials.token },
     cleared: ["Sleep after"],
     probe: /^cloudflare sandbox ready$/,
-    saved: (config) => [...expectEqual("bridgeBaseUrl", config.bridgeBaseUrl, ctx.emulator.url), ...expectEqual("sleepAfter", config.sleepAfter, "1h"), ...expectEqual("sessionId", config.sessionId, undefined)],
+    saved: (config) => [
+      ...expectEqual("bridgeBaseUrl", config.bridgeBaseUrl, ctx.emulator.url),
+      ...expectEqual("sleepAfter", config.sleepAfter, "1h"),
+      ...expectEqual("sessionId", config.sessionId, undefined),
+    ],
   }),
 });
 

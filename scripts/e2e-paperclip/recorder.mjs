@@ -63,7 +63,11 @@ function lineSplitter(onLine) {
 
 const fromHost = lineSplitter((line) => {
   let msg;
-  try { msg = JSON.parse(line); } catch { return; }
+  try {
+    msg = JSON.parse(line);
+  } catch {
+    return;
+  }
   if (msg.method && msg.id !== undefined) {
     const p = msg.params ?? {};
     pending.set(msg.id, { method: msg.method, t: Date.now() });
@@ -75,7 +79,11 @@ const fromHost = lineSplitter((line) => {
 
 const fromWorker = lineSplitter((line) => {
   let msg;
-  try { msg = JSON.parse(line); } catch { return; }
+  try {
+    msg = JSON.parse(line);
+  } catch {
+    return;
+  }
   if ((msg.method === "loginPty.output" || msg.method === "loginPty.exit") && msg.id === undefined) {
     const p = msg.params ?? {};
     const params = { hostRouteId: p.hostRouteId, workerSessionId: p.workerSessionId, ...(typeof p.chunk === "string" ? { chunk: redactTerminal(p.chunk) } : { exitCode: p.exitCode }) };
@@ -88,8 +96,11 @@ const fromWorker = lineSplitter((line) => {
     let result = msg.result;
     if (method === "environmentExecute" && result && typeof result === "object") {
       result = {
-        exitCode: result.exitCode, signal: result.signal, timedOut: result.timedOut,
-        stdoutChars: result.stdout?.length ?? 0, stderrTail: typeof result.stderr === "string" ? result.stderr.slice(-300) : undefined,
+        exitCode: result.exitCode,
+        signal: result.signal,
+        timedOut: result.timedOut,
+        stdoutChars: result.stdout?.length ?? 0,
+        stderrTail: typeof result.stderr === "string" ? result.stderr.slice(-300) : undefined,
       };
     } else if (method === "initialize") {
       result = { supportedMethods: result?.supportedMethods };

@@ -58,7 +58,13 @@ async function npm(args, { cwd, env = {}, timeoutMs = 300_000 } = {}) {
     const { stdout } = await run("npm", args, { cwd, env: npmEnv(env), timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 });
     return stdout;
   } catch (err) {
-    throw new Error(`npm ${args.join(" ")} failed: ${String(err.stderr ?? err.message).trim().split("\n").slice(-12).join("\n")}`);
+    throw new Error(
+      `npm ${args.join(" ")} failed: ${String(err.stderr ?? err.message)
+        .trim()
+        .split("\n")
+        .slice(-12)
+        .join("\n")}`,
+    );
   }
 }
 /** A user npmrc for talking to `url` only (publishing needs some token; verdaccio accepts any here). */
@@ -141,9 +147,15 @@ export async function waitForRegistry(url, pid, timeoutMs = 60_000) {
     try {
       const res = await fetch(`${url}-/ping`, { signal: AbortSignal.timeout(2000) });
       if (res.ok) return;
-    } catch { /* not up yet */ }
+    } catch {
+      /* not up yet */
+    }
     if (pid) {
-      try { process.kill(pid, 0); } catch { throw new Error(`verdaccio (pid ${pid}) exited before it answered`); }
+      try {
+        process.kill(pid, 0);
+      } catch {
+        throw new Error(`verdaccio (pid ${pid}) exited before it answered`);
+      }
     }
     await new Promise((r) => setTimeout(r, 200));
   }
@@ -164,7 +176,9 @@ async function seedKey(releaseDir) {
   const parts = [`format ${SEED_FORMAT}`, fs.readFileSync(path.join(HERE, "registry", "package-lock.json"), "utf8")];
   for (const p of releaseIndex(releaseDir)) {
     const m = await tarballManifest(path.join(releaseDir, p.file));
-    const deps = Object.entries({ ...m.dependencies, ...m.optionalDependencies }).filter(([name]) => !name.startsWith(`${SCOPE}/`)).sort();
+    const deps = Object.entries({ ...m.dependencies, ...m.optionalDependencies })
+      .filter(([name]) => !name.startsWith(`${SCOPE}/`))
+      .sort();
     parts.push(`${p.name} ${JSON.stringify(deps)}`);
   }
   return sha(parts.join("\n")).slice(0, 16);
@@ -178,11 +192,21 @@ async function withVerdaccio({ bin, storage, upstream }, fn) {
   fs.writeFileSync(configFile, verdaccioConfig({ storage, port, upstream, logFile: path.join(storage, "..", "verdaccio.log") }));
   const child = spawn(process.execPath, [bin, "--config", configFile], { stdio: ["ignore", "ignore", "pipe"], detached: false });
   let stderr = "";
-  child.stderr.on("data", (d) => { stderr = (stderr + d).slice(-4000); });
-  const stop = () => { try { child.kill("SIGTERM"); } catch { /* gone */ } };
+  child.stderr.on("data", (d) => {
+    stderr = (stderr + d).slice(-4000);
+  });
+  const stop = () => {
+    try {
+      child.kill("SIGTERM");
+    } catch {
+      /* gone */
+    }
+  };
   process.once("exit", stop);
   try {
-    await waitForRegistry(url, child.pid).catch((err) => { throw new Error(`${err.message}\n${stderr}`); });
+    await waitForRegistry(url, child.pid).catch((err) => {
+      throw new Error(`${err.message}\n${stderr}`);
+    });
     return await fn(url);
   } finally {
     stop();
@@ -267,9 +291,9 @@ export async function prepare(releaseDir, regDir) {
  */
 function trimToStoredVersions(thirdparty) {
   let dropped = 0;
-  const dirs = fs.readdirSync(thirdparty).flatMap((name) =>
-    name.startsWith("@") ? fs.readdirSync(path.join(thirdparty, name)).map((sub) => path.join(thirdparty, name, sub)) : [path.join(thirdparty, name)],
-  );
+  const dirs = fs
+    .readdirSync(thirdparty)
+    .flatMap((name) => (name.startsWith("@") ? fs.readdirSync(path.join(thirdparty, name)).map((sub) => path.join(thirdparty, name, sub)) : [path.join(thirdparty, name)]));
   for (const dir of dirs) {
     const file = path.join(dir, "package.json");
     if (!fs.existsSync(file)) continue;
@@ -329,12 +353,20 @@ export async function publishAll(url, releaseDir, upgradeDir, npmrc) {
   // verdaccio does not resolve dependencies on publish, so the order only matters to a reader of
   // the registry mid-way; four at a time.
   const queue = packages.map((p) => path.join(releaseDir, p.file));
-  const upgrades = upgradeDir ? fs.readdirSync(upgradeDir).filter((f) => f.endsWith(".tgz")).sort().map((f) => path.join(upgradeDir, f)) : [];
+  const upgrades = upgradeDir
+    ? fs
+        .readdirSync(upgradeDir)
+        .filter((f) => f.endsWith(".tgz"))
+        .sort()
+        .map((f) => path.join(upgradeDir, f))
+    : [];
   const work = async (list, tag) => {
     const next = [...list];
-    await Promise.all(Array.from({ length: 4 }, async () => {
-      for (let f = next.shift(); f; f = next.shift()) await publishOne(url, f, tag, npmrc);
-    }));
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        for (let f = next.shift(); f; f = next.shift()) await publishOne(url, f, tag, npmrc);
+      }),
+    );
   };
   await work(queue, "latest");
   await work(upgrades, UPGRADE_TAG);

@@ -86,7 +86,7 @@ export function createUiSession({ baseUrl, outDir, profileDir, chromiumPath, che
   const button = (name) => page.getByRole("button", { name, exact: true });
   const visibleLabels = async () =>
     // A required field's label ends in its "*" marker.
-    new Set((await page.locator('label[data-slot="label"]').evaluateAll((els) => els.filter((e) => e.offsetParent !== null).map((e) => e.textContent.trim().replace(/\s*\*$/, "")))));
+    new Set(await page.locator('label[data-slot="label"]').evaluateAll((els) => els.filter((e) => e.offsetParent !== null).map((e) => e.textContent.trim().replace(/\s*\*$/, ""))));
 
   async function typeInto(title, value) {
     // A secret field (format secret-ref) shows its raw-value input only after this button.
@@ -243,18 +243,22 @@ export function createUiSession({ baseUrl, outDir, profileDir, chromiumPath, che
       await button("Create environment").click();
       await page.waitForURL((url) => url.pathname.endsWith("/company/settings/instance/environments"), { timeout: 30_000 });
       const list = await apiOk("GET", `/companies/${companyId}/environments`);
-      const env = (Array.isArray(list) ? list : list?.environments ?? []).find((e) => e.name === name);
+      const env = (Array.isArray(list) ? list : (list?.environments ?? [])).find((e) => e.name === name);
       check(env, `environment ${name} not in the list after Create`);
       onEnvironment?.(env.id);
       const problems = [
-        ...(ui.cleared ?? []).map((title) => Object.keys(properties).find((k) => titleOf(k) === title))
+        ...(ui.cleared ?? [])
+          .map((title) => Object.keys(properties).find((k) => titleOf(k) === title))
           .filter((k) => k && env.config?.[k] !== undefined && env.config[k] === "")
           .map((k) => `${k} saved as ""`),
         ...(ui.saved?.(env.config ?? {}) ?? []),
       ];
       check(problems.length === 0, `${problems.join("; ")} (saved config ${JSON.stringify(env.config)})`);
       // The list shows it (not only the hidden <option> of the default-environment select).
-      await page.locator(`xpath=//*[not(self::option)][text()[contains(., ${JSON.stringify(name)})]]`).first().waitFor({ state: "visible" });
+      await page
+        .locator(`xpath=//*[not(self::option)][text()[contains(., ${JSON.stringify(name)})]]`)
+        .first()
+        .waitFor({ state: "visible" });
       return { detail: `saved ${JSON.stringify(env.config).slice(0, 200)}; ${await shot(next("saved"))}` };
     });
   }

@@ -70,13 +70,32 @@ export function boxdHandlers(deps: { machines: MachineManager; tokens: JwtIssuer
     },
     async CreateVm(request: { name: string; image_ref: string; restart_policy: string; config: VmConfigWire | null; org: string; isolated: boolean; labels: Record<string, string> }, call: GrpcCall) {
       const t0 = Date.now();
-      const m = await machines.create({ account: accountOf(call), name: request.name, imageRef: request.image_ref, restartPolicy: request.restart_policy, config: request.config, org: request.org, isolated: request.isolated, labels: request.labels ?? {} });
+      const m = await machines.create({
+        account: accountOf(call),
+        name: request.name,
+        imageRef: request.image_ref,
+        restartPolicy: request.restart_policy,
+        config: request.config,
+        org: request.org,
+        isolated: request.isolated,
+        labels: request.labels ?? {},
+      });
       return created(m, Date.now() - t0);
     },
     async CreateVmFromSnapshot(request: { snapshot: string; name: string; config: VmConfigWire | null; org: string; isolated: boolean; labels: Record<string, string> }, call: GrpcCall) {
       if (!request.snapshot) throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "snapshot: required");
       const t0 = Date.now();
-      const m = await machines.create({ account: accountOf(call), name: request.name, imageRef: "", restartPolicy: "", config: request.config, org: request.org, isolated: request.isolated, labels: request.labels ?? {}, snapshot: request.snapshot });
+      const m = await machines.create({
+        account: accountOf(call),
+        name: request.name,
+        imageRef: "",
+        restartPolicy: "",
+        config: request.config,
+        org: request.org,
+        isolated: request.isolated,
+        labels: request.labels ?? {},
+        snapshot: request.snapshot,
+      });
       return created(m, Date.now() - t0);
     },
     GetVm: (request: { vm_id: string }, call: GrpcCall) => machineView(vm(call, request)),

@@ -95,10 +95,7 @@ export const emulator: EmulatorDefinition<BoxdEmulatorOptions> = {
       credentials: { apiKey: first.apiKey, org: first.org },
       env: { BOXD_BASE_URL: server.url, BOXD_EXCHANGE_URL: exchangeUrl, BOXD_API_KEY: first.apiKey },
       async leftovers() {
-        return [
-          ...machines.all().map((m) => `machine ${m.id} (${m.name}, ${m.status})`),
-          ...machines.snapshots().map((s) => `snapshot ${s.org}/${s.name} v${s.version}`),
-        ];
+        return [...machines.all().map((m) => `machine ${m.id} (${m.name}, ${m.status})`), ...machines.snapshots().map((s) => `snapshot ${s.org}/${s.name} v${s.version}`)];
       },
       async close() {
         await machines.close();

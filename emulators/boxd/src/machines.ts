@@ -156,7 +156,8 @@ export function createMachineManager(deps: MachineManagerDeps) {
       size = sizeOf(spec.config);
     }
     if (inOrg(org).some((m) => m.name === name && m.status !== "destroying")) throw fail(GrpcStatus.ALREADY_EXISTS, `a machine named ${name} already exists`);
-    if (inOrg(org).filter((m) => m.status !== "destroying").length >= deps.maxMachinesPerOrg) throw fail(GrpcStatus.RESOURCE_EXHAUSTED, `org ${org} has reached its quota of ${deps.maxMachinesPerOrg} machines`);
+    if (inOrg(org).filter((m) => m.status !== "destroying").length >= deps.maxMachinesPerOrg)
+      throw fail(GrpcStatus.RESOURCE_EXHAUSTED, `org ${org} has reached its quota of ${deps.maxMachinesPerOrg} machines`);
 
     const id = randomUUID();
     const started = deps.clock.now();
@@ -355,7 +356,7 @@ export function createMachineManager(deps: MachineManagerDeps) {
   }
 
   async function resize(m: Machine, vcpu: number, memoryBytes: number): Promise<{ rebooted: boolean }> {
-    const size = sizeOf({ vcpu: vcpu || (memoryBytes ? [...SIZE_CLASSES].find(([, mem]) => mem === memoryBytes)?.[0] ?? -1 : m.vcpu), memory_bytes: memoryBytes, disk_bytes: 0 });
+    const size = sizeOf({ vcpu: vcpu || (memoryBytes ? ([...SIZE_CLASSES].find(([, mem]) => mem === memoryBytes)?.[0] ?? -1) : m.vcpu), memory_bytes: memoryBytes, disk_bytes: 0 });
     return serial(m, async () => {
       notDestroying(m);
       if (m.status === "suspended" || m.status === "hibernated") throw fail(GrpcStatus.FAILED_PRECONDITION, `machine ${m.name} is ${m.status}`);

@@ -15,7 +15,20 @@ export interface BoxdAccount {
 /** What a test can see and change of the emulator while it runs (handed to `expose`). */
 export interface BoxdEmulatorControl {
   /** The machines as boxd holds them (a copy). */
-  machines(): Array<{ id: string; name: string; org: string; owner: string; status: string; vcpu: number; memoryBytes: number; isolated: boolean; labels: Record<string, string>; destroyAt: number | null; legacyAgent: boolean; snapshot: string | null }>;
+  machines(): Array<{
+    id: string;
+    name: string;
+    org: string;
+    owner: string;
+    status: string;
+    vcpu: number;
+    memoryBytes: number;
+    isolated: boolean;
+    labels: Record<string, string>;
+    destroyAt: number | null;
+    legacyAgent: boolean;
+    snapshot: string | null;
+  }>;
   /** Makes a machine's in-VM agent one that predates the file API (WriteFile answers UNIMPLEMENTED). */
   setLegacyAgent(vmId: string, legacy: boolean): void;
   /** Token exchanges answered so far, per API key. */

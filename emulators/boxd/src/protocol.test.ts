@@ -48,7 +48,9 @@ function exec(vmId: string, command: string, stdin?: Buffer): Promise<{ stdout: 
 }
 function upload(method: "WriteFile" | "UploadFileStream", head: object, data: Buffer): Promise<{ bytes_written: number }> {
   return new Promise((resolve, reject) => {
-    const stream = (client[method] as unknown as (md: grpc.Metadata, cb: (e: Error | null, r: { bytes_written: number }) => void) => grpc.ClientWritableStream<object>)(auth(), (e, r) => (e ? reject(e) : resolve(r)));
+    const stream = (client[method] as unknown as (md: grpc.Metadata, cb: (e: Error | null, r: { bytes_written: number }) => void) => grpc.ClientWritableStream<object>)(auth(), (e, r) =>
+      e ? reject(e) : resolve(r),
+    );
     stream.write({ ...head, total_size: data.length, data });
     stream.end();
   });
@@ -58,7 +60,9 @@ const create = (request: object = {}) => call<{ vm_id: string; name: string; sta
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 beforeAll(async () => {
-  emu = await runEmulator(emulator, { options: { maxMachinesPerOrg: 4, accounts: [{ apiKey: newApiKey(), userId: "octo", org: "personal", displayName: "Octo" }, other], expose: (c) => (control = c) } });
+  emu = await runEmulator(emulator, {
+    options: { maxMachinesPerOrg: 4, accounts: [{ apiKey: newApiKey(), userId: "octo", org: "personal", displayName: "Octo" }, other], expose: (c) => (control = c) },
+  });
   client = new Service(emu.url.replace("http://", ""), grpc.credentials.createInsecure()) as Client;
   token = ((await (await exchange(emu.credentials.apiKey!)).json()) as { token: string }).token;
 });
@@ -108,9 +112,19 @@ describe("boxd emulator: machines", () => {
   it("creates sized, labelled, isolated machines; refuses bad sizes, names and duplicate names", async () => {
     const vm = await create({ name: "sized-one", config: { vcpu: 4 }, labels: { team: "a", "paperclip-run": "r1" }, isolated: true });
     expect(vm).toMatchObject({ name: "sized-one", status: "running" });
-    expect(await call("GetVm", { vm_id: "sized-one" })).toMatchObject({ vm_id: vm.vm_id, vcpu: 4, memory_bytes: 16 * 1024 ** 3, labels: { team: "a", "paperclip-run": "r1" }, isolated: true, org: "personal", status: "running" });
+    expect(await call("GetVm", { vm_id: "sized-one" })).toMatchObject({
+      vm_id: vm.vm_id,
+      vcpu: 4,
+      memory_bytes: 16 * 1024 ** 3,
+      labels: { team: "a", "paperclip-run": "r1" },
+      isolated: true,
+      org: "personal",
+      status: "running",
+    });
     await expect(create({ name: "sized-one" })).rejects.toEqual(code("ALREADY_EXISTS"));
-    await expect(create({ name: "three", config: { vcpu: 3 } })).rejects.toEqual(expect.objectContaining({ code: grpc.status.INVALID_ARGUMENT, details: "config.vcpu: 3 is not a size class (1, 2, 4 or 8)" }));
+    await expect(create({ name: "three", config: { vcpu: 3 } })).rejects.toEqual(
+      expect.objectContaining({ code: grpc.status.INVALID_ARGUMENT, details: "config.vcpu: 3 is not a size class (1, 2, 4 or 8)" }),
+    );
     await expect(create({ name: "mem", config: { vcpu: 1, memory_bytes: 1 } })).rejects.toEqual(code("INVALID_ARGUMENT"));
     await expect(create({ name: "disk", config: { vcpu: 1, disk_bytes: 5 } })).rejects.toEqual(code("INVALID_ARGUMENT"));
     await expect(create({ name: "Not_A_Label" })).rejects.toEqual(code("INVALID_ARGUMENT"));
@@ -218,7 +232,16 @@ describe("boxd emulator: machines", () => {
     await call("DestroyVm", { vm_id: vm.vm_id });
     const seen = await call<{ status: string }>("GetVm", { vm_id: vm.vm_id }).catch((e: grpc.ServiceError) => ({ status: grpc.status[e.code] }));
     expect(["destroying", "NOT_FOUND"]).toContain(seen.status);
-    for (let i = 0; i < 100 && (await call("GetVm", { vm_id: vm.vm_id }).then(() => true, () => false)); i++) await sleep(20);
+    for (
+      let i = 0;
+      i < 100 &&
+      (await call("GetVm", { vm_id: vm.vm_id }).then(
+        () => true,
+        () => false,
+      ));
+      i++
+    )
+      await sleep(20);
     await expect(call("GetVm", { vm_id: vm.vm_id })).rejects.toEqual(code("NOT_FOUND"));
     await expect(call("DestroyVm", { vm_id: vm.vm_id })).rejects.toEqual(code("NOT_FOUND"));
   });
@@ -232,7 +255,13 @@ describe("boxd emulator: machines", () => {
     const call3 = <T = Record<string, unknown>>(method: string, request: object): Promise<T> =>
       new Promise((resolve, reject) => c3[method]!.call(c3, request, auth(t3), (error: Error | null, response: T) => (error ? reject(error) : resolve(response))));
     const gone = async (id: string) => {
-      while (await call3("GetVm", { vm_id: id }).then(() => true, () => false)) await sleep(20);
+      while (
+        await call3("GetVm", { vm_id: id }).then(
+          () => true,
+          () => false,
+        )
+      )
+        await sleep(20);
     };
     try {
       const kept = await call3<{ vm_id: string }>("CreateVm", { name: "timer-off", config: { vcpu: 1 } });
@@ -312,7 +341,14 @@ describe("boxd emulator: coverage", () => {
     expect(report.stale).toEqual([]);
     expect(report.counts["not yet"]).toBe(0);
     const reboot = await new Promise<grpc.ServiceError | null>((resolve) =>
-      client.makeUnaryRequest("/boxd.api.v1.BoxdApi/RebootVm", (x: Buffer) => x, (x: Buffer) => x, Buffer.alloc(0), auth(), (error) => resolve(error)),
+      client.makeUnaryRequest(
+        "/boxd.api.v1.BoxdApi/RebootVm",
+        (x: Buffer) => x,
+        (x: Buffer) => x,
+        Buffer.alloc(0),
+        auth(),
+        (error) => resolve(error),
+      ),
     );
     expect(reboot).toMatchObject({ code: grpc.status.UNIMPLEMENTED, details: expect.stringMatching(/^emulator limit: not emulated/) });
     const readmeUrl = new URL("../README.md", import.meta.url);

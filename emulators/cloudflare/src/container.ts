@@ -65,7 +65,7 @@ class Container {
   sandbox(): Promise<Jail> {
     if (!this.jail) {
       const id = `cf-${this.id.slice(0, 40)}-${(this.starts += 1)}`;
-      const ready = this.backend.create({ id, ttlMs: 24 * 3_600_000, labels: { "emulator": "cloudflare" } });
+      const ready = this.backend.create({ id, ttlMs: 24 * 3_600_000, labels: { emulator: "cloudflare" } });
       this.jail = { id, ready };
       ready.catch(() => {
         if (this.jail?.ready === ready) this.jail = undefined;
@@ -150,8 +150,15 @@ async function startCommand(container: Container, session: Session, body: Record
   const command = text(body.command, "command");
   const cwd = typeof body.cwd === "string" && body.cwd !== "" ? body.cwd : session.cwd;
   const env = { ...session.env, ...envOf(body.env) };
-  const handle = await session.take(() =>
-    jail.exec({ script: `cd ${shellQuote(cwd)} 2>/dev/null || { echo "Failed to change directory to ${cwd}" >&2; exit 1; }\n${command}`, env, detached: true, outputLimitBytes: OUTPUT_LIMIT, tag: `session ${session.id}` }),
+  const handle = await session.take(
+    () =>
+      jail.exec({
+        script: `cd ${shellQuote(cwd)} 2>/dev/null || { echo "Failed to change directory to ${cwd}" >&2; exit 1; }\n${command}`,
+        env,
+        detached: true,
+        outputLimitBytes: OUTPUT_LIMIT,
+        tag: `session ${session.id}`,
+      }),
     (h) => h.exited,
   );
   const entry = { handle, streamed };
@@ -220,7 +227,10 @@ export function registerContainerRoutes(router: Router, fleet: ContainerFleet, o
   router.post(`${P}/api/execute`, async (ctx) => {
     const container = containerOf(ctx);
     const body = await json(ctx);
-    const session = container.session(body.sessionId as string | undefined, { ...(typeof body.cwd === "string" ? { cwd: body.cwd } : {}), ...(typeof body.timeoutMs === "number" ? { commandTimeoutMs: body.timeoutMs } : {}) });
+    const session = container.session(body.sessionId as string | undefined, {
+      ...(typeof body.cwd === "string" ? { cwd: body.cwd } : {}),
+      ...(typeof body.timeoutMs === "number" ? { commandTimeoutMs: body.timeoutMs } : {}),
+    });
     const command = await startCommand(container, session, body, false);
     const timeoutMs = typeof body.timeoutMs === "number" && body.timeoutMs > 0 ? body.timeoutMs : session.commandTimeoutMs;
     let cancel: (() => void) | undefined;
@@ -230,10 +240,21 @@ export function registerContainerRoutes(router: Router, fleet: ContainerFleet, o
     cancel?.();
     if (outcome === "timeout") {
       // The container stops waiting; the command is not killed and keeps the shell busy.
-      throw containerError(500, "COMMAND_EXECUTION_ERROR", `Failed to execute command '${String(body.command)}' in session '${session.id}': Command timeout after ${timeoutMs}ms`, { command: body.command });
+      throw containerError(500, "COMMAND_EXECUTION_ERROR", `Failed to execute command '${String(body.command)}' in session '${session.id}': Command timeout after ${timeoutMs}ms`, {
+        command: body.command,
+      });
     }
     const { stdout, stderr } = await output;
-    return { success: outcome.exitCode === 0, exitCode: outcome.exitCode ?? 128 + 9, stdout: foregroundText(stdout), stderr: foregroundText(stderr), command: body.command, duration: 0, timestamp: now(), sessionId: session.id };
+    return {
+      success: outcome.exitCode === 0,
+      exitCode: outcome.exitCode ?? 128 + 9,
+      stdout: foregroundText(stdout),
+      stderr: foregroundText(stderr),
+      command: body.command,
+      duration: 0,
+      timestamp: now(),
+      sessionId: session.id,
+    };
   });
 
   // Streamed: `data:`-only SSE frames; one event per output line (its newline kept); no timeout

@@ -3,19 +3,7 @@ import { HttpError, queryInt, type HttpContext, type Router } from "@paperclip-s
 import { requireSession } from "./auth.js";
 import type { Deployment } from "./deployment.js";
 import { coderError } from "./errors.js";
-import {
-  agentJson,
-  buildJson,
-  buildStatus,
-  latestBuild,
-  organizationJson,
-  parameterJson,
-  templateJson,
-  templateVersionJson,
-  userJson,
-  workspaceJson,
-  type WorkspaceRecord,
-} from "./model.js";
+import { agentJson, buildJson, buildStatus, latestBuild, organizationJson, parameterJson, templateJson, templateVersionJson, userJson, workspaceJson, type WorkspaceRecord } from "./model.js";
 
 export const CODER_VERSION = "v2.24.1+emulated";
 

@@ -101,7 +101,14 @@ export function registerAppProxy(router: Router, deps: AppProxyDeps): void {
 function forwardHttp(ctx: HttpContext, resolved: Resolved): Promise<void> {
   return new Promise<void>((done) => {
     const upstream = http.request(
-      { host: "localhost", port: resolved.target.port, path: resolved.forwardPath, method: ctx.method, headers: { ...forwardedHeaders(ctx.headers), host: `localhost:${resolved.target.port}` }, agent: resolved.pool },
+      {
+        host: "localhost",
+        port: resolved.target.port,
+        path: resolved.forwardPath,
+        method: ctx.method,
+        headers: { ...forwardedHeaders(ctx.headers), host: `localhost:${resolved.target.port}` },
+        agent: resolved.pool,
+      },
       (response) => {
         const headers: Record<string, string | string[]> = {};
         for (const [name, value] of Object.entries(response.headers)) {

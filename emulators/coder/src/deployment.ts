@@ -64,7 +64,6 @@ interface Runtime {
   agent?: AgentRuntime;
 }
 
-
 export class Deployment {
   readonly user: UserRecord;
   readonly organization: OrganizationRecord;
@@ -91,7 +90,14 @@ export class Deployment {
     const created = this.now();
     this.user = { id: randomUUID(), username: options.username, email: `${options.username}@coder.example`, createdAt: created };
     this.organization = { id: randomUUID(), name: options.organization, createdAt: created };
-    this.templates = options.templates.map((spec) => ({ id: randomUUID(), organizationId: this.organization.id, activeVersionId: randomUUID(), activeVersionName: "emulated-v1", createdAt: created, spec }));
+    this.templates = options.templates.map((spec) => ({
+      id: randomUUID(),
+      organizationId: this.organization.id,
+      activeVersionId: randomUUID(),
+      activeVersionName: "emulated-v1",
+      createdAt: created,
+      spec,
+    }));
     const self = this;
     this.views = {
       get origin() {
@@ -200,15 +206,14 @@ export class Deployment {
       throw coderError(400, "Validation failed.", { validations: [{ field: "template_id", detail: "exactly one of template_id and template_version_id must be set" }] });
     }
     const template =
-      typeof input.templateId === "string"
-        ? this.templates.find((each) => each.id === input.templateId)
-        : this.templates.find((each) => each.activeVersionId === input.templateVersionId);
+      typeof input.templateId === "string" ? this.templates.find((each) => each.id === input.templateId) : this.templates.find((each) => each.activeVersionId === input.templateVersionId);
     if (!template) throw coderError(400, `Template by ID ${JSON.stringify(input.templateId ?? input.templateVersionId)} not found.`);
     const parameters = resolveParameters(template.spec.parameters ?? [], parseParameters(input.parameters), undefined);
     // `validWorkspaceTTLMillis`: truncated to whole minutes, from one minute to 30 days.
     let ttlMs: number | null = null;
     if (input.ttlMs !== undefined && input.ttlMs !== null && input.ttlMs !== 0) {
-      if (typeof input.ttlMs !== "number" || !Number.isInteger(input.ttlMs)) throw coderError(400, "Invalid Workspace Time to Shutdown.", { validations: [{ field: "ttl_ms", detail: "must be an integer" }] });
+      if (typeof input.ttlMs !== "number" || !Number.isInteger(input.ttlMs))
+        throw coderError(400, "Invalid Workspace Time to Shutdown.", { validations: [{ field: "ttl_ms", detail: "must be an integer" }] });
       ttlMs = Math.floor(input.ttlMs / 60_000) * 60_000;
       if (ttlMs < 60_000) throw coderError(400, "Invalid Workspace Time to Shutdown.", { validations: [{ field: "ttl_ms", detail: "time until shutdown must be at least one minute" }] });
       if (ttlMs > 30 * 24 * 3_600_000) throw coderError(400, "Invalid Workspace Time to Shutdown.", { validations: [{ field: "ttl_ms", detail: "time until shutdown must be less than 30 days" }] });

@@ -17,7 +17,15 @@ beforeAll(async () => {
       templates: [
         echoAppTemplate("echo", {
           parameters: [
-            { name: "region", options: [{ name: "EU", value: "eu" }, { name: "US", value: "us" }], defaultValue: "eu", mutable: true },
+            {
+              name: "region",
+              options: [
+                { name: "EU", value: "eu" },
+                { name: "US", value: "us" },
+              ],
+              defaultValue: "eu",
+              mutable: true,
+            },
             { name: "disk", type: "number", defaultValue: "10", mutable: false },
             { name: "greeting", ephemeral: true, mutable: true, defaultValue: "hi" },
           ],
@@ -35,7 +43,12 @@ afterAll(async () => {
 });
 
 const api = async (method: string, path: string, body?: unknown, headers: Record<string, string> = { "coder-session-token": token }) => {
-  const response = await fetch(`${emu.url}${path}`, { method, headers: { ...headers, ...(body ? { "content-type": "application/json" } : {}) }, body: body ? JSON.stringify(body) : undefined, redirect: "manual" });
+  const response = await fetch(`${emu.url}${path}`, {
+    method,
+    headers: { ...headers, ...(body ? { "content-type": "application/json" } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+    redirect: "manual",
+  });
   const text = await response.text();
   let json: any;
   try {
@@ -69,7 +82,10 @@ async function createReady(templateName = "echo", extra: Record<string, unknown>
   expect(created.status).toBe(201);
   const ws = await until(
     () => api("GET", `/api/v2/workspaces/${created.json.id}`).then((r) => r.json),
-    (w) => w.latest_build.status === "running" && w.latest_build.resources[0]?.agents[0]?.lifecycle_state === "ready" && w.latest_build.resources[0].agents[0].apps.every((a: any) => a.health === "healthy"),
+    (w) =>
+      w.latest_build.status === "running" &&
+      w.latest_build.resources[0]?.agents[0]?.lifecycle_state === "ready" &&
+      w.latest_build.resources[0].agents[0].apps.every((a: any) => a.health === "healthy"),
     "the workspace to be ready",
   );
   return ws;
@@ -78,7 +94,11 @@ async function createReady(templateName = "echo", extra: Record<string, unknown>
 async function build(id: string, body: Record<string, unknown>) {
   const posted = await api("POST", `/api/v2/workspaces/${id}/builds`, body);
   expect(posted.status).toBe(201);
-  return until(() => api("GET", `/api/v2/workspacebuilds/${posted.json.id}`).then((r) => r.json), (b) => !["pending", "running"].includes(b.job.status), `the ${body.transition} build`);
+  return until(
+    () => api("GET", `/api/v2/workspacebuilds/${posted.json.id}`).then((r) => r.json),
+    (b) => !["pending", "running"].includes(b.job.status),
+    `the ${body.transition} build`,
+  );
 }
 
 describe("authentication", () => {
@@ -86,7 +106,10 @@ describe("authentication", () => {
     expect((await api("GET", "/api/v2/buildinfo", undefined, {})).json.version).toMatch(/^v2\./);
     const missing = await api("GET", "/api/v2/users/me", undefined, {});
     expect(missing.status).toBe(401);
-    expect(missing.json).toEqual({ message: "You are signed out or your session has expired. Please sign in again to continue.", detail: 'Cookie "coder_session_token" or query parameter must be provided.' });
+    expect(missing.json).toEqual({
+      message: "You are signed out or your session has expired. Please sign in again to continue.",
+      detail: 'Cookie "coder_session_token" or query parameter must be provided.',
+    });
     expect((await api("GET", "/api/v2/users/me", undefined, { "coder-session-token": "short" })).json.detail).toMatch(/incorrect amount of API key parts/);
     const wrong = `${token.slice(0, 11)}${"x".repeat(22)}`;
     expect((await api("GET", "/api/v2/users/me", undefined, { "coder-session-token": wrong })).json.detail).toBe("API key secret is invalid.");
@@ -139,7 +162,10 @@ describe("templates and workspaces", () => {
   async function createReadyFrom(id: string) {
     return until(
       () => api("GET", `/api/v2/workspaces/${id}`).then((r) => r.json),
-      (w) => w.latest_build.status === "running" && w.latest_build.resources[0]?.agents[0]?.lifecycle_state === "ready" && w.latest_build.resources[0].agents[0].apps.every((a: any) => a.health === "healthy"),
+      (w) =>
+        w.latest_build.status === "running" &&
+        w.latest_build.resources[0]?.agents[0]?.lifecycle_state === "ready" &&
+        w.latest_build.resources[0].agents[0].apps.every((a: any) => a.health === "healthy"),
       "the workspace to be ready",
     );
   }
@@ -166,7 +192,11 @@ describe("templates and workspaces", () => {
     const stop = await api("POST", `/api/v2/workspaces/${ws.id}/builds`, { transition: "stop" });
     expect(stop.status).toBe(201);
     expect((await api("POST", `/api/v2/workspaces/${ws.id}/builds`, { transition: "start" })).json).toEqual({ message: "A workspace build is already active." });
-    const stopped = await until(() => api("GET", `/api/v2/workspacebuilds/${stop.json.id}`).then((r) => r.json), (b) => b.status === "stopped", "stopped");
+    const stopped = await until(
+      () => api("GET", `/api/v2/workspacebuilds/${stop.json.id}`).then((r) => r.json),
+      (b) => b.status === "stopped",
+      "stopped",
+    );
     expect(stopped.resources).toEqual([]);
     const immutable = await api("POST", `/api/v2/workspaces/${ws.id}/builds`, { transition: "start", rich_parameter_values: [{ name: "disk", value: "20" }] });
     expect(immutable.json.detail).toBe('Parameter "disk" is not mutable, so it can\'t be updated after creating a workspace.');
@@ -196,7 +226,11 @@ describe("templates and workspaces", () => {
     control.failNext("start", "terraform apply: quota exceeded");
     const { tpl } = await template("echo");
     const created = await api("POST", "/api/v2/users/me/workspaces", { name: "fails", template_id: tpl.id });
-    const failed = await until(() => api("GET", `/api/v2/workspacebuilds/${created.json.latest_build.id}`).then((r) => r.json), (b) => b.job.status === "failed", "failed");
+    const failed = await until(
+      () => api("GET", `/api/v2/workspacebuilds/${created.json.latest_build.id}`).then((r) => r.json),
+      (b) => b.job.status === "failed",
+      "failed",
+    );
     expect(failed).toMatchObject({ status: "failed", job: { error: "terraform apply: quota exceeded" } });
     expect((await build(created.json.id, { transition: "delete" })).status).toBe("deleted");
 
@@ -216,7 +250,11 @@ describe("app proxy", () => {
   it("forwards to the app inside the workspace with Coder's cookies and token stripped", async () => {
     const ws = await createReady();
     const base = `${emu.url}/@paperclip/${ws.name}.main/apps/echo`;
-    const response = await fetch(`${base}/some/path?x=1&coder_session_token=${token}`, { method: "POST", headers: { cookie: `coder_session_token=${token}; theme=dark`, "coder-session-token": token }, body: "12345" });
+    const response = await fetch(`${base}/some/path?x=1&coder_session_token=${token}`, {
+      method: "POST",
+      headers: { cookie: `coder_session_token=${token}; theme=dark`, "coder-session-token": token },
+      body: "12345",
+    });
     expect(response.status).toBe(200);
     const seen = (await response.json()) as any;
     expect(seen).toMatchObject({ method: "POST", url: "/some/path?x=1", bytes: 5, user: "coder", home: "/home/coder" });
@@ -337,16 +375,26 @@ describe("vendor clock and unserved calls", () => {
       const get = (path: string) => fetch(`${timed.url}${path}`, { headers }).then(async (r) => ({ status: r.status, json: (await r.json()) as any }));
       const org = (await get("/api/v2/users/me/organizations")).json[0];
       const tpl = (await get(`/api/v2/organizations/${org.id}/templates/paperclip`)).json;
-      const created = await fetch(`${timed.url}/api/v2/users/me/workspaces`, { method: "POST", headers, body: JSON.stringify({ name: "clocked", template_id: tpl.id, ttl_ms: 3_600_000 }) }).then((r) => r.json() as Promise<any>);
+      const created = await fetch(`${timed.url}/api/v2/users/me/workspaces`, { method: "POST", headers, body: JSON.stringify({ name: "clocked", template_id: tpl.id, ttl_ms: 3_600_000 }) }).then(
+        (r) => r.json() as Promise<any>,
+      );
       expect(created.latest_build.job.status).toBe("pending");
       await clock.advance(59_000);
       expect((await get(`/api/v2/workspaces/${created.id}`)).json.latest_build.job.status).toBe("pending");
       await clock.advance(1_000);
-      const started = await until(() => get(`/api/v2/workspaces/${created.id}`).then((r) => r.json), (w) => w.latest_build.status === "running", "the start build");
+      const started = await until(
+        () => get(`/api/v2/workspaces/${created.id}`).then((r) => r.json),
+        (w) => w.latest_build.status === "running",
+        "the start build",
+      );
       expect(started.latest_build.resources[0].agents[0].status).toBe("connecting");
       expect(Date.parse(started.latest_build.deadline) - clock.now()).toBeGreaterThan(3_500_000);
       await clock.advance(5_000);
-      await until(() => get(`/api/v2/workspaces/${created.id}`).then((r) => r.json), (w) => w.latest_build.resources[0].agents[0].lifecycle_state === "ready", "the agent");
+      await until(
+        () => get(`/api/v2/workspaces/${created.id}`).then((r) => r.json),
+        (w) => w.latest_build.resources[0].agents[0].lifecycle_state === "ready",
+        "the agent",
+      );
 
       const missing = await get("/api/v2/workspaces/nope/watch-ws");
       expect(missing).toEqual({ status: 404, json: { message: "Route not found." } });
@@ -355,7 +403,11 @@ describe("vendor clock and unserved calls", () => {
 
       await fetch(`${timed.url}/api/v2/workspaces/${created.id}/builds`, { method: "POST", headers, body: JSON.stringify({ transition: "delete" }) });
       await clock.advance(60_000);
-      await until(() => timed.leftovers(), (left) => left.length === 0, "the workspace's jail to go");
+      await until(
+        () => timed.leftovers(),
+        (left) => left.length === 0,
+        "the workspace's jail to go",
+      );
     } finally {
       await timed.close();
     }
@@ -365,7 +417,11 @@ describe("vendor clock and unserved calls", () => {
 describe("leftovers", () => {
   it("nothing is left once every workspace is deleted", async () => {
     for (const ws of control.workspaces().filter((w) => !w.deleted)) {
-      await until(() => api("GET", `/api/v2/workspaces/${ws.id}`).then((r) => r.json), (w) => !["pending", "starting", "stopping", "deleting"].includes(w.latest_build.status), "idle");
+      await until(
+        () => api("GET", `/api/v2/workspaces/${ws.id}`).then((r) => r.json),
+        (w) => !["pending", "starting", "stopping", "deleting"].includes(w.latest_build.status),
+        "idle",
+      );
       await build(ws.id, { transition: "delete" });
     }
     expect(await emu.leftovers()).toEqual([]);

@@ -58,7 +58,10 @@ export function registerPty(router: Router, deps: PtyDeps): { running(): string[
   const kill = (session: Session) => {
     if (session.ended) return;
     for (const socket of session.sockets) socket.close(1000);
-    void session.handle.signal("SIGKILL", { group: true }).catch(() => undefined).finally(() => finished(session));
+    void session.handle
+      .signal("SIGKILL", { group: true })
+      .catch(() => undefined)
+      .finally(() => finished(session));
   };
 
   const start = async (sandbox: Sandbox, key: string, command: string, size: { width: number; height: number }, env: Record<string, string>, cwd: string): Promise<Session> => {
@@ -67,7 +70,16 @@ export function registerPty(router: Router, deps: PtyDeps): { running(): string[
     // `script` (execOnPty) gives the command its terminal, under a shell: the jail makes a command's
     // own process a subreaper, and `script` as one would wait for every orphan the command left (a
     // background job) before ending; Coder's agent ends the terminal when the command ends.
-    const terminal = await execOnPty(sandbox, { argv: ["/bin/sh", "-c", inner], cols: size.width, rows: size.height, detached: true, cwd, env: { ...env, TERM: "xterm-256color" }, tag: "coder-rpty", outputLimitBytes: PTY_OUTPUT_BYTES });
+    const terminal = await execOnPty(sandbox, {
+      argv: ["/bin/sh", "-c", inner],
+      cols: size.width,
+      rows: size.height,
+      detached: true,
+      cwd,
+      env: { ...env, TERM: "xterm-256color" },
+      tag: "coder-rpty",
+      outputLimitBytes: PTY_OUTPUT_BYTES,
+    });
     const handle = terminal.handle;
     const session: Session = { key, handle, terminal, sockets: new Set(), ended: false };
     sessions.set(key, session);

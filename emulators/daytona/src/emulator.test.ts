@@ -100,7 +100,11 @@ describe("control plane", () => {
     expect((refused as Error).message).toBe("Total CPU limit exceeded. Maximum allowed: 2.");
     await second.stop(); // a stopped sandbox frees CPU and memory but still holds its disk
     await expect(sdk.create({})).rejects.toThrow("Total disk limit exceeded. Maximum allowed: 6GiB.");
-    const down = await first.process.executeCommand("true").then(() => first.stop()).then(() => first.process.executeCommand("true")).catch((error: unknown) => error);
+    const down = await first.process
+      .executeCommand("true")
+      .then(() => first.stop())
+      .then(() => first.process.executeCommand("true"))
+      .catch((error: unknown) => error);
     expect(down).toMatchObject({ statusCode: 502 });
     expect((down as { headers: { get(name: string): unknown } }).headers.get("x-daytona-sandbox-state")).toBe("stopped");
     await first.delete(60, true);
@@ -148,7 +152,7 @@ describe("toolbox", () => {
   it("process/execute: combined output, exit code, cwd, env; 408 at the timeout", async () => {
     const box = await toolbox();
     expect(await box.process.executeCommand("echo out; echo err >&2; exit 3")).toMatchObject({ exitCode: 3, result: "out\nerr\n" });
-    expect((await box.process.executeCommand("pwd; printf %s \"$A\"", "/tmp", { A: "b c" })).result).toBe("/tmp\nb c");
+    expect((await box.process.executeCommand('pwd; printf %s "$A"', "/tmp", { A: "b c" })).result).toBe("/tmp\nb c");
     const started = Date.now();
     await expect(box.process.executeCommand("sleep 30", undefined, undefined, 1)).rejects.toBeInstanceOf(DaytonaTimeoutError);
     expect(Date.now() - started).toBeLessThan(5_000);
@@ -166,8 +170,18 @@ describe("toolbox", () => {
       (text) => seen.push({ stream: "err", text, at: Date.now() }),
     );
     const done = Date.now();
-    expect(seen.filter((s) => s.stream === "out").map((s) => s.text).join("")).toBe("first\n");
-    expect(seen.filter((s) => s.stream === "err").map((s) => s.text).join("")).toBe("second\n");
+    expect(
+      seen
+        .filter((s) => s.stream === "out")
+        .map((s) => s.text)
+        .join(""),
+    ).toBe("first\n");
+    expect(
+      seen
+        .filter((s) => s.stream === "err")
+        .map((s) => s.text)
+        .join(""),
+    ).toBe("second\n");
     expect(done - seen[0]!.at).toBeGreaterThanOrEqual(700); // "first" arrived while the command ran
     expect(await box.process.getSessionCommand("s1", command.cmdId)).toMatchObject({ id: command.cmdId, exitCode: 4 });
     expect(await box.process.getSessionCommandLogs("s1", command.cmdId)).toMatchObject({ stdout: "first\n", stderr: "second\n" });
@@ -204,13 +218,15 @@ describe("close", () => {
       expect(readdirSync(parent)).toHaveLength(1);
       await emu.close();
       expect(readdirSync(parent)).toEqual([]);
-      const processes = readdirSync("/proc").filter((pid) => /^\d+$/.test(pid)).filter((pid) => {
-        try {
-          return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(parent);
-        } catch {
-          return false;
-        }
-      });
+      const processes = readdirSync("/proc")
+        .filter((pid) => /^\d+$/.test(pid))
+        .filter((pid) => {
+          try {
+            return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(parent);
+          } catch {
+            return false;
+          }
+        });
       expect(processes).toEqual([]);
     } finally {
       rmSync(parent, { recursive: true, force: true });

@@ -75,7 +75,10 @@ describe("files and folders (FileSystem)", () => {
     ]);
     expect((await box.fs.searchFiles("/workspace/src", "**/*.ts")).files.sort()).toEqual(["/workspace/src/a.ts", "/workspace/src/lib/b.ts"]);
     const replaced = await box.fs.replaceInFiles(["/workspace/src/a.ts", "/workspace/src/none.ts"], "needle", "pin");
-    expect(replaced.map((r) => [r.file, r.success])).toEqual([["/workspace/src/a.ts", true], ["/workspace/src/none.ts", false]]);
+    expect(replaced.map((r) => [r.file, r.success])).toEqual([
+      ["/workspace/src/a.ts", true],
+      ["/workspace/src/none.ts", false],
+    ]);
     expect((await box.fs.downloadFile("/workspace/src/a.ts")).toString()).toBe("alpha\npin one\n");
   });
 
@@ -217,7 +220,14 @@ describe("the Socket.IO event stream", () => {
     });
     const sandbox = await sdk.create({ autoStopInterval: 0 });
     await sandbox.stop();
-    await vi.waitFor(() => expect(events).toEqual([["created", "creating"], ["creating", "started"], ["started", "stopping"], ["stopping", "stopped"]]));
+    await vi.waitFor(() =>
+      expect(events).toEqual([
+        ["created", "creating"],
+        ["creating", "started"],
+        ["started", "stopping"],
+        ["stopping", "stopped"],
+      ]),
+    );
     socket.close();
     await sandbox.delete(60, true);
 
@@ -283,11 +293,19 @@ describe("errors and refusals", () => {
     expect(api.status).toBe(404);
     expect(await api.json()).toEqual({ message: "Cannot GET /api/nothing-here", error: "Not Found", statusCode: 404 });
     await emu.requests.idle();
-    expect(emu.requests.list({ unserved: true }).slice(-2).map((r) => r.unserved)).toEqual(["no route", "no route"]);
+    expect(
+      emu.requests
+        .list({ unserved: true })
+        .slice(-2)
+        .map((r) => r.unserved),
+    ).toEqual(["no route", "no route"]);
   });
 
   it("refused operations answer 501 with the reason from the coverage table, in each plane's error body", async () => {
-    await expect(box.git.clone("https://example.invalid/repo.git", "/workspace/repo")).rejects.toMatchObject({ statusCode: 501, message: expect.stringContaining("emulator limit: jails have no network") });
+    await expect(box.git.clone("https://example.invalid/repo.git", "/workspace/repo")).rejects.toMatchObject({
+      statusCode: 501,
+      message: expect.stringContaining("emulator limit: jails have no network"),
+    });
     await expect(box._experimental_fork()).rejects.toMatchObject({ statusCode: 501, message: expect.stringContaining("no copy-on-write") });
   });
 });

@@ -55,23 +55,33 @@ export function registerFileRoutes(router: Router, deps: FileDeps): void {
   router.get("/toolbox/:sandboxId/files", list, opts);
   router.get("/toolbox/:sandboxId/files/", list, opts);
 
-  router.get("/toolbox/:sandboxId/files/info", files(async (ctx, jail) => {
-    const path = required(ctx, "path");
-    return fileInfoDto(await jail.files.stat(path, { follow: true }).catch((error: unknown) => {
-      throw fileError(error, path, "plain");
-    }));
-  }), opts);
+  router.get(
+    "/toolbox/:sandboxId/files/info",
+    files(async (ctx, jail) => {
+      const path = required(ctx, "path");
+      return fileInfoDto(
+        await jail.files.stat(path, { follow: true }).catch((error: unknown) => {
+          throw fileError(error, path, "plain");
+        }),
+      );
+    }),
+    opts,
+  );
 
-  router.post("/toolbox/:sandboxId/files/folder", files(async (ctx, jail) => {
-    const path = required(ctx, "path");
-    const modeText = ctx.query.get("mode");
-    const mode = modeText ? Number.parseInt(modeText, 8) : 0o755;
-    if (!Number.isInteger(mode) || !/^[0-7]{1,4}$/.test(modeText ?? "755")) throw new HttpError(400, "invalid mode format", { code: "BAD_REQUEST" });
-    await jail.files.mkdir(path, { parents: true, mode }).catch((error: unknown) => {
-      throw fileError(error, path, "plain");
-    });
-    ctx.send(201);
-  }), opts);
+  router.post(
+    "/toolbox/:sandboxId/files/folder",
+    files(async (ctx, jail) => {
+      const path = required(ctx, "path");
+      const modeText = ctx.query.get("mode");
+      const mode = modeText ? Number.parseInt(modeText, 8) : 0o755;
+      if (!Number.isInteger(mode) || !/^[0-7]{1,4}$/.test(modeText ?? "755")) throw new HttpError(400, "invalid mode format", { code: "BAD_REQUEST" });
+      await jail.files.mkdir(path, { parents: true, mode }).catch((error: unknown) => {
+        throw fileError(error, path, "plain");
+      });
+      ctx.send(201);
+    }),
+    opts,
+  );
 
   const remove = files(async (ctx, jail) => {
     const path = required(ctx, "path");
@@ -88,58 +98,72 @@ export function registerFileRoutes(router: Router, deps: FileDeps): void {
   router.delete("/toolbox/:sandboxId/files", remove, opts);
   router.delete("/toolbox/:sandboxId/files/", remove, opts);
 
-  router.post("/toolbox/:sandboxId/files/move", files(async (ctx, jail) => {
-    const source = required(ctx, "source", "source and destination paths are required");
-    const destination = required(ctx, "destination", "source and destination paths are required");
-    await jail.files.move(source, destination, { overwrite: true }).catch((error: unknown) => {
-      throw fileError(error, source, "coded");
-    });
-    ctx.send(200);
-  }), opts);
+  router.post(
+    "/toolbox/:sandboxId/files/move",
+    files(async (ctx, jail) => {
+      const source = required(ctx, "source", "source and destination paths are required");
+      const destination = required(ctx, "destination", "source and destination paths are required");
+      await jail.files.move(source, destination, { overwrite: true }).catch((error: unknown) => {
+        throw fileError(error, source, "coded");
+      });
+      ctx.send(200);
+    }),
+    opts,
+  );
 
-  router.post("/toolbox/:sandboxId/files/permissions", files(async (ctx, jail) => {
-    const path = required(ctx, "path");
-    await jail.files.stat(path, { follow: true }).catch((error: unknown) => {
-      throw fileError(error, path, "coded");
-    });
-    const mode = ctx.query.get("mode");
-    const owner = ctx.query.get("owner");
-    const group = ctx.query.get("group");
-    if (mode && !/^[0-7]{1,4}$/.test(mode)) throw new HttpError(400, "invalid mode format", { code: "BAD_REQUEST" });
-    for (const [field, value] of [["owner", owner], ["group", group]] as const) {
-      if (value && !/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$/.test(value)) throw new HttpError(400, `${field === "owner" ? "user" : "group"} not found`, { code: "BAD_REQUEST" });
-    }
-    // chmod/chown(2) as the jail's user: another owner is EPERM, as for a daemon without root.
-    const steps = [
-      ...(mode ? [`chmod ${mode} "$P" 2>&1 || exit 1`] : []),
-      ...(owner || group ? [`chown ${owner ?? ""}${group ? `:${group}` : ""} "$P" 2>&1 || exit 1`] : []),
-    ];
-    if (steps.length === 0) return ctx.send(200);
-    let output = "";
-    const exit = await jail.runner.run(steps.join("\n"), { env: { P: path }, stdout: (chunk: Buffer) => (output += chunk), stderr: (chunk: Buffer) => (output += chunk) });
-    if (exit.exitCode !== 0) {
-      // EPERM, or EINVAL for an id the jail's user namespace does not map (root): either way not allowed.
-      const denied = /not permitted|denied|invalid argument/i.test(output);
-      const unknown = /invalid (user|group)/i.exec(output);
-      if (unknown) throw new HttpError(400, `${unknown[1]} not found`, { code: "BAD_REQUEST" });
-      throw new HttpError(denied ? 403 : 400, `failed to change ${owner || group ? "ownership" : "mode"} for ${path}: ${output.trim().split("\n").pop() ?? ""}`, { code: denied ? "FILE_ACCESS_DENIED" : "BAD_REQUEST" });
-    }
-    ctx.send(200);
-  }), opts);
+  router.post(
+    "/toolbox/:sandboxId/files/permissions",
+    files(async (ctx, jail) => {
+      const path = required(ctx, "path");
+      await jail.files.stat(path, { follow: true }).catch((error: unknown) => {
+        throw fileError(error, path, "coded");
+      });
+      const mode = ctx.query.get("mode");
+      const owner = ctx.query.get("owner");
+      const group = ctx.query.get("group");
+      if (mode && !/^[0-7]{1,4}$/.test(mode)) throw new HttpError(400, "invalid mode format", { code: "BAD_REQUEST" });
+      for (const [field, value] of [
+        ["owner", owner],
+        ["group", group],
+      ] as const) {
+        if (value && !/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$/.test(value)) throw new HttpError(400, `${field === "owner" ? "user" : "group"} not found`, { code: "BAD_REQUEST" });
+      }
+      // chmod/chown(2) as the jail's user: another owner is EPERM, as for a daemon without root.
+      const steps = [...(mode ? [`chmod ${mode} "$P" 2>&1 || exit 1`] : []), ...(owner || group ? [`chown ${owner ?? ""}${group ? `:${group}` : ""} "$P" 2>&1 || exit 1`] : [])];
+      if (steps.length === 0) return ctx.send(200);
+      let output = "";
+      const exit = await jail.runner.run(steps.join("\n"), { env: { P: path }, stdout: (chunk: Buffer) => (output += chunk), stderr: (chunk: Buffer) => (output += chunk) });
+      if (exit.exitCode !== 0) {
+        // EPERM, or EINVAL for an id the jail's user namespace does not map (root): either way not allowed.
+        const denied = /not permitted|denied|invalid argument/i.test(output);
+        const unknown = /invalid (user|group)/i.exec(output);
+        if (unknown) throw new HttpError(400, `${unknown[1]} not found`, { code: "BAD_REQUEST" });
+        throw new HttpError(denied ? 403 : 400, `failed to change ${owner || group ? "ownership" : "mode"} for ${path}: ${output.trim().split("\n").pop() ?? ""}`, {
+          code: denied ? "FILE_ACCESS_DENIED" : "BAD_REQUEST",
+        });
+      }
+      ctx.send(200);
+    }),
+    opts,
+  );
 
-  router.get("/toolbox/:sandboxId/files/download", files(async (ctx, jail) => {
-    const path = required(ctx, "path");
-    const info = await jail.files.stat(path, { follow: true }).catch((error: unknown) => {
-      throw fileError(error, path, "coded");
-    });
-    if (info.type === "directory") throw new HttpError(400, `path is a directory: ${path}`, { code: "BAD_REQUEST" });
-    const stream = await jail.files.readStream(path).catch((error: unknown) => {
-      throw fileError(error, path, "coded");
-    });
-    ctx.res.writeHead(200, { "content-type": "application/octet-stream", "content-length": info.size, "content-disposition": `attachment; filename=${posix.basename(path)}` });
-    for await (const chunk of stream) await write(ctx, chunk as Buffer);
-    ctx.res.end();
-  }), opts);
+  router.get(
+    "/toolbox/:sandboxId/files/download",
+    files(async (ctx, jail) => {
+      const path = required(ctx, "path");
+      const info = await jail.files.stat(path, { follow: true }).catch((error: unknown) => {
+        throw fileError(error, path, "coded");
+      });
+      if (info.type === "directory") throw new HttpError(400, `path is a directory: ${path}`, { code: "BAD_REQUEST" });
+      const stream = await jail.files.readStream(path).catch((error: unknown) => {
+        throw fileError(error, path, "coded");
+      });
+      ctx.res.writeHead(200, { "content-type": "application/octet-stream", "content-length": info.size, "content-disposition": `attachment; filename=${posix.basename(path)}` });
+      for await (const chunk of stream) await write(ctx, chunk as Buffer);
+      ctx.res.end();
+    }),
+    opts,
+  );
 
   const uploadOne = files(async (ctx, jail) => {
     const path = required(ctx, "path");
@@ -162,51 +186,66 @@ export function registerFileRoutes(router: Router, deps: FileDeps): void {
   router.post("/toolbox/:sandboxId/files/upload", uploadOne, opts);
   router.post("/toolbox/:sandboxId/files/upload-v2", uploadOne, opts);
 
-  router.get("/toolbox/:sandboxId/files/find", files(async (ctx, jail) => {
-    const path = ctx.query.get("path");
-    const pattern = ctx.query.get("pattern");
-    if (!path || !pattern) throw new HttpError(400, "path and pattern are required", { code: "BAD_REQUEST" });
-    const root = sandboxPath(path);
-    const matches: Array<{ file: string; line: number; content: string }> = [];
-    for (const entry of await walk(jail, root)) {
-      if (entry.type !== "file" || entry.size > MAX_GREP_BYTES) continue;
-      const bytes = await jail.files.read(entry.path, { maxBytes: MAX_GREP_BYTES }).catch(() => undefined);
-      if (!bytes || bytes.subarray(0, 512).includes(0)) continue; // binary files are skipped
-      bytes.toString("utf8").split("\n").forEach((text, index) => {
-        if (text.includes(pattern)) matches.push({ file: entry.path, line: index + 1, content: text.replace(/\r$/, "") });
-      });
-    }
-    return matches;
-  }), opts);
-
-  router.get("/toolbox/:sandboxId/files/search", files(async (ctx, jail) => {
-    const path = ctx.query.get("path");
-    const pattern = ctx.query.get("pattern");
-    if (!path || !pattern) throw new HttpError(400, "path and pattern are required", { code: "BAD_REQUEST" });
-    const root = sandboxPath(path);
-    const glob = globRegExp(pattern);
-    const found = (await walk(jail, root)).filter((entry) => entry.type !== "directory").filter((entry) => glob.test(posix.relative(root, entry.path)) || glob.test(entry.name));
-    return { files: found.map((entry) => entry.path) };
-  }), opts);
-
-  router.post("/toolbox/:sandboxId/files/replace", files(async (ctx, jail) => {
-    const body = await ctx.readJson<{ files?: unknown; pattern?: unknown; newValue?: unknown }>();
-    if (!body || !Array.isArray(body.files) || typeof body.pattern !== "string" || typeof body.newValue !== "string" || body.files.some((f) => typeof f !== "string")) {
-      throw new HttpError(400, "invalid request body: files, pattern and newValue are required", { code: "BAD_REQUEST" });
-    }
-    const results: Array<{ file: string; success: boolean; error?: string }> = [];
-    for (const file of body.files as string[]) {
-      try {
-        const path = sandboxPath(file);
-        const text = (await jail.files.read(path, { maxBytes: MAX_GREP_BYTES })).toString("utf8");
-        await jail.files.write(path, text.split(body.pattern).join(body.newValue), { mode: 0o644 });
-        results.push({ file, success: true });
-      } catch (error) {
-        results.push({ file, success: false, error: `open ${file}: ${(error as { code?: string }).code === "ENOENT" ? "no such file or directory" : (error as Error).message}` });
+  router.get(
+    "/toolbox/:sandboxId/files/find",
+    files(async (ctx, jail) => {
+      const path = ctx.query.get("path");
+      const pattern = ctx.query.get("pattern");
+      if (!path || !pattern) throw new HttpError(400, "path and pattern are required", { code: "BAD_REQUEST" });
+      const root = sandboxPath(path);
+      const matches: Array<{ file: string; line: number; content: string }> = [];
+      for (const entry of await walk(jail, root)) {
+        if (entry.type !== "file" || entry.size > MAX_GREP_BYTES) continue;
+        const bytes = await jail.files.read(entry.path, { maxBytes: MAX_GREP_BYTES }).catch(() => undefined);
+        if (!bytes || bytes.subarray(0, 512).includes(0)) continue; // binary files are skipped
+        bytes
+          .toString("utf8")
+          .split("\n")
+          .forEach((text, index) => {
+            if (text.includes(pattern)) matches.push({ file: entry.path, line: index + 1, content: text.replace(/\r$/, "") });
+          });
       }
-    }
-    return results;
-  }), opts);
+      return matches;
+    }),
+    opts,
+  );
+
+  router.get(
+    "/toolbox/:sandboxId/files/search",
+    files(async (ctx, jail) => {
+      const path = ctx.query.get("path");
+      const pattern = ctx.query.get("pattern");
+      if (!path || !pattern) throw new HttpError(400, "path and pattern are required", { code: "BAD_REQUEST" });
+      const root = sandboxPath(path);
+      const glob = globRegExp(pattern);
+      const found = (await walk(jail, root)).filter((entry) => entry.type !== "directory").filter((entry) => glob.test(posix.relative(root, entry.path)) || glob.test(entry.name));
+      return { files: found.map((entry) => entry.path) };
+    }),
+    opts,
+  );
+
+  router.post(
+    "/toolbox/:sandboxId/files/replace",
+    files(async (ctx, jail) => {
+      const body = await ctx.readJson<{ files?: unknown; pattern?: unknown; newValue?: unknown }>();
+      if (!body || !Array.isArray(body.files) || typeof body.pattern !== "string" || typeof body.newValue !== "string" || body.files.some((f) => typeof f !== "string")) {
+        throw new HttpError(400, "invalid request body: files, pattern and newValue are required", { code: "BAD_REQUEST" });
+      }
+      const results: Array<{ file: string; success: boolean; error?: string }> = [];
+      for (const file of body.files as string[]) {
+        try {
+          const path = sandboxPath(file);
+          const text = (await jail.files.read(path, { maxBytes: MAX_GREP_BYTES })).toString("utf8");
+          await jail.files.write(path, text.split(body.pattern).join(body.newValue), { mode: 0o644 });
+          results.push({ file, success: true });
+        } catch (error) {
+          results.push({ file, success: false, error: `open ${file}: ${(error as { code?: string }).code === "ENOENT" ? "no such file or directory" : (error as Error).message}` });
+        }
+      }
+      return results;
+    }),
+    opts,
+  );
 
   router.get("/toolbox/:sandboxId/user-home-dir", (ctx) => (deps.authorize(ctx), toolboxTarget(deps.fleet, ctx), { dir: WORK_DIR }), opts);
   router.get("/toolbox/:sandboxId/work-dir", (ctx) => (deps.authorize(ctx), toolboxTarget(deps.fleet, ctx), { dir: WORK_DIR }), opts);

@@ -118,7 +118,8 @@ export function createFleet(backend: SandboxBackend, options: ResolvedOptions, c
     if (disk > options.quota.disk) throw new HttpError(400, `Total disk limit exceeded. Maximum allowed: ${options.quota.disk}GiB.`);
   };
 
-  const jailDeadline = (record: SandboxRecord) => Math.min(Date.now() + options.maxLifetimeMs, record.autoDestroyAt === undefined ? Number.POSITIVE_INFINITY : clock.realDeadline(record.autoDestroyAt) + 1_000);
+  const jailDeadline = (record: SandboxRecord) =>
+    Math.min(Date.now() + options.maxLifetimeMs, record.autoDestroyAt === undefined ? Number.POSITIVE_INFINITY : clock.realDeadline(record.autoDestroyAt) + 1_000);
 
   const launch = async (record: SandboxRecord) => {
     const jail = await backend.create({
@@ -132,8 +133,7 @@ export function createFleet(backend: SandboxBackend, options: ResolvedOptions, c
     record.boots += 1;
   };
 
-  const busyAnswer = (record: SandboxRecord, wrongState: string) =>
-    new HttpError(record.pending ? 409 : 400, record.pending ? "Sandbox state change in progress" : wrongState);
+  const busyAnswer = (record: SandboxRecord, wrongState: string) => new HttpError(record.pending ? 409 : 400, record.pending ? "Sandbox state change in progress" : wrongState);
 
   const fleet: Fleet = {
     clock,

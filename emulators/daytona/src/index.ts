@@ -42,16 +42,19 @@ export const emulator: EmulatorDefinition<DaytonaEmulatorOptions> = {
     const fleet = createFleet(backend, resolved, clock);
     kit.onClose(() => fleet.close());
 
-    const authorize = (ctx: Pick<HttpContext, "header" | "query">) =>
-      void requireBearer(ctx, { accept: [apiKey], missingMessage: "Unauthorized", invalidMessage: "Unauthorized" });
+    const authorize = (ctx: Pick<HttpContext, "header" | "query">) => void requireBearer(ctx, { accept: [apiKey], missingMessage: "Unauthorized", invalidMessage: "Unauthorized" });
     const router = createRouter({ errorEnvelope: apiErrorEnvelope, bodyLimit: 4 * 1024 * 1024, notFound });
     let origin = "";
     const toolboxUrl = () => `${origin}/toolbox`;
     registerNotificationGateway(router, { fleet, apiKey, organizationId: resolved.organizationId, dto: (record) => sandboxDto(record, toolboxUrl()) });
     // The gateway serves WebSocket only: a long-polling handshake is Engine.IO's "Transport unknown".
-    router.get("/api/socket.io/", () => {
-      throw new HttpError(400, "Transport unknown");
-    }, { errorEnvelope: ({ message }) => ({ code: 0, message }) });
+    router.get(
+      "/api/socket.io/",
+      () => {
+        throw new HttpError(400, "Transport unknown");
+      },
+      { errorEnvelope: ({ message }) => ({ code: 0, message }) },
+    );
     // Refusals first: some of their paths would otherwise match a served pattern (`/api/sandbox/for-runner`).
     registerRefusals(router, { authorize, apiEnvelope: apiErrorEnvelope, daemonEnvelope: daemonErrorEnvelope });
     registerApiRoutes(router, { fleet, authorize, toolboxUrl });

@@ -33,9 +33,7 @@ export function registerNotificationGateway(router: Router, deps: NotificationDe
 
   const broadcast = (event: FleetEvent) => {
     const [name, payload] =
-      event.kind === "created"
-        ? ["sandbox.created", deps.dto(event.record)]
-        : ["sandbox.state.updated", { sandbox: deps.dto(event.record), oldState: event.oldState, newState: event.newState }];
+      event.kind === "created" ? ["sandbox.created", deps.dto(event.record)] : ["sandbox.state.updated", { sandbox: deps.dto(event.record), oldState: event.oldState, newState: event.newState }];
     const frame = `${EIO.MESSAGE}${SIO.EVENT}${JSON.stringify([name, payload])}`;
     for (const socket of sockets) if (socket.readyState === socket.OPEN) socket.send(frame);
   };

@@ -53,7 +53,8 @@ export function resolveOptions(options: DaytonaEmulatorOptions): ResolvedOptions
     return chosen;
   };
   if (options.minuteMs !== undefined && options.timeScale !== undefined) throw new TypeError("daytona emulator: give timeScale or minuteMs, not both");
-  const timeScale = options.clock?.timeScale ?? (options.minuteMs !== undefined ? 60_000 / positive("minuteMs", options.minuteMs, 60_000) : checkTimeScale(options.timeScale, "daytona emulator timeScale"));
+  const timeScale =
+    options.clock?.timeScale ?? (options.minuteMs !== undefined ? 60_000 / positive("minuteMs", options.minuteMs, 60_000) : checkTimeScale(options.timeScale, "daytona emulator timeScale"));
   const minuteRealMs = 60_000 / timeScale;
   return {
     port: positive("port", options.port, 0, 0),

@@ -21,7 +21,7 @@ const OUTPUT_LIMIT = 1024 * 1024;
  * The daemon's shell, as `common.GetShell()` resolves it: `$SHELL`, else bash, else sh, run as
  * `<shell> -i -l`. The jail's user has no login shell of record, so bash when the image has it.
  */
-const SHELL_ARGV = ["/bin/sh", "-c", 'if command -v bash >/dev/null 2>&1; then exec bash -i -l; else exec sh -i -l; fi'];
+const SHELL_ARGV = ["/bin/sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash -i -l; else exec sh -i -l; fi"];
 
 /** `PtySessionInfo` of `@daytona/toolbox-api-client` 0.218.0. */
 interface PtyInfo {
@@ -109,7 +109,15 @@ export function registerPtyRoutes(router: Router, deps: PtyDeps): PtyStore {
     if (!jail) throw new HttpError(500, "failed to start PTY session", { code: "INTERNAL_SERVER_ERROR" });
     let pty: PtyExec;
     try {
-      pty = await execOnPty(jail, { argv: SHELL_ARGV, cols: session.info.cols, rows: session.info.rows, cwd: session.info.cwd, env: session.info.envs, detached: true, outputLimitBytes: OUTPUT_LIMIT });
+      pty = await execOnPty(jail, {
+        argv: SHELL_ARGV,
+        cols: session.info.cols,
+        rows: session.info.rows,
+        cwd: session.info.cwd,
+        env: session.info.envs,
+        detached: true,
+        outputLimitBytes: OUTPUT_LIMIT,
+      });
     } catch {
       sessionsOf(record).delete(session.info.id);
       throw new HttpError(500, "failed to start PTY session", { code: "INTERNAL_SERVER_ERROR" });
@@ -167,9 +175,11 @@ export function registerPtyRoutes(router: Router, deps: PtyDeps): PtyStore {
     socket.on("message", (data: Buffer, isBinary: boolean) => {
       void isBinary;
       const bytes = Buffer.from(data);
-      writes = writes.then(() => session.pty?.handle.write(bytes)).catch(() => {
-        if (socket.readyState === socket.OPEN) socket.close(1011, "PTY session unavailable");
-      });
+      writes = writes
+        .then(() => session.pty?.handle.write(bytes))
+        .catch(() => {
+          if (socket.readyState === socket.OPEN) socket.close(1011, "PTY session unavailable");
+        });
     });
     await whileActive(deps.fleet, record, () => new Promise<void>((resolve) => socket.once("close", () => resolve())));
     session.clients.delete(client);
@@ -183,20 +193,35 @@ export function registerPtyRoutes(router: Router, deps: PtyDeps): PtyStore {
       if (typeof body.id !== "string" || body.id === "") throw new HttpError(400, "session ID is required", { code: "BAD_REQUEST" });
       const cols = dimension(body.cols, "cols");
       const rows = dimension(body.rows, "rows");
-      const session = create(record, { id: body.id, cwd: typeof body.cwd === "string" && body.cwd !== "" ? body.cwd : undefined, envs: checkEnvs(body.envs) ?? {}, cols, rows, lazyStart: body.lazyStart === true });
+      const session = create(record, {
+        id: body.id,
+        cwd: typeof body.cwd === "string" && body.cwd !== "" ? body.cwd : undefined,
+        envs: checkEnvs(body.envs) ?? {},
+        cols,
+        rows,
+        lazyStart: body.lazyStart === true,
+      });
       if (body.lazyStart !== true) await start(record, session);
       ctx.sendJson(201, { sessionId: body.id });
     },
     opts,
   );
-  router.get("/toolbox/:sandboxId/process/pty", (ctx) => {
-    const { record } = target(ctx);
-    return { sessions: [...(bySandbox.get(bootKey(record))?.values() ?? [])].map((s) => s.info) };
-  }, opts);
-  router.get("/toolbox/:sandboxId/process/pty/:sessionId", (ctx) => {
-    const { record } = target(ctx);
-    return sessionOf(record, ctx.params.sessionId!).info;
-  }, opts);
+  router.get(
+    "/toolbox/:sandboxId/process/pty",
+    (ctx) => {
+      const { record } = target(ctx);
+      return { sessions: [...(bySandbox.get(bootKey(record))?.values() ?? [])].map((s) => s.info) };
+    },
+    opts,
+  );
+  router.get(
+    "/toolbox/:sandboxId/process/pty/:sessionId",
+    (ctx) => {
+      const { record } = target(ctx);
+      return sessionOf(record, ctx.params.sessionId!).info;
+    },
+    opts,
+  );
   router.delete(
     "/toolbox/:sandboxId/process/pty/:sessionId",
     async (ctx) => {
@@ -246,7 +271,14 @@ export function registerPtyRoutes(router: Router, deps: PtyDeps): PtyStore {
       const id = ctx.query.get("id")!;
       let session: PtySession;
       try {
-        session = create(record, { id, cwd: ctx.query.get("cwd") || undefined, envs: envsOf(ctx), cols: dimension(queryNumber(ctx.query.get("cols")), "cols"), rows: dimension(queryNumber(ctx.query.get("rows")), "rows"), lazyStart: false });
+        session = create(record, {
+          id,
+          cwd: ctx.query.get("cwd") || undefined,
+          envs: envsOf(ctx),
+          cols: dimension(queryNumber(ctx.query.get("cols")), "cols"),
+          rows: dimension(queryNumber(ctx.query.get("rows")), "rows"),
+          lazyStart: false,
+        });
         await start(record, session);
       } catch (error) {
         sendError(socket, `Failed to start PTY session: ${error instanceof Error ? error.message : String(error)}`);
@@ -280,8 +312,7 @@ export function registerPtyRoutes(router: Router, deps: PtyDeps): PtyStore {
   });
 
   return {
-    running: () =>
-      [...bySandbox.entries()].flatMap(([key, sessions]) => [...sessions.values()].filter((s) => s.info.active).map((s) => `pty session ${key}/${s.info.id}`)),
+    running: () => [...bySandbox.entries()].flatMap(([key, sessions]) => [...sessions.values()].filter((s) => s.info.active).map((s) => `pty session ${key}/${s.info.id}`)),
   };
 }
 
@@ -292,7 +323,10 @@ function bootKey(record: SandboxRecord): string {
 
 function offered(ctx: WebSocketContext): string[] {
   const raw = ctx.req.headers["sec-websocket-protocol"];
-  return (Array.isArray(raw) ? raw.join(",") : (raw ?? "")).split(",").map((p) => p.trim()).filter(Boolean);
+  return (Array.isArray(raw) ? raw.join(",") : (raw ?? ""))
+    .split(",")
+    .map((p) => p.trim())
+    .filter(Boolean);
 }
 
 /** The envs subprotocol token, decoded as the daemon does (absent: none; malformed: 400). */
@@ -309,7 +343,8 @@ function envsOf(ctx: WebSocketContext): Record<string, string> {
     throw new HttpError(400, "invalid envs subprotocol: must be a JSON object of strings", { code: "BAD_REQUEST" });
   }
   for (const key of Object.keys(parsed)) {
-    if (key === "" || /[=\0\n\r]/.test(key)) throw new HttpError(400, `invalid envs subprotocol: env var name ${JSON.stringify(key)} must not be empty or contain '=', NUL, or newline`, { code: "BAD_REQUEST" });
+    if (key === "" || /[=\0\n\r]/.test(key))
+      throw new HttpError(400, `invalid envs subprotocol: env var name ${JSON.stringify(key)} must not be empty or contain '=', NUL, or newline`, { code: "BAD_REQUEST" });
   }
   return parsed as Record<string, string>;
 }

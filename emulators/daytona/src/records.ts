@@ -66,7 +66,20 @@ export interface SandboxRecord {
 /** States that hold CPU and memory of the organization's quota. */
 export const RUNNING_STATES: ReadonlySet<SandboxState> = new Set(["creating", "starting", "restoring", "started", "stopping", "pausing", "paused", "resuming", "resizing"]);
 /** States whose disk still counts (everything but archived and gone). */
-export const DISK_STATES: ReadonlySet<SandboxState> = new Set(["creating", "starting", "restoring", "started", "stopping", "stopped", "archiving", "pausing", "paused", "resuming", "resizing", "error"]);
+export const DISK_STATES: ReadonlySet<SandboxState> = new Set([
+  "creating",
+  "starting",
+  "restoring",
+  "started",
+  "stopping",
+  "stopped",
+  "archiving",
+  "pausing",
+  "paused",
+  "resuming",
+  "resizing",
+  "error",
+]);
 
 const ISO = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
 
@@ -76,7 +89,9 @@ export function sandboxDto(record: SandboxRecord, toolboxProxyUrl: string): Reco
     ...sandboxListItem(record, toolboxProxyUrl),
     env: { ...record.env },
     volumes: [],
-    ...(record.dockerfile === undefined ? {} : { buildInfo: { dockerfileContent: record.dockerfile, contextHashes: [], createdAt: ISO(record.createdAt), updatedAt: ISO(record.createdAt), snapshotRef: "" } }),
+    ...(record.dockerfile === undefined
+      ? {}
+      : { buildInfo: { dockerfileContent: record.dockerfile, contextHashes: [], createdAt: ISO(record.createdAt), updatedAt: ISO(record.createdAt), snapshotRef: "" } }),
   };
 }
 

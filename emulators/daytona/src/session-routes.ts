@@ -78,15 +78,23 @@ export function registerSessionRoutes(router: Router, deps: SessionDeps): Sessio
     },
     opts,
   );
-  router.get("/toolbox/:sandboxId/process/session", (ctx) => {
-    const { record } = target(ctx);
-    return [...(bySandbox.get(bootKey(record))?.values() ?? [])].map((s) => ({ sessionId: s.sessionId, commands: [...s.commands.values()].map(view) }));
-  }, opts);
-  router.get("/toolbox/:sandboxId/process/session/:sessionId", (ctx) => {
-    const { record } = target(ctx);
-    const session = sessionOf(bootKey(record), ctx.params.sessionId!);
-    return { sessionId: session.sessionId, commands: [...session.commands.values()].map(view) };
-  }, opts);
+  router.get(
+    "/toolbox/:sandboxId/process/session",
+    (ctx) => {
+      const { record } = target(ctx);
+      return [...(bySandbox.get(bootKey(record))?.values() ?? [])].map((s) => ({ sessionId: s.sessionId, commands: [...s.commands.values()].map(view) }));
+    },
+    opts,
+  );
+  router.get(
+    "/toolbox/:sandboxId/process/session/:sessionId",
+    (ctx) => {
+      const { record } = target(ctx);
+      const session = sessionOf(bootKey(record), ctx.params.sessionId!);
+      return { sessionId: session.sessionId, commands: [...session.commands.values()].map(view) };
+    },
+    opts,
+  );
   router.delete(
     "/toolbox/:sandboxId/process/session/:sessionId",
     async (ctx) => {
@@ -143,18 +151,30 @@ export function registerSessionRoutes(router: Router, deps: SessionDeps): Sessio
     opts,
   );
   // The sandbox's entrypoint runs as the image's: these sandboxes have none to report.
-  router.get("/toolbox/:sandboxId/process/session/entrypoint", (ctx) => {
-    target(ctx);
-    throw new HttpError(404, "session entrypoint not found", { code: "NOT_FOUND" });
-  }, opts);
-  router.get("/toolbox/:sandboxId/process/session/entrypoint/logs", (ctx) => {
-    target(ctx);
-    throw new HttpError(404, "session entrypoint not found", { code: "NOT_FOUND" });
-  }, opts);
-  router.get("/toolbox/:sandboxId/process/session/:sessionId/command/:commandId", (ctx) => {
-    const { record } = target(ctx);
-    return view(commandOf(sessionOf(bootKey(record), ctx.params.sessionId!), ctx.params.commandId!));
-  }, opts);
+  router.get(
+    "/toolbox/:sandboxId/process/session/entrypoint",
+    (ctx) => {
+      target(ctx);
+      throw new HttpError(404, "session entrypoint not found", { code: "NOT_FOUND" });
+    },
+    opts,
+  );
+  router.get(
+    "/toolbox/:sandboxId/process/session/entrypoint/logs",
+    (ctx) => {
+      target(ctx);
+      throw new HttpError(404, "session entrypoint not found", { code: "NOT_FOUND" });
+    },
+    opts,
+  );
+  router.get(
+    "/toolbox/:sandboxId/process/session/:sessionId/command/:commandId",
+    (ctx) => {
+      const { record } = target(ctx);
+      return view(commandOf(sessionOf(bootKey(record), ctx.params.sessionId!), ctx.params.commandId!));
+    },
+    opts,
+  );
   router.get(
     "/toolbox/:sandboxId/process/session/:sessionId/command/:commandId/logs",
     async (ctx) => {
@@ -177,10 +197,7 @@ export function registerSessionRoutes(router: Router, deps: SessionDeps): Sessio
       // `follow=true`: everything from the first byte, then live output until the command ends.
       await whileActive(deps.fleet, record, async () => {
         const handle = await reattach(jail, command);
-        const subscription = handle.subscribe(
-          { stdout: 0, stderr: 0 },
-          { onData: (stream, data) => socket.readyState === socket.OPEN && socket.send(Buffer.concat([MARKERS[stream], data])) },
-        );
+        const subscription = handle.subscribe({ stdout: 0, stderr: 0 }, { onData: (stream, data) => socket.readyState === socket.OPEN && socket.send(Buffer.concat([MARKERS[stream], data])) });
         socket.on("close", () => subscription.close());
         await subscription.done.catch(() => null);
         handle.close();

@@ -65,33 +65,52 @@ export function registerSnapshotRoutes(router: Router, deps: SnapshotDeps): { ex
     sandboxClass: "linux-vm",
   });
 
-  router.get("/api/snapshots", (ctx) => {
-    deps.authorize(ctx);
-    const page = queryInt(ctx.query, "page", { min: 1 }) ?? 1;
-    const limit = queryInt(ctx.query, "limit", { min: 1, max: 200 }) ?? 100;
-    const name = ctx.query.get("name");
-    const all = [...snapshots.values()].filter((s) => !name || s.name.includes(name)).sort((a, b) => b.createdAt - a.createdAt);
-    return { items: all.slice((page - 1) * limit, page * limit).map(dto), total: all.length, page, totalPages: Math.max(1, Math.ceil(all.length / limit)) };
-  }, opts);
-  router.post("/api/snapshots", async (ctx) => {
-    deps.authorize(ctx);
-    const body = await ctx.readJson<{ name?: unknown; imageName?: unknown }>();
-    if (typeof body?.name !== "string" || body.name === "") throw new HttpError(400, "name must be a non-empty string");
-    if ([...snapshots.values()].some((s) => s.name === body.name)) throw new HttpError(409, `Snapshot with name ${body.name} already exists`);
-    return dto(add(body.name, typeof body.imageName === "string" ? body.imageName : undefined));
-  }, opts);
+  router.get(
+    "/api/snapshots",
+    (ctx) => {
+      deps.authorize(ctx);
+      const page = queryInt(ctx.query, "page", { min: 1 }) ?? 1;
+      const limit = queryInt(ctx.query, "limit", { min: 1, max: 200 }) ?? 100;
+      const name = ctx.query.get("name");
+      const all = [...snapshots.values()].filter((s) => !name || s.name.includes(name)).sort((a, b) => b.createdAt - a.createdAt);
+      return { items: all.slice((page - 1) * limit, page * limit).map(dto), total: all.length, page, totalPages: Math.max(1, Math.ceil(all.length / limit)) };
+    },
+    opts,
+  );
+  router.post(
+    "/api/snapshots",
+    async (ctx) => {
+      deps.authorize(ctx);
+      const body = await ctx.readJson<{ name?: unknown; imageName?: unknown }>();
+      if (typeof body?.name !== "string" || body.name === "") throw new HttpError(400, "name must be a non-empty string");
+      if ([...snapshots.values()].some((s) => s.name === body.name)) throw new HttpError(409, `Snapshot with name ${body.name} already exists`);
+      return dto(add(body.name, typeof body.imageName === "string" ? body.imageName : undefined));
+    },
+    opts,
+  );
   router.get("/api/snapshots/:id", (ctx) => dto(byIdOrName(ctx)), opts);
-  router.delete("/api/snapshots/:id", (ctx) => {
-    snapshots.delete(byIdOrName(ctx).id);
-    ctx.send(200);
-  }, opts);
-  for (const [path, state] of [["activate", "active"], ["deactivate", "inactive"]] as const) {
-    router.post(`/api/snapshots/:id/${path}`, (ctx) => {
-      const snapshot = byIdOrName(ctx);
-      snapshot.state = state;
-      snapshot.updatedAt = deps.fleet.clock.now();
-      return dto(snapshot);
-    }, opts);
+  router.delete(
+    "/api/snapshots/:id",
+    (ctx) => {
+      snapshots.delete(byIdOrName(ctx).id);
+      ctx.send(200);
+    },
+    opts,
+  );
+  for (const [path, state] of [
+    ["activate", "active"],
+    ["deactivate", "inactive"],
+  ] as const) {
+    router.post(
+      `/api/snapshots/:id/${path}`,
+      (ctx) => {
+        const snapshot = byIdOrName(ctx);
+        snapshot.state = state;
+        snapshot.updatedAt = deps.fleet.clock.now();
+        return dto(snapshot);
+      },
+      opts,
+    );
   }
   return {
     exists: (name) => [...snapshots.values()].some((s) => s.name === name && s.state === "active"),

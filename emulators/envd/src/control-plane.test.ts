@@ -27,7 +27,12 @@ describe("control plane (e2b SDK)", () => {
       expect(info.endAt.getTime() - info.startedAt.getTime()).toBe(120_000);
       expect((await sbx.commands.run("echo $GREETING")).stdout).toBe("hi\n");
       await emu.requests.idle();
-      expect(emu.requests.list({ since: mark }).map((r) => `${r.method} ${r.route} ${r.status}`).slice(0, 2)).toEqual(["POST /v2/sandboxes 201", "GET /sandboxes/:id 200"]);
+      expect(
+        emu.requests
+          .list({ since: mark })
+          .map((r) => `${r.method} ${r.route} ${r.status}`)
+          .slice(0, 2),
+      ).toEqual(["POST /v2/sandboxes 201", "GET /sandboxes/:id 200"]);
     } finally {
       await sbx.kill();
     }
@@ -157,9 +162,7 @@ describe("control plane (novita-sandbox SDK)", () => {
       expect(found.map((s) => s.sandboxId)).toEqual([sbx.sandboxId]);
       await emu.requests.idle();
       const routes = emu.requests.list({ since: mark }).map((r) => `${r.method} ${r.route} ${r.status}`);
-      expect(routes).toEqual(
-        expect.arrayContaining(["POST /sandboxes 201", "POST /sandboxes/:id/pause 204", "POST /sandboxes/:id/connect 201", "GET /v2/sandboxes 200"]),
-      );
+      expect(routes).toEqual(expect.arrayContaining(["POST /sandboxes 201", "POST /sandboxes/:id/pause 204", "POST /sandboxes/:id/connect 201", "GET /v2/sandboxes 200"]));
       // Secure by default: envd calls carry X-Access-Token (redacted in the recorder).
       const start = emu.requests.list({ since: mark, route: "/process.Process/Start" })[0]!;
       expect(start.headers["x-access-token"]).toBe("[redacted]");

@@ -72,7 +72,11 @@ export function controlPlaneRoutes(router: Router, deps: { sandboxes: SandboxReg
     if (after && from === 0) throw new HttpError(400, "nextToken: unknown or expired");
     const page = matching.slice(from, from + limit);
     const more = v2 && from + limit < matching.length;
-    ctx.sendJson(200, page.map((s) => listedView(s, options)), more ? { "x-next-token": encodeToken(page[page.length - 1]!.id) } : {});
+    ctx.sendJson(
+      200,
+      page.map((s) => listedView(s, options)),
+      more ? { "x-next-token": encodeToken(page[page.length - 1]!.id) } : {},
+    );
   };
   router.get("/v2/sandboxes", (ctx) => list(ctx, true));
   router.get("/sandboxes", (ctx) => list(ctx, false));

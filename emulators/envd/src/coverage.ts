@@ -99,7 +99,7 @@ export const ENVD_COVERAGE: CoverageSpec = {
  */
 export function refusalRoutes(router: Router, auth: (ctx: HttpContext) => void): void {
   for (const [key, entry] of Object.entries(ENVD_COVERAGE.operations)) {
-    if (entry.status !== "refused" || !key.startsWith("api.") && !key.startsWith("envd.")) continue;
+    if (entry.status !== "refused" || (!key.startsWith("api.") && !key.startsWith("envd."))) continue;
     const [method, template] = key.slice(key.indexOf(".") + 1).split(" ") as [string, string];
     const path = template.replace(/\{(\w+)\}/g, ":$1");
     router.route(method, path, (ctx) => {

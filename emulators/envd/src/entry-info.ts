@@ -17,13 +17,7 @@ export interface EntryInfo {
 
 export function entryInfo(info: FileInfo, dialect: Dialect): EntryInfo {
   const type =
-    info.type === "file"
-      ? "FILE_TYPE_FILE"
-      : info.type === "directory"
-        ? "FILE_TYPE_DIRECTORY"
-        : info.type === "symlink" && dialect === "e2b"
-          ? "FILE_TYPE_SYMLINK"
-          : "FILE_TYPE_UNSPECIFIED";
+    info.type === "file" ? "FILE_TYPE_FILE" : info.type === "directory" ? "FILE_TYPE_DIRECTORY" : info.type === "symlink" && dialect === "e2b" ? "FILE_TYPE_SYMLINK" : "FILE_TYPE_UNSPECIFIED";
   return {
     name: info.name,
     type,

@@ -27,7 +27,6 @@ function rawStart(sandbox: { commands: object }, argv: string[], options: { stdi
   return rpc.start({ process: { cmd: argv[0], args: argv.slice(1), envs: {} }, stdin: options.stdin ?? false }, options.timeoutMs ? { timeoutMs: options.timeoutMs } : {});
 }
 
-
 /**
  * envd's StreamInput on the wire (no SDK sends it: their fetch transport refuses request streams):
  * one POST whose body is Connect envelopes, written as the test goes; `answer` is the response.
@@ -36,7 +35,13 @@ function streamInput(sandbox: e2b.Sandbox) {
   const token = (sandbox as unknown as { envdAccessToken?: string }).envdAccessToken;
   const request = http.request(new URL("/process.Process/StreamInput", emu.url), {
     method: "POST",
-    headers: { "content-type": "application/connect+json", "connect-protocol-version": "1", "E2b-Sandbox-Id": sandbox.sandboxId, "E2b-Sandbox-Port": "49983", ...(token ? { "X-Access-Token": token } : {}) },
+    headers: {
+      "content-type": "application/connect+json",
+      "connect-protocol-version": "1",
+      "E2b-Sandbox-Id": sandbox.sandboxId,
+      "E2b-Sandbox-Port": "49983",
+      ...(token ? { "X-Access-Token": token } : {}),
+    },
   });
   const answer = new Promise<{ status: number; frames: { flags: number; message: unknown }[] }>((resolve, reject) => {
     request.on("error", reject);
@@ -138,7 +143,9 @@ describe("process service", () => {
   it("the Connect-Timeout-Ms deadline kills the process and ends the stream with deadline_exceeded", async () => {
     await expect(sbx.commands.run("echo $$ > /tmp/deadline.pid; sleep 30", { timeoutMs: 500 })).rejects.toMatchObject({ name: "TimeoutError", message: expect.stringContaining("deadline_exceeded") });
     // The kill goes out as the stream ends: allow it a moment to land.
-    const alive = await sbx.commands.run('i=0; while kill -0 "$(cat /tmp/deadline.pid)" 2>/dev/null && [ $i -lt 40 ]; do sleep 0.05; i=$((i+1)); done; kill -0 "$(cat /tmp/deadline.pid)" 2>/dev/null && echo alive || echo gone');
+    const alive = await sbx.commands.run(
+      'i=0; while kill -0 "$(cat /tmp/deadline.pid)" 2>/dev/null && [ $i -lt 40 ]; do sleep 0.05; i=$((i+1)); done; kill -0 "$(cat /tmp/deadline.pid)" 2>/dev/null && echo alive || echo gone',
+    );
     expect(alive.stdout).toBe("gone\n");
   });
 
@@ -194,7 +201,10 @@ describe("process service", () => {
     input.end();
     const answer = await input.answer;
     expect(answer.status).toBe(200);
-    expect(answer.frames).toEqual([{ flags: 0, message: {} }, { flags: 2, message: {} }]);
+    expect(answer.frames).toEqual([
+      { flags: 0, message: {} },
+      { flags: 2, message: {} },
+    ]);
     await handle.sendStdin("three\n");
     await handle.closeStdin();
     expect((await handle.wait()).stdout).toBe("one\ntwo\nthree\nclosed\n");

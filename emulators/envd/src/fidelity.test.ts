@@ -42,7 +42,10 @@ describe("files (Filesystem)", () => {
 
   it("writes many files at once and bytes unchanged", async () => {
     const bytes = Uint8Array.from({ length: 256 }, (_, i) => i);
-    await sbx.files.write([{ path: "multi/one.bin", data: bytes.buffer }, { path: "multi/two.txt", data: "two" }]);
+    await sbx.files.write([
+      { path: "multi/one.bin", data: bytes.buffer },
+      { path: "multi/two.txt", data: "two" },
+    ]);
     expect(Buffer.from(await sbx.files.read("multi/one.bin", { format: "bytes" }))).toEqual(Buffer.from(bytes));
     expect(await sbx.files.read("multi/two.txt")).toBe("two");
   });
@@ -87,7 +90,12 @@ describe("lifecycle and listing (Sandbox)", () => {
     expect((await sbx.getInfo()).endAt.getTime()).toBeGreaterThan(before);
     expect((await fetch(`${emu.url}/sandboxes/${sbx.sandboxId}/resume`, { method: "POST", headers, body: "{}" })).status).toBe(409);
     const token = (await e2b.Sandbox.getFullInfo?.(sbx.sandboxId, opts()).catch(() => undefined)) as { envdAccessToken?: string } | undefined;
-    const envs = await fetch(`${emu.url}/envs`, { headers: { "e2b-sandbox-id": sbx.sandboxId, ...(token?.envdAccessToken ? { "x-access-token": token.envdAccessToken } : { "x-access-token": (sbx as unknown as { envdAccessToken?: string }).envdAccessToken ?? "" }) } });
+    const envs = await fetch(`${emu.url}/envs`, {
+      headers: {
+        "e2b-sandbox-id": sbx.sandboxId,
+        ...(token?.envdAccessToken ? { "x-access-token": token.envdAccessToken } : { "x-access-token": (sbx as unknown as { envdAccessToken?: string }).envdAccessToken ?? "" }),
+      },
+    });
     expect(await envs.json()).toMatchObject({ FROM_CREATE: "yes" });
   });
 });

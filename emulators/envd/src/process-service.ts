@@ -1,13 +1,4 @@
-import {
-  ConnectError,
-  HttpError,
-  connectClientStream,
-  connectServerStream,
-  connectUnary,
-  type ConnectCall,
-  type ConnectServerStream,
-  type Router,
-} from "@paperclip-sandbox/emulator-kit";
+import { ConnectError, HttpError, connectClientStream, connectServerStream, connectUnary, type ConnectCall, type ConnectServerStream, type Router } from "@paperclip-sandbox/emulator-kit";
 import { SandboxError, type OutputStreamName } from "@paperclip-sandbox/sandbox-backend";
 import { checkUser, envdTarget, resolveSandboxPath, userFromAuthorization } from "./envd-access.js";
 import type { EndEvent, ProcessConfig, ProcessEntry, ProcessListener } from "./process-table.js";

@@ -66,7 +66,15 @@ export class ProcessTable {
 
   constructor(private readonly jail: Jail) {}
 
-  async start(input: { config: ProcessConfig; stdin: boolean; tag: string | undefined; cwd: string; env: Record<string, string>; first: ProcessListener; pty?: { cols: number; rows: number } }): Promise<ProcessEntry> {
+  async start(input: {
+    config: ProcessConfig;
+    stdin: boolean;
+    tag: string | undefined;
+    cwd: string;
+    env: Record<string, string>;
+    first: ProcessListener;
+    pty?: { cols: number; rows: number };
+  }): Promise<ProcessEntry> {
     const common = {
       argv: [input.config.cmd, ...input.config.args],
       cwd: input.cwd,

@@ -223,7 +223,10 @@ export class SandboxRegistry {
   private arm(sandbox: EnvdSandbox): void {
     this.disarm(sandbox.id);
     const at = sandbox.state === "running" ? sandbox.endAt : (sandbox.pausedUntil ?? sandbox.endAt);
-    this.timers.set(sandbox.id, this.clock.at(at, () => void this.onDeadline(sandbox.id)));
+    this.timers.set(
+      sandbox.id,
+      this.clock.at(at, () => void this.onDeadline(sandbox.id)),
+    );
   }
 
   private disarm(id: string): void {

@@ -49,7 +49,28 @@ class Output {
 }
 
 /** exe.dev's command names (top-level, and groups whose subcommand is part of the permission name). */
-const KNOWN_COMMANDS = ["help", "doc", "ls", "new", "rm", "restart", "rename", "tag", "cp", "whoami", "delete-ssh-key", "browser", "ssh", "exe0-to-exe1", "comment", "stat", "resize", "set-region", "true", "exit"];
+const KNOWN_COMMANDS = [
+  "help",
+  "doc",
+  "ls",
+  "new",
+  "rm",
+  "restart",
+  "rename",
+  "tag",
+  "cp",
+  "whoami",
+  "delete-ssh-key",
+  "browser",
+  "ssh",
+  "exe0-to-exe1",
+  "comment",
+  "stat",
+  "resize",
+  "set-region",
+  "true",
+  "exit",
+];
 const COMMAND_GROUPS = ["share", "ssh-key", "team", "integrations", "defaults", "domain", "shelley", "billing"];
 
 /** The permission name of a command line (`ls`, `ssh-key list`), or undefined for an unknown command. */
@@ -129,7 +150,10 @@ const COMMANDS: Record<string, CommandDef> = {
       const cpu = (flags.cpu as number | undefined) || 2;
       if (cpu > 16) throw new CommandError("--cpu cannot exceed 16");
       const tags: string[] = [];
-      for (const tag of ((flags.tag as string[] | undefined) ?? []).flatMap((value) => value.split(",")).map((value) => value.trim()).filter(Boolean)) {
+      for (const tag of ((flags.tag as string[] | undefined) ?? [])
+        .flatMap((value) => value.split(","))
+        .map((value) => value.trim())
+        .filter(Boolean)) {
         if (!TAG_PATTERN.test(tag)) throw new CommandError(`invalid tag name ${JSON.stringify(tag)}: must match [a-z][a-z0-9_-]*`);
         if (!tags.includes(tag)) tags.push(tag);
       }
@@ -304,7 +328,10 @@ function globRegex(word: string): RegExp | undefined {
     else if (c === "[") {
       const end = word.indexOf("]", i + 1);
       if (end < 0) throw new CommandError(`invalid pattern ${JSON.stringify(word)}: unterminated [`);
-      source += `[${word.slice(i + 1, end).replace(/^!/, "^").replace(/\\/g, "\\\\")}]`;
+      source += `[${word
+        .slice(i + 1, end)
+        .replace(/^!/, "^")
+        .replace(/\\/g, "\\\\")}]`;
       i = end;
     } else source += c.replace(/[.+^${}()|\\]/g, "\\$&");
   }

@@ -13,7 +13,11 @@ describe("coverage", () => {
     expect(report.stale).toEqual([]);
     expect(report.counts["not yet"]).toBe(0);
     const servedCommands = report.rows.filter((row) => row.group === "/exec command" && row.status === "served").map((row) => row.name);
-    expect(servedCommands.sort()).toEqual(exeDevCommandNames().filter((name) => isImplemented([name])).sort());
+    expect(servedCommands.sort()).toEqual(
+      exeDevCommandNames()
+        .filter((name) => isImplemented([name]))
+        .sort(),
+    );
     const readmeUrl = new URL("../README.md", import.meta.url);
     const readme = readFileSync(readmeUrl, "utf8");
     // UPDATE_COVERAGE=1 rewrites the README's generated table (between its coverage markers).

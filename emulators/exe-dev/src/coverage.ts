@@ -8,14 +8,22 @@ const EXEC = "/exec command";
 const SSH = "VM SSH";
 
 /** The SSH requests a client can make on a VM's connection (channel types and session requests). */
-const SSH_REQUESTS = ["session exec", "session shell", "session pty-req", "session window-change", "session env", "session subsystem", "direct-tcpip", "tcpip-forward", "x11-req", "auth-agent-req@openssh.com"];
+const SSH_REQUESTS = [
+  "session exec",
+  "session shell",
+  "session pty-req",
+  "session window-change",
+  "session env",
+  "session subsystem",
+  "direct-tcpip",
+  "tcpip-forward",
+  "x11-req",
+  "auth-agent-req@openssh.com",
+];
 
 /** exe.dev's operations: its lobby commands over `POST /exec`, then the VM's SSH requests. */
 export function exeDevOperations(): SdkOperation[] {
-  return [
-    ...exeDevCommandNames().map((name) => ({ group: EXEC, name, route: `POST /exec "${name} …"` })),
-    ...SSH_REQUESTS.map((name) => ({ group: SSH, name })),
-  ];
+  return [...exeDevCommandNames().map((name) => ({ group: EXEC, name, route: `POST /exec "${name} …"` })), ...SSH_REQUESTS.map((name) => ({ group: SSH, name }))];
 }
 
 const refused = (reason: string) => ({ status: "refused" as const, reason });
@@ -53,7 +61,10 @@ export const EXE_DEV_COVERAGE: CoverageSpec = {
     [`${EXEC}.billing`]: refused("billing (501)"),
     [`${SSH}.session exec`]: { status: "served", reason: "`sh -c` in the VM's jail from the sandbox user's home; stdin, stdout, stderr, exit-status; keeps running when its client goes" },
     [`${SSH}.session shell`]: refused("no interactive shells: ends with 1 and a message"),
-    [`${SSH}.session pty-req`]: { status: "served", reason: "the command leads a session on a real terminal in the jail (the asked size, TERM); bytes unchanged; hung up (SIGHUP, then SIGKILL) when its client goes" },
+    [`${SSH}.session pty-req`]: {
+      status: "served",
+      reason: "the command leads a session on a real terminal in the jail (the asked size, TERM); bytes unchanged; hung up (SIGHUP, then SIGKILL) when its client goes",
+    },
     [`${SSH}.session window-change`]: { status: "served", reason: "resizes the jail's terminal (the program gets SIGWINCH)" },
     [`${SSH}.session env`]: refused("ignored, as OpenSSH does without `AcceptEnv`: env travels in the command"),
     [`${SSH}.session subsystem`]: refused("no sftp subsystem (legacy `scp -O` works where the jail has scp)"),

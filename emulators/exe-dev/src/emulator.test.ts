@@ -38,9 +38,28 @@ afterAll(async () => {
 const ssh = (port: number, user: string, command: string, opts: { stdin?: string; knownHosts?: string } = {}) =>
   new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
     const child = spawn("ssh", [
-      "-F", "none", "-o", "LogLevel=ERROR", "-i", keyFile, "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
-      "-o", `UserKnownHostsFile=${opts.knownHosts ?? join(dir, "known_hosts")}`, "-o", "StrictHostKeyChecking=accept-new", "-o", "GlobalKnownHostsFile=/dev/null",
-      "-p", String(port), "-l", user, "127.0.0.1", command,
+      "-F",
+      "none",
+      "-o",
+      "LogLevel=ERROR",
+      "-i",
+      keyFile,
+      "-o",
+      "IdentitiesOnly=yes",
+      "-o",
+      "BatchMode=yes",
+      "-o",
+      `UserKnownHostsFile=${opts.knownHosts ?? join(dir, "known_hosts")}`,
+      "-o",
+      "StrictHostKeyChecking=accept-new",
+      "-o",
+      "GlobalKnownHostsFile=/dev/null",
+      "-p",
+      String(port),
+      "-l",
+      user,
+      "127.0.0.1",
+      command,
     ]);
     let stdout = "";
     let stderr = "";
@@ -143,7 +162,12 @@ describe("VMs over SSH", () => {
     const created = await api("new --json --name=paperclip-emu-vma --tag=paperclip --tag=pc-env_e1 --env=GREETING=hi --cpu=1 --memory=2GB");
     expect([created.status, created.body]).toEqual([200, expect.any(String)]);
     const vm = created.json();
-    expect(vm).toMatchObject({ vm_name: "paperclip-emu-vma", ssh_dest: expect.stringMatching(/^[a-z_][a-z0-9_-]*@127\.0\.0\.1$/), ssh_port: emu.control.sshHost("paperclip-emu-vma")!.port, https_url: "https://paperclip-emu-vma.exe.xyz" });
+    expect(vm).toMatchObject({
+      vm_name: "paperclip-emu-vma",
+      ssh_dest: expect.stringMatching(/^[a-z_][a-z0-9_-]*@127\.0\.0\.1$/),
+      ssh_port: emu.control.sshHost("paperclip-emu-vma")!.port,
+      https_url: "https://paperclip-emu-vma.exe.xyz",
+    });
     const [user] = vm.ssh_dest.split("@");
     const run = await ssh(vm.ssh_port, user, 'echo "$GREETING from $(id -u) in $PWD"; cat; echo oops >&2; exit 3', { stdin: "piped" });
     expect(run).toEqual({ code: 3, stdout: "hi from 1000 in /home/sandbox\npiped", stderr: "oops\n" });
@@ -154,7 +178,12 @@ describe("VMs over SSH", () => {
     expect((await api("ls --json paperclip-emu-vma")).json()).toEqual({ vms: [] });
     const again = await api("rm paperclip-emu-vma --json");
     expect(again.status).toBe(200);
-    expect(again.body.trim().split("\n").map((line) => JSON.parse(line))).toEqual([{ error: 'VM "paperclip-emu-vma" not found' }, { deleted: [], failed: ["paperclip-emu-vma"] }]);
+    expect(
+      again.body
+        .trim()
+        .split("\n")
+        .map((line) => JSON.parse(line)),
+    ).toEqual([{ error: 'VM "paperclip-emu-vma" not found' }, { deleted: [], failed: ["paperclip-emu-vma"] }]);
     expect(await emu.leftovers()).toEqual([]);
   }, 60_000);
 
@@ -196,11 +225,38 @@ describe("VMs over SSH", () => {
     ].join("\n");
     const remote = `printf 'term %s tty %s size %s\\n' "$TERM" "$(test -t 0 && echo yes)" "$(stty size)"; trap 'printf "winch %s\\n" "$(stty size)"' WINCH; echo ready; while :; do sleep 0.1; done`;
     const run = await new Promise<string>((resolve) => {
-      const child = spawn("python3", ["-c", client,
-        "ssh", "-tt", "-F", "none", "-o", "LogLevel=ERROR", "-i", keyFile, "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
-        "-o", `UserKnownHostsFile=${join(dir, "known_hosts")}`, "-o", "StrictHostKeyChecking=accept-new", "-o", "GlobalKnownHostsFile=/dev/null",
-        "-p", String(vm.ssh_port), "-l", user, "127.0.0.1", remote,
-      ], { env: { ...process.env, TERM: "xterm-256color" } });
+      const child = spawn(
+        "python3",
+        [
+          "-c",
+          client,
+          "ssh",
+          "-tt",
+          "-F",
+          "none",
+          "-o",
+          "LogLevel=ERROR",
+          "-i",
+          keyFile,
+          "-o",
+          "IdentitiesOnly=yes",
+          "-o",
+          "BatchMode=yes",
+          "-o",
+          `UserKnownHostsFile=${join(dir, "known_hosts")}`,
+          "-o",
+          "StrictHostKeyChecking=accept-new",
+          "-o",
+          "GlobalKnownHostsFile=/dev/null",
+          "-p",
+          String(vm.ssh_port),
+          "-l",
+          user,
+          "127.0.0.1",
+          remote,
+        ],
+        { env: { ...process.env, TERM: "xterm-256color" } },
+      );
       let stdout = "";
       child.stdout.on("data", (chunk) => (stdout += chunk));
       child.on("close", () => resolve(stdout));

@@ -9,7 +9,27 @@ export const TRAILING_DIGITS_MESSAGE = "Invalid VM name: it must not end with a 
 
 const PATTERN = /^[a-z][a-z0-9]*(-[a-z0-9]+)*$/;
 /** A sample of exe.dev's reserved names (the full list is long; these cover what automation might pick). */
-const RESERVED = new Set(["admin", "login", "proxy", "shell", "share", "setup", "token", "cloud", "server", "client", "sandbox", "container", "exedev", "whoami", "example", "hello", "world", "test-name", "box-name"]);
+const RESERVED = new Set([
+  "admin",
+  "login",
+  "proxy",
+  "shell",
+  "share",
+  "setup",
+  "token",
+  "cloud",
+  "server",
+  "client",
+  "sandbox",
+  "container",
+  "exedev",
+  "whoami",
+  "example",
+  "hello",
+  "world",
+  "test-name",
+  "box-name",
+]);
 const DRUG_SPAM = ["adderall", "ambien", "cialis", "viagra", "xanax", "oxycodone", "tramadol", "pharmacy"];
 
 /** The problem with a requested name, or undefined when exe.dev would take it. */

@@ -167,7 +167,10 @@ async function ptySession(jail: Sandbox, request: SshSessionRequest, pty: SshSes
   let writes = Promise.resolve();
   request.stdin.on("data", (chunk: Buffer) => {
     request.stdin.pause();
-    writes = writes.then(() => handle.write(chunk)).catch(() => undefined).then(() => void request.stdin.resume());
+    writes = writes
+      .then(() => handle.write(chunk))
+      .catch(() => undefined)
+      .then(() => void request.stdin.resume());
   });
   request.stdin.on("error", () => undefined);
   pty.onResize(({ cols, rows }) => {
@@ -186,7 +189,10 @@ async function ptySession(jail: Sandbox, request: SshSessionRequest, pty: SshSes
     },
   );
   // Settles (never rejects: closing the handle below drops its connection) once the program is gone.
-  const gone = handle.exited.then(() => true, () => true);
+  const gone = handle.exited.then(
+    () => true,
+    () => true,
+  );
   const hangUp = async () => {
     await terminal.signal("SIGHUP", { group: true }).catch(() => undefined);
     const ended = await Promise.race([gone, new Promise<false>((resolve) => setTimeout(() => resolve(false), HANGUP_GRACE_MS).unref())]);

@@ -9,7 +9,17 @@ import { parseFieldSelector, parseLabelSelector } from "./selectors.js";
 import { apiError, badRequest, successStatus } from "./status.js";
 import type { KubeObject } from "./validation.js";
 
-export const EMULATED_VERSION = { major: "1", minor: "33", gitVersion: "v1.33.0+paperclip-emulator", gitCommit: "emulator", gitTreeState: "clean", buildDate: "2026-01-01T00:00:00Z", goVersion: "go1.24", compiler: "gc", platform: "linux/amd64" };
+export const EMULATED_VERSION = {
+  major: "1",
+  minor: "33",
+  gitVersion: "v1.33.0+paperclip-emulator",
+  gitCommit: "emulator",
+  gitTreeState: "clean",
+  buildDate: "2026-01-01T00:00:00Z",
+  goVersion: "go1.24",
+  compiler: "gc",
+  platform: "linux/amd64",
+};
 
 const BODY_LIMIT = 3 * 1024 * 1024;
 
@@ -74,7 +84,11 @@ export function registerApiRoutes(router: Router, options: ApiServerOptions): vo
         const options = ((await ctx.readJson<{ propagationPolicy?: string; orphanDependents?: boolean }>().catch(() => undefined)) ?? {}) as { propagationPolicy?: string; orphanDependents?: boolean };
         const raw = ctx.query.get("propagationPolicy") ?? options.propagationPolicy ?? (options.orphanDependents === true || ctx.query.get("orphanDependents") === "true" ? "Orphan" : undefined);
         if (raw !== undefined && !["Foreground", "Background", "Orphan"].includes(raw)) {
-          throw apiError(422, "Invalid", `DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: ${JSON.stringify(raw)}: supported values: "Foreground", "Background", "Orphan"`);
+          throw apiError(
+            422,
+            "Invalid",
+            `DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: ${JSON.stringify(raw)}: supported values: "Foreground", "Background", "Orphan"`,
+          );
         }
         const current = cluster.store.mustGet(type, ns(ctx), ctx.params.name!);
         const remaining = cluster.delete(type, ns(ctx), ctx.params.name!, raw as Propagation | undefined);
@@ -98,7 +112,11 @@ export function registerApiRoutes(router: Router, options: ApiServerOptions): vo
           }
           let text = await cluster.kubelet.logs(pod);
           const tail = ctx.query.get("tailLines");
-          if (tail !== null) text = text.split("\n").slice(-Number(tail) - 1).join("\n");
+          if (tail !== null)
+            text = text
+              .split("\n")
+              .slice(-Number(tail) - 1)
+              .join("\n");
           ctx.send(200, text, { "content-type": "text/plain" });
         });
         router.post(`${item}/exec`, () => {
@@ -111,7 +129,12 @@ export function registerApiRoutes(router: Router, options: ApiServerOptions): vo
 
 async function readObject(ctx: HttpContext): Promise<KubeObject> {
   const type = ctx.header("content-type") ?? "application/json";
-  if (!/json/.test(type)) throw apiError(415, "UnsupportedMediaType", `the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf`);
+  if (!/json/.test(type))
+    throw apiError(
+      415,
+      "UnsupportedMediaType",
+      `the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf`,
+    );
   const body = await ctx.readJson<KubeObject>();
   if (body === undefined || body === null || typeof body !== "object" || Array.isArray(body)) throw badRequest("Object 'Kind' is missing in '" + JSON.stringify(body ?? "") + "'");
   return body;
@@ -132,9 +155,18 @@ function listOrWatch(ctx: HttpContext, cluster: Cluster, type: ResourceType, ver
   const apiVersion = apiVersionOf(type, version);
   const itemOf = (obj: KubeObject) => (type.custom ? { ...obj, apiVersion } : (({ apiVersion: _a, kind: _k, ...rest }) => rest)(obj));
   if (isTrue(ctx.query.get("watch"))) return watch(ctx, cluster, type, apiVersion, matches);
-  const items = cluster.store.list(type, namespace).filter(matches).sort((a, b) => `${a.metadata?.namespace}/${a.metadata?.name}`.localeCompare(`${b.metadata?.namespace}/${b.metadata?.name}`));
+  const items = cluster.store
+    .list(type, namespace)
+    .filter(matches)
+    .sort((a, b) => `${a.metadata?.namespace}/${a.metadata?.name}`.localeCompare(`${b.metadata?.namespace}/${b.metadata?.name}`));
   const resourceVersion = String(cluster.store.resourceVersion);
-  if (/as=Table/.test(ctx.header("accept") ?? "")) return table(type, items.map((o) => ({ ...o, apiVersion })), resourceVersion, cluster.now());
+  if (/as=Table/.test(ctx.header("accept") ?? ""))
+    return table(
+      type,
+      items.map((o) => ({ ...o, apiVersion })),
+      resourceVersion,
+      cluster.now(),
+    );
   return { kind: listKind(type), apiVersion, metadata: { resourceVersion }, items: items.map(itemOf) };
 }
 
@@ -187,13 +219,28 @@ function age(created: string | undefined, now: number): string {
 function table(type: ResourceType, items: KubeObject[], resourceVersion: string, now: number): Record<string, unknown> {
   const pod = type.kind === "Pod";
   const columns = pod
-    ? [["Name", "string"], ["Ready", "string"], ["Status", "string"], ["Restarts", "string"], ["Age", "string"]]
-    : [["Name", "string"], ["Age", "string"]];
+    ? [
+        ["Name", "string"],
+        ["Ready", "string"],
+        ["Status", "string"],
+        ["Restarts", "string"],
+        ["Age", "string"],
+      ]
+    : [
+        ["Name", "string"],
+        ["Age", "string"],
+      ];
   const rows = items.map((obj) => {
     const statuses = obj.status?.containerStatuses ?? [];
-    const reason = obj.metadata?.deletionTimestamp ? "Terminating" : statuses[0]?.state?.waiting?.reason ?? statuses[0]?.state?.terminated?.reason ?? obj.status?.phase ?? "Pending";
+    const reason = obj.metadata?.deletionTimestamp ? "Terminating" : (statuses[0]?.state?.waiting?.reason ?? statuses[0]?.state?.terminated?.reason ?? obj.status?.phase ?? "Pending");
     const cells = pod
-      ? [obj.metadata?.name, `${statuses.filter((s: { ready: boolean }) => s.ready).length}/${obj.spec?.containers?.length ?? 0}`, reason, String(statuses.reduce((n: number, s: { restartCount?: number }) => n + (s.restartCount ?? 0), 0)), age(obj.metadata?.creationTimestamp, now)]
+      ? [
+          obj.metadata?.name,
+          `${statuses.filter((s: { ready: boolean }) => s.ready).length}/${obj.spec?.containers?.length ?? 0}`,
+          reason,
+          String(statuses.reduce((n: number, s: { restartCount?: number }) => n + (s.restartCount ?? 0), 0)),
+          age(obj.metadata?.creationTimestamp, now),
+        ]
       : [obj.metadata?.name, age(obj.metadata?.creationTimestamp, now)];
     return { cells, object: { kind: "PartialObjectMetadata", apiVersion: "meta.k8s.io/v1", metadata: obj.metadata } };
   });
@@ -213,7 +260,12 @@ async function patch(ctx: HttpContext, cluster: Cluster, type: ResourceType, nam
   let next: KubeObject;
   if (contentType === "application/merge-patch+json" || contentType === "application/strategic-merge-patch+json") next = mergePatch(current, body) as KubeObject;
   else if (contentType === "application/json-patch+json") next = jsonPatch(current, body);
-  else throw apiError(415, "UnsupportedMediaType", `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json`);
+  else
+    throw apiError(
+      415,
+      "UnsupportedMediaType",
+      `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json`,
+    );
   return cluster.replace(type, namespace, ctx.params.name!, { ...next, metadata: { ...next.metadata, resourceVersion: undefined } }, subresource, version);
 }
 
@@ -232,7 +284,10 @@ function jsonPatch(doc: KubeObject, ops: unknown): KubeObject {
   if (!Array.isArray(ops)) throw badRequest("the server rejected our request due to an error in our request: json patch must be an array");
   let result: any = structuredClone(doc);
   for (const op of ops as Array<{ op: string; path: string; value?: unknown }>) {
-    const parts = String(op.path).split("/").slice(1).map((p) => p.replace(/~1/g, "/").replace(/~0/g, "~"));
+    const parts = String(op.path)
+      .split("/")
+      .slice(1)
+      .map((p) => p.replace(/~1/g, "/").replace(/~0/g, "~"));
     const last = parts.pop();
     if (last === undefined) throw badRequest(`the server rejected our request due to an error in our request: invalid path ${op.path}`);
     let parent: any = result;

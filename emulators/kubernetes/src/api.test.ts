@@ -31,7 +31,12 @@ describe("kubernetes test server", () => {
     await expect(core.replaceNamespacedSecret({ namespace: "t", name: "a", body: stale })).rejects.toMatchObject({ code: 409 });
     const events: string[] = [];
     const watch = new k8s.Watch(kc);
-    const controller = await watch.watch("/api/v1/namespaces/t/secrets", { resourceVersion: list.metadata!.resourceVersion }, (type, obj) => events.push(`${type} ${obj.metadata.name}`), () => undefined);
+    const controller = await watch.watch(
+      "/api/v1/namespaces/t/secrets",
+      { resourceVersion: list.metadata!.resourceVersion },
+      (type, obj) => events.push(`${type} ${obj.metadata.name}`),
+      () => undefined,
+    );
     await core.deleteNamespacedSecret({ namespace: "t", name: "b" });
     for (let i = 0; i < 50 && events.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
     controller.abort();
@@ -40,7 +45,10 @@ describe("kubernetes test server", () => {
 
   it("foreground deletion removes the owner only after its dependents", async () => {
     const owner = await core.createNamespacedSecret({ namespace: "t", body: { metadata: { name: "owner" } } });
-    await core.createNamespacedSecret({ namespace: "t", body: { metadata: { name: "dep", ownerReferences: [{ apiVersion: "v1", kind: "Secret", name: "owner", uid: owner.metadata!.uid!, blockOwnerDeletion: true }] } } });
+    await core.createNamespacedSecret({
+      namespace: "t",
+      body: { metadata: { name: "dep", ownerReferences: [{ apiVersion: "v1", kind: "Secret", name: "owner", uid: owner.metadata!.uid!, blockOwnerDeletion: true }] } },
+    });
     await core.deleteNamespacedSecret({ namespace: "t", name: "owner", propagationPolicy: "Foreground" });
     for (let i = 0; i < 100; i++) {
       const left = (await core.listNamespacedSecret({ namespace: "t" })).items.map((s) => s.metadata?.name);

@@ -75,7 +75,10 @@ export class Cluster {
     if (type.namespaced) {
       if (!ns) throw notFound("namespaces", namespace!);
       if (ns.metadata?.deletionTimestamp) {
-        throw apiError(403, "Forbidden", `${type.resource} "${body.metadata?.name ?? ""}" is forbidden: unable to create new content in namespace ${namespace} because it is being terminated`, { name: body.metadata?.name, kind: type.resource });
+        throw apiError(403, "Forbidden", `${type.resource} "${body.metadata?.name ?? ""}" is forbidden: unable to create new content in namespace ${namespace} because it is being terminated`, {
+          name: body.metadata?.name,
+          kind: type.resource,
+        });
       }
     }
     validateObject({ kind: type.kind, group: type.group, version, nameRule: type.nameRule }, body);
@@ -249,7 +252,16 @@ export class Cluster {
       obj.status = {
         ...(obj.status ?? {}),
         ...(s.selector ? { selector: s.selector } : {}),
-        conditions: [{ type: "Ready", status, reason: s.reason, message: s.message, observedGeneration: obj.metadata!.generation, lastTransitionTime: old?.status === status ? old.lastTransitionTime : isoNow(this.now()) }],
+        conditions: [
+          {
+            type: "Ready",
+            status,
+            reason: s.reason,
+            message: s.message,
+            observedGeneration: obj.metadata!.generation,
+            lastTransitionTime: old?.status === status ? old.lastTransitionTime : isoNow(this.now()),
+          },
+        ],
       };
       if (s.podIP) {
         obj.status.podIPs = [s.podIP];
@@ -273,7 +285,11 @@ export class Cluster {
       const sandbox = this.store.get(this.type("agents.x-k8s.io", "sandboxes"), pod.metadata!.namespace, owner.name);
       if (!sandbox || sandbox.metadata?.uid !== owner.uid) return;
       if (event.type === "DELETED") {
-        this.#setSandboxStatus(sandbox, { ready: false, reason: this.#sandboxExpired(sandbox) ? "SandboxExpired" : "DependenciesNotReady", message: this.#sandboxExpired(sandbox) ? "Sandbox has expired" : "Pod does not exist" });
+        this.#setSandboxStatus(sandbox, {
+          ready: false,
+          reason: this.#sandboxExpired(sandbox) ? "SandboxExpired" : "DependenciesNotReady",
+          message: this.#sandboxExpired(sandbox) ? "Sandbox has expired" : "Pod does not exist",
+        });
         // The controller recreates a pod that went away while the sandbox still wants one.
         if (!sandbox.metadata?.deletionTimestamp) await this.#reconcileSandbox({ type: "MODIFIED", resourceType: this.type("agents.x-k8s.io", "sandboxes"), object: sandbox, resourceVersion: 0 });
         return;
@@ -291,7 +307,13 @@ export class Cluster {
       const job = this.store.get(this.type("batch", "jobs"), pod.metadata!.namespace, owner.name);
       if (!job || job.metadata?.uid !== owner.uid) return;
       const phase = pod.status?.phase;
-      if (phase === "Succeeded" || phase === "Failed") this.#finishJob(job, phase === "Succeeded" ? "Complete" : "Failed", phase === "Failed" ? "BackoffLimitExceeded" : undefined, phase === "Failed" ? "Job has reached the specified backoff limit" : undefined);
+      if (phase === "Succeeded" || phase === "Failed")
+        this.#finishJob(
+          job,
+          phase === "Succeeded" ? "Complete" : "Failed",
+          phase === "Failed" ? "BackoffLimitExceeded" : undefined,
+          phase === "Failed" ? "Job has reached the specified backoff limit" : undefined,
+        );
       else if (phase === "Running" && !job.status?.ready) this.#updateJobStatus(job, (s) => ({ ...s, ready: 1 }));
     }
   }
@@ -326,7 +348,11 @@ export class Cluster {
       });
     } catch (error) {
       // The real controller records a FailedCreate event and retries; the condition says why here.
-      this.#updateJobStatus(job, (s) => ({ ...s, active: 0, conditions: [{ type: "FailedCreate", status: "True", reason: "FailedCreate", message: (error as Error).message, lastTransitionTime: isoNow(this.now()) }] }));
+      this.#updateJobStatus(job, (s) => ({
+        ...s,
+        active: 0,
+        conditions: [{ type: "FailedCreate", status: "True", reason: "FailedCreate", message: (error as Error).message, lastTransitionTime: isoNow(this.now()) }],
+      }));
     }
   }
 
@@ -382,12 +408,14 @@ export class Cluster {
       const deadline = job.spec?.activeDeadlineSeconds;
       if (!finished && typeof deadline === "number" && job.status?.startTime && Date.parse(job.status.startTime) + this.clock.duration(deadline * 1000) <= now) {
         for (const pod of this.store.list(this.type("", "pods"), job.metadata!.namespace)) {
-          if ((pod.metadata?.ownerReferences ?? []).some((r: { uid: string }) => r.uid === job.metadata!.uid) && !pod.metadata?.deletionTimestamp) this.delete(this.type("", "pods"), pod.metadata!.namespace, pod.metadata!.name);
+          if ((pod.metadata?.ownerReferences ?? []).some((r: { uid: string }) => r.uid === job.metadata!.uid) && !pod.metadata?.deletionTimestamp)
+            this.delete(this.type("", "pods"), pod.metadata!.namespace, pod.metadata!.name);
         }
         this.#finishJob(job, "Failed", "DeadlineExceeded", "Job was active longer than specified deadline");
       }
       const ttl = job.spec?.ttlSecondsAfterFinished;
-      if (finished && typeof ttl === "number" && Date.parse(finished.lastTransitionTime) + this.clock.duration(ttl * 1000) <= now) this.delete(jobs, job.metadata!.namespace, job.metadata!.name, "Background");
+      if (finished && typeof ttl === "number" && Date.parse(finished.lastTransitionTime) + this.clock.duration(ttl * 1000) <= now)
+        this.delete(jobs, job.metadata!.namespace, job.metadata!.name, "Background");
     }
   }
 

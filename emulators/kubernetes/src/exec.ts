@@ -116,7 +116,14 @@ async function runExec(ws: WebSocket, protocol: string, request: ExecRequest, cl
     await Promise.all([flushed(stdout), flushed(stderr)]);
     exitCode = exit.exitCode ?? 128 + (SIGNALS[exit.signal ?? ""] ?? 9);
   } catch (error) {
-    const status = { metadata: {}, status: "Failure", message: `error executing command in container: ${(error as Error).message}`, reason: "InternalError", details: { causes: [{ message: (error as Error).message }] }, code: 500 };
+    const status = {
+      metadata: {},
+      status: "Failure",
+      message: `error executing command in container: ${(error as Error).message}`,
+      reason: "InternalError",
+      details: { causes: [{ message: (error as Error).message }] },
+      code: 500,
+    };
     return sendStatusAndClose(ws, status);
   }
   const status =

@@ -55,10 +55,20 @@ describe("emptyDir volumes (the kubelet mounts them anywhere)", () => {
           { name: "frozen", mountPath: "/opt/ro", readOnly: true },
         ],
       },
-      { volumes: [{ name: "data", emptyDir: {} }, { name: "scratch", emptyDir: { medium: "Memory" } }, { name: "frozen", emptyDir: {} }] },
+      {
+        volumes: [
+          { name: "data", emptyDir: {} },
+          { name: "scratch", emptyDir: { medium: "Memory" } },
+          { name: "frozen", emptyDir: {} },
+        ],
+      },
     );
     await running("volumes");
-    const result = await exec("volumes", ["sh", "-c", "echo a > /data/a; cat /srv/again/a; echo b > /var/lib/part/b; cat /data/part/b; touch /home/sandbox/work/w && echo work-ok; touch /opt/ro/x 2>&1 | grep -c Read-only"]);
+    const result = await exec("volumes", [
+      "sh",
+      "-c",
+      "echo a > /data/a; cat /srv/again/a; echo b > /var/lib/part/b; cat /data/part/b; touch /home/sandbox/work/w && echo work-ok; touch /opt/ro/x 2>&1 | grep -c Read-only",
+    ]);
     expect(result.stdout).toBe("a\nb\nwork-ok\n1\n");
   });
 
@@ -111,14 +121,22 @@ describe("the image's command", () => {
     await pod("missing-never", { command: ["/no/such/path"] }, { restartPolicy: "Never" });
     await vi.waitFor(async () => {
       const status = (await read("missing-always")).status!.containerStatuses![0]!;
-      expect(status.lastState?.terminated).toMatchObject({ exitCode: 128, reason: "StartError", message: expect.stringContaining('exec: "no-such-binary": executable file not found in $PATH: unknown') });
+      expect(status.lastState?.terminated).toMatchObject({
+        exitCode: 128,
+        reason: "StartError",
+        message: expect.stringContaining('exec: "no-such-binary": executable file not found in $PATH: unknown'),
+      });
       expect(status.state?.waiting?.reason).toBe("CrashLoopBackOff");
       expect(status.restartCount).toBeGreaterThanOrEqual(1);
     });
     await vi.waitFor(async () => {
       const never = (await read("missing-never")).status!;
       expect(never.phase).toBe("Failed");
-      expect(never.containerStatuses![0]!.state?.terminated).toMatchObject({ exitCode: 128, reason: "StartError", message: expect.stringContaining('exec: "/no/such/path": stat /no/such/path: no such file or directory') });
+      expect(never.containerStatuses![0]!.state?.terminated).toMatchObject({
+        exitCode: 128,
+        reason: "StartError",
+        message: expect.stringContaining('exec: "/no/such/path": stat /no/such/path: no such file or directory'),
+      });
     });
   });
 
@@ -126,7 +144,12 @@ describe("the image's command", () => {
     await pod("exec-target", {});
     await running("exec-target");
     const result = await exec("exec-target", ["no-such-tool", "--flag"]);
-    expect(result.status).toMatchObject({ status: "Failure", reason: "InternalError", code: 500, message: expect.stringContaining('OCI runtime exec failed: exec failed: unable to start container process: exec: "no-such-tool": executable file not found in $PATH: unknown') });
+    expect(result.status).toMatchObject({
+      status: "Failure",
+      reason: "InternalError",
+      code: 500,
+      message: expect.stringContaining('OCI runtime exec failed: exec failed: unable to start container process: exec: "no-such-tool": executable file not found in $PATH: unknown'),
+    });
   });
 });
 
@@ -140,7 +163,13 @@ describe("time-based controllers on the cluster's clock", () => {
       const tcore = tkc.makeApiClient(k8s.CoreV1Api);
       const batch = tkc.makeApiClient(k8s.BatchV1Api);
       await tcore.createNamespace({ body: { metadata: { name: "jobs" } } });
-      await batch.createNamespacedJob({ namespace: "jobs", body: { metadata: { name: "slow" }, spec: { activeDeadlineSeconds: 60, ttlSecondsAfterFinished: 30, template: { spec: { restartPolicy: "Never", containers: [{ name: "c", image: "img", command: ["sleep", "600"] }] } } } } });
+      await batch.createNamespacedJob({
+        namespace: "jobs",
+        body: {
+          metadata: { name: "slow" },
+          spec: { activeDeadlineSeconds: 60, ttlSecondsAfterFinished: 30, template: { spec: { restartPolicy: "Never", containers: [{ name: "c", image: "img", command: ["sleep", "600"] }] } } },
+        },
+      });
       await clock.advance(59_000);
       expect((await batch.readNamespacedJob({ namespace: "jobs", name: "slow" })).status?.conditions ?? []).toEqual([]);
       await clock.advance(1_000);
@@ -159,7 +188,12 @@ describe("listing and watching", () => {
     const all = await core.listSecretForAllNamespaces({ labelSelector: "fid=yes" });
     expect(all.items.map((s) => s.metadata?.name)).toEqual(["w"]);
     const events: string[] = [];
-    const watch = await new k8s.Watch(kc).watch(`/api/v1/namespaces/${NS}/secrets`, { resourceVersion: all.metadata!.resourceVersion, fieldSelector: "metadata.name=w" }, (type) => events.push(type), () => undefined);
+    const watch = await new k8s.Watch(kc).watch(
+      `/api/v1/namespaces/${NS}/secrets`,
+      { resourceVersion: all.metadata!.resourceVersion, fieldSelector: "metadata.name=w" },
+      (type) => events.push(type),
+      () => undefined,
+    );
     await core.deleteNamespacedSecret({ namespace: NS, name: "w" });
     await vi.waitFor(() => expect(events).toEqual(["DELETED"]));
     watch.abort();
@@ -175,7 +209,14 @@ describe("coverage", () => {
     expect(report.counts["not yet"]).toBe(0);
     // The operations a sandbox workload uses are served (pods, exec, logs, secrets, namespaces, jobs, sandboxes).
     const served = new Set(report.rows.filter((row) => row.status === "served").map((row) => `${row.group}.${row.name}`));
-    for (const op of ["CoreV1Api.createNamespacedPod", "CoreV1Api.connectGetNamespacedPodExec", "CoreV1Api.readNamespacedPodLog", "CoreV1Api.listNamespacedPod", "BatchV1Api.createNamespacedJob", "CustomObjectsApi.createNamespacedCustomObject"]) {
+    for (const op of [
+      "CoreV1Api.createNamespacedPod",
+      "CoreV1Api.connectGetNamespacedPodExec",
+      "CoreV1Api.readNamespacedPodLog",
+      "CoreV1Api.listNamespacedPod",
+      "BatchV1Api.createNamespacedJob",
+      "CustomObjectsApi.createNamespacedCustomObject",
+    ]) {
       expect(served).toContain(op);
     }
     const readmeUrl = new URL("../README.md", import.meta.url);

@@ -18,9 +18,7 @@ const IMAGE_WORKDIR = "/";
 
 /** What runc reports when the container's process cannot start (the kubelet's StartError). */
 export function startFailure(argv0: string, found: "missing" | "not-executable"): string {
-  const detail = argv0.includes("/")
-    ? found === "missing" ? `stat ${argv0}: no such file or directory` : `permission denied`
-    : "executable file not found in $PATH";
+  const detail = argv0.includes("/") ? (found === "missing" ? `stat ${argv0}: no such file or directory` : `permission denied`) : "executable file not found in $PATH";
   return `exec: ${JSON.stringify(argv0)}: ${detail}`;
 }
 
@@ -85,7 +83,14 @@ export class Kubelet {
   #waiting(rt: PodRuntime, reason: string, message: string): void {
     this.#update(rt, (p) => {
       const c = p.spec?.containers?.[0] ?? {};
-      return { ...p, status: { ...p.status, phase: "Pending", containerStatuses: [{ name: c.name, image: c.image, imageID: "", ready: false, started: false, restartCount: rt.restarts, state: { waiting: { reason, message } } }] } };
+      return {
+        ...p,
+        status: {
+          ...p.status,
+          phase: "Pending",
+          containerStatuses: [{ name: c.name, image: c.image, imageID: "", ready: false, started: false, restartCount: rt.restarts, state: { waiting: { reason, message } } }],
+        },
+      };
     });
   }
 
@@ -216,7 +221,13 @@ export class Kubelet {
     const argv = container.command ? [...container.command, ...(container.args ?? [])] : (container.args ?? this.#defaultCommand);
     const cwd = container.workingDir ?? IMAGE_WORKDIR;
     const missing = await resolveCommand(rt.sandbox!, argv[0]!);
-    if (missing) return this.#startError(rt, pod, container, `failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: ${missing}: unknown`);
+    if (missing)
+      return this.#startError(
+        rt,
+        pod,
+        container,
+        `failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: ${missing}: unknown`,
+      );
     // runc makes a missing working directory (it fails only where it cannot: a read-only tree).
     await rt.sandbox!.files.mkdir(cwd, { parents: true }).catch(() => undefined);
     let main: ExecHandle;
@@ -224,7 +235,12 @@ export class Kubelet {
       main = await rt.sandbox!.exec({ argv, cwd, detached: true, tag: "main", outputLimitBytes: 4 * 1024 * 1024 });
     } catch (error) {
       if (!(error instanceof SandboxError)) throw error;
-      return this.#startError(rt, pod, container, `failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: ${error.message}: unknown`);
+      return this.#startError(
+        rt,
+        pod,
+        container,
+        `failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: ${error.message}: unknown`,
+      );
     }
     rt.main = main;
     const startedAt = isoNow(this.#cluster.now());
@@ -236,7 +252,18 @@ export class Kubelet {
         podIP: rt.ip,
         podIPs: [{ ip: rt.ip }],
         conditions: ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"].map((type) => ({ type, status: "True", lastTransitionTime: startedAt })),
-        containerStatuses: [{ name: container.name, image: container.image, imageID: `emulator://${container.image}`, containerID: `emulator://${rt.sandbox!.id}`, ready: true, started: true, restartCount: rt.restarts, state: { running: { startedAt } } }],
+        containerStatuses: [
+          {
+            name: container.name,
+            image: container.image,
+            imageID: `emulator://${container.image}`,
+            containerID: `emulator://${rt.sandbox!.id}`,
+            ready: true,
+            started: true,
+            restartCount: rt.restarts,
+            state: { running: { startedAt } },
+          },
+        ],
       },
     }));
     // A lost supervisor connection (the pod being torn down) is no exit of the container.
@@ -257,11 +284,41 @@ export class Kubelet {
     const policy = pod.spec?.restartPolicy ?? "Always";
     const restart = policy === "Always" || (policy === "OnFailure" && exitCode !== 0);
     const finishedAt = isoNow(this.#cluster.now());
-    const terminated = { exitCode, reason: failure?.reason ?? (exitCode === 0 ? "Completed" : "Error"), ...(failure ? { message: failure.message } : {}), startedAt, finishedAt, containerID: `emulator://${rt.sandbox?.id}` };
+    const terminated = {
+      exitCode,
+      reason: failure?.reason ?? (exitCode === 0 ? "Completed" : "Error"),
+      ...(failure ? { message: failure.message } : {}),
+      startedAt,
+      finishedAt,
+      containerID: `emulator://${rt.sandbox?.id}`,
+    };
     if (restart) {
       rt.restarts += 1;
       const c = pod.spec?.containers?.[0] ?? {};
-      this.#update(rt, (p) => ({ ...p, status: { ...p.status, containerStatuses: [{ name: c.name, image: c.image, imageID: `emulator://${c.image}`, ...p.status.containerStatuses?.[0], ready: false, started: false, restartCount: rt.restarts, lastState: { terminated }, state: { waiting: { reason: "CrashLoopBackOff", message: `back-off ${Math.min(300, 10 * 2 ** (rt.restarts - 1))}s restarting failed container=${c.name} pod=${rt.name}_${rt.namespace}(${rt.uid})` } } }] } }));
+      this.#update(rt, (p) => ({
+        ...p,
+        status: {
+          ...p.status,
+          containerStatuses: [
+            {
+              name: c.name,
+              image: c.image,
+              imageID: `emulator://${c.image}`,
+              ...p.status.containerStatuses?.[0],
+              ready: false,
+              started: false,
+              restartCount: rt.restarts,
+              lastState: { terminated },
+              state: {
+                waiting: {
+                  reason: "CrashLoopBackOff",
+                  message: `back-off ${Math.min(300, 10 * 2 ** (rt.restarts - 1))}s restarting failed container=${c.name} pod=${rt.name}_${rt.namespace}(${rt.uid})`,
+                },
+              },
+            },
+          ],
+        },
+      }));
       // The kubelet's back-off (10 s, doubling, at most 5 min) on the vendor clock.
       await this.#clock.sleep(Math.min(300_000, 10_000 * 2 ** (rt.restarts - 1)), rt.stop.signal);
       if (!rt.terminating && !this.#closed && rt.sandbox) await this.#runMain(rt, pod, container);
@@ -272,8 +329,21 @@ export class Kubelet {
       status: {
         ...p.status,
         phase: exitCode === 0 ? "Succeeded" : "Failed",
-        conditions: (p.status.conditions ?? []).map((c: any) => (c.type === "Ready" || c.type === "ContainersReady" ? { ...c, status: "False", reason: "PodCompleted", lastTransitionTime: finishedAt } : c)),
-        containerStatuses: [{ name: pod.spec?.containers?.[0]?.name, image: pod.spec?.containers?.[0]?.image, imageID: "", ...p.status.containerStatuses?.[0], ready: false, started: false, restartCount: rt.restarts, state: { terminated } }],
+        conditions: (p.status.conditions ?? []).map((c: any) =>
+          c.type === "Ready" || c.type === "ContainersReady" ? { ...c, status: "False", reason: "PodCompleted", lastTransitionTime: finishedAt } : c,
+        ),
+        containerStatuses: [
+          {
+            name: pod.spec?.containers?.[0]?.name,
+            image: pod.spec?.containers?.[0]?.image,
+            imageID: "",
+            ...p.status.containerStatuses?.[0],
+            ready: false,
+            started: false,
+            restartCount: rt.restarts,
+            state: { terminated },
+          },
+        ],
       },
     }));
   }
@@ -323,7 +393,13 @@ export class Kubelet {
 
 /** An emptyDir's storage key: its volume name as a DNS label (names are DNS labels already). */
 function volumeKey(name: string): string {
-  return name.toLowerCase().replace(/[^a-z0-9-]/g, "-").replace(/^-+|-+$/g, "").slice(0, 63) || "volume";
+  return (
+    name
+      .toLowerCase()
+      .replace(/[^a-z0-9-]/g, "-")
+      .replace(/^-+|-+$/g, "")
+      .slice(0, 63) || "volume"
+  );
 }
 
 /**

@@ -32,7 +32,17 @@ export function resourceTypes(served: ServedApis): ResourceType[] {
     { group: "", versions: ["v1"], resource: "serviceaccounts", singular: "serviceaccount", kind: "ServiceAccount", namespaced: true, shortNames: ["sa"], nameRule: "subdomain" },
     { group: "", versions: ["v1"], resource: "secrets", singular: "secret", kind: "Secret", namespaced: true, nameRule: "subdomain" },
     { group: "", versions: ["v1"], resource: "pods", singular: "pod", kind: "Pod", namespaced: true, shortNames: ["po"], nameRule: "subdomain", subresources: ["exec", "log", "status"] },
-    { group: "", versions: ["v1"], resource: "resourcequotas", singular: "resourcequota", kind: "ResourceQuota", namespaced: true, shortNames: ["quota"], nameRule: "subdomain", subresources: ["status"] },
+    {
+      group: "",
+      versions: ["v1"],
+      resource: "resourcequotas",
+      singular: "resourcequota",
+      kind: "ResourceQuota",
+      namespaced: true,
+      shortNames: ["quota"],
+      nameRule: "subdomain",
+      subresources: ["status"],
+    },
     { group: "", versions: ["v1"], resource: "limitranges", singular: "limitrange", kind: "LimitRange", namespaced: true, shortNames: ["limits"], nameRule: "subdomain" },
     { group: "rbac.authorization.k8s.io", versions: ["v1"], resource: "roles", singular: "role", kind: "Role", namespaced: true, nameRule: "subdomain" },
     { group: "rbac.authorization.k8s.io", versions: ["v1"], resource: "rolebindings", singular: "rolebinding", kind: "RoleBinding", namespaced: true, nameRule: "subdomain" },
@@ -40,10 +50,32 @@ export function resourceTypes(served: ServedApis): ResourceType[] {
     { group: "batch", versions: ["v1"], resource: "jobs", singular: "job", kind: "Job", namespaced: true, nameRule: "subdomain", subresources: ["status"] },
   ];
   if (served.sandboxVersions.length > 0) {
-    types.push({ group: "agents.x-k8s.io", versions: served.sandboxVersions, resource: "sandboxes", singular: "sandbox", kind: "Sandbox", namespaced: true, shortNames: ["sandbox"], nameRule: "subdomain", subresources: ["status"], custom: true });
+    types.push({
+      group: "agents.x-k8s.io",
+      versions: served.sandboxVersions,
+      resource: "sandboxes",
+      singular: "sandbox",
+      kind: "Sandbox",
+      namespaced: true,
+      shortNames: ["sandbox"],
+      nameRule: "subdomain",
+      subresources: ["status"],
+      custom: true,
+    });
   }
   if (served.cilium) {
-    types.push({ group: "cilium.io", versions: ["v2"], resource: "ciliumnetworkpolicies", singular: "ciliumnetworkpolicy", kind: "CiliumNetworkPolicy", namespaced: true, shortNames: ["cnp", "ciliumnp"], nameRule: "subdomain", subresources: ["status"], custom: true });
+    types.push({
+      group: "cilium.io",
+      versions: ["v2"],
+      resource: "ciliumnetworkpolicies",
+      singular: "ciliumnetworkpolicy",
+      kind: "CiliumNetworkPolicy",
+      namespaced: true,
+      shortNames: ["cnp", "ciliumnp"],
+      nameRule: "subdomain",
+      subresources: ["status"],
+      custom: true,
+    });
   }
   return types;
 }

@@ -14,7 +14,12 @@ export function parseLabelSelector(text: string | null | undefined): (labels: Re
       requirements.push(op === "!=" ? (l) => l[key] !== value : (l) => l[key] === value);
     } else if ((m = term.match(/^([^\s!=(),]+)\s+(in|notin)\s+\(([^)]*)\)$/))) {
       const [, key, op, list] = m as unknown as [string, string, string, string];
-      const values = new Set(list.split(",").map((v) => v.trim()).filter(Boolean));
+      const values = new Set(
+        list
+          .split(",")
+          .map((v) => v.trim())
+          .filter(Boolean),
+      );
       requirements.push(op === "in" ? (l) => key in l && values.has(l[key]!) : (l) => !(key in l) || !values.has(l[key]!));
     } else if ((m = term.match(/^!\s*([^\s!=(),]+)$/))) {
       const key = m[1]!;
@@ -37,7 +42,14 @@ export function parseFieldSelector(text: string | null | undefined): (obj: { met
     const m = term.trim().match(/^([a-zA-Z.]+)\s*(==|=|!=)\s*(.*)$/);
     if (!m) throw badRequest(`invalid selector: '${text}'; can't understand '${term}'`);
     const [, field, op, value] = m as unknown as [string, string, string, string];
-    const get = field === "metadata.name" ? (o: any) => o.metadata?.name : field === "metadata.namespace" ? (o: any) => o.metadata?.namespace : field === "status.phase" ? (o: any) => o.status?.phase : undefined;
+    const get =
+      field === "metadata.name"
+        ? (o: any) => o.metadata?.name
+        : field === "metadata.namespace"
+          ? (o: any) => o.metadata?.namespace
+          : field === "status.phase"
+            ? (o: any) => o.status?.phase
+            : undefined;
     if (!get) throw badRequest(`"${field}" is not a known field selector: only "metadata.name", "metadata.namespace", "status.phase"`);
     checks.push(op === "!=" ? (o) => get(o) !== value : (o) => get(o) === value);
   }

@@ -69,7 +69,9 @@ function schemaCauses(kind: string, version: string, validator: SchemaValidator,
   if (typeIssue) {
     const path = join(base, typeIssue);
     const expected = String(typeIssue.params.type);
-    throw badRequest(`${kind} in version "${version}" cannot be handled as a ${kind}: json: cannot unmarshal ${jsonType(valueAt(data, typeIssue.instancePath))} into Go struct field ${path} of type ${goType(expected)}`);
+    throw badRequest(
+      `${kind} in version "${version}" cannot be handled as a ${kind}: json: cannot unmarshal ${jsonType(valueAt(data, typeIssue.instancePath))} into Go struct field ${path} of type ${goType(expected)}`,
+    );
   }
   const causes: StatusCause[] = [];
   const seen = new Set<string>();
@@ -116,13 +118,15 @@ const LABEL_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
 
 export function dnsLabelProblem(value: string): string | undefined {
   if (value.length > 63) return "must be no more than 63 characters";
-  if (!DNS_LABEL.test(value)) return "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+  if (!DNS_LABEL.test(value))
+    return "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
   return undefined;
 }
 
 export function dnsSubdomainProblem(value: string): string | undefined {
   if (value.length > 253) return "must be no more than 253 characters";
-  if (!DNS_SUBDOMAIN.test(value)) return "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+  if (!DNS_SUBDOMAIN.test(value))
+    return "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
   return undefined;
 }
 
@@ -134,10 +138,18 @@ function labelCauses(labels: unknown, field: string): StatusCause[] {
     const name = slash >= 0 ? key.slice(slash + 1) : key;
     const prefix = slash >= 0 ? key.slice(0, slash) : "";
     if (name.length > 63 || !LABEL_NAME.test(name) || (prefix && dnsSubdomainProblem(prefix))) {
-      causes.push({ reason: "FieldValueInvalid", field, message: `Invalid value: ${JSON.stringify(key)}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')` });
+      causes.push({
+        reason: "FieldValueInvalid",
+        field,
+        message: `Invalid value: ${JSON.stringify(key)}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')`,
+      });
     }
     if (typeof value === "string" && (value.length > 63 || !LABEL_VALUE.test(value))) {
-      causes.push({ reason: "FieldValueInvalid", field, message: `Invalid value: ${JSON.stringify(value)}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')` });
+      causes.push({
+        reason: "FieldValueInvalid",
+        field,
+        message: `Invalid value: ${JSON.stringify(value)}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')`,
+      });
     }
   }
   return causes;
@@ -183,11 +195,16 @@ function podSpecCauses(spec: any, base: string, forPod: boolean): StatusCause[] 
     if (forPod && !c.image) causes.push({ reason: "FieldValueRequired", field: `${field}.image`, message: "Required value" });
     (c.volumeMounts ?? []).forEach((m: any, j: number) => {
       if (m.name && !volumes.has(m.name)) causes.push({ reason: "FieldValueNotFound", field: `${field}.volumeMounts[${j}].name`, message: `Not found: ${JSON.stringify(m.name)}` });
-      if (m.mountPath && !String(m.mountPath).startsWith("/")) causes.push({ reason: "FieldValueInvalid", field: `${field}.volumeMounts[${j}].mountPath`, message: `Invalid value: ${JSON.stringify(m.mountPath)}: must be an absolute path` });
+      if (m.mountPath && !String(m.mountPath).startsWith("/"))
+        causes.push({ reason: "FieldValueInvalid", field: `${field}.volumeMounts[${j}].mountPath`, message: `Invalid value: ${JSON.stringify(m.mountPath)}: must be an absolute path` });
     });
   });
   if (spec.restartPolicy !== undefined && !["Always", "OnFailure", "Never"].includes(spec.restartPolicy)) {
-    causes.push({ reason: "FieldValueNotSupported", field: `${base}.restartPolicy`, message: `Unsupported value: ${JSON.stringify(spec.restartPolicy)}: supported values: "Always", "OnFailure", "Never"` });
+    causes.push({
+      reason: "FieldValueNotSupported",
+      field: `${base}.restartPolicy`,
+      message: `Unsupported value: ${JSON.stringify(spec.restartPolicy)}: supported values: "Always", "OnFailure", "Never"`,
+    });
   }
   return causes;
 }
@@ -206,11 +223,20 @@ function peerCidrCauses(peers: any[] | undefined, base: string): StatusCause[] {
     const block = peer?.ipBlock;
     if (!block) return;
     if (cidrProblem(block.cidr)) {
-      causes.push({ reason: "FieldValueInvalid", field: `${base}[${i}].ipBlock.cidr`, message: `Invalid value: ${JSON.stringify(block.cidr)}: must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)` });
+      causes.push({
+        reason: "FieldValueInvalid",
+        field: `${base}[${i}].ipBlock.cidr`,
+        message: `Invalid value: ${JSON.stringify(block.cidr)}: must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)`,
+      });
       return;
     }
     (block.except ?? []).forEach((except: unknown, j: number) => {
-      if (cidrProblem(except)) causes.push({ reason: "FieldValueInvalid", field: `${base}[${i}].ipBlock.except[${j}]`, message: `Invalid value: ${JSON.stringify(except)}: must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)` });
+      if (cidrProblem(except))
+        causes.push({
+          reason: "FieldValueInvalid",
+          field: `${base}[${i}].ipBlock.except[${j}]`,
+          message: `Invalid value: ${JSON.stringify(except)}: must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)`,
+        });
     });
   });
   return causes;
@@ -221,13 +247,18 @@ function networkPolicyCauses(obj: KubeObject): StatusCause[] {
   const causes: StatusCause[] = [];
   if (spec.podSelector === undefined) causes.push({ reason: "FieldValueRequired", field: "spec.podSelector", message: "Required value" });
   (spec.policyTypes ?? []).forEach((t: string, i: number) => {
-    if (!["Ingress", "Egress"].includes(t)) causes.push({ reason: "FieldValueNotSupported", field: `spec.policyTypes[${i}]`, message: `Unsupported value: ${JSON.stringify(t)}: supported values: "Ingress", "Egress"` });
+    if (!["Ingress", "Egress"].includes(t))
+      causes.push({ reason: "FieldValueNotSupported", field: `spec.policyTypes[${i}]`, message: `Unsupported value: ${JSON.stringify(t)}: supported values: "Ingress", "Egress"` });
   });
   const ports = (rules: any[] | undefined, dir: string) =>
     (rules ?? []).forEach((rule, i) =>
       (rule?.ports ?? []).forEach((p: any, j: number) => {
         if (p.protocol !== undefined && !["TCP", "UDP", "SCTP"].includes(p.protocol)) {
-          causes.push({ reason: "FieldValueNotSupported", field: `spec.${dir}[${i}].ports[${j}].protocol`, message: `Unsupported value: ${JSON.stringify(p.protocol)}: supported values: "SCTP", "TCP", "UDP"` });
+          causes.push({
+            reason: "FieldValueNotSupported",
+            field: `spec.${dir}[${i}].ports[${j}].protocol`,
+            message: `Unsupported value: ${JSON.stringify(p.protocol)}: supported values: "SCTP", "TCP", "UDP"`,
+          });
         }
         if (typeof p.port === "number" && (p.port < 1 || p.port > 65535)) {
           causes.push({ reason: "FieldValueInvalid", field: `spec.${dir}[${i}].ports[${j}].port`, message: `Invalid value: ${p.port}: must be between 1 and 65535, inclusive` });
@@ -246,7 +277,11 @@ function jobCauses(obj: KubeObject): StatusCause[] {
   const causes = podSpecCauses(template.spec, "spec.template.spec", true);
   const policy = template.spec?.restartPolicy;
   if (policy !== "Never" && policy !== "OnFailure") {
-    causes.push({ reason: "FieldValueNotSupported", field: "spec.template.spec.restartPolicy", message: `Unsupported value: ${JSON.stringify(policy ?? "Always")}: supported values: "OnFailure", "Never"` });
+    causes.push({
+      reason: "FieldValueNotSupported",
+      field: "spec.template.spec.restartPolicy",
+      message: `Unsupported value: ${JSON.stringify(policy ?? "Always")}: supported values: "OnFailure", "Never"`,
+    });
   }
   return causes;
 }
@@ -288,9 +323,13 @@ function ciliumCauses(obj: KubeObject): StatusCause[] {
   (spec.egress ?? []).forEach((rule: any, i: number) => {
     (rule.toFQDNs ?? []).forEach((f: any, j: number) => {
       if (typeof f?.matchName !== "string" && typeof f?.matchPattern !== "string") {
-        causes.push({ reason: "FieldValueInvalid", field: `spec.egress[${i}].toFQDNs[${j}]`, message: "Invalid value: \"object\": must have at least one of matchName, matchPattern" });
+        causes.push({ reason: "FieldValueInvalid", field: `spec.egress[${i}].toFQDNs[${j}]`, message: 'Invalid value: "object": must have at least one of matchName, matchPattern' });
       } else if (typeof f.matchName === "string" && !/^[-a-zA-Z0-9_.]+$/.test(f.matchName)) {
-        causes.push({ reason: "FieldValueInvalid", field: `spec.egress[${i}].toFQDNs[${j}].matchName`, message: `Invalid value: ${JSON.stringify(f.matchName)}: spec.egress[${i}].toFQDNs[${j}].matchName in body should match '^([-a-zA-Z0-9_]+[.]?)+$'` });
+        causes.push({
+          reason: "FieldValueInvalid",
+          field: `spec.egress[${i}].toFQDNs[${j}].matchName`,
+          message: `Invalid value: ${JSON.stringify(f.matchName)}: spec.egress[${i}].toFQDNs[${j}].matchName in body should match '^([-a-zA-Z0-9_]+[.]?)+$'`,
+        });
       }
     });
     (rule.toCIDRSet ?? []).forEach((c: any, j: number) => {
@@ -298,9 +337,18 @@ function ciliumCauses(obj: KubeObject): StatusCause[] {
     });
     (rule.toPorts ?? []).forEach((tp: any, j: number) =>
       (tp.ports ?? []).forEach((p: any, k: number) => {
-        if (typeof p.port !== "string") causes.push({ reason: "FieldValueInvalid", field: `spec.egress[${i}].toPorts[${j}].ports[${k}].port`, message: `Invalid value: ${JSON.stringify(typeof p.port)}: spec.egress[${i}].toPorts[${j}].ports[${k}].port in body must be of type string` });
+        if (typeof p.port !== "string")
+          causes.push({
+            reason: "FieldValueInvalid",
+            field: `spec.egress[${i}].toPorts[${j}].ports[${k}].port`,
+            message: `Invalid value: ${JSON.stringify(typeof p.port)}: spec.egress[${i}].toPorts[${j}].ports[${k}].port in body must be of type string`,
+          });
         if (p.protocol !== undefined && !["TCP", "UDP", "SCTP", "ICMP", "ICMPV6", "VRRP", "IGMP", "ANY"].includes(p.protocol)) {
-          causes.push({ reason: "FieldValueNotSupported", field: `spec.egress[${i}].toPorts[${j}].ports[${k}].protocol`, message: `Unsupported value: ${JSON.stringify(p.protocol)}: supported values: "TCP", "UDP", "SCTP", "ICMP", "ICMPV6", "VRRP", "IGMP", "ANY"` });
+          causes.push({
+            reason: "FieldValueNotSupported",
+            field: `spec.egress[${i}].toPorts[${j}].ports[${k}].protocol`,
+            message: `Unsupported value: ${JSON.stringify(p.protocol)}: supported values: "TCP", "UDP", "SCTP", "ICMP", "ICMPV6", "VRRP", "IGMP", "ANY"`,
+          });
         }
       }),
     );
@@ -327,8 +375,10 @@ export interface ValidationTarget {
 /** Validates a whole object as written (create or update); throws the API server's error. */
 export function validateObject(target: ValidationTarget, obj: KubeObject): void {
   const apiVersion = target.group ? `${target.group}/${target.version}` : target.version;
-  if (obj === null || typeof obj !== "object" || Array.isArray(obj)) throw badRequest(`the body of the request was in an unknown format - accepted media types include: application/json, application/yaml`);
-  if (obj.kind !== undefined && obj.kind !== target.kind) throw badRequest(`${obj.kind} in version "${target.version}" cannot be handled as a ${target.kind}: the object provided is unrecognized (must be of type ${target.kind})`);
+  if (obj === null || typeof obj !== "object" || Array.isArray(obj))
+    throw badRequest(`the body of the request was in an unknown format - accepted media types include: application/json, application/yaml`);
+  if (obj.kind !== undefined && obj.kind !== target.kind)
+    throw badRequest(`${obj.kind} in version "${target.version}" cannot be handled as a ${target.kind}: the object provided is unrecognized (must be of type ${target.kind})`);
   if (obj.apiVersion !== undefined && obj.apiVersion !== apiVersion) throw badRequest(`the API version in the data (${obj.apiVersion}) does not match the expected API version (${apiVersion})`);
   const schema = SCHEMAS[target.kind];
   const causes: StatusCause[] = [];

@@ -91,8 +91,7 @@ export function controlPlaneHandlers(deps: ControlPlaneDeps): Record<string, Grp
     });
   };
 
-  const taskIdOf = (record: SandboxRecord) =>
-    record.state === "running" ? { task_id: record.taskId } : { task_result: record.result ?? result(STATUS.TERMINATED) };
+  const taskIdOf = (record: SandboxRecord) => (record.state === "running" ? { task_id: record.taskId } : { task_result: record.result ?? result(STATUS.TERMINATED) });
 
   const terminate = async ({ sandbox_id }: { sandbox_id: string }) => {
     const record = sandboxes.get(sandbox_id);

@@ -19,8 +19,7 @@ const NO_DIR_IMAGES = "images are names: a directory image cannot be mounted int
 const served = (reason?: string): CoverageEntry => ({ status: "served", ...(reason ? { reason } : {}) });
 const refused = (reason: string): CoverageEntry => ({ status: "refused", reason });
 
-const control = (entries: Record<string, CoverageEntry>) =>
-  Object.fromEntries(Object.entries(entries).map(([method, entry]) => [`${groupOf("ModalClient", method)}.${method}`, entry]));
+const control = (entries: Record<string, CoverageEntry>) => Object.fromEntries(Object.entries(entries).map(([method, entry]) => [`${groupOf("ModalClient", method)}.${method}`, entry]));
 const router = (entries: Record<string, CoverageEntry>) => Object.fromEntries(Object.entries(entries).map(([method, entry]) => [`TaskCommandRouter.${method}`, entry]));
 
 /**

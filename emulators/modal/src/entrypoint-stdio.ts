@@ -20,11 +20,16 @@ async function readEntrypoint(record: SandboxRecord, stream: OutputStreamName, o
   let position = offset;
   let source = process;
   for (;;) {
-    await source.read(stream, position, (data) => {
-      if (data.length === 0) return; // an empty chunk means an error to the SDK
-      send(data, position);
-      position += data.length;
-    }, signal);
+    await source.read(
+      stream,
+      position,
+      (data) => {
+        if (data.length === 0) return; // an empty chunk means an error to the SDK
+        send(data, position);
+        position += data.length;
+      },
+      signal,
+    );
     if (signal.aborted) return false;
     // The sandbox finished while this read was live: its output was kept in memory before the jail
     // went, and the jail's going may have cut this read short. The rest comes from what was kept.
@@ -61,15 +66,21 @@ export async function getLogsV1(record: SandboxRecord, request: { file_descripto
   call.signal.addEventListener("abort", () => window.abort(), { once: true });
   let position = offset;
   try {
-    const ended = await readEntrypoint(record, stream, offset, (data, at) => {
-      position = at + data.length;
-      call.write({
-        task_id: record.taskId,
-        sandbox_id: record.id,
-        items: [{ data: data.toString("utf8"), file_descriptor: request.file_descriptor, timestamp: seconds(Date.now()) }],
-        entry_id: `1-${position}`,
-      });
-    }, window.signal);
+    const ended = await readEntrypoint(
+      record,
+      stream,
+      offset,
+      (data, at) => {
+        position = at + data.length;
+        call.write({
+          task_id: record.taskId,
+          sandbox_id: record.id,
+          items: [{ data: data.toString("utf8"), file_descriptor: request.file_descriptor, timestamp: seconds(Date.now()) }],
+          entry_id: `1-${position}`,
+        });
+      },
+      window.signal,
+    );
     if (ended) call.write({ task_id: record.taskId, sandbox_id: record.id, items: [], entry_id: `1-${position}`, eof: true });
   } finally {
     clearTimeout(timer);

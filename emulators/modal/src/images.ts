@@ -50,7 +50,11 @@ export function createImageStore(deps: { clock: VendorClock; snapshots: Snapshot
       await capture(image.id);
       images.set(image.id, image);
       if (snapshotId) bySnapshotId.set(snapshotId, image.id);
-      if (ttlSeconds !== undefined && ttlSeconds > 0) expiries.set(image.id, deps.clock.after(ttlSeconds * 1000, () => void remove(image.id)));
+      if (ttlSeconds !== undefined && ttlSeconds > 0)
+        expiries.set(
+          image.id,
+          deps.clock.after(ttlSeconds * 1000, () => void remove(image.id)),
+        );
       return image;
     },
     async delete(imageId: string): Promise<void> {

@@ -56,7 +56,13 @@ export const emulator: EmulatorDefinition<ModalEmulatorOptions> = {
       if (!call.path.startsWith(`/${CONTROL_PLANE}/`)) return; // router calls check their task token
       if (call.path === `/${CONTROL_PLANE}/AuthTokenGet`) {
         requireGrpcCredential(call.metadata, { key: "x-modal-token-id", bearer: false, accept: [resolved.tokenId], missingMessage: "Token missing", invalidMessage: "Invalid token id or secret" });
-        requireGrpcCredential(call.metadata, { key: "x-modal-token-secret", bearer: false, accept: [resolved.tokenSecret], missingMessage: "Token missing", invalidMessage: "Invalid token id or secret" });
+        requireGrpcCredential(call.metadata, {
+          key: "x-modal-token-secret",
+          bearer: false,
+          accept: [resolved.tokenSecret],
+          missingMessage: "Token missing",
+          invalidMessage: "Invalid token id or secret",
+        });
         return;
       }
       const token = call.metadata.get("x-modal-auth-token")[0];
@@ -95,10 +101,7 @@ export const emulator: EmulatorDefinition<ModalEmulatorOptions> = {
       credentials: { tokenId: resolved.tokenId, tokenSecret: resolved.tokenSecret },
       env: { MODAL_SERVER_URL: server.url, MODAL_TOKEN_ID: resolved.tokenId, MODAL_TOKEN_SECRET: resolved.tokenSecret },
       async leftovers() {
-        return [
-          ...sandboxes.running().map((s) => `sandbox ${s.id} (running)`),
-          ...images.snapshots().map((image) => `image ${image.id} (filesystem snapshot)`),
-        ];
+        return [...sandboxes.running().map((s) => `sandbox ${s.id} (running)`), ...images.snapshots().map((image) => `image ${image.id} (filesystem snapshot)`)];
       },
       async close() {
         await sandboxes.close();

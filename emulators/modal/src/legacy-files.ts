@@ -110,7 +110,15 @@ export function legacyFilesHandlers(deps: { sandboxes: SandboxManager }): Record
         if (existing.size > MAX_OPEN_FILE_BYTES) throw new FileCallError("EFBIG", path);
         content = await files.read(path, { maxBytes: MAX_OPEN_FILE_BYTES }).catch(rethrow(path));
       }
-      const file: OpenFile = { path, content, position: flags.append ? content.length : 0, readable: flags.readable, writable: flags.writable, append: flags.append, dirty: !existing || flags.truncate };
+      const file: OpenFile = {
+        path,
+        content,
+        position: flags.append ? content.length : 0,
+        readable: flags.readable,
+        writable: flags.writable,
+        append: flags.append,
+        dirty: !existing || flags.truncate,
+      };
       // Creating or truncating happens at open, as open(2) does.
       if (file.dirty) await flush(files, file);
       const fd = request.file_open_request.file_descriptor || randomUUID();

@@ -346,9 +346,7 @@ export function createSandboxManager(deps: SandboxManagerDeps) {
       let handle;
       try {
         // On a terminal the command leads its session; its output (both streams) is the terminal's, on stdout.
-        handle = spec.pty
-          ? (await execOnPty(record.jail!, { ...common, argv, cols: spec.pty.cols, rows: spec.pty.rows })).handle
-          : await record.jail!.exec({ ...common, argv, stdin: true });
+        handle = spec.pty ? (await execOnPty(record.jail!, { ...common, argv, cols: spec.pty.cols, rows: spec.pty.rows })).handle : await record.jail!.exec({ ...common, argv, stdin: true });
       } catch (error) {
         throw new GrpcError(GrpcStatus.FAILED_PRECONDITION, `exec failed: ${(error as Error).message}`);
       }

@@ -22,11 +22,7 @@ const schema: JsonSchema = {
 
 describe("--set typing from the configSchema", () => {
   it("types values by the schema", () => {
-    const config = applySetFlags(
-      {},
-      ["image=ubuntu:24.04", "cpu=0.5", "pids=64", "reuseLease=true", "egressAllowFqdns=a.example,b.example", "nested.depth=3"],
-      schema,
-    );
+    const config = applySetFlags({}, ["image=ubuntu:24.04", "cpu=0.5", "pids=64", "reuseLease=true", "egressAllowFqdns=a.example,b.example", "nested.depth=3"], schema);
     expect(config).toEqual({
       image: "ubuntu:24.04",
       cpu: 0.5,

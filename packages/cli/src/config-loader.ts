@@ -137,7 +137,9 @@ export function coerceValue(key: string, raw: string, schema: JsonSchema | undef
 }
 
 function knownFields(schema: JsonSchema | undefined): string {
-  return Object.keys(schema?.properties ?? {}).sort().join(", ");
+  return Object.keys(schema?.properties ?? {})
+    .sort()
+    .join(", ");
 }
 
 /** Sets `a.b.c` in `config`, creating objects on the way. */
@@ -157,9 +159,7 @@ function schemaForPath(schema: JsonSchema | undefined, keys: string[], flag: str
     const child = childSchema(current, keys[i]!);
     if (child === null) {
       const where = keys.slice(0, i).join(".");
-      throw new UsageError(
-        `${flag} ${keys.join(".")}: unknown config field${where ? ` under '${where}'` : ""} (fields: ${knownFields(current) || "none"})`,
-      );
+      throw new UsageError(`${flag} ${keys.join(".")}: unknown config field${where ? ` under '${where}'` : ""} (fields: ${knownFields(current) || "none"})`);
     }
     current = child;
   }
@@ -205,13 +205,7 @@ function readSecretSource(field: string, source: SecretSource, env: NodeJS.Proce
 }
 
 /** Resolves `--secret field=ENV_VAR` and `--secret-file field=PATH` flags. */
-export function resolveSecretFlags(
-  secretEnv: string[],
-  secretFiles: string[],
-  schema: JsonSchema | undefined,
-  env: NodeJS.ProcessEnv = process.env,
-  cwd: string = process.cwd(),
-): ResolvedSecrets {
+export function resolveSecretFlags(secretEnv: string[], secretFiles: string[], schema: JsonSchema | undefined, env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()): ResolvedSecrets {
   const values = new Map<string, string>();
   const sources = new Map<string, SecretSource>();
   const add = (flag: string, raw: string, toSource: (v: string) => SecretSource) => {

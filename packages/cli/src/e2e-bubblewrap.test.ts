@@ -2,18 +2,7 @@ import { chmodSync, existsSync, readFileSync, readdirSync, statSync } from "node
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import {
-  childPids,
-  killStartedClis,
-  makeSandboxHome,
-  pidsWithArgv,
-  processAlive,
-  providerBuilt,
-  runCli,
-  startCli,
-  uniqueSleep,
-  waitFor,
-} from "./__fixtures__/cli-harness.js";
+import { childPids, killStartedClis, makeSandboxHome, pidsWithArgv, processAlive, providerBuilt, runCli, startCli, uniqueSleep, waitFor } from "./__fixtures__/cli-harness.js";
 
 /**
  * End to end against the default provider, bubblewrap. Lease state goes to a per-test-file

@@ -3,19 +3,7 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import {
-  childPids,
-  makeSandboxHome,
-  killStartedClis,
-  nonEmptyLines,
-  pidsWithArgv,
-  processAlive,
-  providerBuilt,
-  runCli,
-  startCli,
-  uniqueSleep,
-  waitFor,
-} from "./__fixtures__/cli-harness.js";
+import { childPids, makeSandboxHome, killStartedClis, nonEmptyLines, pidsWithArgv, processAlive, providerBuilt, runCli, startCli, uniqueSleep, waitFor } from "./__fixtures__/cli-harness.js";
 
 /** End to end: the built CLI against the fake-plugin provider (commands run on the host). */
 describe.skipIf(!providerBuilt("fake-plugin"))("paperclip-sandbox against fake-plugin", () => {
@@ -68,8 +56,18 @@ describe.skipIf(!providerBuilt("fake-plugin"))("paperclip-sandbox against fake-p
     const cases: [string, string[], Record<string, string>, RegExp][] = [
       ["unknown provider", ["run", "--provider", "nosuch", "--", "true"], {}, /^paperclip-sandbox: unknown provider 'nosuch' \(known: [^)]*\bbubblewrap, [^)]*\bnovita\b/],
       ["invalid config", ["run", ...["--provider", "fake-plugin"], "--set", "acquireDelayMs=700000", "--", "true"], {}, /^paperclip-sandbox: invalid config for fake-plugin: Acquire delay \(ms\)/],
-      ["missing secret", ["run", "--provider", "fake-plugin", "--secret", "probeFailure=NOT_SET_ANYWHERE", "--", "true"], {}, /^paperclip-sandbox: secret 'probeFailure': environment variable NOT_SET_ANYWHERE is not set$/],
-      ["missing secret file", ["probe", "--provider", "fake-plugin", "--secret-file", "probeFailure=/nonexistent/secret"], {}, /^paperclip-sandbox: secret 'probeFailure': cannot read \/nonexistent\/secret \(ENOENT\)$/],
+      [
+        "missing secret",
+        ["run", "--provider", "fake-plugin", "--secret", "probeFailure=NOT_SET_ANYWHERE", "--", "true"],
+        {},
+        /^paperclip-sandbox: secret 'probeFailure': environment variable NOT_SET_ANYWHERE is not set$/,
+      ],
+      [
+        "missing secret file",
+        ["probe", "--provider", "fake-plugin", "--secret-file", "probeFailure=/nonexistent/secret"],
+        {},
+        /^paperclip-sandbox: secret 'probeFailure': cannot read \/nonexistent\/secret \(ENOENT\)$/,
+      ],
       ["unknown config field", ["probe", "--provider", "fake-plugin", "--set", "nope=1"], {}, /^paperclip-sandbox: --set nope: unknown config field/],
       ["mistyped config field", ["probe", "--provider", "fake-plugin", "--set", "timeoutMs=soon"], {}, /^paperclip-sandbox: --set timeoutMs: expected an integer/],
       ["missing config file", ["validate", "--provider", "fake-plugin", "--config", "/nonexistent.yaml"], {}, /^paperclip-sandbox: cannot read config file \/nonexistent\.yaml: ENOENT$/],
@@ -98,10 +96,7 @@ describe.skipIf(!providerBuilt("fake-plugin"))("paperclip-sandbox against fake-p
     });
 
     it("syncs in, streams output, syncs changes back, releases, and exits with the command's code", async () => {
-      const r = await cli([
-        "run", ...P, "--workspace", workspace, "--timings", "--",
-        "sh", "-c", "cat in.txt; echo made > new.txt; rm del.txt; echo to-stderr >&2; exit 7",
-      ]);
+      const r = await cli(["run", ...P, "--workspace", workspace, "--timings", "--", "sh", "-c", "cat in.txt; echo made > new.txt; rm del.txt; echo to-stderr >&2; exit 7"]);
       expect(r.code).toBe(7);
       expect(r.stdout).toBe("from the host\n");
       expect(r.stderr).toContain("to-stderr");
@@ -168,7 +163,7 @@ describe.skipIf(!providerBuilt("fake-plugin"))("paperclip-sandbox against fake-p
       await running.done;
       await waitFor(() => workers.every((pid) => !processAlive(pid)), 5_000, "the worker to die");
 
-      const before = (await leases(false));
+      const before = await leases(false);
       expect(before).toHaveLength(1);
       expect(before[0]!.state).toBe("active");
       const leaseDir = path.join(os.tmpdir(), `paperclip-fake-plugin-${process.getuid!()}`, before[0]!.providerLeaseId!);

@@ -219,9 +219,7 @@ export class LeaseDb {
   }
 
   setState(id: string, state: LeaseState, lastError: string | null = null): void {
-    this.#db
-      .prepare(`UPDATE leases SET state = @state, last_error = @lastError, updated_at = @now WHERE id = @id`)
-      .run({ id, state, lastError, now: new Date().toISOString() });
+    this.#db.prepare(`UPDATE leases SET state = @state, last_error = @lastError, updated_at = @now WHERE id = @id`).run({ id, state, lastError, now: new Date().toISOString() });
   }
 
   get(id: string): LeaseRecord | undefined {

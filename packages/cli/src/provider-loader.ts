@@ -35,16 +35,12 @@ export async function loadProvider(spec: string | undefined, driverFlag: string 
   if (wanted !== undefined) {
     driver = drivers.find((d) => d.driverKey === wanted);
     if (!driver) {
-      throw new UsageError(
-        `provider '${resolved.spec}' has no driver '${wanted}' (drivers: ${drivers.map((d) => d.driverKey).join(", ")})`,
-      );
+      throw new UsageError(`provider '${resolved.spec}' has no driver '${wanted}' (drivers: ${drivers.map((d) => d.driverKey).join(", ")})`);
     }
   } else if (drivers.length === 1) {
     driver = drivers[0];
   } else {
-    throw new UsageError(
-      `provider '${resolved.spec}' has several drivers; choose one with --driver (${drivers.map((d) => d.driverKey).join(", ")})`,
-    );
+    throw new UsageError(`provider '${resolved.spec}' has several drivers; choose one with --driver (${drivers.map((d) => d.driverKey).join(", ")})`);
   }
   return {
     resolved,

@@ -59,12 +59,7 @@ function looksLikePath(spec: string): boolean {
  * checkout, else to the installed `@paperclip-sandbox/plugin-<driverKey>`; a path (anything with a
  * slash or starting with a dot) must be a directory with a package.json.
  */
-export function resolveProvider(
-  spec: string | undefined,
-  cwd: string = process.cwd(),
-  root = cliRepoRoot(),
-  cliModuleUrl: string = import.meta.url,
-): ResolvedProvider {
+export function resolveProvider(spec: string | undefined, cwd: string = process.cwd(), root = cliRepoRoot(), cliModuleUrl: string = import.meta.url): ResolvedProvider {
   const name = spec ?? DEFAULT_PROVIDER;
   if (!looksLikePath(name)) {
     const relative = BUILTIN_PROVIDERS[name];
@@ -72,9 +67,7 @@ export function resolveProvider(
     const pluginDir = inCheckout !== undefined && existsSync(path.join(inCheckout, "package.json")) ? inCheckout : installedProviderDir(name, cliModuleUrl);
     if (pluginDir !== undefined) return { pluginDir, requestedDriverKey: name, spec: name };
     if (relative === undefined) {
-      throw new UsageError(
-        `unknown provider '${name}' (known: ${Object.keys(BUILTIN_PROVIDERS).sort().join(", ")}; or give a path to a plugin package)`,
-      );
+      throw new UsageError(`unknown provider '${name}' (known: ${Object.keys(BUILTIN_PROVIDERS).sort().join(", ")}; or give a path to a plugin package)`);
     }
     throw new UsageError(
       `provider '${name}' is not installed: install ${PROVIDER_PACKAGE_PREFIX}${name} next to the CLI (npm install -g ${PROVIDER_PACKAGE_PREFIX}${name}) or give a path to a plugin package`,

@@ -91,17 +91,11 @@ export class ProviderSession {
   }
 
   release(lease: PluginEnvironmentLease, cancelActiveWork = false, opts?: CallOptions): Promise<PluginEnvironmentTerminationReceipt | null> {
-    return this.client.env.releaseLease(
-      { ...this.base(), providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata, cancelActiveWork },
-      opts,
-    );
+    return this.client.env.releaseLease({ ...this.base(), providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata, cancelActiveWork }, opts);
   }
 
   destroy(lease: PluginEnvironmentLease, opts?: CallOptions): Promise<PluginEnvironmentTerminationReceipt | null> {
-    return this.client.env.destroyLease(
-      { ...this.base(), providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata, cancelActiveWork: true },
-      opts,
-    );
+    return this.client.env.destroyLease({ ...this.base(), providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata, cancelActiveWork: true }, opts);
   }
 
   realizeWorkspace(lease: PluginEnvironmentLease, workspace: { localPath?: string; remotePath?: string; mode?: string }): Promise<PluginEnvironmentRealizeWorkspaceResult> {

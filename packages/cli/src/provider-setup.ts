@@ -1,15 +1,6 @@
 import { createHash } from "node:crypto";
 import { canonicalJson, createSecretRedactor, secretFieldPaths, type SecretRedactor } from "@paperclip-sandbox/kit";
-import {
-  applySetFlags,
-  getPath,
-  readConfigFile,
-  resolveSecretFlags,
-  withSecretRefs,
-  withSecrets,
-  type ProviderConfig,
-  type ResolvedSecrets,
-} from "./config-loader.js";
+import { applySetFlags, getPath, readConfigFile, resolveSecretFlags, withSecretRefs, withSecrets, type ProviderConfig, type ResolvedSecrets } from "./config-loader.js";
 import { stringList } from "./cli-args.js";
 import { CliFailure, UsageError, describeError } from "./errors.js";
 import { hostId } from "./host-identity.js";
@@ -58,7 +49,10 @@ export function storableConfig(prepared: PreparedProvider, config: ProviderConfi
 }
 
 export function configFingerprint(driverKey: string, storedConfig: ProviderConfig): string {
-  return createHash("sha256").update(canonicalJson([driverKey, storedConfig])).digest("hex").slice(0, 32);
+  return createHash("sha256")
+    .update(canonicalJson([driverKey, storedConfig]))
+    .digest("hex")
+    .slice(0, 32);
 }
 
 /** Starts a worker for the prepared provider (no validation), with `config` (default: the prepared one). */

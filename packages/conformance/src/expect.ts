@@ -5,11 +5,7 @@ import type { PluginEnvironmentExecuteResult } from "@paperclipai/plugin-sdk";
 export { assert };
 
 export function expectExit(result: PluginEnvironmentExecuteResult, exitCode: number, what: string): void {
-  assert.equal(
-    result.exitCode,
-    exitCode,
-    `${what}: expected exit ${exitCode}, got ${result.exitCode} (timedOut=${result.timedOut}) stderr=${JSON.stringify(result.stderr.slice(0, 2000))}`,
-  );
+  assert.equal(result.exitCode, exitCode, `${what}: expected exit ${exitCode}, got ${result.exitCode} (timedOut=${result.timedOut}) stderr=${JSON.stringify(result.stderr.slice(0, 2000))}`);
   assert.equal(result.timedOut, false, `${what}: timedOut should be false`);
 }
 

@@ -107,8 +107,11 @@ function build(plugin: PaperclipPlugin, config: Record<string, unknown>, driverK
     validate: async (more = {}) => (await hooks()).onEnvironmentValidateConfig({ driverKey, config: { ...config, ...more } } as Parameters<Hooks["onEnvironmentValidateConfig"]>[0]),
     probe: async (more = {}) => (await hooks()).onEnvironmentProbe({ ...scope, config: { ...config, ...more } } as Parameters<Hooks["onEnvironmentProbe"]>[0]),
     acquire: async (extra = {}) =>
-      (await hooks()).onEnvironmentAcquireLease({ ...scope, runId: `run-${randomUUID()}`, agentId: identity.agentId, executionWorkspaceId: identity.executionWorkspaceId, ...extra } as Parameters<Hooks["onEnvironmentAcquireLease"]>[0]),
-    resume: async (lease, extra = {}) => (await hooks()).onEnvironmentResumeLease({ ...leaseRef(lease, extra), providerLeaseId: lease.providerLeaseId! } as Parameters<Hooks["onEnvironmentResumeLease"]>[0]),
+      (await hooks()).onEnvironmentAcquireLease({ ...scope, runId: `run-${randomUUID()}`, agentId: identity.agentId, executionWorkspaceId: identity.executionWorkspaceId, ...extra } as Parameters<
+        Hooks["onEnvironmentAcquireLease"]
+      >[0]),
+    resume: async (lease, extra = {}) =>
+      (await hooks()).onEnvironmentResumeLease({ ...leaseRef(lease, extra), providerLeaseId: lease.providerLeaseId! } as Parameters<Hooks["onEnvironmentResumeLease"]>[0]),
     execute,
     sh: (lease, script, extra) => execute(lease, "sh", ["-c", script], extra),
     release: async (lease, extra = {}) => (await hooks()).onEnvironmentReleaseLease(leaseRef(lease, extra) as Parameters<Hooks["onEnvironmentReleaseLease"]>[0]),

@@ -15,11 +15,7 @@ export function hostIdentity() {
 
 export type HostIdentity = ReturnType<typeof hostIdentity>;
 
-export function baseParams(
-  identity: HostIdentity,
-  driverKey: string,
-  config: Record<string, unknown>,
-): PluginEnvironmentDriverBaseParams {
+export function baseParams(identity: HostIdentity, driverKey: string, config: Record<string, unknown>): PluginEnvironmentDriverBaseParams {
   return {
     driverKey,
     companyId: identity.companyId,
@@ -29,11 +25,7 @@ export function baseParams(
   };
 }
 
-export function acquireParams(
-  identity: HostIdentity,
-  driverKey: string,
-  config: Record<string, unknown>,
-): PluginEnvironmentAcquireLeaseParams {
+export function acquireParams(identity: HostIdentity, driverKey: string, config: Record<string, unknown>): PluginEnvironmentAcquireLeaseParams {
   return {
     ...baseParams(identity, driverKey, config),
     runId: `run-${randomUUID()}`,

@@ -86,8 +86,7 @@ export async function startConformanceWorld(options: ConformanceOptions): Promis
     leaseMetadata: acquired.lease.metadata,
   });
 
-  const release = async (acquired: AcquiredLease, extra: { cancelActiveWork?: boolean } = {}) =>
-    (await client.env.releaseLease({ ...leaseParams(acquired), ...extra })) ?? null;
+  const release = async (acquired: AcquiredLease, extra: { cancelActiveWork?: boolean } = {}) => (await client.env.releaseLease({ ...leaseParams(acquired), ...extra })) ?? null;
   const destroy = async (acquired: AcquiredLease) => (await client.env.destroyLease(leaseParams(acquired))) ?? null;
 
   const withLease = async <T>(fn: (acquired: AcquiredLease) => Promise<T>, config?: Record<string, unknown>) => {
@@ -106,10 +105,7 @@ export async function startConformanceWorld(options: ConformanceOptions): Promis
 
   const sh = (acquired: AcquiredLease, script: string, opts: ShellOptions = {}) => {
     const { call, ...rest } = opts;
-    return client.env.execute(
-      { ...base(acquired.config), lease: acquired.lease, command: "sh", args: ["-c", script], cwd: acquired.remoteCwd, ...rest },
-      call,
-    );
+    return client.env.execute({ ...base(acquired.config), lease: acquired.lease, command: "sh", args: ["-c", script], cwd: acquired.remoteCwd, ...rest }, call);
   };
 
   const restartWorker = async () => {

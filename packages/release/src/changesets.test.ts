@@ -49,7 +49,12 @@ describe("the changeset check", () => {
   });
 
   it("before the first release, a public package no changeset names is refused; a private one is not", () => {
-    const { root } = repo({ "providers/a/package.json": pkg("@s/plugin-a"), "providers/b/package.json": pkg("@s/plugin-b"), "emulators/e/package.json": pkg("@s/emu", true), ".changeset/one.md": changeset("@s/plugin-a") });
+    const { root } = repo({
+      "providers/a/package.json": pkg("@s/plugin-a"),
+      "providers/b/package.json": pkg("@s/plugin-b"),
+      "emulators/e/package.json": pkg("@s/emu", true),
+      ".changeset/one.md": changeset("@s/plugin-a"),
+    });
     const problems = changesetProblems(root);
     expect(problems).toHaveLength(1);
     expect(problems[0]).toMatch(/^@s\/plugin-b \(providers\/b\) changed and it has never been released, but no changeset/);

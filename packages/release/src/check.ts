@@ -21,9 +21,13 @@ export async function checkAll(root: string): Promise<string[]> {
     const file = path.join(root, "node_modules", ...name.split("/"), "package.json");
     return existsSync(file) ? (readManifest(file).dependencies ?? {}) : {};
   };
-  const perPackage = await mapLimit(all.filter((p) => p.isPublic), 3, async (pkg) => {
-    const packed = await npmPack(pkg.absDir);
-    return checkPublicPackage({ pkg, all, packed: packed.files, rootLicense, dependenciesOf });
-  });
+  const perPackage = await mapLimit(
+    all.filter((p) => p.isPublic),
+    3,
+    async (pkg) => {
+      const packed = await npmPack(pkg.absDir);
+      return checkPublicPackage({ pkg, all, packed: packed.files, rootLicense, dependenciesOf });
+    },
+  );
   return [...problems, ...perPackage.flat()];
 }

@@ -57,12 +57,44 @@ async function jailedNode(dir: string, args: string[], node = process.execPath):
   return run(
     "bwrap",
     [
-      "--unshare-all", "--die-with-parent",
-      "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
-      "--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-      "--bind", dir, dir, ...nodeBind, "--chdir", dir,
-      "--clearenv", "--setenv", "PATH", "/usr/bin", "--setenv", "HOME", dir,
-      node, ...args,
+      "--unshare-all",
+      "--die-with-parent",
+      "--ro-bind",
+      "/usr",
+      "/usr",
+      "--symlink",
+      "usr/lib",
+      "/lib",
+      "--symlink",
+      "usr/lib64",
+      "/lib64",
+      "--symlink",
+      "usr/bin",
+      "/bin",
+      "--ro-bind",
+      "/etc",
+      "/etc",
+      "--proc",
+      "/proc",
+      "--dev",
+      "/dev",
+      "--tmpfs",
+      "/tmp",
+      "--bind",
+      dir,
+      dir,
+      ...nodeBind,
+      "--chdir",
+      dir,
+      "--clearenv",
+      "--setenv",
+      "PATH",
+      "/usr/bin",
+      "--setenv",
+      "HOME",
+      dir,
+      node,
+      ...args,
     ],
     { timeout: 60_000, maxBuffer: 16 * 1024 * 1024 },
   );
@@ -91,17 +123,21 @@ console.log(JSON.stringify({
 const providers = listWorkspacePackages(ROOT).filter((p) => p.dir.startsWith("providers/") && p.isPublic);
 
 describe("a packed provider installs and loads on its own", () => {
-  it.each(providers.map((p) => [p.manifest.name ?? p.dir, p.manifest.engines?.node]))("%s (engines.node %s)", async (name, engines) => {
-    const dir = await installInEmptyFolder(name.split("/")[1] ?? name, [...new Set([...tarballsFor(name), ...tarballsFor("@paperclip-sandbox/worker-client")])]);
-    writeFileSync(path.join(dir, "load.mjs"), LOADER);
-    const { stdout } = await jailedNode(dir, ["load.mjs", name, ROOT], await nodeMeeting(engines));
-    const loaded = JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}") as Record<string, unknown>;
-    const version = packed.find((p) => p.name === name)?.version;
-    expect(loaded).toMatchObject({ version, packageVersion: version, repoVisible: false, worker: path.join(dir, "node_modules", name, "dist", "worker.js") });
-    expect(typeof loaded.driverKey).toBe("string");
-    expect(loaded.supportedMethods).toContain("environmentValidateConfig");
-    expect(typeof loaded.validationOk).toBe("boolean");
-  }, 300_000);
+  it.each(providers.map((p) => [p.manifest.name ?? p.dir, p.manifest.engines?.node]))(
+    "%s (engines.node %s)",
+    async (name, engines) => {
+      const dir = await installInEmptyFolder(name.split("/")[1] ?? name, [...new Set([...tarballsFor(name), ...tarballsFor("@paperclip-sandbox/worker-client")])]);
+      writeFileSync(path.join(dir, "load.mjs"), LOADER);
+      const { stdout } = await jailedNode(dir, ["load.mjs", name, ROOT], await nodeMeeting(engines));
+      const loaded = JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}") as Record<string, unknown>;
+      const version = packed.find((p) => p.name === name)?.version;
+      expect(loaded).toMatchObject({ version, packageVersion: version, repoVisible: false, worker: path.join(dir, "node_modules", name, "dist", "worker.js") });
+      expect(typeof loaded.driverKey).toBe("string");
+      expect(loaded.supportedMethods).toContain("environmentValidateConfig");
+      expect(typeof loaded.validationOk).toBe("boolean");
+    },
+    300_000,
+  );
 });
 
 describe("the packed CLI", () => {

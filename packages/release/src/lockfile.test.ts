@@ -38,7 +38,9 @@ describe("package-lock.json against the workspaces", () => {
   });
 
   it("so is a changed version, bin, dependency, or a workspace the lock does not know", () => {
-    expect(lockfileProblems(copyWith("packages/cli", (m) => (m.version = "9.9.9")))).toEqual([expect.stringMatching(/^package-lock.json is stale for packages\/cli: version is "[^"]+" there, "9.9.9"/)]);
+    expect(lockfileProblems(copyWith("packages/cli", (m) => (m.version = "9.9.9")))).toEqual([
+      expect.stringMatching(/^package-lock.json is stale for packages\/cli: version is "[^"]+" there, "9.9.9"/),
+    ]);
     expect(lockfileProblems(copyWith("packages/cli", (m) => (m.bin = { other: "./bin/x.js" })))).toEqual([expect.stringMatching(/stale for packages\/cli: bin/)]);
     expect(lockfileProblems(copyWith("packages/kit", (m) => (m.dependencies = { ...m.dependencies, "left-pad": "1.3.0" })))).toEqual([expect.stringMatching(/stale for packages\/kit: dependencies/)]);
     const added = copyWith("packages/kit", () => undefined);

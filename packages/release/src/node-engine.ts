@@ -13,7 +13,10 @@ export function minimumNodeVersion(range: string | undefined): [number, number, 
 export function nodeSatisfies(range: string | undefined, version: string = process.versions.node): boolean {
   const minimum = minimumNodeVersion(range);
   if (!minimum) return true;
-  const have = version.replace(/^v/, "").split(".").map((part) => Number.parseInt(part, 10) || 0);
+  const have = version
+    .replace(/^v/, "")
+    .split(".")
+    .map((part) => Number.parseInt(part, 10) || 0);
   for (let i = 0; i < 3; i += 1) {
     const a = have[i] ?? 0;
     const b = minimum[i]!;

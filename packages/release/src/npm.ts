@@ -31,7 +31,11 @@ export async function npm(args: readonly string[], opts: NpmOptions): Promise<st
     return stdout;
   } catch (error) {
     const e = error as { stderr?: string; message?: string };
-    const tail = String(e.stderr ?? "").trim().split("\n").slice(-15).join("\n");
+    const tail = String(e.stderr ?? "")
+      .trim()
+      .split("\n")
+      .slice(-15)
+      .join("\n");
     throw new Error(`npm ${args.join(" ")} (in ${opts.cwd}) failed: ${tail || e.message}`);
   }
 }

@@ -11,7 +11,13 @@ import type { PackageManifest } from "./workspace.js";
 const tmp = mkdtempSync(path.join(os.tmpdir(), "release-pack-test-"));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-const manifest: PackageManifest = { name: "@paperclip-sandbox/thing", version: "1.0.0", type: "module", bin: { thing: "./bin/thing.js" }, files: ["bin", "dist", "!dist/.tsbuildinfo", "README.md", "LICENSE"] };
+const manifest: PackageManifest = {
+  name: "@paperclip-sandbox/thing",
+  version: "1.0.0",
+  type: "module",
+  bin: { thing: "./bin/thing.js" },
+  files: ["bin", "dist", "!dist/.tsbuildinfo", "README.md", "LICENSE"],
+};
 
 /** The same package contents written in a given order, with given modes and mtimes. */
 function writePackage(dir: string, order: string[], mode: number, mtime: Date): void {
@@ -47,7 +53,14 @@ describe("packNormalized", () => {
     expect(listing).toMatch(/-rwxr-xr-x .* package\/bin\/thing\.js/);
     expect(listing).toMatch(/-rw-r--r-- .* package\/dist\/main\.js/);
     expect(listing).not.toContain(".tsbuildinfo");
-    expect(new Set(listing.trim().split("\n").map((l) => l.split(/\s+/).slice(3, 5).join(" ")))).toEqual(new Set(["1985-10-26 08:15"]));
+    expect(
+      new Set(
+        listing
+          .trim()
+          .split("\n")
+          .map((l) => l.split(/\s+/).slice(3, 5).join(" ")),
+      ),
+    ).toEqual(new Set(["1985-10-26 08:15"]));
   });
 });
 

@@ -2,10 +2,13 @@
 export function compareChecksumLists(a: string, b: string): string[] {
   const parse = (text: string) =>
     new Map(
-      text.split("\n").filter(Boolean).map((line) => {
-        const [sum, file] = line.split(/\s+/, 2);
-        return [file ?? "", sum ?? ""] as const;
-      }),
+      text
+        .split("\n")
+        .filter(Boolean)
+        .map((line) => {
+          const [sum, file] = line.split(/\s+/, 2);
+          return [file ?? "", sum ?? ""] as const;
+        }),
     );
   const left = parse(a);
   const right = parse(b);

@@ -97,18 +97,26 @@ describe("checkPublicPackage", () => {
   });
 
   it("keeps a vendor SDK out of shared packages", async () => {
-    const kit = fixture("packages/kit", { ...goodKit, dependencies: { zod: "4.6.7", "vendor-sdk": "3.0.0" } }, {
-      ...KIT_FILES,
-      "dist/index.js": 'import { z } from "zod";\nimport "vendor-sdk";\nexport const x = z;\n',
-    });
+    const kit = fixture(
+      "packages/kit",
+      { ...goodKit, dependencies: { zod: "4.6.7", "vendor-sdk": "3.0.0" } },
+      {
+        ...KIT_FILES,
+        "dist/index.js": 'import { z } from "zod";\nimport "vendor-sdk";\nexport const x = z;\n',
+      },
+    );
     expect((await problemsOf(kit)).join("\n")).toContain("dependencies.vendor-sdk: a shared package may depend only on");
   });
 
   it("refuses an undeclared import and a dependency nothing imports", async () => {
-    const kit = fixture("packages/kit", { ...goodKit, dependencies: { zod: "4.6.7", tar: "7.5.23" } }, {
-      ...KIT_FILES,
-      "dist/index.js": 'import { z } from "zod";\nimport { parse } from "yaml";\nconst argv = ["--files-from", "-"];\nexport const x = [z, parse, argv];\n',
-    });
+    const kit = fixture(
+      "packages/kit",
+      { ...goodKit, dependencies: { zod: "4.6.7", tar: "7.5.23" } },
+      {
+        ...KIT_FILES,
+        "dist/index.js": 'import { z } from "zod";\nimport { parse } from "yaml";\nconst argv = ["--files-from", "-"];\nexport const x = [z, parse, argv];\n',
+      },
+    );
     const problems = (await problemsOf(kit)).join("\n");
     expect(problems).toContain('shipped code import "yaml", which is not a dependency');
     expect(problems).toContain("dependencies.tar: nothing shipped imports it");
@@ -151,11 +159,18 @@ describe("checkPublicPackage", () => {
       'exports["./extra"]: "./dist/extra.js" has no declaration file ./dist/extra.d.ts beside it',
       'types: must equal exports["."].types',
       'types: "./dist/other.d.ts" is not in the tarball',
-    ]) expect(problems).toContain(expected);
+    ])
+      expect(problems).toContain(expected);
   });
 
   it("takes a higher engines.node minimum, and refuses a lower one or another form", async () => {
-    for (const [node, ok] of [[">=22.19.0", true], [">=20.3.0", true], [">=20.2.9", false], ["^22.0.0", false], [">=22", false]] as const) {
+    for (const [node, ok] of [
+      [">=22.19.0", true],
+      [">=20.3.0", true],
+      [">=20.2.9", false],
+      ["^22.0.0", false],
+      [">=22", false],
+    ] as const) {
       const kit = fixture("packages/kit", { ...goodKit, engines: { node } }, KIT_FILES);
       const problems = (await problemsOf(kit)).filter((p) => p.includes("engines.node"));
       expect(problems.length === 0, `${node}: ${problems.join("; ")}`).toBe(ok);
@@ -176,7 +191,11 @@ describe("checkRepository", () => {
   it("wants every package in the workspaces and the build, providers public, one version, the fixed group", () => {
     const pkg = (dir: string, m: PackageManifest): WorkspacePackage => ({ dir, absDir: dir, manifest: m, isPublic: m.private !== true });
     const problems = checkRepository({
-      all: [pkg("packages/kit", { name: "@paperclip-sandbox/kit", version: "1.0.0" }), pkg("providers/x", { name: "@paperclip-sandbox/plugin-x", version: "1.1.0", private: true }), pkg("packages/cli", { name: "@paperclip-sandbox/cli", version: "1.1.0" })],
+      all: [
+        pkg("packages/kit", { name: "@paperclip-sandbox/kit", version: "1.0.0" }),
+        pkg("providers/x", { name: "@paperclip-sandbox/plugin-x", version: "1.1.0", private: true }),
+        pkg("packages/cli", { name: "@paperclip-sandbox/cli", version: "1.1.0" }),
+      ],
       root: { workspaces: ["packages/kit", "providers/x"] },
       buildReferences: ["packages/kit", "packages/cli"],
       changesetConfig: { fixed: [], privatePackages: { version: true } },

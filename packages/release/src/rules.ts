@@ -24,16 +24,7 @@ export const LINUX_ONLY = new Set(["@paperclip-sandbox/sandbox-backend", "@paper
  * Third-party runtime dependencies a package outside providers/ may have. A vendor SDK belongs to
  * its provider alone: a shared package that wants another dependency adds it here, in review.
  */
-export const SHARED_THIRD_PARTY = new Set([
-  "@paperclipai/plugin-sdk",
-  "zod",
-  "tar",
-  "yaml",
-  "better-sqlite3",
-  "ws",
-  "@grpc/grpc-js",
-  "@grpc/proto-loader",
-]);
+export const SHARED_THIRD_PARTY = new Set(["@paperclipai/plugin-sdk", "zod", "tar", "yaml", "better-sqlite3", "ws", "@grpc/grpc-js", "@grpc/proto-loader"]);
 /** Top-level entries a tarball may hold besides dist/ (bin shims, data files a package reads). */
 export const EXTRA_SHIPPED_DIRS = new Set(["bin", "proto"]);
 
@@ -111,7 +102,8 @@ function checkShippedFiles(ctx: PackageContext): string[] {
   for (const name of ["README.md", "LICENSE"]) if (!paths.has(name)) problems.push(`tarball: has no ${name}`);
   for (const file of packed) {
     const top = file.path.split("/")[0] ?? "";
-    if (!ALWAYS_PACKED.has(file.path) && top !== "dist" && !EXTRA_SHIPPED_DIRS.has(top)) problems.push(`tarball: ships ${file.path} (only dist/, README.md, LICENSE${[...EXTRA_SHIPPED_DIRS].map((d) => `, ${d}/`).join("")})`);
+    if (!ALWAYS_PACKED.has(file.path) && top !== "dist" && !EXTRA_SHIPPED_DIRS.has(top))
+      problems.push(`tarball: ships ${file.path} (only dist/, README.md, LICENSE${[...EXTRA_SHIPPED_DIRS].map((d) => `, ${d}/`).join("")})`);
     for (const [pattern, what] of NOT_SHIPPED) if (pattern.test(file.path)) problems.push(`tarball: ships ${file.path} (${what})`);
   }
   if (paths.has("LICENSE")) {
@@ -175,7 +167,10 @@ function checkEntryPoints(ctx: PackageContext): string[] {
 }
 
 function declarationOf(target: string): string {
-  return target.replace(/\.js$/, ".d.ts").replace(/\.mjs$/, ".d.mts").replace(/\.cjs$/, ".d.cts");
+  return target
+    .replace(/\.js$/, ".d.ts")
+    .replace(/\.mjs$/, ".d.mts")
+    .replace(/\.cjs$/, ".d.cts");
 }
 
 /** Exact versions; internal packages public and at their current version; no workspace paths. */
@@ -195,7 +190,9 @@ function checkDependencies(ctx: PackageContext): string[] {
         if (!target.isPublic) problems.push(`${field}.${name}: is a private package (${target.dir}); a published package cannot depend on it`);
         if (target.manifest.version !== spec) problems.push(`${field}.${name}: "${spec}" must be the package's current version ${target.manifest.version}`);
       } else if (!isProviderDir(pkg.dir) && !SHARED_THIRD_PARTY.has(name)) {
-        problems.push(`${field}.${name}: a shared package may depend only on ${[...SHARED_THIRD_PARTY].join(", ")} outside our scope (vendor SDKs belong to their provider; extend the list in review)`);
+        problems.push(
+          `${field}.${name}: a shared package may depend only on ${[...SHARED_THIRD_PARTY].join(", ")} outside our scope (vendor SDKs belong to their provider; extend the list in review)`,
+        );
       }
     }
   }
@@ -252,7 +249,8 @@ async function checkPluginEntry(ctx: PackageContext): Promise<string[]> {
   const manifestFile = path.join(pkg.absDir, entry.manifest);
   if (!existsSync(manifestFile)) return [...problems, `paperclipPlugin.manifest: ${entry.manifest} is not built`];
   const manifest = ((await import(pathToFileURL(manifestFile).href)) as { default?: Record<string, unknown> }).default ?? {};
-  if (manifest.version !== m.version) problems.push(`manifest version ${JSON.stringify(manifest.version)} must be the package version ${m.version} (use packageVersionOf(import.meta.url) from the kit)`);
+  if (manifest.version !== m.version)
+    problems.push(`manifest version ${JSON.stringify(manifest.version)} must be the package version ${m.version} (use packageVersionOf(import.meta.url) from the kit)`);
   const worker = (manifest.entrypoints as { worker?: string } | undefined)?.worker;
   if (path.posix.normalize(worker ?? "") !== path.posix.normalize(entry.worker)) problems.push(`manifest entrypoints.worker ${JSON.stringify(worker)} must be paperclipPlugin.worker ${entry.worker}`);
   return problems;
@@ -282,6 +280,7 @@ export function checkRepository(ctx: RepositoryContext): string[] {
   if (versions.size > 1) problems.push(`public packages must share one version (the changesets fixed group): ${publicOnes.map((p) => `${p.manifest.name}@${p.manifest.version}`).join(", ")}`);
   const fixed = ctx.changesetConfig.fixed ?? [];
   if (fixed.length !== 1 || JSON.stringify(fixed[0]) !== JSON.stringify([`${SCOPE}*`])) problems.push(`.changeset/config.json: fixed must be [["${SCOPE}*"]] (one version for every public package)`);
-  if (ctx.changesetConfig.privatePackages?.version !== false || ctx.changesetConfig.privatePackages?.tag !== false) problems.push(`.changeset/config.json: privatePackages must be { "version": false, "tag": false }`);
+  if (ctx.changesetConfig.privatePackages?.version !== false || ctx.changesetConfig.privatePackages?.tag !== false)
+    problems.push(`.changeset/config.json: privatePackages must be { "version": false, "tag": false }`);
   return problems;
 }

@@ -26,13 +26,16 @@ async function sh(sandbox: Sandbox, script: string): Promise<string> {
 
 /** The host processes of a sandbox's jail: its keeper names its directory, the jail's name its id. */
 function jailProcesses(sandbox: Sandbox): number[] {
-  return [...hostProcessesMatching(sandbox.paths.dir), ...hostProcessesMatching("/opt/paperclip/supervisor.mjs").filter((pid) => {
-    try {
-      return fs.readlinkSync(`/proc/${pid}/ns/pid`) === `pid:[${JSON.parse(fs.readFileSync(`${sandbox.paths.dir}/sandbox.json`, "utf8")).jail?.pidNamespace}]`;
-    } catch {
-      return false;
-    }
-  })];
+  return [
+    ...hostProcessesMatching(sandbox.paths.dir),
+    ...hostProcessesMatching("/opt/paperclip/supervisor.mjs").filter((pid) => {
+      try {
+        return fs.readlinkSync(`/proc/${pid}/ns/pid`) === `pid:[${JSON.parse(fs.readFileSync(`${sandbox.paths.dir}/sandbox.json`, "utf8")).jail?.pidNamespace}]`;
+      } catch {
+        return false;
+      }
+    }),
+  ];
 }
 
 const dormant = async (sandbox: Sandbox) => (await world.backend.summary(sandbox.id))!.alive === false;

@@ -54,7 +54,10 @@ describe("exec handles", () => {
     const handle = await sandbox.exec({ script: "sleep 30" });
     expect(await processOf(sandbox, handle.pid)).toMatchObject({ running: true, detached: false });
     handle.close();
-    const ended = await eventually(() => processOf(sandbox, handle.pid), (entry) => entry?.running === false);
+    const ended = await eventually(
+      () => processOf(sandbox, handle.pid),
+      (entry) => entry?.running === false,
+    );
     expect(ended?.exit).toEqual({ exitCode: null, signal: "SIGTERM", timedOut: false });
   });
 
@@ -62,12 +65,20 @@ describe("exec handles", () => {
     const handle = await sandbox.exec({ script: "for i in 1 2 3; do echo line$i; sleep 0.1; done; echo err >&2", detached: true });
     const seen: string[] = [];
     const ends: string[] = [];
-    const all = handle.subscribe({ stdout: 0, stderr: 0 }, {
-      onData: (stream, data, offset) => seen.push(`${stream}@${offset}:${data.toString()}`),
-      onEnd: (stream, offset) => ends.push(`${stream}@${offset}`),
-    });
+    const all = handle.subscribe(
+      { stdout: 0, stderr: 0 },
+      {
+        onData: (stream, data, offset) => seen.push(`${stream}@${offset}:${data.toString()}`),
+        onEnd: (stream, offset) => ends.push(`${stream}@${offset}`),
+      },
+    );
     expect(await all.done).toEqual({ exitCode: 0, signal: null, timedOut: false });
-    expect(seen.filter((entry) => entry.startsWith("stdout")).map((entry) => entry.replace(/^stdout@\d+:/, "")).join("")).toBe("line1\nline2\nline3\n");
+    expect(
+      seen
+        .filter((entry) => entry.startsWith("stdout"))
+        .map((entry) => entry.replace(/^stdout@\d+:/, ""))
+        .join(""),
+    ).toBe("line1\nline2\nline3\n");
     expect(ends.sort()).toEqual(["stderr@4", "stdout@18"]);
     // From an offset, after the exit: only the rest, and done at once.
     let tail = "";
@@ -94,7 +105,14 @@ describe("exec handles", () => {
     expect(await timed.exited).toEqual({ exitCode: null, signal: "SIGTERM", timedOut: true });
 
     const group = await sandbox.exec({ script: "sleep 300 & echo $!; wait", detached: true });
-    const child = Number((await eventually(() => group.read("stdout", 0), (read) => read.data.length > 0)).data.toString());
+    const child = Number(
+      (
+        await eventually(
+          () => group.read("stdout", 0),
+          (read) => read.data.length > 0,
+        )
+      ).data.toString(),
+    );
     await group.signal("SIGKILL", { group: true });
     expect((await group.exited).signal).toBe("SIGKILL");
     const check = await sandbox.exec({ argv: ["sh", "-c", `kill -0 ${child} 2>/dev/null && echo alive || echo gone`] });
@@ -106,7 +124,11 @@ describe("exec handles", () => {
     const handle = await sandbox.exec({ argv: ["sh", "-c", 'pwd; echo "$GREETING"'], cwd: "/tmp", env: { GREETING: "hi there" } });
     await handle.exited;
     expect((await handle.read("stdout")).data.toString()).toBe("/tmp\nhi there\n");
-    await expect(sandbox.exec({ argv: ["true"], cwd: "/nonexistent" })).rejects.toMatchObject({ name: "SandboxExecError", code: "ENOENT", message: expect.stringMatching(/cwd \/nonexistent does not exist/) });
+    await expect(sandbox.exec({ argv: ["true"], cwd: "/nonexistent" })).rejects.toMatchObject({
+      name: "SandboxExecError",
+      code: "ENOENT",
+      message: expect.stringMatching(/cwd \/nonexistent does not exist/),
+    });
     await expect(sandbox.exec({ argv: ["/no/such/command"] })).rejects.toBeInstanceOf(SandboxExecError);
     await expect(sandbox.exec({ script: "true", argv: ["true"] })).rejects.toThrow(/exactly one of argv and script/);
   });

@@ -31,9 +31,21 @@ describe("expiry", () => {
     await alive.exited;
     expect((await alive.read("stdout")).data.toString()).toBe("still here\n");
 
-    expect(await eventually(() => hostProcessesMatching(`sleep ${marker}`), (pids) => pids.length === 0, 10_000)).toEqual([]);
+    expect(
+      await eventually(
+        () => hostProcessesMatching(`sleep ${marker}`),
+        (pids) => pids.length === 0,
+        10_000,
+      ),
+    ).toEqual([]);
     expect(Date.now()).toBeGreaterThanOrEqual(created + 4_500 - 100);
-    expect(await eventually(() => processLeftovers("extended"), (found) => found.length === 0, 3_000)).toEqual([]);
+    expect(
+      await eventually(
+        () => processLeftovers("extended"),
+        (found) => found.length === 0,
+        3_000,
+      ),
+    ).toEqual([]);
     expect(await world.backend.get("extended")).toBeNull();
     await world.backend.destroy("extended");
   });
@@ -44,7 +56,13 @@ describe("expiry", () => {
     await sandbox.exec({ script: `exec sleep ${marker}`, detached: true });
     const until = Date.now() + 800;
     await sandbox.extendTtl(until);
-    expect(await eventually(() => hostProcessesMatching(`sleep ${marker}`), (pids) => pids.length === 0, 8_000)).toEqual([]);
+    expect(
+      await eventually(
+        () => hostProcessesMatching(`sleep ${marker}`),
+        (pids) => pids.length === 0,
+        8_000,
+      ),
+    ).toEqual([]);
     expect(Date.now()).toBeGreaterThanOrEqual(until - 100);
     await world.backend.destroy("shortened");
   });
@@ -53,14 +71,31 @@ describe("expiry", () => {
     const sandbox = await world.create({ id: "hostile-expiry", ttlMs: 2_000 });
     const marker = tag();
     await sandbox.exec({ script: `nohup sleep ${marker} >/dev/null 2>&1 &`, detached: true });
-    expect(await eventually(() => hostProcessesMatching(`sleep ${marker}`), (pids) => pids.length === 1)).toHaveLength(1);
+    expect(
+      await eventually(
+        () => hostProcessesMatching(`sleep ${marker}`),
+        (pids) => pids.length === 1,
+      ),
+    ).toHaveLength(1);
     // Sandboxed code cannot stop it (the seccomp filter, supervisor-attacks tests): stopped from the
     // host here, as a hung supervisor would be. The keeper, outside the jail, still ends it.
     const supervisor = supervisorPidOf(sandbox.paths.dir)!;
     process.kill(supervisor, "SIGSTOP");
     expect(await eventually(() => isStopped(supervisor), Boolean)).toBe(true);
-    expect(await eventually(() => hostProcessesMatching(`sleep ${marker}`), (pids) => pids.length === 0, 10_000)).toEqual([]);
-    expect(await eventually(() => processLeftovers("hostile-expiry"), (found) => found.length === 0, 3_000)).toEqual([]);
+    expect(
+      await eventually(
+        () => hostProcessesMatching(`sleep ${marker}`),
+        (pids) => pids.length === 0,
+        10_000,
+      ),
+    ).toEqual([]);
+    expect(
+      await eventually(
+        () => processLeftovers("hostile-expiry"),
+        (found) => found.length === 0,
+        3_000,
+      ),
+    ).toEqual([]);
     await world.backend.destroy("hostile-expiry");
   });
 

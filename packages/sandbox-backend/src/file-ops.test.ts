@@ -70,7 +70,9 @@ describe("file ops", () => {
 
   it("refuses a path through a symlink that sandboxed code planted pointing outside the roots", async () => {
     // Sandboxed code plants links: to a directory outside the roots, and to a file outside them.
-    await sh("mkdir -p /home/sandbox/private && echo secret > /home/sandbox/private/key && ln -s /home/sandbox/private /workspace/link && ln -s /home/sandbox/private/key /workspace/key-link && ln -s /etc /workspace/etc-link");
+    await sh(
+      "mkdir -p /home/sandbox/private && echo secret > /home/sandbox/private/key && ln -s /home/sandbox/private /workspace/link && ln -s /home/sandbox/private/key /workspace/key-link && ln -s /etc /workspace/etc-link",
+    );
     const refused = { code: "EOUTSIDE" };
     await expect(sandbox.files.read("/workspace/link/key", WORKSPACE)).rejects.toMatchObject(refused);
     await expect(sandbox.files.read("/workspace/key-link", WORKSPACE)).rejects.toMatchObject(refused);

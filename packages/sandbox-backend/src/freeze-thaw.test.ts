@@ -29,7 +29,10 @@ const COUNTER = "i=0; while :; do i=$((i+1)); echo $i >> /tmp/counter; sleep 0.0
 
 async function freezeKeepsTheCounter(sandbox: Sandbox): Promise<void> {
   const counter = await sandbox.exec({ script: COUNTER, detached: true });
-  await eventually(() => counted(sandbox), (numbers) => numbers.length >= 5);
+  await eventually(
+    () => counted(sandbox),
+    (numbers) => numbers.length >= 5,
+  );
 
   await sandbox.freeze();
   expect(sandbox.state).toBe("frozen");
@@ -41,7 +44,10 @@ async function freezeKeepsTheCounter(sandbox: Sandbox): Promise<void> {
 
   await sandbox.thaw();
   expect(sandbox.state).toBe("running");
-  const after = await eventually(() => counted(sandbox), (numbers) => numbers.length >= atFreeze.length + 5);
+  const after = await eventually(
+    () => counted(sandbox),
+    (numbers) => numbers.length >= atFreeze.length + 5,
+  );
   // One unbroken sequence from 1: no gap, no restart, so the same process with the same memory.
   expect(after).toEqual(after.map((_, index) => index + 1));
   expect(after.length).toBeGreaterThanOrEqual(atFreeze.length + 5);

@@ -24,14 +24,11 @@ afterAll(async () => {
 
 function get(agent: http.Agent | undefined, path: string, body?: Buffer): Promise<{ status: number; text: string; headers: http.IncomingHttpHeaders }> {
   return new Promise((resolve, reject) => {
-    const request = http.request(
-      { host: "sandbox", path, method: body ? "POST" : "GET", agent, createConnection: agent ? undefined : () => openPortTunnel(sandbox.runner, 8123) },
-      (response) => {
-        const chunks: Buffer[] = [];
-        response.on("data", (chunk: Buffer) => chunks.push(chunk));
-        response.on("end", () => resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString(), headers: response.headers }));
-      },
-    );
+    const request = http.request({ host: "sandbox", path, method: body ? "POST" : "GET", agent, createConnection: agent ? undefined : () => openPortTunnel(sandbox.runner, 8123) }, (response) => {
+      const chunks: Buffer[] = [];
+      response.on("data", (chunk: Buffer) => chunks.push(chunk));
+      response.on("end", () => resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString(), headers: response.headers }));
+    });
     request.on("error", reject);
     request.end(body);
   });

@@ -10,7 +10,7 @@ import type { ScriptRunner } from "@paperclip-sandbox/kit";
 /** Node's CommonJS `-e` relay: stdin → socket (half-closed at EOF), socket → stdout; exit 2 when the port refuses. */
 const RELAY = [
   'const s=require("net").connect(Number(process.env.PAPERCLIP_TUNNEL_PORT),"127.0.0.1");',
-  's.setNoDelay(true);',
+  "s.setNoDelay(true);",
   's.on("connect",()=>{process.stdin.pipe(s);s.pipe(process.stdout);});',
   's.on("error",(e)=>{process.stderr.write(String(e.code||e.message));process.exit(2);});',
 ].join("");

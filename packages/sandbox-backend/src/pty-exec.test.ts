@@ -46,7 +46,7 @@ describe("execOnPty", () => {
   });
 
   it("^C interrupts the program; a resize reaches it as SIGWINCH", async () => {
-    const pty = await execOnPty(sandbox, { argv: ["sh", "-c", 'trap \'echo "winch $(stty size)"\' WINCH; echo ready; while :; do sleep 0.1; done'], cols: 80, rows: 24 });
+    const pty = await execOnPty(sandbox, { argv: ["sh", "-c", "trap 'echo \"winch $(stty size)\"' WINCH; echo ready; while :; do sleep 0.1; done"], cols: 80, rows: 24 });
     const out = screen(pty.handle);
     await out.until("ready");
     await pty.resize(132, 43);

@@ -31,7 +31,10 @@ const NO_PTY_EXIT = 127;
 
 /** `least` 0 allows a terminal opened without a size (an SSH pty-req of 0 x 0), as a kernel PTY starts. */
 function checkSize(cols: number, rows: number, least = 1): void {
-  for (const [name, value] of [["cols", cols], ["rows", rows]] as const) {
+  for (const [name, value] of [
+    ["cols", cols],
+    ["rows", rows],
+  ] as const) {
     if (!Number.isInteger(value) || value < least || value > MAX_DIMENSION) throw new RangeError(`PTY ${name} must be a whole number from ${least} to ${MAX_DIMENSION} (got ${String(value)})`);
   }
 }
@@ -48,11 +51,7 @@ export async function execOnPty(jail: Sandbox, options: PtyExecOptions): Promise
   if (!Array.isArray(argv) || argv.length === 0 || argv.some((a) => typeof a !== "string")) throw new TypeError("argv must be a non-empty list of strings");
   checkSize(cols, rows, 0);
   const ctl = `/tmp/.paperclip-pty.${randomBytes(12).toString("hex")}`;
-  const onTerminal = [
-    `(umask 077; printf '%s %s\\n' "$$" "$(tty)" >${ctl})`,
-    `stty cols ${cols} rows ${rows} 2>/dev/null`,
-    `exec ${argv.map(shellQuote).join(" ")}`,
-  ].join("; ");
+  const onTerminal = [`(umask 077; printf '%s %s\\n' "$$" "$(tty)" >${ctl})`, `stty cols ${cols} rows ${rows} 2>/dev/null`, `exec ${argv.map(shellQuote).join(" ")}`].join("; ");
   const script = [
     `command -v script >/dev/null 2>&1 || { echo "no 'script' (util-linux) in the sandbox to open a pseudo-terminal" >&2; exit ${NO_PTY_EXIT}; }`,
     `SHELL=/bin/sh script -q -e -c ${shellQuote(onTerminal)} /dev/null; __pc_rc=$?`,
@@ -65,10 +64,19 @@ export async function execOnPty(jail: Sandbox, options: PtyExecOptions): Promise
   const control = async (): Promise<{ pid: number; tty: string }> => {
     if (known) return known;
     for (let attempt = 0; attempt < 100; attempt += 1) {
-      const text = await jail.files.read(ctl, { maxBytes: 256 }).then((b) => b.toString("utf8"), () => "");
+      const text = await jail.files.read(ctl, { maxBytes: 256 }).then(
+        (b) => b.toString("utf8"),
+        () => "",
+      );
       const match = /^(\d+) (\/dev\/\S+)\n$/.exec(text);
       if (match) return (known = { pid: Number(match[1]), tty: match[2]! });
-      const done = await Promise.race([handle.exited.then(() => true, () => true), new Promise<false>((resolve) => setTimeout(() => resolve(false), 20))]);
+      const done = await Promise.race([
+        handle.exited.then(
+          () => true,
+          () => true,
+        ),
+        new Promise<false>((resolve) => setTimeout(() => resolve(false), 20)),
+      ]);
       if (done) break;
     }
     throw new SandboxExecError("ESRCH", "the program on the pseudo-terminal is not running");

@@ -38,17 +38,7 @@ import { request } from "./supervisor/connection.js";
 import type { SupervisorChannel } from "./supervisor/connection.js";
 import { attachExec, listProcesses, reapProcess, startExec } from "./supervisor/exec-client.js";
 import { createFilesClient } from "./supervisor/files-client.js";
-import type {
-  EgressSpec,
-  ExecHandle,
-  ExecOptions,
-  ProcessInfo,
-  Sandbox,
-  SandboxFiles,
-  SandboxLimits,
-  SandboxPaths,
-  SandboxState,
-} from "./types.js";
+import type { EgressSpec, ExecHandle, ExecOptions, ProcessInfo, Sandbox, SandboxFiles, SandboxLimits, SandboxPaths, SandboxState } from "./types.js";
 
 /** What every sandbox of one backend shares. */
 export interface SandboxContext {
@@ -484,10 +474,11 @@ export class LocalSandbox implements Sandbox {
     });
     // The supervisor connects to it as the jail's host user (a root worker's jails run as another uid).
     const owner = this.context.runtime.hostUser;
-    if (owner) await fsp.chown(this.layout.egressSocket, owner.uid, owner.gid).catch(async (error: unknown) => {
-      await proxy.close();
-      throw error;
-    });
+    if (owner)
+      await fsp.chown(this.layout.egressSocket, owner.uid, owner.gid).catch(async (error: unknown) => {
+        await proxy.close();
+        throw error;
+      });
     return proxy;
   }
 

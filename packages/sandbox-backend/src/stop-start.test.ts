@@ -49,7 +49,10 @@ describe("stop and start", () => {
     const hostDir = path.join(world.stateDir, "host-only");
     fs.mkdirSync(hostDir);
     fs.writeFileSync(path.join(hostDir, "key"), "host secret\n");
-    await run(sandbox, `mkdir -p /workspace/.state && echo sentinel > /workspace/.state/file && ln -s ${hostDir} /workspace/dirlink && ln -s ${hostDir}/key /workspace/filelink && ln -s ${hostDir} /workspace/.state/inner`);
+    await run(
+      sandbox,
+      `mkdir -p /workspace/.state && echo sentinel > /workspace/.state/file && ln -s ${hostDir} /workspace/dirlink && ln -s ${hostDir}/key /workspace/filelink && ln -s ${hostDir} /workspace/.state/inner`,
+    );
     await sandbox.stop();
     expect((await sandbox.readStoredFile("/workspace/.state/file"))?.toString()).toBe("sentinel\n");
     expect(await sandbox.readStoredFile("/workspace/dirlink/key")).toBeNull();

@@ -103,7 +103,12 @@ describe("a supervisor that breaks the protocol", () => {
     const cases: Array<[string, Buffer, (sandbox: Sandbox) => Promise<unknown>, RegExp]> = [
       ["exec answered by a file reply", encodeControl({ op: "fs-done", result: {} }), (sandbox) => sandbox.exec({ script: "true" }), /unexpected reply "fs-done" to exec/],
       ["processes answered twice", Buffer.concat([encodeControl({ op: "processes", processes: [] }), encodeControl({ op: "processes", processes: [] })]), (sandbox) => sandbox.processes(), /./],
-      ["stat answered with output", Buffer.concat([encodeFrame(FRAME_STDOUT, Buffer.from("x")), encodeControl({ op: "fs-done", result: {} })]), (sandbox) => sandbox.files.stat("/workspace"), /data frames in reply to a file stat/],
+      [
+        "stat answered with output",
+        Buffer.concat([encodeFrame(FRAME_STDOUT, Buffer.from("x")), encodeControl({ op: "fs-done", result: {} })]),
+        (sandbox) => sandbox.files.stat("/workspace"),
+        /data frames in reply to a file stat/,
+      ],
       ["a read answered by an oversized control frame", Buffer.from([FRAME_CONTROL, 0x00, 0x20, 0x00, 0x00]), (sandbox) => sandbox.files.read("/etc/hostname"), /control frame too large/],
     ];
     for (const [what, reply, call, message] of cases) {

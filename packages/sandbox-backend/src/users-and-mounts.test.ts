@@ -46,8 +46,11 @@ describe("the sandbox user", () => {
 
 describe("further writable directories (emptyDir)", () => {
   it("are empty at create, writable at any path, kept across stop and start; read-only ones refuse writes", async () => {
-    const sandbox = await world.create({ id: "mounts", mounts: [{ path: "/data" }, { path: "/var/lib/app" }, { path: "/data/inner" }, { path: "/usr/share" , readOnly: true }] });
-    const out = await sh(sandbox, "ls -A /data; echo a > /data/a && echo b > /data/inner/b && echo c > /var/lib/app/c && stat -c %a /var/lib/app && cat /data/a /data/inner/b /var/lib/app/c; touch /usr/share/x 2>&1 | grep -c 'Read-only'");
+    const sandbox = await world.create({ id: "mounts", mounts: [{ path: "/data" }, { path: "/var/lib/app" }, { path: "/data/inner" }, { path: "/usr/share", readOnly: true }] });
+    const out = await sh(
+      sandbox,
+      "ls -A /data; echo a > /data/a && echo b > /data/inner/b && echo c > /var/lib/app/c && stat -c %a /var/lib/app && cat /data/a /data/inner/b /var/lib/app/c; touch /usr/share/x 2>&1 | grep -c 'Read-only'",
+    );
     expect(out.stdout).toBe("inner\n777\na\nb\nc\n1\n");
     await sandbox.stop();
     await sandbox.start();
@@ -55,7 +58,14 @@ describe("further writable directories (emptyDir)", () => {
   });
 
   it("mounts naming one volume share its directory; a subPath binds a directory inside it", async () => {
-    const sandbox = await world.create({ id: "shared-volume", mounts: [{ path: "/a", volume: "data" }, { path: "/b", volume: "data" }, { path: "/c", volume: "data", subPath: "inner/deep" }] });
+    const sandbox = await world.create({
+      id: "shared-volume",
+      mounts: [
+        { path: "/a", volume: "data" },
+        { path: "/b", volume: "data" },
+        { path: "/c", volume: "data", subPath: "inner/deep" },
+      ],
+    });
     const out = await sh(sandbox, "echo one > /a/x && cat /b/x && echo two > /c/y && cat /a/inner/deep/y");
     expect(out.stdout).toBe("one\ntwo\n");
     await expect(world.create({ mounts: [{ path: "/d", subPath: "../escape" }] })).rejects.toThrow("mounts[0].subPath must be a relative path without . or .. segments");

@@ -1,9 +1,5 @@
 import { encodeChannelBytes } from "@paperclipai/plugin-sdk";
-import type {
-  PluginDuplexChannelCloseResult,
-  PluginDuplexChannelOpenParams,
-  PluginDuplexChannelOpenResult,
-} from "@paperclipai/plugin-sdk/protocol";
+import type { PluginDuplexChannelCloseResult, PluginDuplexChannelOpenParams, PluginDuplexChannelOpenResult } from "@paperclipai/plugin-sdk/protocol";
 import type { CallFn, CallOptions } from "./environment-methods.js";
 import type { DuplexChannelListener, RpcConnection } from "./rpc-connection.js";
 

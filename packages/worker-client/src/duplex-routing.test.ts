@@ -14,8 +14,7 @@ describe("duplex channel notifications", () => {
       onExit: (exit) => seen.push(`a:exit:${exit.exitCode}:${exit.transportClosed}`),
     });
     rpc.routeDuplex("route-b", { onData: (chunk) => seen.push(`b:${chunk.toString()}`), onExit: () => seen.push("b:exit") });
-    const data = (route: string, text: string) =>
-      rpc.handleLine(notification("duplexChannel.data", { hostRouteId: route, workerSessionId: "s1", chunk: encodeChannelBytes(Buffer.from(text)) }));
+    const data = (route: string, text: string) => rpc.handleLine(notification("duplexChannel.data", { hostRouteId: route, workerSessionId: "s1", chunk: encodeChannelBytes(Buffer.from(text)) }));
     data("route-a", "one");
     data("route-b", "x");
     data("route-a", "two");
@@ -31,7 +30,7 @@ describe("duplex channel notifications", () => {
     const sent: Array<{ method: string; params: Record<string, unknown> }> = [];
     const routed: string[] = [];
     const methods = duplexMethods(
-      async <T,>(method: string, params: unknown) => {
+      async <T>(method: string, params: unknown) => {
         sent.push({ method, params: params as Record<string, unknown> });
         if (method === "duplexChannelOpen") {
           expect(routed).toEqual(["route-1"]); // listener first: data may beat the reply

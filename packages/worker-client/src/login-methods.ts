@@ -1,8 +1,4 @@
-import type {
-  PluginLoginPtyCloseResult,
-  PluginLoginPtyOpenParams,
-  PluginLoginPtyOpenResult,
-} from "@paperclipai/plugin-sdk/protocol";
+import type { PluginLoginPtyCloseResult, PluginLoginPtyOpenParams, PluginLoginPtyOpenResult } from "@paperclipai/plugin-sdk/protocol";
 import type { CallFn, CallOptions } from "./environment-methods.js";
 import type { LoginPtyListener, RpcConnection } from "./rpc-connection.js";
 

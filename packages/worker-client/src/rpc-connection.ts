@@ -71,9 +71,7 @@ export class RpcConnection {
     const invocationId = opts.invocationId ?? randomUUID();
     return new Promise<unknown>((resolve, reject) => {
       const timer = setTimeout(() => {
-        this.settle(id)?.reject(
-          new WorkerRpcError(method, PLUGIN_RPC_ERROR_CODES.TIMEOUT, `timed out after ${opts.timeoutMs}ms`),
-        );
+        this.settle(id)?.reject(new WorkerRpcError(method, PLUGIN_RPC_ERROR_CODES.TIMEOUT, `timed out after ${opts.timeoutMs}ms`));
       }, opts.timeoutMs);
       this.pending.set(id, { method, invocationId, resolve, reject, timer });
       if (opts.onLog) this.logRoutes.set(invocationId, opts.onLog);
@@ -89,9 +87,7 @@ export class RpcConnection {
           }),
         );
       } catch (error) {
-        this.settle(id)?.reject(
-          new WorkerRpcError(method, PLUGIN_RPC_ERROR_CODES.WORKER_UNAVAILABLE, `could not write to worker: ${describe(error)}`),
-        );
+        this.settle(id)?.reject(new WorkerRpcError(method, PLUGIN_RPC_ERROR_CODES.WORKER_UNAVAILABLE, `could not write to worker: ${describe(error)}`));
       }
     });
   }

@@ -9,13 +9,7 @@ export const SIGTERM_GRACE_MS = 5_000;
 /** The host waits this long for a login terminal's close, then retires the worker. */
 export const LOGIN_PTY_CLOSE_TIMEOUT_MS = 10_000;
 
-const EXECUTION_BOUND_METHODS = new Set([
-  "environmentExecute",
-  "environmentAcquireLease",
-  "environmentResumeLease",
-  "environmentReleaseLease",
-  "environmentDestroyLease",
-]);
+const EXECUTION_BOUND_METHODS = new Set(["environmentExecute", "environmentAcquireLease", "environmentResumeLease", "environmentReleaseLease", "environmentDestroyLease"]);
 
 /**
  * The timeout the host would apply to a call: execute and lease calls get the requested

@@ -71,10 +71,7 @@ describe("loadPluginPackage", () => {
   it("tells the user to build when the built file is missing", async () => {
     const dir = path.join(scratch, "unbuilt");
     await mkdir(dir);
-    await writeFile(
-      path.join(dir, "package.json"),
-      JSON.stringify({ name: "x", paperclipPlugin: { manifest: "./dist/manifest.js", worker: "./dist/worker.js" } }),
-    );
+    await writeFile(path.join(dir, "package.json"), JSON.stringify({ name: "x", paperclipPlugin: { manifest: "./dist/manifest.js", worker: "./dist/worker.js" } }));
     await expect(loadPluginPackage(dir)).rejects.toThrow(/run npm run build/);
   });
 });
@@ -97,9 +94,7 @@ describe("startWorker against the echo fixture", () => {
 
   it("initializes and reports the hooks the plugin defines", () => {
     expect(client.pid).toBeGreaterThan(0);
-    expect(client.supportedMethods).toEqual(
-      expect.arrayContaining(["environmentValidateConfig", "environmentProbe", "environmentExecute", "shutdown"]),
-    );
+    expect(client.supportedMethods).toEqual(expect.arrayContaining(["environmentValidateConfig", "environmentProbe", "environmentExecute", "shutdown"]));
     expect(client.supportedMethods).not.toContain("environmentSyncIn");
   });
 
@@ -115,8 +110,7 @@ describe("startWorker against the echo fixture", () => {
 
   it("routes execute.log chunks to the call that produced them, before it returns", async () => {
     const seen: Record<string, string[]> = { a: [], b: [] };
-    const call = (name: "a" | "b", args: string[]) =>
-      execute(client, "stream", { args }, { onLog: (stream: string, chunk: string) => seen[name]!.push(`${stream}:${chunk}`) });
+    const call = (name: "a" | "b", args: string[]) => execute(client, "stream", { args }, { onLog: (stream: string, chunk: string) => seen[name]!.push(`${stream}:${chunk}`) });
     const [a, b] = await Promise.all([call("a", ["a1", "a2", "a3"]), call("b", ["b1", "b2"])]);
     expect(a.stdout).toBe("a1\na2\na3");
     expect(b.stdout).toBe("b1\nb2");
@@ -143,9 +137,7 @@ describe("startWorker against the echo fixture", () => {
     expect(thrown.method).toBe("environmentExecute");
     expect(thrown.message).toMatch(/boom from the worker/);
     expect((await rejection(execute(client, "fail-coded"))).code).toBe(CAPABILITY_DENIED);
-    expect((await rejection(client.call("environmentSyncIn", { ...base, lease, operations: [] }))).code).toBe(
-      METHOD_NOT_IMPLEMENTED,
-    );
+    expect((await rejection(client.call("environmentSyncIn", { ...base, lease, operations: [] }))).code).toBe(METHOD_NOT_IMPLEMENTED);
     expect((await rejection(client.call("noSuchMethod", {}))).code).toBe(METHOD_NOT_FOUND);
   });
 

@@ -8,12 +8,7 @@ import { environmentMethods, type CallOptions, type EnvironmentMethods } from ".
 import { duplexMethods, type DuplexMethods } from "./duplex-methods.js";
 import { loginPtyMethods, type LoginPtyMethods } from "./login-methods.js";
 import type { PluginPackage } from "./plugin-package.js";
-import {
-  DEFAULT_INIT_TIMEOUT_MS,
-  DEFAULT_SHUTDOWN_GRACE_MS,
-  SIGTERM_GRACE_MS,
-  hostTimeoutFor,
-} from "./timeouts.js";
+import { DEFAULT_INIT_TIMEOUT_MS, DEFAULT_SHUTDOWN_GRACE_MS, SIGTERM_GRACE_MS, hostTimeoutFor } from "./timeouts.js";
 
 export interface StartWorkerOptions {
   /** Added to the scrubbed host environment (the only way to pass provider credentials). */
@@ -129,11 +124,7 @@ export async function startWorker(pkg: PluginPackage, opts: StartWorkerOptions =
     const reason = error instanceof Error ? error.message : String(error);
     const excerpt = stderrTail.trim();
     // The worker's own error message may echo a credential too, not only its stderr.
-    throw new WorkerRpcError(
-      "initialize",
-      code ?? UNKNOWN,
-      redact(`worker ${pkg.name} failed to initialize: ${reason}${excerpt ? `\nworker stderr:\n${excerpt}` : ""}`),
-    );
+    throw new WorkerRpcError("initialize", code ?? UNKNOWN, redact(`worker ${pkg.name} failed to initialize: ${reason}${excerpt ? `\nworker stderr:\n${excerpt}` : ""}`));
   }
 
   return {
@@ -152,12 +143,7 @@ export async function startWorker(pkg: PluginPackage, opts: StartWorkerOptions =
   };
 }
 
-async function shutdownWorker(
-  child: ChildProcess,
-  call: (method: string, params: unknown, opts?: CallOptions) => Promise<unknown>,
-  exited: Promise<WorkerExit>,
-  graceMs: number,
-): Promise<void> {
+async function shutdownWorker(child: ChildProcess, call: (method: string, params: unknown, opts?: CallOptions) => Promise<unknown>, exited: Promise<WorkerExit>, graceMs: number): Promise<void> {
   if (!isRunning(child)) return;
   await Promise.race([call("shutdown", {}, { timeoutMs: graceMs }).catch(() => undefined), exited]);
   if (await exitsWithin(exited, POST_SHUTDOWN_EXIT_WAIT_MS)) return;

@@ -3,11 +3,7 @@
  * it passes this short allowlist plus an explicit per-plugin set. We mirror that so a
  * provider that works here does not depend on variables the host would withhold.
  */
-export function buildWorkerEnv(
-  pluginId: string,
-  extra: Record<string, string> = {},
-  source: NodeJS.ProcessEnv = process.env,
-): Record<string, string> {
+export function buildWorkerEnv(pluginId: string, extra: Record<string, string> = {}, source: NodeJS.ProcessEnv = process.env): Record<string, string> {
   return {
     PATH: source.PATH ?? "",
     NODE_PATH: source.NODE_PATH ?? "",

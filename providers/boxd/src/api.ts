@@ -187,16 +187,14 @@ export function createBoxdApi(options: BoxdApiOptions): BoxdApi {
       const { metadata: md, token } = await metadata(signal);
       try {
         await new Promise<void>((resolve, reject) => {
-          const call = (client[method] as (md: grpc.Metadata, options: grpc.CallOptions, cb: (error: grpc.ServiceError | null, response?: { bytes_written: number }) => void) => grpc.ClientWritableStream<object>).call(
-            client,
-            md,
-            { deadline: Date.now() + Math.max(timeoutMs, Math.ceil(data.length / 1_000_000) * 1000 + timeoutMs) },
-            (error, response) => {
-              if (error) return reject(error);
-              if (Number(response?.bytes_written ?? -1) !== data.length) return reject(Object.assign(new Error(`boxd acknowledged ${response?.bytes_written} of ${data.length} bytes`), { code: grpc.status.DATA_LOSS }));
-              resolve();
-            },
-          );
+          const call = (
+            client[method] as (md: grpc.Metadata, options: grpc.CallOptions, cb: (error: grpc.ServiceError | null, response?: { bytes_written: number }) => void) => grpc.ClientWritableStream<object>
+          ).call(client, md, { deadline: Date.now() + Math.max(timeoutMs, Math.ceil(data.length / 1_000_000) * 1000 + timeoutMs) }, (error, response) => {
+            if (error) return reject(error);
+            if (Number(response?.bytes_written ?? -1) !== data.length)
+              return reject(Object.assign(new Error(`boxd acknowledged ${response?.bytes_written} of ${data.length} bytes`), { code: grpc.status.DATA_LOSS }));
+            resolve();
+          });
           const abort = () => call.cancel();
           if (signal?.aborted) abort();
           else signal?.addEventListener("abort", abort, { once: true });
@@ -315,7 +313,14 @@ export function createBoxdApi(options: BoxdApiOptions): BoxdApi {
         let ended = false;
         const finish = () => {
           if (!statusOk || !ended) return;
-          if (exitCode === undefined) reject(boxdError("Exec", Object.assign(new Error("the command's exit was not reported (the stream ended without it)"), { code: grpc.status.UNAVAILABLE, details: "the command's exit was not reported" }), redactor.redact));
+          if (exitCode === undefined)
+            reject(
+              boxdError(
+                "Exec",
+                Object.assign(new Error("the command's exit was not reported (the stream ended without it)"), { code: grpc.status.UNAVAILABLE, details: "the command's exit was not reported" }),
+                redactor.redact,
+              ),
+            );
           else resolve({ exitCode, cancelled: false });
         };
         call.on("status", (status: grpc.StatusObject) => {
@@ -354,7 +359,11 @@ export function createBoxdApi(options: BoxdApiOptions): BoxdApi {
     },
     async getSnapshot(name, org, signal) {
       try {
-        const r = await unary<{ snapshot: { name: string; version: number; status: string; vcpu: number; memory_bytes: number; size_bytes: number } | null }>("GetSnapshot", { name, org: org ?? "" }, { idempotent: true, signal });
+        const r = await unary<{ snapshot: { name: string; version: number; status: string; vcpu: number; memory_bytes: number; size_bytes: number } | null }>(
+          "GetSnapshot",
+          { name, org: org ?? "" },
+          { idempotent: true, signal },
+        );
         const s = r.snapshot;
         return s ? { name: s.name, version: Number(s.version), status: s.status, vcpu: s.vcpu, memoryBytes: Number(s.memory_bytes), sizeBytes: Number(s.size_bytes) } : null;
       } catch (error) {

@@ -83,7 +83,16 @@ function describeList() {
     return lease;
   }
   const sh = (lease: PluginEnvironmentLease, command: string, opts: { stdin?: string; env?: Record<string, string>; timeoutMs?: number; args?: string[]; cfg?: Record<string, unknown> } = {}) =>
-    hooks.onEnvironmentExecute({ ...scope, config: opts.cfg ?? config, lease, command: "sh", args: ["-c", command, "sh", ...(opts.args ?? [])], ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}), ...(opts.env ? { env: opts.env } : {}), ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}) });
+    hooks.onEnvironmentExecute({
+      ...scope,
+      config: opts.cfg ?? config,
+      lease,
+      command: "sh",
+      args: ["-c", command, "sh", ...(opts.args ?? [])],
+      ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}),
+      ...(opts.env ? { env: opts.env } : {}),
+      ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}),
+    });
   const release = (lease: PluginEnvironmentLease, cfg = config, extra: Record<string, unknown> = {}) =>
     hooks.onEnvironmentReleaseLease({ ...scope, config: cfg, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata, ...extra });
   const destroy = async (lease: PluginEnvironmentLease, cfg = config) => {
@@ -174,7 +183,10 @@ function describeList() {
       const legacy = { api, id: lease.providerLeaseId!, agent: { legacy: false } };
       const lines: Buffer[] = [];
       const marks = emu!.requests.mark();
-      const exit = await createBoxdRunner(legacy).run(`stat -c '%a' "$(dirname "$(readlink /proc/self/fd/0)")" 2>/dev/null || echo dir-removed; stat -L -c '%a %s' /proc/self/fd/0`, { stdin: big, stdout: (c) => lines.push(c) });
+      const exit = await createBoxdRunner(legacy).run(`stat -c '%a' "$(dirname "$(readlink /proc/self/fd/0)")" 2>/dev/null || echo dir-removed; stat -L -c '%a %s' /proc/self/fd/0`, {
+        stdin: big,
+        stdout: (c) => lines.push(c),
+      });
       expect(exit.exitCode).toBe(0);
       expect(Buffer.concat(lines).toString()).toBe(`dir-removed\n644 ${big.length}\n`);
       expect(legacy.agent.legacy).toBe(true);
@@ -235,7 +247,10 @@ function describeList() {
   it(`[${mode}] a cold stop and resume keep the file (processes end)`, { timeout: T }, async () => {
     const lease = await acquire(reuseConfig);
     await sh(lease, `echo on-disk > "$HOME/note" && ${START_COUNTER}`, { cfg: reuseConfig });
-    expect(await hooks.onEnvironmentStopLease({ ...scope, config: reuseConfig, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata })).toEqual({ providerLeaseId: lease.providerLeaseId, state: "stopped" });
+    expect(await hooks.onEnvironmentStopLease({ ...scope, config: reuseConfig, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata })).toEqual({
+      providerLeaseId: lease.providerLeaseId,
+      state: "stopped",
+    });
     expect(await status(lease.providerLeaseId!)).toBe("stopped");
     const resumed = await resume(lease, reuseConfig);
     expect(resumed.providerLeaseId).toBe(lease.providerLeaseId);
@@ -295,7 +310,10 @@ function describeList() {
     expect(resumed.providerLeaseId).toBe(lease.providerLeaseId);
     expect((await sh(resumed, COUNTER_ALIVE, { cfg: reuseConfig })).exitCode).toBe(0);
     await api.hibernateMachine(lease.providerLeaseId!);
-    expect(await hooks.onEnvironmentStopLease({ ...scope, config: reuseConfig, providerLeaseId: lease.providerLeaseId, leaseMetadata: resumed.metadata })).toEqual({ providerLeaseId: lease.providerLeaseId, state: "stopped" });
+    expect(await hooks.onEnvironmentStopLease({ ...scope, config: reuseConfig, providerLeaseId: lease.providerLeaseId, leaseMetadata: resumed.metadata })).toEqual({
+      providerLeaseId: lease.providerLeaseId,
+      state: "stopped",
+    });
     expect(await status(lease.providerLeaseId!)).toBe("stopped");
     await destroy(resumed, reuseConfig);
   });

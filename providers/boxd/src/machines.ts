@@ -36,7 +36,11 @@ export const isGoneStatus = (status: string) => GONE.has(status);
 
 /** `<prefix>-<8 of the run id>-<6 random>`: a DNS label of at most 55 characters, unique per lease. */
 export function machineName(prefix: string, runId: string | undefined): string {
-  const run = (runId ?? "").toLowerCase().replace(/[^a-z0-9]/g, "").slice(0, 8) || "run";
+  const run =
+    (runId ?? "")
+      .toLowerCase()
+      .replace(/[^a-z0-9]/g, "")
+      .slice(0, 8) || "run";
   return `${prefix}-${run}-${randomBytes(3).toString("hex")}`;
 }
 

@@ -16,7 +16,8 @@ export default defineSandboxProviderManifest({
   driver: {
     driverKey: BOXD_DRIVER_KEY,
     displayName: "boxd",
-    description: "boxd microVMs: an isolated KVM machine per lease with its own kernel and disk; commands over boxd's Exec stream; reused leases are suspended (memory, processes and disk kept) and resumed in about 0.1 s.",
+    description:
+      "boxd microVMs: an isolated KVM machine per lease with its own kernel and disk; commands over boxd's Exec stream; reused leases are suspended (memory, processes and disk kept) and resumed in about 0.1 s.",
     configSchema: boxdConfig.jsonSchema,
   },
   shape: BOXD_SHAPE,

@@ -34,11 +34,14 @@ describe("boxd plugin guards", () => {
     await expect(other.hooks.onEnvironmentDestroyLease({ ...scope, config: other.config, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata })).rejects.toThrow(
       `refusing to delete boxd machine ${lease.providerLeaseId}: its lease was made by boxd account owner, the configured key belongs to intruder`,
     );
-    await expect(owner.hooks.onEnvironmentDestroyLease({ ...scope, environmentId: "env-2", config: owner.config, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata })).rejects.toThrow(
-      /refusing to touch boxd sandbox .*paperclip-environment is "env-1", expected "env-2"/,
-    );
+    await expect(
+      owner.hooks.onEnvironmentDestroyLease({ ...scope, environmentId: "env-2", config: owner.config, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata }),
+    ).rejects.toThrow(/refusing to touch boxd sandbox .*paperclip-environment is "env-1", expected "env-2"/);
     expect((await owner.api.getMachine(lease.providerLeaseId!))?.status).toBe("running");
-    expect(await owner.hooks.onEnvironmentDestroyLease({ ...scope, config: owner.config, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata })).toEqual({ providerLeaseId: lease.providerLeaseId, state: "destroyed" });
+    expect(await owner.hooks.onEnvironmentDestroyLease({ ...scope, config: owner.config, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata })).toEqual({
+      providerLeaseId: lease.providerLeaseId,
+      state: "destroyed",
+    });
     await owner.hooks.onShutdown?.();
     await other.hooks.onShutdown?.();
   });

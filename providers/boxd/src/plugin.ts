@@ -105,7 +105,19 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
     // Running at once (the usual answer): what boxd would report is what was asked, no GetVm needed.
     let machine: BoxdMachine | null =
       made.status === "running"
-        ? { id: made.id, name: made.name, status: "running", imageRef: "", vcpu: config.vcpu ?? 0, memoryBytes: 0, labels: { ...labels }, org: config.org ?? "", isolated: true, createdAt: null, destroyAt: deadline }
+        ? {
+            id: made.id,
+            name: made.name,
+            status: "running",
+            imageRef: "",
+            vcpu: config.vcpu ?? 0,
+            memoryBytes: 0,
+            labels: { ...labels },
+            org: config.org ?? "",
+            isolated: true,
+            createdAt: null,
+            destroyAt: deadline,
+          }
         : await settled(api, made.id, signal);
     if (!machine) throw new LeaseGoneError(`boxd machine ${made.id} disappeared right after it was created`);
     if (machine.status !== "running") machine = await makeRunning(api, machine, signal);
@@ -178,7 +190,12 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
     // A reused lease is kept by `stop`: suspended at a plain release, stopped cold when work must end.
     keep: { reusable: (config) => config.reuseLease, by: "stop" },
     options: { commandTimeoutMs: (config) => config.timeoutMs },
-    leaseMetadata: (handle) => ({ machineName: handle.machine.name, account: handle.account, ...(handle.machine.org ? { org: handle.machine.org } : {}), ...(handle.machine.vcpu ? { vcpu: handle.machine.vcpu } : {}) }),
+    leaseMetadata: (handle) => ({
+      machineName: handle.machine.name,
+      account: handle.account,
+      ...(handle.machine.org ? { org: handle.machine.org } : {}),
+      ...(handle.machine.vcpu ? { vcpu: handle.machine.vcpu } : {}),
+    }),
     validate: (config) => ({ errors: apiKeyOf(config, env) ? [] : [MISSING_KEY] }),
     create,
     get,
@@ -207,10 +224,10 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
             providerLeaseId: m.id,
             labels: m.labels,
             state: m.status,
-          ...(m.createdAt ? { createdAt: m.createdAt.toISOString() } : {}),
-          expiresAt: m.destroyAt ? m.destroyAt.toISOString() : null,
-          metadata: { machineName: m.name },
-        }));
+            ...(m.createdAt ? { createdAt: m.createdAt.toISOString() } : {}),
+            expiresAt: m.destroyAt ? m.destroyAt.toISOString() : null,
+            metadata: { machineName: m.name },
+          }));
       } finally {
         if (from) api.close();
       }

@@ -11,7 +11,10 @@ function exchange(clock: { now: number }, ttlS = 3600, answer?: (n: number) => R
     calls.push({ url: String(url), body: JSON.parse(String(init?.body)) });
     const special = answer?.(calls.length);
     if (special) return special;
-    return new Response(JSON.stringify({ token: `jwt-${calls.length}`, expires_at: Math.floor(clock.now / 1000) + ttlS, user_id: "octo" }), { status: 200, headers: { "content-type": "application/json" } });
+    return new Response(JSON.stringify({ token: `jwt-${calls.length}`, expires_at: Math.floor(clock.now / 1000) + ttlS, user_id: "octo" }), {
+      status: 200,
+      headers: { "content-type": "application/json" },
+    });
   }) as typeof globalThis.fetch;
   return { fetch, calls };
 }
@@ -75,8 +78,16 @@ describe("boxd token cache: one exchange per key, refreshed before expiry", () =
   it("refuses an answer without a token or with one already expired", async () => {
     const clock = { now: 1_000_000_000_000 };
     const noToken = exchange(clock, 3600, () => new Response(JSON.stringify({ expires_at: 5 }), { status: 200 }));
-    await expect(createTokenCache({ fetch: noToken.fetch, now: () => clock.now }).forKey(KEY, URL_A).current()).rejects.toThrow(/without token and expires_at/);
+    await expect(
+      createTokenCache({ fetch: noToken.fetch, now: () => clock.now })
+        .forKey(KEY, URL_A)
+        .current(),
+    ).rejects.toThrow(/without token and expires_at/);
     const stale = exchange(clock, -10);
-    await expect(createTokenCache({ fetch: stale.fetch, now: () => clock.now }).forKey(KEY, URL_A).current()).rejects.toThrow(/already expired/);
+    await expect(
+      createTokenCache({ fetch: stale.fetch, now: () => clock.now })
+        .forKey(KEY, URL_A)
+        .current(),
+    ).rejects.toThrow(/already expired/);
   });
 });

@@ -46,8 +46,7 @@ export function createTokenCache(options: TokenCacheOptions = {}) {
   let exchanges = 0;
 
   /** Still usable without a refresh: more than the margin left (at most half its lifetime, for short-lived tokens). */
-  const fresh = (token: Held | undefined): token is Held =>
-    token !== undefined && token.expiresAt - now() > Math.min(refreshBefore, (token.expiresAt - token.issuedAt) / 2);
+  const fresh = (token: Held | undefined): token is Held => token !== undefined && token.expiresAt - now() > Math.min(refreshBefore, (token.expiresAt - token.issuedAt) / 2);
 
   async function exchange(apiKey: string, url: URL, signal: AbortSignal | undefined): Promise<Held> {
     exchanges += 1;
@@ -64,11 +63,29 @@ export function createTokenCache(options: TokenCacheOptions = {}) {
     );
     const body = response.json<{ token?: unknown; expires_at?: unknown; user_id?: unknown }>();
     if (typeof body?.token !== "string" || body.token === "" || typeof body.expires_at !== "number") {
-      throw new ProviderApiError({ vendor: "boxd", operation: "exchangeApiKey", status: response.status, code: "invalid_response", detail: "the token exchange answered without token and expires_at", retryable: false, gone: false, mayHaveTakenEffect: false });
+      throw new ProviderApiError({
+        vendor: "boxd",
+        operation: "exchangeApiKey",
+        status: response.status,
+        code: "invalid_response",
+        detail: "the token exchange answered without token and expires_at",
+        retryable: false,
+        gone: false,
+        mayHaveTakenEffect: false,
+      });
     }
     const expiresAt = body.expires_at * 1000;
     if (expiresAt <= now()) {
-      throw new ProviderApiError({ vendor: "boxd", operation: "exchangeApiKey", status: response.status, code: "expired_token", detail: "the token exchange answered an already expired token (check this machine's clock)", retryable: false, gone: false, mayHaveTakenEffect: false });
+      throw new ProviderApiError({
+        vendor: "boxd",
+        operation: "exchangeApiKey",
+        status: response.status,
+        code: "expired_token",
+        detail: "the token exchange answered an already expired token (check this machine's clock)",
+        retryable: false,
+        gone: false,
+        mayHaveTakenEffect: false,
+      });
     }
     return { token: body.token, expiresAt, userId: typeof body.user_id === "string" ? body.user_id : "", issuedAt };
   }

@@ -4,7 +4,8 @@ import { ProviderApiError } from "@paperclip-sandbox/kit";
 import type { BoxdApi, ExecCall, ExecOutput } from "./api.js";
 import { BOXD_INLINE_STDIN_BYTES, createBoxdRunner } from "./transport.js";
 
-const unavailable = () => new ProviderApiError({ vendor: "boxd", operation: "Exec", status: 0, code: "unavailable", detail: "connection reset", retryable: true, gone: false, mayHaveTakenEffect: true });
+const unavailable = () =>
+  new ProviderApiError({ vendor: "boxd", operation: "Exec", status: 0, code: "unavailable", detail: "connection reset", retryable: true, gone: false, mayHaveTakenEffect: true });
 
 /** A fake machine: each Exec is answered by `answer(command, n)` (an exit code, or an error). */
 function fakeApi(answer: (command: string, n: number, output: ExecOutput) => Promise<number> | number) {
@@ -15,7 +16,9 @@ function fakeApi(answer: (command: string, n: number, output: ExecOutput) => Pro
     async exec(_id: string, command: string, output: ExecOutput): Promise<ExecCall> {
       commands.push(command);
       const n = commands.length;
-      const exited = Promise.resolve().then(() => answer(command, n, output)).then((exitCode) => ({ exitCode, cancelled: false }));
+      const exited = Promise.resolve()
+        .then(() => answer(command, n, output))
+        .then((exitCode) => ({ exitCode, cancelled: false }));
       exited.catch(() => undefined);
       return { write: async () => undefined, end: () => undefined, cancel: () => undefined, exited };
     },
@@ -79,7 +82,16 @@ describe("boxd runner", () => {
 
   it("a final refusal (FAILED_PRECONDITION) is reported at once", async () => {
     const fake = fakeApi(() => {
-      throw new ProviderApiError({ vendor: "boxd", operation: "Exec", status: 0, code: "failed_precondition", detail: "machine x is stopped", retryable: false, gone: false, mayHaveTakenEffect: true });
+      throw new ProviderApiError({
+        vendor: "boxd",
+        operation: "Exec",
+        status: 0,
+        code: "failed_precondition",
+        detail: "machine x is stopped",
+        retryable: false,
+        gone: false,
+        mayHaveTakenEffect: true,
+      });
     });
     await expect(createBoxdRunner(target(fake.api)).run("true", {})).rejects.toMatchObject({ code: "failed_precondition" });
     expect(fake.commands).toHaveLength(1);

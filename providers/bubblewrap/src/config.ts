@@ -114,8 +114,7 @@ export const configSchema = z.object({
   rootfs: fields
     .absolutePosixPath({
       title: "Root filesystem",
-      description:
-        "Host directory used as the sandbox's root tree instead of the host's /usr, /bin, /lib and /etc; it needs sh, node and tar. Empty: the host's own tree.",
+      description: "Host directory used as the sandbox's root tree instead of the host's /usr, /bin, /lib and /etc; it needs sh, node and tar. Empty: the host's own tree.",
       group: PATHS,
       advanced: true,
       examples: ["/srv/rootfs/debian-12"],
@@ -124,27 +123,19 @@ export const configSchema = z.object({
   stateDir: fields
     .absolutePosixPath({
       title: "State directory",
-      description:
-        "Host directory where lease directories live; it must belong to the worker's user. Empty: $XDG_STATE_HOME/paperclip-bubblewrap, or /var/tmp/paperclip-bubblewrap-<uid>.",
+      description: "Host directory where lease directories live; it must belong to the worker's user. Empty: $XDG_STATE_HOME/paperclip-bubblewrap, or /var/tmp/paperclip-bubblewrap-<uid>.",
       group: PATHS,
       advanced: true,
       examples: ["/var/lib/paperclip-bubblewrap"],
     })
     .optional(),
   templateRef: fields
-    .ui(
-      z
-        .string()
-        .max(64)
-        .refine(isTemplateRef, { message: "must be a template Paperclip captured (tpl- and 24 hex digits)" }),
-      {
-        title: "Custom image template",
-        description:
-          "The captured template new sandboxes start from (a copy of a setup sandbox's workspace, home and /tmp). Paperclip sets it when you capture a custom image; empty: a clean sandbox.",
-        group: PATHS,
-        advanced: true,
-      },
-    )
+    .ui(z.string().max(64).refine(isTemplateRef, { message: "must be a template Paperclip captured (tpl- and 24 hex digits)" }), {
+      title: "Custom image template",
+      description: "The captured template new sandboxes start from (a copy of a setup sandbox's workspace, home and /tmp). Paperclip sets it when you capture a custom image; empty: a clean sandbox.",
+      group: PATHS,
+      advanced: true,
+    })
     .optional(),
 });
 

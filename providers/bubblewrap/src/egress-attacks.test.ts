@@ -220,9 +220,7 @@ describe("attack: one lease exhausts the worker's file descriptors through its e
       expect(held).toBeLessThanOrEqual(2 * 256 + 32);
       expect(flood.open).toBeLessThanOrEqual(256);
       expect(flood.refused).toBeGreaterThanOrEqual(700 - 256 - flood.other);
-      expect(flood.reasons).toContain(
-        "Paperclip bubblewrap egress proxy: the lease already has 256 open connections through the egress proxy (its limit); close idle connections and retry.\n",
-      );
+      expect(flood.reasons).toContain("Paperclip bubblewrap egress proxy: the lease already has 256 open connections through the egress proxy (its limit); close idle connections and retry.\n");
       const neighbour = await h.acquire(granted({ allowFqdns: ["granted.test"] }));
       expect((await h.sh(neighbour, "echo neighbour-ok")).stdout).toBe("neighbour-ok\n");
       expect((await h.sh(flooding, "echo still-here")).stdout).toBe("still-here\n");

@@ -40,14 +40,18 @@ describe("filesystem isolation", () => {
   it("only /workspace, the home, its cache and /tmp are writable", async () => {
     const lease = await h.acquire();
     const targets = ["/x", "/usr/x", "/usr/bin/x", "/etc/x", "/etc/passwd", "/opt/paperclip/supervisor.mjs", "/opt/paperclip/in-jail/main.mjs", "/opt/x", "/run/x", "/home/x", "/sys/x"];
-    const script = targets.map((t) => `if (echo pwned > ${t}) 2>/dev/null; then echo "WROTE ${t}"; fi`).join("\n") +
-      "\nfor d in /workspace /home/sandbox /home/sandbox/.cache /tmp; do echo ok > $d/probe && echo \"writable $d\"; done";
+    const script =
+      targets.map((t) => `if (echo pwned > ${t}) 2>/dev/null; then echo "WROTE ${t}"; fi`).join("\n") +
+      '\nfor d in /workspace /home/sandbox /home/sandbox/.cache /tmp; do echo ok > $d/probe && echo "writable $d"; done';
     const result = await h.sh(lease, script);
     expect(result.stdout).not.toContain("WROTE");
     expect(result.stdout).toBe("writable /workspace\nwritable /home/sandbox\nwritable /home/sandbox/.cache\nwritable /tmp\n");
     // A read-only bind cannot be remounted writable: the sandbox has no capabilities.
     // Host kernel settings stay out of reach, even when the worker (and so the sandbox's host uid) is root.
-    const sysctl = await h.sh(lease, "v=$(cat /proc/sys/vm/swappiness); (echo $v > /proc/sys/vm/swappiness) 2>/dev/null && echo SYSCTL-WRITABLE; (echo x > /proc/sys/kernel/hostname) 2>/dev/null && echo HOSTNAME-WRITABLE; echo done");
+    const sysctl = await h.sh(
+      lease,
+      "v=$(cat /proc/sys/vm/swappiness); (echo $v > /proc/sys/vm/swappiness) 2>/dev/null && echo SYSCTL-WRITABLE; (echo x > /proc/sys/kernel/hostname) 2>/dev/null && echo HOSTNAME-WRITABLE; echo done",
+    );
     expect(sysctl.stdout).toBe("done\n");
     const remount = await h.sh(lease, "mount -o remount,bind,rw /usr 2>&1; grep Cap /proc/self/status");
     expect(remount.stdout).toMatch(/CapEff:\s+0000000000000000/);
@@ -143,13 +147,24 @@ describe("process and resource containment", () => {
     const lease = await h.acquire({ requestedExpiresAt: new Date(Date.now() + 2_500).toISOString() });
     const tag = String(800_000 + Math.floor(Math.random() * 99_999));
     await h.sh(lease, `nohup sleep ${tag} >/dev/null 2>&1 &`);
-    expect(await eventually(() => hostProcessesMatching(`sleep ${tag}`), (pids) => pids.length > 0)).not.toEqual([]);
+    expect(
+      await eventually(
+        () => hostProcessesMatching(`sleep ${tag}`),
+        (pids) => pids.length > 0,
+      ),
+    ).not.toEqual([]);
     // Sandboxed code cannot stop it any more (supervisor-attacks.test.ts); stopped from the host
     // here, as a hung supervisor would be: the host-side keeper still ends the jail at its expiry.
     const supervisor = supervisorPidOf(path.join(h.stateDir, "leases", lease.providerLeaseId!))!;
     process.kill(supervisor, "SIGSTOP");
     expect(await eventually(() => isStopped(supervisor), Boolean)).toBe(true);
-    expect(await eventually(() => hostProcessesMatching(`sleep ${tag}`), (pids) => pids.length === 0, 8_000)).toEqual([]);
+    expect(
+      await eventually(
+        () => hostProcessesMatching(`sleep ${tag}`),
+        (pids) => pids.length === 0,
+        8_000,
+      ),
+    ).toEqual([]);
     await h.client.env.destroyLease({ ...h.base(), providerLeaseId: lease.providerLeaseId });
   });
 
@@ -166,7 +181,11 @@ describe("process and resource containment", () => {
     const result = await bomb;
     expect(result.timedOut).toBe(true);
     // The bombed lease recovers once its command's group is gone.
-    const after = await eventually(() => h.client.env.execute({ ...h.base(limited), lease: bombed, command: "echo", args: ["alive"] }), (r) => r.stdout === "alive\n", 10_000);
+    const after = await eventually(
+      () => h.client.env.execute({ ...h.base(limited), lease: bombed, command: "echo", args: ["alive"] }),
+      (r) => r.stdout === "alive\n",
+      10_000,
+    );
     expect(after.stdout).toBe("alive\n");
     await h.client.env.releaseLease({ ...h.base(limited), providerLeaseId: bombed.providerLeaseId });
     await h.release(neighbour);
@@ -200,7 +219,7 @@ describe("process and resource containment", () => {
       ...h.base(limited),
       lease,
       command: "sh",
-      args: ["-c", "head -c 268435456 /dev/zero > /workspace/fill; echo \"exit $?\"; head -c 1048576 /dev/zero > /tmp/more; du -sm /workspace/fill | cut -f1"],
+      args: ["-c", 'head -c 268435456 /dev/zero > /workspace/fill; echo "exit $?"; head -c 1048576 /dev/zero > /tmp/more; du -sm /workspace/fill | cut -f1'],
       timeoutMs: 60_000,
     });
     expect(result.stderr).toMatch(/No space left on device/);

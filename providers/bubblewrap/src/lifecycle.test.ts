@@ -26,7 +26,12 @@ describe("bubblewrap lease lifecycle", () => {
     expect(started.exitCode).toBe(0);
     const pid = started.stdout.trim();
     await h.sh(lease, "echo before-restart > state.txt");
-    expect(await eventually(() => hostProcessesMatching(`sleep ${tag}`), (pids) => pids.length === 1)).toHaveLength(1);
+    expect(
+      await eventually(
+        () => hostProcessesMatching(`sleep ${tag}`),
+        (pids) => pids.length === 1,
+      ),
+    ).toHaveLength(1);
 
     await h.restartWorker("SIGKILL");
 
@@ -50,7 +55,10 @@ describe("bubblewrap lease lifecycle", () => {
       "echo started",
     ].join("\n");
     expect((await h.sh(lease, script)).stdout).toBe("started\n");
-    const before = await eventually(() => hostProcessesMatching(`sleep ${tag}`), (pids) => pids.length >= 4);
+    const before = await eventually(
+      () => hostProcessesMatching(`sleep ${tag}`),
+      (pids) => pids.length >= 4,
+    );
     expect(before.length).toBeGreaterThanOrEqual(4);
     const receipt = await h.release(lease);
     expect(receipt).toEqual({ providerLeaseId: lease.providerLeaseId, state: "destroyed" });
@@ -69,7 +77,14 @@ describe("bubblewrap lease lifecycle", () => {
       "sleep 30",
     ].join("\n");
     const running = h.sh(lease, script, { timeoutMs: 1_500 });
-    expect((await eventually(() => hostProcessesMatching(`sleep ${tag}`), (pids) => pids.length >= 3)).length).toBeGreaterThanOrEqual(3);
+    expect(
+      (
+        await eventually(
+          () => hostProcessesMatching(`sleep ${tag}`),
+          (pids) => pids.length >= 3,
+        )
+      ).length,
+    ).toBeGreaterThanOrEqual(3);
     const result = await running;
     expect(result.timedOut).toBe(true);
     // Checked right after the result: the lease is still there, its escaped processes are not.
@@ -104,7 +119,12 @@ describe("bubblewrap lease lifecycle", () => {
     const lease = await h.client.env.acquireLease({ ...h.base(reuseConfig), ...reuseParams });
     const tag = marker();
     await h.client.env.execute({ ...h.base(reuseConfig), lease, command: "sh", args: ["-c", `echo kept > kept.txt; nohup sleep ${tag} >/dev/null 2>&1 &`] });
-    expect(await eventually(() => hostProcessesMatching(`sleep ${tag}`), (pids) => pids.length === 1)).toHaveLength(1);
+    expect(
+      await eventually(
+        () => hostProcessesMatching(`sleep ${tag}`),
+        (pids) => pids.length === 1,
+      ),
+    ).toHaveLength(1);
     const stopped = await h.client.env.releaseLease({ ...h.base(reuseConfig), providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata });
     expect(stopped).toEqual({ providerLeaseId: lease.providerLeaseId, state: "stopped" });
     expect(hostProcessesMatching(`sleep ${tag}`)).toEqual([]);
@@ -137,10 +157,19 @@ describe("bubblewrap lease lifecycle", () => {
     expect(Date.parse(lease.expiresAt!)).toBeLessThanOrEqual(Date.parse(requested));
     const tag = marker();
     await h.sh(lease, `nohup sleep ${tag} >/dev/null 2>&1 &`);
-    expect(await eventually(() => hostProcessesMatching(`sleep ${tag}`), (pids) => pids.length === 1)).toHaveLength(1);
+    expect(
+      await eventually(
+        () => hostProcessesMatching(`sleep ${tag}`),
+        (pids) => pids.length === 1,
+      ),
+    ).toHaveLength(1);
     // The owner goes away too, so the leak clean-up must be the one to find it.
     await h.restartWorker("SIGKILL");
-    const gone = await eventually(() => hostProcessesMatching(`sleep ${tag}`), (pids) => pids.length === 0, 6_000);
+    const gone = await eventually(
+      () => hostProcessesMatching(`sleep ${tag}`),
+      (pids) => pids.length === 0,
+      6_000,
+    );
     expect(gone).toEqual([]);
     await expect(h.sh(lease, "true")).rejects.toThrow(/not running/);
     const orphans = await findOrphans(h.stateDir);
@@ -186,7 +215,10 @@ describe("probe", () => {
       expect(result.summary).not.toMatch(/disk/);
       expect(validation.warnings).toEqual([]);
     } else {
-      expect(byCode.get("DISK_LIMIT_NOT_ENFORCED")).toMatchObject({ severity: "warning", message: expect.stringMatching(/^diskMb 100 MiB is not enforced: a per-sandbox filesystem needs a root worker \(this one is uid \d+\)/) });
+      expect(byCode.get("DISK_LIMIT_NOT_ENFORCED")).toMatchObject({
+        severity: "warning",
+        message: expect.stringMatching(/^diskMb 100 MiB is not enforced: a per-sandbox filesystem needs a root worker \(this one is uid \d+\)/),
+      });
       // The host shows the summary only: the warning must be in it, with the reason.
       expect(result.summary).toMatch(/disk limit NOT enforced: diskMb 100 MiB \(a per-sandbox filesystem needs a root worker \(this one is uid \d+\)\)/);
       expect(validation.warnings).toEqual([expect.stringMatching(/^Disk limit \(MiB\) cannot be enforced on this worker: a per-sandbox filesystem needs a root worker/)]);

@@ -26,8 +26,7 @@ export default defineSandboxProviderManifest({
   // package.json is the one place a version is written (changesets bumps it); the host records this one.
   version: packageVersionOf(import.meta.url),
   displayName: "Bubblewrap sandbox (local)",
-  description:
-    "Local Linux sandbox with no account: one bubblewrap jail per lease (user, pid, mount and network namespaces), cgroup limits and name-enforced egress through a host proxy.",
+  description: "Local Linux sandbox with no account: one bubblewrap jail per lease (user, pid, mount and network namespaces), cgroup limits and name-enforced egress through a host proxy.",
   driver: {
     driverKey: BUBBLEWRAP_DRIVER_KEY,
     displayName: "Bubblewrap (local)",

@@ -22,12 +22,26 @@ describe.skipIf(!canSwitch)("as uid 65534 (nobody)", () => {
       const result = spawnSync(
         "/usr/bin/setpriv",
         [
-          "--reuid=65534", "--regid=65534", "--clear-groups", "--",
-          process.execPath, "node_modules/vitest/vitest.mjs", "run",
-          "--config", "providers/bubblewrap/vitest.nobody.config.mjs", "--configLoader", "native",
-          "providers/bubblewrap/src/conformance.test.ts", "providers/bubblewrap/src/lifecycle.test.ts", "providers/bubblewrap/src/hostile.test.ts", "providers/bubblewrap/src/egress-attacks.test.ts",
-          "providers/bubblewrap/src/supervisor-attacks.test.ts", "packages/sandbox-backend/src/jail-attacks.test.ts", "packages/sandbox-backend/src/supervisor-trust.test.ts",
-          "packages/sandbox-backend/src/timeout-descendants.test.ts", "packages/sandbox-backend/src/dormancy.test.ts",
+          "--reuid=65534",
+          "--regid=65534",
+          "--clear-groups",
+          "--",
+          process.execPath,
+          "node_modules/vitest/vitest.mjs",
+          "run",
+          "--config",
+          "providers/bubblewrap/vitest.nobody.config.mjs",
+          "--configLoader",
+          "native",
+          "providers/bubblewrap/src/conformance.test.ts",
+          "providers/bubblewrap/src/lifecycle.test.ts",
+          "providers/bubblewrap/src/hostile.test.ts",
+          "providers/bubblewrap/src/egress-attacks.test.ts",
+          "providers/bubblewrap/src/supervisor-attacks.test.ts",
+          "packages/sandbox-backend/src/jail-attacks.test.ts",
+          "packages/sandbox-backend/src/supervisor-trust.test.ts",
+          "packages/sandbox-backend/src/timeout-descendants.test.ts",
+          "packages/sandbox-backend/src/dormancy.test.ts",
         ],
         {
           cwd: copyRoot,
@@ -37,7 +51,10 @@ describe.skipIf(!canSwitch)("as uid 65534 (nobody)", () => {
         },
       );
       const output = `${result.stdout}\n${result.stderr}`;
-      const summary = output.split("\n").filter((line) => /Tests|Test Files|✓|×|skipped|FAIL/.test(line)).join("\n");
+      const summary = output
+        .split("\n")
+        .filter((line) => /Tests|Test Files|✓|×|skipped|FAIL/.test(line))
+        .join("\n");
       console.info(`[nobody run]\n${summary}`);
       expect(result.status, output.slice(-6_000)).toBe(0);
       expect(output).toMatch(/Tests\s+\d+ passed/);

@@ -159,14 +159,7 @@ export async function probeBubblewrap(config: BubblewrapConfig, deps: ProbeDeps)
  * `sh`, `node` and `tar` inside a jail with the lease's tree, as the host user leases run as; each
  * missing tool is its own error.
  */
-async function probeTools(
-  config: BubblewrapConfig,
-  deps: ProbeDeps,
-  bwrapPath: string,
-  hostUser: HostUser | null,
-  stateDir: string,
-  diagnostics: PluginEnvironmentDiagnostic[],
-): Promise<void> {
+async function probeTools(config: BubblewrapConfig, deps: ProbeDeps, bwrapPath: string, hostUser: HostUser | null, stateDir: string, diagnostics: PluginEnvironmentDiagnostic[]): Promise<void> {
   const scratch = await fsp.mkdtemp(path.join(os.tmpdir(), "paperclip-bwrap-probe-"));
   try {
     const dirs = ["workspace", "home", "cache", "tmp", "etc"].map((name) => path.join(scratch, name));

@@ -72,7 +72,9 @@ describe("the supervisor's control socket and process are out of the sandbox's r
         "ls /proc/2/fd/ >/dev/null 2>&1 && ls /proc/2/fd/3 >/dev/null 2>&1 && echo FD-LISTED",
         "readlink /proc/2/fd/3 >/dev/null 2>&1 && echo FD-NAMED",
         "dd if=/proc/2/mem of=/dev/null bs=1 count=1 skip=4194304 2>/dev/null && echo MEM-READ",
-        hasPerl ? `perl -e 'my $b = "\\0" x 8; my $l = pack("QQ", unpack("Q", pack("P", $b)), 8); my $r = pack("QQ", 4194304, 8); my $n = syscall(310, 2, $l, 1, $r, 1, 0); print $n >= 0 ? "VM-READ\\n" : "process_vm_readv: $!\\n"'` : "true",
+        hasPerl
+          ? `perl -e 'my $b = "\\0" x 8; my $l = pack("QQ", unpack("Q", pack("P", $b)), 8); my $r = pack("QQ", 4194304, 8); my $n = syscall(310, 2, $l, 1, $r, 1, 0); print $n >= 0 ? "VM-READ\\n" : "process_vm_readv: $!\\n"'`
+          : "true",
         "echo done",
       ].join("\n"),
     );
@@ -84,7 +86,10 @@ describe("the supervisor's control socket and process are out of the sandbox's r
   it("kill -STOP 2, to its threads and its process group, does not stop the supervisor; kill -KILL 2 does not end the jail", async () => {
     const pid = supervisor();
     try {
-      const result = await h.sh(lease, "for sig in STOP KILL TERM; do kill -$sig 2 2>/dev/null && echo SIGNALLED-2-$sig; kill -$sig -- -2 2>/dev/null && echo SIGNALLED-GROUP-$sig; done; for t in $(seq 1 24); do kill -STOP $t 2>/dev/null && echo SIGNALLED-$t; done; echo done");
+      const result = await h.sh(
+        lease,
+        "for sig in STOP KILL TERM; do kill -$sig 2 2>/dev/null && echo SIGNALLED-2-$sig; kill -$sig -- -2 2>/dev/null && echo SIGNALLED-GROUP-$sig; done; for t in $(seq 1 24); do kill -STOP $t 2>/dev/null && echo SIGNALLED-$t; done; echo done",
+      );
       expect(result.stdout).toBe("done\n");
       await new Promise((resolve) => setTimeout(resolve, 200));
       expect(isStopped(pid)).toBe(false);
@@ -105,7 +110,7 @@ describe("the supervisor's control socket and process are out of the sandbox's r
   });
 
   it("commands get pids above the guarded ones, and signal each other as usual", async () => {
-    const result = await h.sh(lease, "sleep 30 & child=$!; kill $child && wait $child; echo \"status $? child $child self $$\"");
+    const result = await h.sh(lease, 'sleep 30 & child=$!; kill $child && wait $child; echo "status $? child $child self $$"');
     const match = /status (\d+) child (\d+) self (\d+)/.exec(result.stdout);
     expect(match?.[1]).toBe("143");
     expect(Number(match?.[2])).toBeGreaterThan(24);
@@ -134,7 +139,10 @@ describe.skipIf(!isRoot)("with a root worker the sandbox user is not host root",
 
   it("a setuid copy of sh left in /workspace is not owned by host root, and no other host user can reach it", async () => {
     await h.sh(lease, "cp /bin/sh /workspace/x && chmod 4755 /workspace/x");
-    const file = fs.readdirSync(leaseDir, { recursive: true }).map(String).find((name) => name.endsWith("workspace/x"))!;
+    const file = fs
+      .readdirSync(leaseDir, { recursive: true })
+      .map(String)
+      .find((name) => name.endsWith("workspace/x"))!;
     const stat = fs.statSync(path.join(leaseDir, file));
     expect(stat.mode & 0o4000).toBe(0o4000);
     expect(stat.uid).not.toBe(0);
@@ -205,7 +213,10 @@ describe("a plain release while sandboxed code tries to stall the supervisor", (
 
 describe("memory held by the sandbox outside its processes", () => {
   it("/dev/shm is a small tmpfs of its own (64 MiB without a memory limit) and nothing else under /dev is writable", async () => {
-    const result = await h.sh(lease, "head -c 100000000 /dev/zero > /dev/shm/fill 2>/dev/null; wc -c < /dev/shm/fill; rm -f /dev/shm/fill; touch /dev/paperclip-x 2>/dev/null && echo DEV-WRITABLE; echo done");
+    const result = await h.sh(
+      lease,
+      "head -c 100000000 /dev/zero > /dev/shm/fill 2>/dev/null; wc -c < /dev/shm/fill; rm -f /dev/shm/fill; touch /dev/paperclip-x 2>/dev/null && echo DEV-WRITABLE; echo done",
+    );
     const written = Number(result.stdout.split("\n")[0]);
     expect(written).toBeLessThanOrEqual(64 * 1024 * 1024);
     expect(written).toBeGreaterThan(60 * 1024 * 1024);

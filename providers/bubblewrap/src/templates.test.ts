@@ -82,7 +82,13 @@ describe("bubblewrap custom images", () => {
     const observer = createSandboxBackend({ stateDir: idle.stateDir });
     try {
       const ref = await capture(idle, async (id) => {
-        expect(await eventually(async () => (await observer.summary(id))?.alive, (alive) => alive === false, 60_000)).toBe(false);
+        expect(
+          await eventually(
+            async () => (await observer.summary(id))?.alive,
+            (alive) => alive === false,
+            60_000,
+          ),
+        ).toBe(false);
       });
       const lease = await idle.acquire({}, { ...idle.config, templateRef: ref });
       expect((await idle.sh(lease, "cat secret.txt")).stdout).toBe("captured\n");

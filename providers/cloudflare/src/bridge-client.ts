@@ -224,7 +224,9 @@ export class BridgeClient {
 export function createClientCache(): (config: CloudflareConfig) => BridgeClient {
   const clients = new Map<string, BridgeClient>();
   return (config) => {
-    const key = createHash("sha256").update(JSON.stringify([config.bridgeBaseUrl, config.bridgeAuthToken, config.bridgeRequestTimeoutMs])).digest("hex");
+    const key = createHash("sha256")
+      .update(JSON.stringify([config.bridgeBaseUrl, config.bridgeAuthToken, config.bridgeRequestTimeoutMs]))
+      .digest("hex");
     let client = clients.get(key);
     if (!client) clients.set(key, (client = new BridgeClient(config)));
     return client;

@@ -87,7 +87,12 @@ describe("bridge auth", () => {
     ["the token under another scheme", { authorization: `Basic ${emu.credentials.token}` }],
     ["an empty bearer", { authorization: "Bearer " }],
   ])("refuses %s on every route, health included", async (_name, headers) => {
-    for (const [method, path] of [["GET", "/health"], ["POST", "/leases/acquire"], ["POST", "/exec"], ["GET", "/leases"]] as const) {
+    for (const [method, path] of [
+      ["GET", "/health"],
+      ["POST", "/leases/acquire"],
+      ["POST", "/exec"],
+      ["GET", "/leases"],
+    ] as const) {
       const response = await fetch(`${base}${path}`, { method, headers: { ...headers, "content-type": "application/json" }, ...(method === "POST" ? { body: "{}" } : {}) });
       expect(response.status).toBe(401);
       expect(await response.json()).toEqual({ error: "unauthorized", message: "Missing or invalid bridge bearer token." });
@@ -221,7 +226,10 @@ describe("bridge streamed processes (the streams extension)", () => {
     const rest: string[] = [];
     for (let frame = await frames.next(); frame !== null; frame = await frames.next()) rest.push(frame);
     const decoded = events(rest.filter((f) => !f.startsWith(":")).join("\n\n"));
-    const text = decoded.filter((f): f is { event: string; data: { base64: string } } => "event" in f && f.event === "stdout").map((f) => Buffer.from(f.data.base64, "base64").toString()).join("");
+    const text = decoded
+      .filter((f): f is { event: string; data: { base64: string } } => "event" in f && f.event === "stdout")
+      .map((f) => Buffer.from(f.data.base64, "base64").toString())
+      .join("");
     expect(text.trim()).toBe("00 01 02 ff 0a 7a");
     expect(decoded.at(-1)).toMatchObject({ event: "complete", data: { exitCode: 0 } });
   });
@@ -281,7 +289,6 @@ describe("the plugin's runner choice", () => {
     expect(resumed).toBe(first);
     expect(marker).toBe("kept");
   });
-
 
   it("runs a command as a streamed process by default, and as one JSON exec with live output off", async () => {
     const worker = await startWorker(await loadPluginPackage(fileURLToPath(new URL("..", import.meta.url))));

@@ -10,7 +10,15 @@ const validate = (config: Record<string, unknown>) =>
 
 describe("cloudflare config validation", () => {
   it("accepts the minimal config and fills the defaults", () => {
-    expect(cloudflareConfig.parse(good)).toMatchObject({ requestedCwd: "/workspace/paperclip", bridgeRequestTimeoutMs: 300_000, timeoutMs: 300_000, keepAlive: false, normalizeId: true, sessionStrategy: "named", sleepAfter: "1h" });
+    expect(cloudflareConfig.parse(good)).toMatchObject({
+      requestedCwd: "/workspace/paperclip",
+      bridgeRequestTimeoutMs: 300_000,
+      timeoutMs: 300_000,
+      keepAlive: false,
+      normalizeId: true,
+      sessionStrategy: "named",
+      sleepAfter: "1h",
+    });
   });
 
   it.each([

@@ -3,8 +3,7 @@ import { defineProviderConfig, fields } from "@paperclip-sandbox/kit";
 
 export const DEFAULT_CWD = "/workspace/paperclip";
 export const DEFAULT_SESSION_ID = "paperclip";
-export const REUSE_NEEDS_KEEP_ALIVE =
-  "Reuse lease: needs Keep alive on (a Cloudflare sandbox's files live only while its container runs; without keep-alive it sleeps and loses them)";
+export const REUSE_NEEDS_KEEP_ALIVE = "Reuse lease: needs Keep alive on (a Cloudflare sandbox's files live only while its container runs; without keep-alive it sleeps and loses them)";
 export const NAMED_NEEDS_SESSION_ID = `Session ID: required when Session strategy is named (leave the field out for the default, ${DEFAULT_SESSION_ID})`;
 
 const CONNECTION = "Bridge";
@@ -14,7 +13,8 @@ const SESSIONS = "Sessions";
 export const cloudflareConfigSchema = z.object({
   bridgeBaseUrl: fields.url({
     title: "Bridge URL",
-    description: "The URL of the bridge Worker you deployed (providers/cloudflare/bridge), e.g. https://paperclip-cloudflare-sandbox-bridge.<account>.workers.dev. https unless it is on this machine (localhost).",
+    description:
+      "The URL of the bridge Worker you deployed (providers/cloudflare/bridge), e.g. https://paperclip-cloudflare-sandbox-bridge.<account>.workers.dev. https unless it is on this machine (localhost).",
     group: CONNECTION,
   }),
   bridgeAuthToken: fields.secretRef({
@@ -46,7 +46,13 @@ export const cloudflareConfigSchema = z.object({
       advanced: true,
     })
     .default("1h"),
-  normalizeId: fields.boolean({ default: true, title: "Normalize sandbox IDs", description: "Lower-case sandbox ids and replace characters other than a-z, 0-9 and -.", group: SANDBOX, advanced: true }),
+  normalizeId: fields.boolean({
+    default: true,
+    title: "Normalize sandbox IDs",
+    description: "Lower-case sandbox ids and replace characters other than a-z, 0-9 and -.",
+    group: SANDBOX,
+    advanced: true,
+  }),
   sessionStrategy: fields
     .oneOf(["named", "default"] as const, {
       title: "Session strategy",

@@ -47,7 +47,6 @@ describe("against an upstream-template bridge", () => {
     expect(marker).toBe("kept");
   });
 
-
   it("ran every command as one JSON exec and never called an extension route", () => {
     // Calls the Worker answered (a fault injected in front answers before it, unnoted).
     const records = emu.requests.list({ route: "/api/paperclip-sandbox/v1/exec" }).filter((r) => r.faults.length === 0);
@@ -64,9 +63,9 @@ describe("against an upstream-template bridge", () => {
     try {
       const lease = await worker.env.acquireLease({ ...base, runId: `run-${randomUUID()}`, agentId: "agent-1", executionWorkspaceId: "ws-1", adapterType: "claude_local" });
       const listener = { onData: () => undefined, onExit: () => undefined };
-      await expect(
-        worker.duplex.open({ hostRouteId: `route-${randomUUID()}`, driverKey: "cloudflare", ...ids, providerLeaseId: lease.providerLeaseId!, command: ["cat"] }, listener),
-      ).rejects.toThrow(/cannot carry a duplex channel \(it needs streamed stdin with EOF and binary-safe live output\)/);
+      await expect(worker.duplex.open({ hostRouteId: `route-${randomUUID()}`, driverKey: "cloudflare", ...ids, providerLeaseId: lease.providerLeaseId!, command: ["cat"] }, listener)).rejects.toThrow(
+        /cannot carry a duplex channel \(it needs streamed stdin with EOF and binary-safe live output\)/,
+      );
       const result = await worker.env.execute({ ...base, lease, command: "printf", args: ["still %s", "here"] });
       expect(result).toMatchObject({ exitCode: 0, stdout: "still here" });
       await worker.env.releaseLease({ ...base, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata ?? {} });

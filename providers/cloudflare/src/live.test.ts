@@ -31,7 +31,8 @@ if (!bridgeBaseUrl || !bridgeAuthToken) {
     reuseConfig: { ...config, reuseLease: true, keepAlive: true },
     ...(ext.leaseLabels
       ? {
-          leftovers: async ({ leaseIds }: { leaseIds: readonly string[] }) => (await listed(config)).filter((lease) => leaseIds.includes(lease.providerLeaseId)).map((lease) => `sandbox ${lease.providerLeaseId}`),
+          leftovers: async ({ leaseIds }: { leaseIds: readonly string[] }) =>
+            (await listed(config)).filter((lease) => leaseIds.includes(lease.providerLeaseId)).map((lease) => `sandbox ${lease.providerLeaseId}`),
           labelsOf: async (id: string, leaseConfig: Record<string, unknown>) => (await listed(leaseConfig)).find((lease) => lease.providerLeaseId === id)?.labels,
         }
       : {}),

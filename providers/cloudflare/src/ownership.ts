@@ -27,7 +27,10 @@ export function ownedRunId(owner: Owner & { runId: string }): string {
 export function labelsProvenById(providerLeaseId: string, owner: Owner): Record<string, string> {
   const parts = parseLeaseName(SANDBOX_ID.exec(providerLeaseId)?.[1] ?? "", { prefix: NAME_PREFIX });
   if (!parts) return {};
-  const same = parts.provider === leaseNameHash("provider", owner.driverKey) && parts.company === leaseNameHash("company", owner.companyId) && parts.environment === leaseNameHash("environment", owner.environmentId);
+  const same =
+    parts.provider === leaseNameHash("provider", owner.driverKey) &&
+    parts.company === leaseNameHash("company", owner.companyId) &&
+    parts.environment === leaseNameHash("environment", owner.environmentId);
   if (!same) return {};
   return { "paperclip-provider": labelValue(owner.driverKey), "paperclip-company": labelValue(owner.companyId), "paperclip-environment": labelValue(owner.environmentId) };
 }

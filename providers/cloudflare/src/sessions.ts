@@ -30,7 +30,6 @@ export interface RunnerTarget {
   sessions: SessionPool;
 }
 
-
 /** Runs `fn` with a session of the lease no other command of this worker is using. */
 export async function inSession<T>(target: RunnerTarget, fn: (sessionId: string) => Promise<T>): Promise<T> {
   const session = target.sessionStrategy === "named" ? target.sessions.take() : "default";

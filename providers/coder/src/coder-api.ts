@@ -162,7 +162,8 @@ export function createCoderApi(options: CoderApiOptions): CoderApi {
       (await client.json<{ workspaces: Workspace[] }>({ operation: "listWorkspaces", path: "workspaces", query: { q: query, limit: 100 }, idempotent: true, signal })).workspaces,
     extend: async (id, deadline, signal) =>
       void (await client.request({ operation: "extendWorkspace", method: "PUT", path: ["workspaces", id, "extend"], json: { deadline }, idempotent: true, signal })),
-    createBuild: (workspaceId, body, signal) => client.json({ operation: `createBuild(${body.transition})`, method: "POST", path: ["workspaces", workspaceId, "builds"], json: body, idempotent: false, signal }),
+    createBuild: (workspaceId, body, signal) =>
+      client.json({ operation: `createBuild(${body.transition})`, method: "POST", path: ["workspaces", workspaceId, "builds"], json: body, idempotent: false, signal }),
     build: (id, signal) => client.json({ operation: "getBuild", path: ["workspacebuilds", id], idempotent: true, signal }),
   };
 }

@@ -28,11 +28,20 @@ const PARAMETER_NAME = /^[a-zA-Z_][a-zA-Z0-9_-]*$/;
 const APP_SLUG = /^[a-z0-9](-?[a-z0-9])*$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-const coderName = (what: string) => z.string().max(32, { error: `must be a Coder ${what} name (at most 32 characters)` }).regex(CODER_NAME, { error: `must be a Coder ${what} name (letters, digits and single hyphens)` });
+const coderName = (what: string) =>
+  z
+    .string()
+    .max(32, { error: `must be a Coder ${what} name (at most 32 characters)` })
+    .regex(CODER_NAME, { error: `must be a Coder ${what} name (letters, digits and single hyphens)` });
 
 export const coderConfigSchema = z.object({
   coderUrl: fields
-    .url({ title: "Coder URL", description: `Your Coder deployment's access URL (https://coder.example.com). Empty: the worker's ${URL_ENV}.`, group: CONNECTION, examples: ["https://coder.example.com"] })
+    .url({
+      title: "Coder URL",
+      description: `Your Coder deployment's access URL (https://coder.example.com). Empty: the worker's ${URL_ENV}.`,
+      group: CONNECTION,
+      examples: ["https://coder.example.com"],
+    })
     .optional(),
   apiToken: fields.secretRef({
     envFallback: TOKEN_ENV,
@@ -40,7 +49,12 @@ export const coderConfigSchema = z.object({
     description: "A Coder API token (coder tokens create) of the user whose workspaces Paperclip creates.",
     group: CONNECTION,
   }),
-  template: fields.ui(coderName("template"), { title: "Template", description: "The Coder template every workspace is created from. It must declare the runner app (see the provider's README).", group: WORKSPACE, examples: ["paperclip"] }),
+  template: fields.ui(coderName("template"), {
+    title: "Template",
+    description: "The Coder template every workspace is created from. It must declare the runner app (see the provider's README).",
+    group: WORKSPACE,
+    examples: ["paperclip"],
+  }),
   workspaceParameters: fields
     .ui(
       z.record(z.string(), z.string()).superRefine((values, ctx) => {
@@ -49,7 +63,7 @@ export const coderConfigSchema = z.object({
         }
       }),
       {
-      title: "Workspace parameters",
+        title: "Workspace parameters",
         description: "Rich parameter values passed on every create and start build (name → value, values as strings).",
         group: WORKSPACE,
         advanced: true,
@@ -57,19 +71,27 @@ export const coderConfigSchema = z.object({
     )
     .default({}),
   workspaceName: fields
-    .ui(z.string().regex(/^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$/, { error: "must start with a letter; lowercase letters, digits and single hyphens" }).max(MAX_NAME_PREFIX, { error: `must be at most ${MAX_NAME_PREFIX} characters (Coder names are at most 32)` }), {
-      title: "Workspace name prefix",
-      description: `Every lease gets a workspace of its own named <prefix>-<16 characters>. Empty: ${DEFAULT_NAME_PREFIX}.`,
-      group: WORKSPACE,
-      advanced: true,
-    })
+    .ui(
+      z
+        .string()
+        .regex(/^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$/, { error: "must start with a letter; lowercase letters, digits and single hyphens" })
+        .max(MAX_NAME_PREFIX, { error: `must be at most ${MAX_NAME_PREFIX} characters (Coder names are at most 32)` }),
+      {
+        title: "Workspace name prefix",
+        description: `Every lease gets a workspace of its own named <prefix>-<16 characters>. Empty: ${DEFAULT_NAME_PREFIX}.`,
+        group: WORKSPACE,
+        advanced: true,
+      },
+    )
     .default(DEFAULT_NAME_PREFIX),
-  workspaceDir: fields.absolutePosixPath({
-    title: "Workspace directory",
-    description: `Where Paperclip's commands run: a directory directly under ${WORKSPACE_HOME}. Empty: ${DEFAULT_REMOTE_CWD}.`,
-    group: WORKSPACE,
-    examples: [DEFAULT_REMOTE_CWD],
-  }).optional(),
+  workspaceDir: fields
+    .absolutePosixPath({
+      title: "Workspace directory",
+      description: `Where Paperclip's commands run: a directory directly under ${WORKSPACE_HOME}. Empty: ${DEFAULT_REMOTE_CWD}.`,
+      group: WORKSPACE,
+      examples: [DEFAULT_REMOTE_CWD],
+    })
+    .optional(),
   // The seed's name for workspaceDir. Paperclip strips a config key named remoteCwd before it sends
   // a config to a plugin, so validation saves it as workspaceDir (see coderConfig below).
   remoteCwd: fields
@@ -88,10 +110,21 @@ export const coderConfigSchema = z.object({
     })
     .default("app-proxy"),
   runnerAppSlug: fields
-    .ui(z.string().regex(APP_SLUG, { error: "must be a coder_app slug (lowercase letters, digits, single hyphens)" }), { title: "Runner app slug", description: `The coder_app of the runner. Empty: ${DEFAULT_RUNNER_SLUG}.`, group: COMMANDS, advanced: true })
+    .ui(z.string().regex(APP_SLUG, { error: "must be a coder_app slug (lowercase letters, digits, single hyphens)" }), {
+      title: "Runner app slug",
+      description: `The coder_app of the runner. Empty: ${DEFAULT_RUNNER_SLUG}.`,
+      group: COMMANDS,
+      advanced: true,
+    })
     .default(DEFAULT_RUNNER_SLUG),
   coderBin: fields
-    .ui(z.string().min(1).regex(/^[^\0\n]+$/, { error: "must be a program name or path" }), { title: "Coder CLI", description: "The coder binary the ssh transport runs (name on PATH or absolute path). Empty: coder.", group: COMMANDS, advanced: true })
+    .ui(
+      z
+        .string()
+        .min(1)
+        .regex(/^[^\0\n]+$/, { error: "must be a program name or path" }),
+      { title: "Coder CLI", description: "The coder binary the ssh transport runs (name on PATH or absolute path). Empty: coder.", group: COMMANDS, advanced: true },
+    )
     .default("coder"),
   stopAfterHours: fields.positiveInt({
     default: 8,
@@ -106,7 +139,14 @@ export const coderConfigSchema = z.object({
   directRunnerUrl: fields.ui(z.string(), { title: "Direct runner URL (not supported)", description: DIRECT_RUNNER_REFUSED, group: COMMANDS, advanced: true }).optional(),
   // Images are the template's business in Coder: recorded in lease metadata, nothing more. At most
   // 200 characters: the host shows a longer field as a multi-line box.
-  workerImage: fields.ui(z.string().max(200), { title: "Worker image (recorded only)", description: "Ignored by Coder (the template decides the image); kept in the lease metadata for reference.", group: WORKSPACE, advanced: true }).optional(),
+  workerImage: fields
+    .ui(z.string().max(200), {
+      title: "Worker image (recorded only)",
+      description: "Ignored by Coder (the template decides the image); kept in the lease metadata for reference.",
+      group: WORKSPACE,
+      advanced: true,
+    })
+    .optional(),
   reuseLease: fields.reuseLease(),
   runnerLifecycleMode: fields.runnerLifecycleMode(),
   timeoutMs: fields.timeoutMs({ default: 300_000, title: "Command timeout", description: "Time limit of one command when Paperclip sets none.", group: COMMANDS, advanced: true }),

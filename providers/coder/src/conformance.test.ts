@@ -85,5 +85,7 @@ describeConformance({
   config: { ...config, commandTransport: "ssh", coderBin: fakeCoder },
   reuseConfig: { ...config, commandTransport: "ssh", coderBin: fakeCoder, reuseLease: true },
   invalidConfigs: [],
-  skip: Object.fromEntries(CONFORMANCE_CASE_NAMES.filter((name) => !RUNNER_CASES.has(name) && name !== "execute-live-output").map((name) => [name, "transport-independent: covered by the app-proxy suite"])),
+  skip: Object.fromEntries(
+    CONFORMANCE_CASE_NAMES.filter((name) => !RUNNER_CASES.has(name) && name !== "execute-live-output").map((name) => [name, "transport-independent: covered by the app-proxy suite"]),
+  ),
 });

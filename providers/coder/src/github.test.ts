@@ -31,13 +31,21 @@ function fakeGitHub(requests: TokenRequest[]): EmulatorDefinition {
       router.post("/app/installations/:id/access_tokens", async (ctx) => {
         const jwt = /^Bearer (.+)$/.exec(ctx.header("authorization") ?? "")?.[1] ?? "";
         const [header, payload, signature] = jwt.split(".");
-        const jwtValid = createVerify("RSA-SHA256").update(`${header}.${payload}`).verify(publicKey, Buffer.from(signature ?? "", "base64url"));
+        const jwtValid = createVerify("RSA-SHA256")
+          .update(`${header}.${payload}`)
+          .verify(publicKey, Buffer.from(signature ?? "", "base64url"));
         const claims = JSON.parse(Buffer.from(payload ?? "", "base64url").toString() || "{}");
         const body = await ctx.readJson();
         requests.push({ installation: ctx.params.id!, jwtValid, claims, body });
         if (!jwtValid) throw new HttpError(401, "A JSON web token could not be decoded");
         if (ctx.params.id !== "42") throw new HttpError(404, "Not Found");
-        ctx.sendJson(201, { token: TOKEN, expires_at: "2030-01-01T00:00:00Z", permissions: { contents: "read" }, repository_selection: "selected", repositories: [{ name: "widgets", full_name: "acme/widgets" }] });
+        ctx.sendJson(201, {
+          token: TOKEN,
+          expires_at: "2030-01-01T00:00:00Z",
+          permissions: { contents: "read" },
+          repository_selection: "selected",
+          repositories: [{ name: "widgets", full_name: "acme/widgets" }],
+        });
       });
       const http = await kit.http(router);
       return { url: http.url.replace(/\/$/, ""), credentials: {} };
@@ -109,7 +117,9 @@ describe("App credentials from the worker's environment", () => {
     expect(githubAppCredentials({})).toBeUndefined();
     expect(githubAppCredentials(credentialsEnv)).toEqual({ appId: "1234", installationId: "42", privateKey: PEM });
     expect(githubAppCredentials({ GITHUB_APP_ID: "1", GITHUB_APP_INSTALLATION_ID: "2", GITHUB_APP_PRIVATE_KEY_FILE: "/keys/app.pem" }, () => PEM)?.installationId).toBe("2");
-    expect(() => githubAppCredentials({ GITHUB_APP_ID: "1" })).toThrow("GitHub App credentials are incomplete: set GITHUB_INSTALLATION_ID (or GITHUB_APP_INSTALLATION_ID), GITHUB_APP_PRIVATE_KEY (or GITHUB_APP_PRIVATE_KEY_FILE)");
+    expect(() => githubAppCredentials({ GITHUB_APP_ID: "1" })).toThrow(
+      "GitHub App credentials are incomplete: set GITHUB_INSTALLATION_ID (or GITHUB_APP_INSTALLATION_ID), GITHUB_APP_PRIVATE_KEY (or GITHUB_APP_PRIVATE_KEY_FILE)",
+    );
     expect(() => githubAppCredentials({ ...credentialsEnv, GITHUB_APP_PRIVATE_KEY: undefined, GITHUB_APP_PRIVATE_KEY_FILE: "/nope" })).toThrow(/GITHUB_APP_PRIVATE_KEY_FILE cannot be read/);
     expect(() => githubAppCredentials({ ...credentialsEnv, GITHUB_APP_ID: "my-app" })).toThrow(/must be numbers/);
   });
@@ -135,7 +145,9 @@ describe("minting", () => {
   });
 
   it("a refusal names GitHub's reason and carries neither the JWT nor the key", async () => {
-    const error = (await mintRepositoryToken({ appId: "1234", installationId: "7", privateKey: PEM }, githubRepository("https://github.com/acme/widgets")!, { apiUrl: github.url }).catch((e: Error) => e)) as Error;
+    const error = (await mintRepositoryToken({ appId: "1234", installationId: "7", privateKey: PEM }, githubRepository("https://github.com/acme/widgets")!, { apiUrl: github.url }).catch(
+      (e: Error) => e,
+    )) as Error;
     expect(error.message).toMatch(/github createInstallationAccessToken failed: HTTP 404.*Not Found/);
     expect(error.message).not.toMatch(/eyJ/);
     expect(error.message).not.toContain("PRIVATE KEY");

@@ -18,7 +18,21 @@ beforeAll(async () => {
       { ...runner, name: "never-ready", agent: { ...runner.agent, startupScript: "echo broken >&2; exit 3" } },
       // The runner runs, but the claim file cannot be written (a directory is in its way).
       { ...runner, name: "claim-blocked", agent: { ...runner.agent, startupScript: `mkdir -p ~/.paperclip-claim\n${runnerStartupScript()}` } },
-      { ...runner, name: "with-params", parameters: [{ name: "region", defaultValue: "eu", mutable: true, options: [{ name: "EU", value: "eu" }, { name: "US", value: "us" }] }] },
+      {
+        ...runner,
+        name: "with-params",
+        parameters: [
+          {
+            name: "region",
+            defaultValue: "eu",
+            mutable: true,
+            options: [
+              { name: "EU", value: "eu" },
+              { name: "US", value: "us" },
+            ],
+          },
+        ],
+      },
     ],
   });
 }, 60_000);
@@ -212,7 +226,10 @@ describe("commands", () => {
     const lease = await h.acquire();
     try {
       const result = await h.execute(lease, "env", { args: [] });
-      const names = result.stdout.split("\n").filter(Boolean).map((line) => line.slice(0, line.indexOf("=")));
+      const names = result.stdout
+        .split("\n")
+        .filter(Boolean)
+        .map((line) => line.slice(0, line.indexOf("=")));
       expect(names).toEqual(expect.arrayContaining(["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG"]));
       // The runner's own environment (its port, the jail's TMPDIR and XDG dirs) never reaches a command.
       for (const leaked of ["PAPERCLIP_RUNNER_PORT", "TMPDIR", "XDG_CACHE_HOME", "PAPERCLIP_SCRIPT"]) expect(names).not.toContain(leaked);

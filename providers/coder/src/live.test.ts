@@ -35,7 +35,9 @@ if (!url || !token) {
       "resource-labels": "Coder workspaces carry no labels (the name carries their hashes)",
       "failure-after-create-leaves-nothing": "needs fault injection, which only the emulator has",
       "transient-errors-retried": "needs fault injection, which only the emulator has",
-      ...(config.commandTransport === "rpty" ? { "execute-live-output": "the PTY transport returns output when the command ends", "duplex-channel": "the PTY transport cannot carry a duplex channel" } : {}),
+      ...(config.commandTransport === "rpty"
+        ? { "execute-live-output": "the PTY transport returns output when the command ends", "duplex-channel": "the PTY transport cannot carry a duplex channel" }
+        : {}),
     },
   });
 }

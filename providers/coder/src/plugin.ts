@@ -105,7 +105,18 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
     const baseEnv = commandBaseEnv(handle.agent?.environment_variables);
     if (config.commandTransport === "rpty") return rptyRunner({ coderUrl: handle.access.url, token: handle.access.token, agentId: handle.agent?.id ?? "" }, baseEnv);
     if (config.commandTransport === "ssh") {
-      return sshRunner({ coderBin: config.coderBin, coderUrl: handle.access.url, token: handle.access.token, owner: handle.workspace.owner_name, workspace: handle.workspace.name, agent: handle.agent?.name ?? "main", env }, baseEnv);
+      return sshRunner(
+        {
+          coderBin: config.coderBin,
+          coderUrl: handle.access.url,
+          token: handle.access.token,
+          owner: handle.workspace.owner_name,
+          workspace: handle.workspace.name,
+          agent: handle.agent?.name ?? "main",
+          env,
+        },
+        baseEnv,
+      );
     }
     const target = appTarget(handle, config);
     // Without a health answer yet (a fresh worker found the app not answering): our runner's stream route.
@@ -154,7 +165,8 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
       const prefix = prefixOf(ref);
       const expected = ownerLabels({ driverKey: CODER_DRIVER_KEY, companyId: ref.companyId, environmentId: ref.environmentId });
       const mismatches = [];
-      if (!nameMatchesLabels(workspace.name, prefix, expected)) mismatches.push({ label: "workspace name", expected: `${prefix}-<hash of this provider, company and environment>`, actual: workspace.name });
+      if (!nameMatchesLabels(workspace.name, prefix, expected))
+        mismatches.push({ label: "workspace name", expected: `${prefix}-<hash of this provider, company and environment>`, actual: workspace.name });
       const recordedName = ref.metadata[META.workspaceName];
       if (typeof recordedName === "string" && recordedName !== workspace.name) mismatches.push({ label: "recorded name", expected: recordedName, actual: workspace.name });
       if (mismatches.length > 0) throw new LeaseOwnershipError(`coder workspace ${workspace.id}`, mismatches);
@@ -192,11 +204,7 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
       const name = workspaceNameFor(config.workspaceName, labels);
       // Coder's TTL counts from the end of the start build, in whole minutes: at most the lease's end, at least a minute.
       // Without a deadline from the host the lease lives Stop after (its whole hours).
-      const ttlMs = !params.requestedExpiresAt
-        ? config.stopAfterHours * 3_600_000
-        : expiresAt
-          ? Math.max(60_000, Math.floor((expiresAt.getTime() - Date.now()) / 60_000) * 60_000)
-          : undefined;
+      const ttlMs = !params.requestedExpiresAt ? config.stopAfterHours * 3_600_000 : expiresAt ? Math.max(60_000, Math.floor((expiresAt.getTime() - Date.now()) / 60_000) * 60_000) : undefined;
       // The name is this acquisition's own: a create whose answer was lost is found by it, never made twice.
       const workspace = await createIdempotently({
         create: () =>
@@ -222,7 +230,12 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
         const deadline = ready.workspace.latest_build.deadline;
         if (expiresAt && deadline && Date.parse(deadline) > expiresAt.getTime()) {
           // The build took long enough to push the deadline past the lease's end: move it back when Coder allows it.
-          if (await session.api.extend(workspace.id, expiresAt.toISOString(), signal).then(() => true, () => false)) {
+          if (
+            await session.api.extend(workspace.id, expiresAt.toISOString(), signal).then(
+              () => true,
+              () => false,
+            )
+          ) {
             ready = { ...ready, workspace: (await session.api.workspace(workspace.id, signal)) ?? ready.workspace };
           }
         }

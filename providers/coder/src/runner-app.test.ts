@@ -15,7 +15,9 @@ beforeAll(async () => {
   world = await startCoderEmulator();
   const headers = { "coder-session-token": world.token, "content-type": "application/json" };
   const template = (await (await fetch(`${world.emu.url}/api/v2/organizations/coder/templates/paperclip`, { headers })).json()) as { id: string };
-  const created = (await (await fetch(`${world.emu.url}/api/v2/users/me/workspaces`, { method: "POST", headers, body: JSON.stringify({ name: "runner-test", template_id: template.id }) })).json()) as { id: string };
+  const created = (await (await fetch(`${world.emu.url}/api/v2/users/me/workspaces`, { method: "POST", headers, body: JSON.stringify({ name: "runner-test", template_id: template.id }) })).json()) as {
+    id: string;
+  };
   workspaceId = created.id;
   for (;;) {
     const ws = (await (await fetch(`${world.emu.url}/api/v2/workspaces/${workspaceId}`, { headers })).json()) as WorkspaceShape;
@@ -45,7 +47,11 @@ describe("POST /run (the seed's contract)", () => {
   it("replaces the environment: the command sees exactly env (plus what bash itself sets)", async () => {
     const { status, json } = await run({ script: "env", env: ENV, envMode: "replace" });
     expect(status).toBe(200);
-    const names = (json.stdout as string).split("\n").filter(Boolean).map((line) => line.slice(0, line.indexOf("="))).sort();
+    const names = (json.stdout as string)
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => line.slice(0, line.indexOf("=")))
+      .sort();
     expect(names).toEqual(["HOME", "ONLY_THIS", "PATH", "PWD", "SHLVL", "_"]);
     expect(json).toMatchObject({ exitCode: 0, signal: null, timedOut: false, stderr: "" });
   });

@@ -81,7 +81,9 @@ export function createSessionCache(deps: SessionDeps): (config: CoderConfig) => 
     const key = JSON.stringify([url, token]);
     let session = sessions.get(key);
     if (!session) {
-      session = controlPlaneHeaders(deps.env, deps.platform).then((extraHeaders) => createSession(url, token, createCoderApi({ baseUrl: url, token, extraHeaders, fetch: deps.fetch, onRetry: deps.log })));
+      session = controlPlaneHeaders(deps.env, deps.platform).then((extraHeaders) =>
+        createSession(url, token, createCoderApi({ baseUrl: url, token, extraHeaders, fetch: deps.fetch, onRetry: deps.log })),
+      );
       session.catch(() => sessions.delete(key));
       sessions.set(key, session);
     }

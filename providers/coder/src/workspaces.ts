@@ -64,12 +64,20 @@ async function poll<T>(read: () => Promise<T>, done: (value: T) => boolean, wait
 
 /** Waits for a build's provisioner job to end; returns the finished build. */
 export function waitForBuild(session: CoderSession, buildId: string, waiting: Waiting): Promise<WorkspaceBuild> {
-  return poll(() => session.api.build(buildId, waiting.signal), (build) => !JOB_ACTIVE.has(build.job.status), waiting);
+  return poll(
+    () => session.api.build(buildId, waiting.signal),
+    (build) => !JOB_ACTIVE.has(build.job.status),
+    waiting,
+  );
 }
 
 /** The workspace once no build of it is running (another client's included); null when Coder does not know it. */
 export function settledWorkspace(session: CoderSession, id: string, waiting: Waiting): Promise<Workspace | null> {
-  return poll(() => session.api.workspace(id, waiting.signal), (workspace) => workspace === null || !JOB_ACTIVE.has(workspace.latest_build.job.status), waiting);
+  return poll(
+    () => session.api.workspace(id, waiting.signal),
+    (workspace) => workspace === null || !JOB_ACTIVE.has(workspace.latest_build.job.status),
+    waiting,
+  );
 }
 
 function agentsOf(build: WorkspaceBuild): WorkspaceAgent[] {
@@ -192,7 +200,13 @@ export async function stopWorkspace(session: CoderSession, id: string, expectati
 }
 
 /** Starts a stopped workspace with the config's parameter values; returns once it is ready. */
-export async function startWorkspace(session: CoderSession, id: string, config: CoderConfig, expectation: DeleteExpectation, waiting: Waiting): Promise<{ workspace: Workspace; agent: WorkspaceAgent }> {
+export async function startWorkspace(
+  session: CoderSession,
+  id: string,
+  config: CoderConfig,
+  expectation: DeleteExpectation,
+  waiting: Waiting,
+): Promise<{ workspace: Workspace; agent: WorkspaceAgent }> {
   for (let attempt = 0; attempt < 5; attempt++) {
     const workspace = await settledWorkspace(session, id, waiting);
     if (!workspace || isDeleted(workspace)) throw new WorkspaceStateError(`coder workspace ${id} is gone`);

@@ -11,7 +11,15 @@ describe("validation", () => {
   it("accepts a minimal config and fills the quota-safe defaults only where unset", async () => {
     const result = await validate(base);
     expect(result).toMatchObject({ ok: true, errors: [], warnings: [] });
-    expect(result.normalizedConfig).toMatchObject({ apiUrl: "https://app.daytona.io/api", autoStopInterval: 15, autoArchiveInterval: 60, autoDeleteInterval: 10_080, timeoutMs: 300_000, reuseLease: false, liveOutput: false });
+    expect(result.normalizedConfig).toMatchObject({
+      apiUrl: "https://app.daytona.io/api",
+      autoStopInterval: 15,
+      autoArchiveInterval: 60,
+      autoDeleteInterval: 10_080,
+      timeoutMs: 300_000,
+      reuseLease: false,
+      liveOutput: false,
+    });
     const explicit = await validate({ ...base, autoStopInterval: 0, autoArchiveInterval: 0, autoDeleteInterval: -1 });
     expect(explicit.normalizedConfig).toMatchObject({ autoStopInterval: 0, autoArchiveInterval: 0, autoDeleteInterval: -1 });
   });

@@ -3,8 +3,7 @@ import { defineProviderConfig, FIELD_MAX_LENGTH, fields, resolveSecretRef } from
 
 export const API_KEY_ENV = "DAYTONA_API_KEY";
 export const DEFAULT_API_URL = "https://app.daytona.io/api";
-export const RESOURCES_NEED_IMAGE =
-  "Daytona resource settings require image-backed sandbox creation; snapshot/default sandbox creation cannot override CPU, memory, disk, or GPU";
+export const RESOURCES_NEED_IMAGE = "Daytona resource settings require image-backed sandbox creation; snapshot/default sandbox creation cannot override CPU, memory, disk, or GPU";
 export const SNAPSHOT_AND_IMAGE = "Snapshot and Image are both set, which is ambiguous: set one (snapshot-based or image-based creation), or neither for Daytona's default snapshot";
 
 const CONNECTION = "Connection";
@@ -16,19 +15,19 @@ const TUNING = "Tuning";
 /** A snapshot name or an image reference (the longer of the two). */
 const name = (ui: { title: string; description: string }) =>
   fields.ui(z.string().max(FIELD_MAX_LENGTH.image).regex(/^\S+$/, { error: "must not contain spaces" }), { ...ui, group: SANDBOX }).optional();
-const resource = (ui: { title: string; unit: string; description: string; examples: number[] }) =>
-  fields.positiveInt({ ...ui, max: 1024, group: RESOURCES, advanced: true }).optional();
-const interval = (ui: { title: string; description: string; min: number; default: number }) =>
-  fields.positiveInt({ ...ui, unit: "min", max: 525_600, group: LIFECYCLE, advanced: true });
+const resource = (ui: { title: string; unit: string; description: string; examples: number[] }) => fields.positiveInt({ ...ui, max: 1024, group: RESOURCES, advanced: true }).optional();
+const interval = (ui: { title: string; description: string; min: number; default: number }) => fields.positiveInt({ ...ui, unit: "min", max: 525_600, group: LIFECYCLE, advanced: true });
 
 export const daytonaConfigSchema = z.object({
   apiKey: fields.secretRef({ envFallback: API_KEY_ENV, title: "API key", description: "A Daytona API key (dtn_...).", group: CONNECTION }),
   apiUrl: fields.url({ title: "API URL", description: `Daytona's API endpoint. Empty: ${DEFAULT_API_URL}.`, group: CONNECTION }).default(DEFAULT_API_URL),
-  target: fields.ui(z.string().regex(/^[a-z0-9-]+$/, { error: "must be a Daytona target such as us or eu" }), {
-    title: "Target",
-    description: "The region sandboxes are created in (us, eu, ...). Empty: the organization's default.",
-    group: CONNECTION,
-  }).optional(),
+  target: fields
+    .ui(z.string().regex(/^[a-z0-9-]+$/, { error: "must be a Daytona target such as us or eu" }), {
+      title: "Target",
+      description: "The region sandboxes are created in (us, eu, ...). Empty: the organization's default.",
+      group: CONNECTION,
+    })
+    .optional(),
   snapshot: name({ title: "Snapshot", description: "Create sandboxes from this snapshot. Leave Snapshot and Image empty for Daytona's default snapshot." }),
   image: name({ title: "Image", description: "Create sandboxes from this container image (e.g. python:3.12-slim) instead of a snapshot; needed for the resource settings." }),
   cpu: resource({ title: "CPU", unit: "cores", description: "Cores per sandbox. Image-based sandboxes only.", examples: [1, 2, 4] }),

@@ -17,8 +17,7 @@ const common = {
   pluginDir: fileURLToPath(new URL("..", import.meta.url)),
   driverKey: "daytona",
   leftovers: () => emu.leftovers(),
-  labelsOf: async (providerLeaseId: string, leaseConfig: Record<string, unknown>) =>
-    (await listLeases(leaseConfig, { env: {} })).find((lease) => lease.providerLeaseId === providerLeaseId)?.labels,
+  labelsOf: async (providerLeaseId: string, leaseConfig: Record<string, unknown>) => (await listLeases(leaseConfig, { env: {} })).find((lease) => lease.providerLeaseId === providerLeaseId)?.labels,
   faults: {
     // The call after the create is the workspace's mkdir; it fails on both attempts.
     failAfterCreate: async () => void emu.faults.inject({ kind: "status", status: 500, route: "/toolbox/:sandboxId/process/execute", method: "POST", times: 2 }),

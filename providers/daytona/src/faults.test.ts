@@ -46,7 +46,10 @@ describe("transient errors", () => {
   });
 
   it("retries a create refused with 429 or 503 without making two sandboxes", async () => {
-    for (const fault of [{ kind: "rate-limit" as const, retryAfterSeconds: 1 }, { kind: "status" as const, status: 503 }]) {
+    for (const fault of [
+      { kind: "rate-limit" as const, retryAfterSeconds: 1 },
+      { kind: "status" as const, status: 503 },
+    ]) {
       h.emu.faults.inject({ ...fault, route: "/api/sandbox", method: "POST", times: 1 });
       const lease = await h.acquire();
       const labels = (await h.sdk.get(lease.providerLeaseId!)).labels;

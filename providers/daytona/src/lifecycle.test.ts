@@ -96,10 +96,24 @@ describe("execute and sync", () => {
       const lease = await h.acquire();
       const cwd = lease.metadata?.remoteCwd as string;
       let mark = h.emu.requests.mark();
-      await h.hooks.onEnvironmentSyncIn({ driverKey: "daytona", companyId: "company-1", environmentId: "env-1", config: h.config, lease, operations: [{ operationId: "in", files: [{ sourcePath: local, targetPath: `${cwd}/tree`, kind: "directory" }] }] });
+      await h.hooks.onEnvironmentSyncIn({
+        driverKey: "daytona",
+        companyId: "company-1",
+        environmentId: "env-1",
+        config: h.config,
+        lease,
+        operations: [{ operationId: "in", files: [{ sourcePath: local, targetPath: `${cwd}/tree`, kind: "directory" }] }],
+      });
       expect(await h.calls(mark)).toEqual(["POST /toolbox/:sandboxId/files/bulk-upload 200", "POST /toolbox/:sandboxId/process/execute 200"]);
       mark = h.emu.requests.mark();
-      await h.hooks.onEnvironmentSyncOut({ driverKey: "daytona", companyId: "company-1", environmentId: "env-1", config: h.config, lease, operations: [{ operationId: "out", files: [{ sourcePath: `${cwd}/tree`, targetPath: join(local, "back"), kind: "directory" }] }] });
+      await h.hooks.onEnvironmentSyncOut({
+        driverKey: "daytona",
+        companyId: "company-1",
+        environmentId: "env-1",
+        config: h.config,
+        lease,
+        operations: [{ operationId: "out", files: [{ sourcePath: `${cwd}/tree`, targetPath: join(local, "back"), kind: "directory" }] }],
+      });
       expect(await h.calls(mark)).toEqual(["POST /toolbox/:sandboxId/process/execute 200", "POST /toolbox/:sandboxId/files/bulk-download 200"]);
       expect(await readFile(join(local, "back", "a.txt"), "utf8")).toBe("alpha");
       await h.destroy(lease);

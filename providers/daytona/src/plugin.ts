@@ -20,8 +20,7 @@ const leaseIds = opaqueLeaseIdCodec({ vendor: "daytona" });
 export function createDaytonaProvider(deps: DaytonaPluginDeps = {}) {
   let ctx: PluginContext | undefined;
   const clientFor =
-    deps.clientFor ??
-    createClientPool({ env: deps.env, onRetry: (operation, event) => ctx?.logger.warn(`daytona ${operation}: retrying in ${event.delayMs} ms after: ${event.error.message}`) });
+    deps.clientFor ?? createClientPool({ env: deps.env, onRetry: (operation, event) => ctx?.logger.warn(`daytona ${operation}: retrying in ${event.delayMs} ms after: ${event.error.message}`) });
 
   return defineSandboxProvider({
     driverKey: DAYTONA_DRIVER_KEY,

@@ -1,6 +1,17 @@
 import { randomBytes } from "node:crypto";
 import type { PtyHandle } from "@daytonaio/sdk";
-import { awaitPtyStart, checkPtySize, PtyStartLine, PtyUnavailableError, shellQuote, type PtyExit, type PtyProcess, type PtySignal, type PtyTransport, type ScriptRunner } from "@paperclip-sandbox/kit";
+import {
+  awaitPtyStart,
+  checkPtySize,
+  PtyStartLine,
+  PtyUnavailableError,
+  shellQuote,
+  type PtyExit,
+  type PtyProcess,
+  type PtySignal,
+  type PtyTransport,
+  type ScriptRunner,
+} from "@paperclip-sandbox/kit";
 import type { DaytonaClient } from "./client.js";
 import { NOT_RUN_STATUSES } from "./exec.js";
 import type { DaytonaHandle } from "./sandboxes.js";
@@ -99,7 +110,8 @@ export function daytonaPty(client: DaytonaClient, handle: DaytonaHandle, runner:
         },
         async resize(next) {
           const checked = checkPtySize(next);
-          if (checked.cols > MAX_DIMENSION || checked.rows > MAX_DIMENSION) throw new RangeError(`Daytona terminals are at most ${MAX_DIMENSION} columns and rows (got ${checked.cols}x${checked.rows})`);
+          if (checked.cols > MAX_DIMENSION || checked.rows > MAX_DIMENSION)
+            throw new RangeError(`Daytona terminals are at most ${MAX_DIMENSION} columns and rows (got ${checked.cols}x${checked.rows})`);
           if (ended) return;
           await client.call("resizePtySession", () => pty.resize(checked.cols, checked.rows), { idempotent: true });
         },

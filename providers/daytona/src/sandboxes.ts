@@ -32,7 +32,14 @@ export function handleOf(sandbox: Sandbox): DaytonaHandle {
 export function createParams(config: DaytonaConfig, labels: Record<string, string>, expiresAt: Date | null): CreateParams {
   // Whole minutes, rounded down: a TTL under a minute cannot be asked for (the lease then has no expiry).
   const ttlMinutes = expiresAt ? Math.floor((expiresAt.getTime() - Date.now() - 5_000) / 60_000) : 0;
-  const common = { labels, envVars: {}, autoStopInterval: config.autoStopInterval, autoArchiveInterval: config.autoArchiveInterval, autoDeleteInterval: config.autoDeleteInterval, ...(ttlMinutes >= 1 ? { ttlMinutes } : {}) };
+  const common = {
+    labels,
+    envVars: {},
+    autoStopInterval: config.autoStopInterval,
+    autoArchiveInterval: config.autoArchiveInterval,
+    autoDeleteInterval: config.autoDeleteInterval,
+    ...(ttlMinutes >= 1 ? { ttlMinutes } : {}),
+  };
   if (config.image === undefined) return { ...common, ...(config.snapshot === undefined ? {} : { snapshot: config.snapshot }) };
   const resources = Object.fromEntries(Object.entries({ cpu: config.cpu, memory: config.memory, disk: config.disk, gpu: config.gpu }).filter(([, value]) => value !== undefined));
   return { ...common, image: config.image, ...(Object.keys(resources).length > 0 ? { resources } : {}) };

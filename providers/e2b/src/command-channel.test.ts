@@ -35,7 +35,12 @@ interface Result {
 function harness() {
   const hooks = createE2bPlugin().plugin.definition as Hooks;
   const suffix = randomUUID().slice(0, 8);
-  const base = { driverKey: "e2b", companyId: `company-${suffix}`, environmentId: `environment-${suffix}`, config: { apiKey: emu.credentials.apiKey!, apiUrl: emu.url, sandboxUrl: emu.url, timeoutMs: 120_000 } };
+  const base = {
+    driverKey: "e2b",
+    companyId: `company-${suffix}`,
+    environmentId: `environment-${suffix}`,
+    config: { apiKey: emu.credentials.apiKey!, apiUrl: emu.url, sandboxUrl: emu.url, timeoutMs: 120_000 },
+  };
   return {
     acquire: () => hooks.onEnvironmentAcquireLease({ ...base, runId: `run-${suffix}` }) as Promise<Lease>,
     sh: (lease: Lease, script: string) =>
@@ -60,10 +65,13 @@ describe("e2b: the command channel under faults", () => {
       await expect(victim).rejects.toThrow(/command channel broke/);
       expect((await host.sh(lease, `kill -0 ${pid} 2>/dev/null && echo alive || echo gone`)).stdout).toBe("gone\n");
       // It comes back on a later command (after its restart delay), not on its own.
-      await vi.waitFor(async () => {
-        expect((await host.sh(lease, "true")).exitCode).toBe(0);
-        expect(commandChannelStatus(lease.providerLeaseId!).state).toBe("ready");
-      }, { timeout: 30_000, interval: 200 });
+      await vi.waitFor(
+        async () => {
+          expect((await host.sh(lease, "true")).exitCode).toBe(0);
+          expect(commandChannelStatus(lease.providerLeaseId!).state).toBe("ready");
+        },
+        { timeout: 30_000, interval: 200 },
+      );
       expect(commandChannelStatus(lease.providerLeaseId!).breaks).toBe(1);
       expect((await host.sh(lease, "echo over")).stdout).toBe("over\n");
     } finally {
@@ -81,10 +89,13 @@ describe("e2b: the command channel under faults", () => {
     try {
       expect(commandChannelStatus(lease.providerLeaseId!).starts).toBeGreaterThanOrEqual(1);
       expect((await host.sh(lease, "echo once >> ran.log; cat ran.log")).stdout).toBe("once\n");
-      await vi.waitFor(async () => {
-        expect((await host.sh(lease, "true")).exitCode).toBe(0);
-        expect(commandChannelStatus(lease.providerLeaseId!).state).toBe("ready");
-      }, { timeout: 30_000, interval: 200 });
+      await vi.waitFor(
+        async () => {
+          expect((await host.sh(lease, "true")).exitCode).toBe(0);
+          expect(commandChannelStatus(lease.providerLeaseId!).state).toBe("ready");
+        },
+        { timeout: 30_000, interval: 200 },
+      );
       expect((await host.sh(lease, "cat ran.log")).stdout).toBe("once\n");
     } finally {
       await host.release(lease);

@@ -34,7 +34,8 @@ for (const channel of ["always", "off"] as const) {
       // The first call after the create is the process start that makes the workspace (with the
       // channel, the channel's own start comes first and fails over to that process start).
       failAfterCreate: async () => void emu.faults.inject({ kind: "status", status: 500, route: "/process.Process/Start", times: channel === "always" ? 2 : 1 }),
-      transient: async (kind, count) => void emu.faults.inject(kind === "429" ? { kind: "rate-limit", route: "*", times: count, retryAfterSeconds: 1 } : { kind: "status", status: 503, route: "*", times: count }),
+      transient: async (kind, count) =>
+        void emu.faults.inject(kind === "429" ? { kind: "rate-limit", route: "*", times: count, retryAfterSeconds: 1 } : { kind: "status", status: 503, route: "*", times: count }),
       reset: async () => emu.faults.clear(),
     },
   });

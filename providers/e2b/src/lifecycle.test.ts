@@ -33,10 +33,12 @@ describe("e2b lease lifecycle (envd emulator)", () => {
     const lease = await h.withPlugin(first).acquire();
     expect(lease.metadata?.reusable).toBe(true);
     // The counter is replaced by a rename, so a read never meets it truncated mid-write.
-    const started = await h.withPlugin(first).sh(
-      lease,
-      "echo kept > file.txt; nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > counter.new; mv counter.new counter; sleep 0.05; done' >/dev/null 2>&1 & echo $! > counter.pid; sleep 0.3; cat counter",
-    );
+    const started = await h
+      .withPlugin(first)
+      .sh(
+        lease,
+        "echo kept > file.txt; nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > counter.new; mv counter.new counter; sleep 0.05; done' >/dev/null 2>&1 & echo $! > counter.pid; sleep 0.3; cat counter",
+      );
     expect(started.exitCode).toBe(0);
     const before = Number(started.stdout.trim());
     expect(before).toBeGreaterThan(0);

@@ -13,7 +13,8 @@ if (!apiKey) {
   });
 } else {
   const config = { timeoutMs: 300_000, template: process.env.E2B_TEMPLATE ?? "base" };
-  const ours = async (leaseIds: readonly string[]) => (await listLeases(config, { env: process.env, matchLabels: { "paperclip-provider": "e2b" } })).filter((l) => leaseIds.includes(l.providerLeaseId));
+  const ours = async (leaseIds: readonly string[]) =>
+    (await listLeases(config, { env: process.env, matchLabels: { "paperclip-provider": "e2b" } })).filter((l) => leaseIds.includes(l.providerLeaseId));
   describeConformance({
     name: "e2b (live)",
     pluginDir: fileURLToPath(new URL("..", import.meta.url)),

@@ -15,7 +15,10 @@ afterAll(() => h?.close(), 60_000);
 describe("token permissions", () => {
   it("names the missing command when the token may not create VMs, and leaves nothing", async () => {
     const token = h.emu.control.mintToken({ cmds: ["ls", "rm"] });
-    const failure = await h.acquire({ apiKey: token }).then(() => "acquired", (error: Error) => error.message);
+    const failure = await h.acquire({ apiKey: token }).then(
+      () => "acquired",
+      (error: Error) => error.message,
+    );
     expect(failure).toMatch(/exe\.dev new failed: HTTP 403 .*the API token may not run "new" \(command not allowed by token permissions\); make a token whose cmds include new, ls, rm/);
     expect(failure).not.toContain(token);
     expect(await h.emu.leftovers()).toEqual([]);
@@ -24,7 +27,10 @@ describe("token permissions", () => {
   it("names the missing rm at release, and the VM stays for a token that may delete it", async () => {
     const lease = await h.acquire();
     const noRm = h.emu.control.mintToken({ cmds: ["new", "ls"] });
-    const failure = await h.release(lease, { apiKey: noRm }).then(() => "released", (error: Error) => error.message);
+    const failure = await h.release(lease, { apiKey: noRm }).then(
+      () => "released",
+      (error: Error) => error.message,
+    );
     expect(failure).toMatch(/exe\.dev rm failed: HTTP 403 .*the API token may not run "rm"/);
     expect(h.emu.control.vmNames()).toContain(lease.providerLeaseId);
     expect(await h.destroy(lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "destroyed" });
@@ -34,7 +40,10 @@ describe("token permissions", () => {
     const stranger = await startExeDevEmulator();
     try {
       const token = stranger.credentials.apiKey!;
-      const failure = await h.acquire({ apiKey: token }).then(() => "acquired", (error: Error) => error.message);
+      const failure = await h.acquire({ apiKey: token }).then(
+        () => "acquired",
+        (error: Error) => error.message,
+      );
       expect(failure).toMatch(/exe\.dev new failed: HTTP 401 .*exe\.dev refused the API token \(invalid token\); check the API token field or EXE_API_KEY/);
       expect(failure).not.toContain(token);
     } finally {
@@ -51,7 +60,14 @@ describe("token permissions", () => {
       await definition.setup({ logger: { warn() {}, info() {}, error() {}, debug() {} }, execution: { log() {} } } as never);
       const lease = await definition.onEnvironmentAcquireLease!({ driverKey: "exe-dev", companyId: "c", environmentId: "e", runId: "r", config: withoutToken });
       expect(fallback.emu.control.vmNames()).toEqual([lease.providerLeaseId]);
-      await definition.onEnvironmentReleaseLease!({ driverKey: "exe-dev", companyId: "c", environmentId: "e", providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata, config: withoutToken });
+      await definition.onEnvironmentReleaseLease!({
+        driverKey: "exe-dev",
+        companyId: "c",
+        environmentId: "e",
+        providerLeaseId: lease.providerLeaseId,
+        leaseMetadata: lease.metadata,
+        config: withoutToken,
+      });
       expect(fallback.emu.control.vmNames()).toEqual([]);
       await definition.onShutdown?.();
     } finally {
@@ -132,7 +148,10 @@ describe("calls and retries", () => {
     const slow = await startHarness({ newDelayMs: 2_000, commandTimeoutMs: 100 });
     try {
       const mark = slow.emu.requests.mark();
-      const failure = await slow.acquire().then(() => "acquired", (error: Error) => error.message);
+      const failure = await slow.acquire().then(
+        () => "acquired",
+        (error: Error) => error.message,
+      );
       expect(failure).toMatch(/exe\.dev new failed: HTTP 504 .*command timed out/);
       const calls = await slow.calls(mark);
       expect(calls.slice(0, 3)).toEqual(["new 504", "ls 200", "new 504"]);

@@ -35,13 +35,21 @@ export const exeDevConfigSchema = z.object({
   sshPrivateKey: fields
     .secretRef({
       title: "SSH private key",
-      description:
-        "A private key registered with the exe.dev account (the whole file, unencrypted). It reaches ssh as a 0600 file that is removed with the lease. Set this or SSH identity file.",
+      description: "A private key registered with the exe.dev account (the whole file, unencrypted). It reaches ssh as a 0600 file that is removed with the lease. Set this or SSH identity file.",
       group: SSH,
     })
     .optional(),
-  sshIdentityFile: fields.absolutePosixPath({ title: "SSH identity file", description: "Path of a private key file on the Paperclip host, readable by its worker. Instead of SSH private key.", group: SSH, advanced: true }).optional(),
-  sshUser: fields.ui(z.string().regex(USER_RULE, { error: "must be a user name" }), { title: "SSH user", description: "Log in as this user. Empty: the user exe.dev names for the VM, else ssh's default.", group: SSH, advanced: true }).optional(),
+  sshIdentityFile: fields
+    .absolutePosixPath({ title: "SSH identity file", description: "Path of a private key file on the Paperclip host, readable by its worker. Instead of SSH private key.", group: SSH, advanced: true })
+    .optional(),
+  sshUser: fields
+    .ui(z.string().regex(USER_RULE, { error: "must be a user name" }), {
+      title: "SSH user",
+      description: "Log in as this user. Empty: the user exe.dev names for the VM, else ssh's default.",
+      group: SSH,
+      advanced: true,
+    })
+    .optional(),
   sshPort: fields.positiveInt({ title: "SSH port", max: 65_535, default: 22, description: "Used when exe.dev does not name the VM's port. Empty: 22.", group: SSH, advanced: true }),
   sshKnownHosts: fields
     .ui(z.string().trim().min(1), {
@@ -52,7 +60,13 @@ export const exeDevConfigSchema = z.object({
       advanced: true,
     })
     .optional(),
-  image: fields.ui(z.string().trim().regex(/^\S+$/, { error: "must not contain spaces" }), { title: "Image", description: "Container image the VM starts from (exeuntu, ubuntu:24.04, …). Empty: exe.dev's default (exeuntu).", group: VM }).optional(),
+  image: fields
+    .ui(z.string().trim().regex(/^\S+$/, { error: "must not contain spaces" }), {
+      title: "Image",
+      description: "Container image the VM starts from (exeuntu, ubuntu:24.04, …). Empty: exe.dev's default (exeuntu).",
+      group: VM,
+    })
+    .optional(),
   cpu: fields.positiveInt({ title: "CPU", unit: "cores", max: 64, description: "Cores per VM. Empty: exe.dev's default.", group: VM, advanced: true, examples: [2, 4] }).optional(),
   memory: size({ title: "Memory", description: "Memory per VM, e.g. 4GB. Empty: exe.dev's default." }),
   disk: size({ title: "Disk", description: "Disk per VM, e.g. 20GB. Empty: exe.dev's default." }),
@@ -91,7 +105,12 @@ export const exeDevConfigSchema = z.object({
         .trim()
         .max(24, { error: "must be at most 24 characters" })
         .regex(PREFIX_RULE, { error: "must start with a lower-case letter and hold lower-case letters and digits, with single hyphens between them" }),
-      { title: "VM name prefix", description: "VM names are <prefix>-<environment>-<random>, ending in a letter (exe.dev refuses names ending in -<digits>). Empty: paperclip.", group: VM, advanced: true },
+      {
+        title: "VM name prefix",
+        description: "VM names are <prefix>-<environment>-<random>, ending in a letter (exe.dev refuses names ending in -<digits>). Empty: paperclip.",
+        group: VM,
+        advanced: true,
+      },
     )
     .default("paperclip"),
   reuseLease: fields.reuseLease(),

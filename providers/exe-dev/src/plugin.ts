@@ -1,14 +1,6 @@
 import { rm } from "node:fs/promises";
 import type { PluginContext } from "@paperclipai/plugin-sdk";
-import {
-  createIdempotently,
-  defaultProbe,
-  type SandboxProviderDefinition,
-  defineSandboxProvider,
-  withInlineEnv,
-  type SandboxHandle,
-  type SshDestination,
-} from "@paperclip-sandbox/kit";
+import { createIdempotently, defaultProbe, type SandboxProviderDefinition, defineSandboxProvider, withInlineEnv, type SandboxHandle, type SshDestination } from "@paperclip-sandbox/kit";
 import { createExeDevApi, newOwnVm, type ExeDevApi, type VmRecord } from "./api.js";
 import { apiKeyOf, configProblems, envOf, exeDevConfig, exeDevConfigSchema, normalizeApiUrl, sshIdentityOf, type ExeDevConfig } from "./config.js";
 import { EXE_DEV_DRIVER_KEY, EXE_DEV_SHAPE } from "./manifest.js";
@@ -128,10 +120,13 @@ export function createExeDevProvider(deps: ExeDevPluginDeps = {}) {
         .then((root) => sweepStaleSessions(root))
         .catch((error: Error) => ctx?.logger.warn(`exe.dev: ${error.message}`));
       const idleMs = deps.idleCloseMs ?? IDLE_CLOSE_MS;
-      idleSweep = setInterval(() => {
-        const now = Date.now();
-        for (const [name, at] of lastUse) if (!active.get(name) && now - at > idleMs) void closeConnection(name).catch(() => undefined);
-      }, Math.min(60_000, Math.max(50, idleMs / 4)));
+      idleSweep = setInterval(
+        () => {
+          const now = Date.now();
+          for (const [name, at] of lastUse) if (!active.get(name) && now - at > idleMs) void closeConnection(name).catch(() => undefined);
+        },
+        Math.min(60_000, Math.max(50, idleMs / 4)),
+      );
       idleSweep.unref();
     },
     shutdown: async () => {
@@ -278,4 +273,3 @@ async function waitUntilUnlisted(api: ExeDevApi, name: string): Promise<void> {
 function numberOr(value: unknown): number | undefined {
   return typeof value === "number" && Number.isInteger(value) && value > 0 && value < 65_536 ? value : undefined;
 }
-

@@ -79,7 +79,10 @@ describe("host keys", () => {
       // The next connection meets the new key: drop the current one so the provider must reconnect.
       host.dropConnections();
       // The command in flight when the master notices may still meet the old connection.
-      const first = await h.sh(lease, "echo first").then(() => "ran", (error: Error) => error.message);
+      const first = await h.sh(lease, "echo first").then(
+        () => "ran",
+        (error: Error) => error.message,
+      );
       expect(first).toMatch(/connection was lost|host key differs/);
       const before = h.emu.requests.mark();
       await expect(h.sh(lease, "touch /tmp/should-not-run")).rejects.toThrow(/SSH host key differs from the one recorded .* nothing was sent/);
@@ -104,7 +107,10 @@ describe("failures of the connection", () => {
       const running = h.sh(lease, "echo started; sleep 5; echo finished");
       await new Promise((resolve) => setTimeout(resolve, 800));
       expect(host.dropConnections()).toBe(1);
-      const lost = await running.then(() => undefined, (error: Error) => error.message);
+      const lost = await running.then(
+        () => undefined,
+        (error: Error) => error.message,
+      );
       expect(lost).toMatch(/exe\.dev VM .*: the SSH connection was lost; the command.s outcome is unknown/);
       const next = await h.sh(lease, "echo again");
       expect([next.exitCode, next.stdout]).toEqual([0, "again\n"]);

@@ -3,16 +3,7 @@ import { lstat, mkdir, readdir, rm, stat } from "node:fs/promises";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import {
-  createOpenSshSession,
-  isSshTransportError,
-  knownHostsLinesFor,
-  readKnownHosts,
-  seedKnownHost,
-  writePrivateFile,
-  type OpenSshSession,
-  type SshDestination,
-} from "@paperclip-sandbox/kit";
+import { createOpenSshSession, isSshTransportError, knownHostsLinesFor, readKnownHosts, seedKnownHost, writePrivateFile, type OpenSshSession, type SshDestination } from "@paperclip-sandbox/kit";
 import type { VmRecord } from "./api.js";
 import type { ExeDevConfig, SshIdentity } from "./config.js";
 

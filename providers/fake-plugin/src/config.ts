@@ -6,11 +6,13 @@ const FAULTS = "Fault injection";
 const faultMessage = (ui: FieldUi) => fields.ui(z.string().min(1), { group: FAULTS, advanced: true, ...ui }).optional();
 
 export const fakeConfigSchema = z.object({
-  image: fields.ui(z.string().min(1).max(FIELD_MAX_LENGTH.image), {
-    title: "Image (recorded only)",
-    description: "Recorded in the lease and its reuse fingerprint; the fake provider runs no image. Empty: fake:latest.",
-    group: "Sandbox",
-  }).default("fake:latest"),
+  image: fields
+    .ui(z.string().min(1).max(FIELD_MAX_LENGTH.image), {
+      title: "Image (recorded only)",
+      description: "Recorded in the lease and its reuse fingerprint; the fake provider runs no image. Empty: fake:latest.",
+      group: "Sandbox",
+    })
+    .default("fake:latest"),
   reuseLease: fields.reuseLease(),
   runnerLifecycleMode: fields.runnerLifecycleMode(),
   timeoutMs: fields.timeoutMs({
@@ -20,9 +22,7 @@ export const fakeConfigSchema = z.object({
     group: "Tuning",
     advanced: true,
   }),
-  acquireDelayMs: fields
-    .positiveInt({ min: 0, max: 600_000, title: "Acquire delay", unit: "ms", description: "Wait this long in every acquire.", group: FAULTS, advanced: true })
-    .optional(),
+  acquireDelayMs: fields.positiveInt({ min: 0, max: 600_000, title: "Acquire delay", unit: "ms", description: "Wait this long in every acquire.", group: FAULTS, advanced: true }).optional(),
   probeFailure: faultMessage({ title: "Probe failure", description: "When set, Test fails with this message." }),
   acquireFailure: faultMessage({ title: "Acquire failure", description: "When set, every acquire fails with this message." }),
   acquireFailureAfterCreate: faultMessage({

@@ -25,8 +25,7 @@ async function acquire(config: Record<string, unknown> = {}, extra: Record<strin
   const { hooks, logs } = await startPlugin();
   // As the real host sends it: agent and execution workspace (a kept lease needs both).
   const lease = await hooks.onEnvironmentAcquireLease({ ...scope, config, runId: "run-1", agentId: "agent-1", executionWorkspaceId: "ws-1", ...extra });
-  const exec = (command: string, args: string[] = [], more: Record<string, unknown> = {}) =>
-    hooks.onEnvironmentExecute({ ...scope, config, lease, command, args, ...more });
+  const exec = (command: string, args: string[] = [], more: Record<string, unknown> = {}) => hooks.onEnvironmentExecute({ ...scope, config, lease, command, args, ...more });
   return { hooks, logs, lease, exec, remoteCwd: lease.metadata?.remoteCwd as string };
 }
 
@@ -240,14 +239,18 @@ describe("sync", () => {
     const file = (sourcePath: string, targetPath: string) => ({ sourcePath, targetPath, kind: "file" as const, mode: 0o600 });
 
     const inbound = await hooks.onEnvironmentSyncIn({
-      ...scope, config: {}, lease,
+      ...scope,
+      config: {},
+      lease,
       operations: [{ operationId: "op-in", files: [file(join(hostDir, "secret.txt"), join(remoteCwd, "secret.txt"))] }],
     });
     expect(inbound.operations).toEqual([expect.objectContaining({ operationId: "op-in", filesTransferred: 1 })]);
     expect(readFileSync(join(remoteCwd, "secret.txt"), "utf8")).toBe("top secret\n");
 
     await hooks.onEnvironmentSyncOut({
-      ...scope, config: {}, lease,
+      ...scope,
+      config: {},
+      lease,
       operations: [{ operationId: "op-out", files: [file(join(remoteCwd, "secret.txt"), join(hostDir, "back.txt"))] }],
     });
     expect(readFileSync(join(hostDir, "back.txt"), "utf8")).toBe("top secret\n");
@@ -261,7 +264,9 @@ describe("sync", () => {
     const escaped = join(baseDir, "escaped.txt");
     await expect(
       hooks.onEnvironmentSyncIn({
-        ...scope, config: {}, lease,
+        ...scope,
+        config: {},
+        lease,
         operations: [{ operationId: "op", files: [{ sourcePath: join(hostDir, "f.txt"), targetPath: escaped, kind: "file" }] }],
       }),
     ).rejects.toThrow();

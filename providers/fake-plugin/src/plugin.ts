@@ -92,9 +92,7 @@ export function createFakePlugin(deps: FakePluginDeps = {}) {
 
     async probe(config) {
       if (config.probeFailure) {
-        return probeResult("fake-plugin sandbox", [
-          { severity: "error", message: config.probeFailure, code: "FAKE_PROBE_FAILURE", brief: `probe failed (injected): ${config.probeFailure}` },
-        ]);
+        return probeResult("fake-plugin sandbox", [{ severity: "error", message: config.probeFailure, code: "FAKE_PROBE_FAILURE", brief: `probe failed (injected): ${config.probeFailure}` }]);
       }
       return probeResult("fake-plugin sandbox", [
         {

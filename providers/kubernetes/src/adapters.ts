@@ -27,5 +27,12 @@ export function withRegistry(image: string, registry: string | undefined): strin
 
 /** Glob match for the image allow-list: `*` is any run of characters (also `/` and `:`). */
 export function imageAllowed(image: string, allowList: readonly string[]): boolean {
-  return allowList.some((pattern) => new RegExp(`^${pattern.split("*").map((p) => p.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*")}$`).test(image));
+  return allowList.some((pattern) =>
+    new RegExp(
+      `^${pattern
+        .split("*")
+        .map((p) => p.replace(/[.+?^${}()|[\]\\]/g, "\\$&"))
+        .join(".*")}$`,
+    ).test(image),
+  );
 }

@@ -22,7 +22,12 @@ describe("tenant and per-run objects (standard egress)", () => {
     const a = await acquire(hooks, t.config, grant(["github.com"]));
     expect(a.namespace).toBe("paperclip-acme-corp");
     const ns = await t.core.readNamespace({ name: a.namespace });
-    expect(ns.metadata?.labels).toMatchObject({ "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest", "app.kubernetes.io/managed-by": "paperclip", "paperclip-company": "acme-corp" });
+    expect(ns.metadata?.labels).toMatchObject({
+      "pod-security.kubernetes.io/enforce": "restricted",
+      "pod-security.kubernetes.io/enforce-version": "latest",
+      "app.kubernetes.io/managed-by": "paperclip",
+      "paperclip-company": "acme-corp",
+    });
 
     const sa = await t.core.readNamespacedServiceAccount({ namespace: a.namespace, name: "paperclip-tenant-sa" });
     expect(sa.automountServiceAccountToken).toBe(false);
@@ -38,8 +43,17 @@ describe("tenant and per-run objects (standard egress)", () => {
       podSelector: {},
       policyTypes: ["Egress"],
       egress: [
-        { to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "kube-system" } }, podSelector: { matchLabels: { "k8s-app": "kube-dns" } } }], ports: [{ protocol: "UDP", port: 53 }, { protocol: "TCP", port: 53 }] },
-        { to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "paperclip" } }, podSelector: { matchLabels: { "app.kubernetes.io/name": "paperclip" } } }], ports: [{ protocol: "TCP", port: 3100 }] },
+        {
+          to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "kube-system" } }, podSelector: { matchLabels: { "k8s-app": "kube-dns" } } }],
+          ports: [
+            { protocol: "UDP", port: 53 },
+            { protocol: "TCP", port: 53 },
+          ],
+        },
+        {
+          to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "paperclip" } }, podSelector: { matchLabels: { "app.kubernetes.io/name": "paperclip" } } }],
+          ports: [{ protocol: "TCP", port: 3100 }],
+        },
       ],
     });
 
@@ -47,10 +61,26 @@ describe("tenant and per-run objects (standard egress)", () => {
     const pod = await t.core.readNamespacedPod({ namespace: a.namespace, name: a.name });
     expect(pod.metadata?.ownerReferences?.[0]).toMatchObject({ kind: "Sandbox", name: a.name, controller: true });
     expect(pod.metadata?.labels).toMatchObject({ "paperclip.io/run-id": "run-1", "paperclip.io/workload": a.name, "paperclip-provider": "kubernetes", "paperclip-company": "acme-corp" });
-    expect(JSON.parse(JSON.stringify(pod.spec?.securityContext))).toEqual({ runAsUser: 1000, runAsGroup: 1000, runAsNonRoot: true, fsGroup: 1000, fsGroupChangePolicy: "OnRootMismatch", seccompProfile: { type: "RuntimeDefault" } });
+    expect(JSON.parse(JSON.stringify(pod.spec?.securityContext))).toEqual({
+      runAsUser: 1000,
+      runAsGroup: 1000,
+      runAsNonRoot: true,
+      fsGroup: 1000,
+      fsGroupChangePolicy: "OnRootMismatch",
+      seccompProfile: { type: "RuntimeDefault" },
+    });
     const container = pod.spec!.containers[0]!;
     expect(container.image).toBe("ghcr.io/paperclipai/agent-runtime-claude:v1");
-    expect(JSON.parse(JSON.stringify(container.securityContext))).toEqual({ runAsUser: 1000, runAsGroup: 1000, runAsNonRoot: true, allowPrivilegeEscalation: false, privileged: false, readOnlyRootFilesystem: true, capabilities: { drop: ["ALL"] }, seccompProfile: { type: "RuntimeDefault" } });
+    expect(JSON.parse(JSON.stringify(container.securityContext))).toEqual({
+      runAsUser: 1000,
+      runAsGroup: 1000,
+      runAsNonRoot: true,
+      allowPrivilegeEscalation: false,
+      privileged: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ["ALL"] },
+      seccompProfile: { type: "RuntimeDefault" },
+    });
     expect(container.volumeMounts?.map((m) => m.mountPath)).toEqual(["/workspace", "/home/sandbox", "/home/sandbox/.cache", "/tmp"]);
     expect(pod.spec?.volumes?.every((v) => v.emptyDir !== undefined)).toBe(true);
     expect(pod.spec?.automountServiceAccountToken).toBe(false);
@@ -65,11 +95,24 @@ describe("tenant and per-run objects (standard egress)", () => {
 
     // FQDNs only: public IPv4 on 80/443 with the non-public ranges carved out, this pod only.
     const runPolicy = await t.net.readNamespacedNetworkPolicy({ namespace: a.namespace, name: `${a.name}-egress` });
-    expect(runPolicy.metadata?.ownerReferences?.[0]).toMatchObject({ kind: "Sandbox", name: a.name, uid: (await t.custom.getNamespacedCustomObject({ group: "agents.x-k8s.io", version: "v1beta1", namespace: a.namespace, plural: "sandboxes", name: a.name }) as { metadata: { uid: string } }).metadata.uid });
+    expect(runPolicy.metadata?.ownerReferences?.[0]).toMatchObject({
+      kind: "Sandbox",
+      name: a.name,
+      uid: ((await t.custom.getNamespacedCustomObject({ group: "agents.x-k8s.io", version: "v1beta1", namespace: a.namespace, plural: "sandboxes", name: a.name })) as { metadata: { uid: string } })
+        .metadata.uid,
+    });
     expect(JSON.parse(JSON.stringify(runPolicy.spec))).toEqual({
       podSelector: { matchLabels: { "paperclip.io/workload": a.name } },
       policyTypes: ["Egress"],
-      egress: [{ to: [{ ipBlock: { cidr: "0.0.0.0/0", except: NON_PUBLIC_IPV4 } }], ports: [{ protocol: "TCP", port: 80 }, { protocol: "TCP", port: 443 }] }],
+      egress: [
+        {
+          to: [{ ipBlock: { cidr: "0.0.0.0/0", except: NON_PUBLIC_IPV4 } }],
+          ports: [
+            { protocol: "TCP", port: 80 },
+            { protocol: "TCP", port: 443 },
+          ],
+        },
+      ],
     });
     expect(NON_PUBLIC_IPV4).toEqual(["0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16", "224.0.0.0/4"]);
 
@@ -89,7 +132,9 @@ describe("tenant and per-run objects (standard egress)", () => {
     // A second acquire in the same worker makes no tenant calls.
     const mark2 = t.emu.requests.mark();
     const b = await acquire(hooks, t.config, grant(["github.com"], ["203.0.113.0/24"]));
-    const tenantCalls = t.emu.requests.list({ since: mark2 }).filter((r) => /paperclip-(tenant|quota|limits|deny-all|egress-allow)|\/namespaces$/.test(r.path) || /(serviceaccounts|roles|rolebindings|resourcequotas|limitranges)$/.test(r.path));
+    const tenantCalls = t.emu.requests
+      .list({ since: mark2 })
+      .filter((r) => /paperclip-(tenant|quota|limits|deny-all|egress-allow)|\/namespaces$/.test(r.path) || /(serviceaccounts|roles|rolebindings|resourcequotas|limitranges)$/.test(r.path));
     expect(tenantCalls).toEqual([]);
     // FQDNs with CIDRs: only the CIDRs, no port restriction.
     const cidrPolicy = await t.net.readNamespacedNetworkPolicy({ namespace: b.namespace, name: `${b.name}-egress` });
@@ -102,7 +147,9 @@ describe("tenant and per-run objects (standard egress)", () => {
     await acquire(hooks, t.config).then((a) => a.release()); // tenant ready first
     t.emu.faults.inject({ kind: "status", status: 500, route: "/apis/networking.k8s.io/v1/namespaces/:namespace/networkpolicies", method: "POST", times: 20 });
     try {
-      await expect(acquire(hooks, t.config, grant(["github.com"]))).rejects.toThrow(/the run's egress policy paperclip-acme-corp\/pc-[0-9a-z]{26}-egress could not be created, so its sandbox was released/);
+      await expect(acquire(hooks, t.config, grant(["github.com"]))).rejects.toThrow(
+        /the run's egress policy paperclip-acme-corp\/pc-[0-9a-z]{26}-egress could not be created, so its sandbox was released/,
+      );
     } finally {
       t.emu.faults.clear();
     }
@@ -117,17 +164,29 @@ describe("cilium egress mode", () => {
     const { hooks } = await startPlugin();
     const config = { ...t.config, egressMode: "cilium", companySlug: "cilium-co", egressAllowCidrs: ["198.51.100.0/24"] };
     const a = await acquire(hooks, config, grant(["pypi.org"], ["203.0.113.7/32"]));
-    const tenant = (await t.custom.getNamespacedCustomObject({ group: "cilium.io", version: "v2", namespace: "paperclip-cilium-co", plural: "ciliumnetworkpolicies", name: "paperclip-egress-fqdn" })) as { spec: unknown };
+    const tenant = (await t.custom.getNamespacedCustomObject({
+      group: "cilium.io",
+      version: "v2",
+      namespace: "paperclip-cilium-co",
+      plural: "ciliumnetworkpolicies",
+      name: "paperclip-egress-fqdn",
+    })) as { spec: unknown };
     expect(tenant.spec).toEqual({
       endpointSelector: {},
       egress: [
-        { toEndpoints: [{ matchLabels: { "k8s:io.kubernetes.pod.namespace": "kube-system", "k8s-app": "kube-dns" } }], toPorts: [{ ports: [{ port: "53", protocol: "ANY" }], rules: { dns: [{ matchPattern: "*" }] } }] },
+        {
+          toEndpoints: [{ matchLabels: { "k8s:io.kubernetes.pod.namespace": "kube-system", "k8s-app": "kube-dns" } }],
+          toPorts: [{ ports: [{ port: "53", protocol: "ANY" }], rules: { dns: [{ matchPattern: "*" }] } }],
+        },
         { toEndpoints: [{ matchLabels: { "k8s:io.kubernetes.pod.namespace": "paperclip", "app.kubernetes.io/name": "paperclip" } }], toPorts: [{ ports: [{ port: "3100", protocol: "TCP" }] }] },
         { toCIDRSet: [{ cidr: "198.51.100.0/24" }] },
       ],
     });
     await expect(t.net.readNamespacedNetworkPolicy({ namespace: "paperclip-cilium-co", name: "paperclip-egress-allow" })).rejects.toMatchObject({ code: 404 });
-    const run = (await t.custom.getNamespacedCustomObject({ group: "cilium.io", version: "v2", namespace: "paperclip-cilium-co", plural: "ciliumnetworkpolicies", name: `${a.name}-egress` })) as { spec: unknown; metadata: { ownerReferences: Array<{ kind: string }> } };
+    const run = (await t.custom.getNamespacedCustomObject({ group: "cilium.io", version: "v2", namespace: "paperclip-cilium-co", plural: "ciliumnetworkpolicies", name: `${a.name}-egress` })) as {
+      spec: unknown;
+      metadata: { ownerReferences: Array<{ kind: string }> };
+    };
     expect(run.metadata.ownerReferences[0]?.kind).toBe("Sandbox");
     expect(run.spec).toEqual({
       endpointSelector: { matchLabels: { "paperclip.io/workload": a.name } },
@@ -137,7 +196,9 @@ describe("cilium egress mode", () => {
       ],
     });
     await a.release();
-    await expect(t.custom.getNamespacedCustomObject({ group: "cilium.io", version: "v2", namespace: "paperclip-cilium-co", plural: "ciliumnetworkpolicies", name: `${a.name}-egress` })).rejects.toMatchObject({ code: 404 });
+    await expect(
+      t.custom.getNamespacedCustomObject({ group: "cilium.io", version: "v2", namespace: "paperclip-cilium-co", plural: "ciliumnetworkpolicies", name: `${a.name}-egress` }),
+    ).rejects.toMatchObject({ code: 404 });
   });
 });
 

@@ -33,10 +33,13 @@ describe("kubernetes: the command channel under faults", () => {
       await expect(victim).rejects.toThrow(/command channel broke/);
       expect((await sh(`kill -0 ${pid} 2>/dev/null && echo alive || echo gone`)).stdout).toBe("gone\n");
       // It comes back on a later command (after its restart delay), not on its own.
-      await vi.waitFor(async () => {
-        expect((await sh("true")).exitCode).toBe(0);
-        expect(commandChannelStatus(lease.providerLeaseId!).state).toBe("ready");
-      }, { timeout: 30_000, interval: 200 });
+      await vi.waitFor(
+        async () => {
+          expect((await sh("true")).exitCode).toBe(0);
+          expect(commandChannelStatus(lease.providerLeaseId!).state).toBe("ready");
+        },
+        { timeout: 30_000, interval: 200 },
+      );
       expect(commandChannelStatus(lease.providerLeaseId!)).toMatchObject({ breaks: 1 });
       expect((await sh("echo over")).stdout).toBe("over\n");
     } finally {

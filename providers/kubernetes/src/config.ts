@@ -12,7 +12,8 @@ const JOB = "Job backend";
 const TUNING = "Tuning";
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const dnsLabel = (max: number) => (value: string) => (value.length > max ? `must be at most ${max} characters` : DNS_LABEL.test(value) ? undefined : "must be lower-case letters, digits and dashes, starting and ending with a letter or digit");
+const dnsLabel = (max: number) => (value: string) =>
+  value.length > max ? `must be at most ${max} characters` : DNS_LABEL.test(value) ? undefined : "must be lower-case letters, digits and dashes, starting and ending with a letter or digit";
 const cidrItem = (value: string) => {
   const [address, prefix, extra] = value.split("/");
   const family = isIP(address ?? "");
@@ -25,47 +26,137 @@ const quantityField = (title: string, def: string, description: string) =>
   fields.ui(z.string().trim().regex(quantity, { error: "must be a Kubernetes quantity such as 500m, 2 or 4Gi" }), { title, description, group: PODS, advanced: true }).default(def);
 
 export const kubernetesConfigSchema = z.object({
-  inCluster: fields.boolean({ default: false, title: "In-cluster credentials", description: "Use the service account of the pod Paperclip runs in. Set exactly one of this, Kubeconfig or Kubeconfig secret.", group: CLUSTER }),
-  kubeconfig: fields.secretRef({ title: "Kubeconfig", description: "A kubeconfig (YAML or JSON), stored as a company secret. Its current context is used.", group: CLUSTER, maxLength: FIELD_MAX_LENGTH.document }).optional(),
-  kubeconfigSecretRef: fields.secretRef({ title: "Kubeconfig secret", description: "An existing Paperclip secret holding a kubeconfig.", group: CLUSTER, maxLength: FIELD_MAX_LENGTH.document }).optional(),
-  backend: fields.oneOf(["sandbox-cr", "job"], {
-    title: "Backend",
-    description: 'sandbox-cr: an agent-sandbox Sandbox whose long-lived pod receives every command (needs the agent-sandbox controller). job: a batch/v1 Job that runs its entrypoint once, with no command execution and no native file sync.',
+  inCluster: fields.boolean({
+    default: false,
+    title: "In-cluster credentials",
+    description: "Use the service account of the pod Paperclip runs in. Set exactly one of this, Kubeconfig or Kubeconfig secret.",
     group: CLUSTER,
-  }).default("sandbox-cr"),
-  namespacePrefix: fields.ui(z.string().trim().max(20, { error: "must be at most 20 characters" }).regex(/^[a-z0-9]([-a-z0-9]*)?$/, { error: "must be lower-case letters, digits and dashes" }), {
-    title: "Namespace prefix",
-    description: "Each company gets the namespace <prefix><company slug>.",
-    group: TENANT,
+  }),
+  kubeconfig: fields
+    .secretRef({ title: "Kubeconfig", description: "A kubeconfig (YAML or JSON), stored as a company secret. Its current context is used.", group: CLUSTER, maxLength: FIELD_MAX_LENGTH.document })
+    .optional(),
+  kubeconfigSecretRef: fields
+    .secretRef({ title: "Kubeconfig secret", description: "An existing Paperclip secret holding a kubeconfig.", group: CLUSTER, maxLength: FIELD_MAX_LENGTH.document })
+    .optional(),
+  backend: fields
+    .oneOf(["sandbox-cr", "job"], {
+      title: "Backend",
+      description:
+        "sandbox-cr: an agent-sandbox Sandbox whose long-lived pod receives every command (needs the agent-sandbox controller). job: a batch/v1 Job that runs its entrypoint once, with no command execution and no native file sync.",
+      group: CLUSTER,
+    })
+    .default("sandbox-cr"),
+  namespacePrefix: fields
+    .ui(
+      z
+        .string()
+        .trim()
+        .max(20, { error: "must be at most 20 characters" })
+        .regex(/^[a-z0-9]([-a-z0-9]*)?$/, { error: "must be lower-case letters, digits and dashes" }),
+      {
+        title: "Namespace prefix",
+        description: "Each company gets the namespace <prefix><company slug>.",
+        group: TENANT,
+        advanced: true,
+      },
+    )
+    .default("paperclip-"),
+  companySlug: fields
+    .ui(
+      z
+        .string()
+        .trim()
+        .superRefine((v, ctx) => {
+          const p = dnsLabel(43)(v);
+          if (p) ctx.addIssue({ code: "custom", message: p });
+        }),
+      {
+        title: "Company slug",
+        description: "The tenant namespace's suffix. Empty: derived from the company id.",
+        group: TENANT,
+        advanced: true,
+      },
+    )
+    .optional(),
+  adapterType: fields
+    .oneOf(ADAPTER_TYPES, {
+      title: "Default adapter",
+      description: "Picks the runtime image and its default egress when a run does not name a known adapter: claude_local reaches api.anthropic.com, codex_local api.openai.com.",
+      group: PODS,
+    })
+    .default("claude_local"),
+  image: fields
+    .ui(z.string().trim().min(1).max(FIELD_MAX_LENGTH.image), {
+      title: "Image override",
+      description: "Run this image instead of the adapter's runtime image. It must match the image allow-list.",
+      group: PODS,
+      advanced: true,
+    })
+    .optional(),
+  imageRegistry: fields
+    .ui(z.string().trim().min(1).max(FIELD_MAX_LENGTH.image), {
+      title: "Image registry",
+      description: "Registry (and path) replacing ghcr.io in the runtime images, e.g. a mirror.",
+      group: PODS,
+      advanced: true,
+    })
+    .optional(),
+  imageAllowList: fields.stringList({
+    maxItemLength: FIELD_MAX_LENGTH.image,
+    title: "Image allow-list",
+    description: "Glob patterns (* matches anything) an image override must match. The adapters' runtime images are always allowed.",
+    group: PODS,
     advanced: true,
-  }).default("paperclip-"),
-  companySlug: fields.ui(z.string().trim().superRefine((v, ctx) => { const p = dnsLabel(43)(v); if (p) ctx.addIssue({ code: "custom", message: p }); }), {
-    title: "Company slug",
-    description: "The tenant namespace's suffix. Empty: derived from the company id.",
-    group: TENANT,
+  }),
+  imagePullSecrets: fields.stringList({
+    title: "Image pull secrets",
+    description: "Names of image pull secrets that already exist in the tenant namespace.",
+    group: PODS,
     advanced: true,
-  }).optional(),
-  adapterType: fields.oneOf(ADAPTER_TYPES, { title: "Default adapter", description: "Picks the runtime image and its default egress when a run does not name a known adapter: claude_local reaches api.anthropic.com, codex_local api.openai.com.", group: PODS }).default("claude_local"),
-  image: fields.ui(z.string().trim().min(1).max(FIELD_MAX_LENGTH.image), { title: "Image override", description: "Run this image instead of the adapter's runtime image. It must match the image allow-list.", group: PODS, advanced: true }).optional(),
-  imageRegistry: fields.ui(z.string().trim().min(1).max(FIELD_MAX_LENGTH.image), { title: "Image registry", description: "Registry (and path) replacing ghcr.io in the runtime images, e.g. a mirror.", group: PODS, advanced: true }).optional(),
-  imageAllowList: fields.stringList({ maxItemLength: FIELD_MAX_LENGTH.image, title: "Image allow-list", description: "Glob patterns (* matches anything) an image override must match. The adapters' runtime images are always allowed.", group: PODS, advanced: true }),
-  imagePullSecrets: fields.stringList({ title: "Image pull secrets", description: "Names of image pull secrets that already exist in the tenant namespace.", group: PODS, advanced: true, item: dnsLabel(253) }),
-  runtimeClassName: fields.ui(z.string().trim().min(1), { title: "Runtime class", description: "A RuntimeClass for the pods, e.g. kata-fc for Firecracker microVMs (the cluster must have it).", group: PODS, advanced: true }).optional(),
-  serviceAccountAnnotations: fields.ui(z.record(z.string(), z.string()), { title: "Service account annotations", description: "Annotations on the tenant service account, e.g. an IRSA role.", group: TENANT, advanced: true }).default({}),
+    item: dnsLabel(253),
+  }),
+  runtimeClassName: fields
+    .ui(z.string().trim().min(1), {
+      title: "Runtime class",
+      description: "A RuntimeClass for the pods, e.g. kata-fc for Firecracker microVMs (the cluster must have it).",
+      group: PODS,
+      advanced: true,
+    })
+    .optional(),
+  serviceAccountAnnotations: fields
+    .ui(z.record(z.string(), z.string()), { title: "Service account annotations", description: "Annotations on the tenant service account, e.g. an IRSA role.", group: TENANT, advanced: true })
+    .default({}),
   cpuRequest: quantityField("CPU request", "500m", "CPU requested per pod."),
   cpuLimit: quantityField("CPU limit", "2", "CPU limit per pod."),
   memoryRequest: quantityField("Memory request", "1Gi", "Memory requested per pod."),
   memoryLimit: quantityField("Memory limit", "4Gi", "Memory limit per pod."),
-  egressMode: fields.oneOf(["standard", "cilium"], {
-    title: "Egress mode",
-    description: "standard: Kubernetes NetworkPolicies (IP ranges only; host names open public IPv4 on ports 80 and 443). cilium: CiliumNetworkPolicies that allow exact host names.",
-    group: NETWORK,
-  }).default("standard"),
+  egressMode: fields
+    .oneOf(["standard", "cilium"], {
+      title: "Egress mode",
+      description: "standard: Kubernetes NetworkPolicies (IP ranges only; host names open public IPv4 on ports 80 and 443). cilium: CiliumNetworkPolicies that allow exact host names.",
+      group: NETWORK,
+    })
+    .default("standard"),
   egressAllowFqdns: fields.stringList({ title: "Allowed host names", description: "Hosts every pod of this environment may reach, besides the adapter's API host.", group: NETWORK, item: fqdnItem }),
   egressAllowCidrs: fields.stringList({ title: "Allowed IP ranges", description: "IP ranges (CIDR) every pod of the company may reach.", group: NETWORK, item: cidrItem }),
-  serverNamespace: fields.ui(z.string().trim().superRefine((v, ctx) => { const p = dnsLabel(63)(v); if (p) ctx.addIssue({ code: "custom", message: p }); }), { title: "Paperclip server namespace", description: "Namespace of the Paperclip server pods, which the pods may call back.", group: NETWORK, advanced: true }).default("paperclip"),
-  serverPodLabels: fields.ui(z.record(z.string(), z.string()), { title: "Paperclip server pod labels", description: "Labels selecting the Paperclip server pods.", group: NETWORK, advanced: true }).default({ "app.kubernetes.io/name": "paperclip" }),
-  serverPort: fields.positiveInt({ min: 1, max: 65535, title: "Paperclip server port", description: "Port of the Paperclip server the pods may call back.", group: NETWORK, advanced: true }).default(3100),
+  serverNamespace: fields
+    .ui(
+      z
+        .string()
+        .trim()
+        .superRefine((v, ctx) => {
+          const p = dnsLabel(63)(v);
+          if (p) ctx.addIssue({ code: "custom", message: p });
+        }),
+      { title: "Paperclip server namespace", description: "Namespace of the Paperclip server pods, which the pods may call back.", group: NETWORK, advanced: true },
+    )
+    .default("paperclip"),
+  serverPodLabels: fields
+    .ui(z.record(z.string(), z.string()), { title: "Paperclip server pod labels", description: "Labels selecting the Paperclip server pods.", group: NETWORK, advanced: true })
+    .default({ "app.kubernetes.io/name": "paperclip" }),
+  serverPort: fields
+    .positiveInt({ min: 1, max: 65535, title: "Paperclip server port", description: "Port of the Paperclip server the pods may call back.", group: NETWORK, advanced: true })
+    .default(3100),
   entrypoint: fields.stringList({
     maxItemLength: FIELD_MAX_LENGTH.commandWord,
     title: "Sandbox entrypoint",
@@ -73,10 +164,22 @@ export const kubernetesConfigSchema = z.object({
     group: PODS,
     advanced: true,
   }),
-  jobCommand: fields.stringList({ maxItemLength: FIELD_MAX_LENGTH.commandWord, title: "Job command", description: "Command the Job runs once. Empty: the image's own entrypoint.", group: JOB, advanced: true }),
-  jobTtlSecondsAfterFinished: fields.positiveInt({ min: 0, max: 604_800, title: "Job TTL after finish", unit: "s", description: "How long a finished Job is kept before Kubernetes deletes it.", group: JOB, advanced: true }).default(900),
-  podActivityDeadlineSec: fields.positiveInt({ min: 1, max: 604_800, title: "Activity deadline", unit: "s", description: "Longest a Job runs, and longest one file sync may take.", group: TUNING, advanced: true }).default(3600),
-  readyTimeoutSec: fields.positiveInt({ min: 1, max: 3600, title: "Pod ready timeout", unit: "s", description: "How long acquire waits for the pod to be running.", group: TUNING, advanced: true }).default(180),
+  jobCommand: fields.stringList({
+    maxItemLength: FIELD_MAX_LENGTH.commandWord,
+    title: "Job command",
+    description: "Command the Job runs once. Empty: the image's own entrypoint.",
+    group: JOB,
+    advanced: true,
+  }),
+  jobTtlSecondsAfterFinished: fields
+    .positiveInt({ min: 0, max: 604_800, title: "Job TTL after finish", unit: "s", description: "How long a finished Job is kept before Kubernetes deletes it.", group: JOB, advanced: true })
+    .default(900),
+  podActivityDeadlineSec: fields
+    .positiveInt({ min: 1, max: 604_800, title: "Activity deadline", unit: "s", description: "Longest a Job runs, and longest one file sync may take.", group: TUNING, advanced: true })
+    .default(3600),
+  readyTimeoutSec: fields
+    .positiveInt({ min: 1, max: 3600, title: "Pod ready timeout", unit: "s", description: "How long acquire waits for the pod to be running.", group: TUNING, advanced: true })
+    .default(180),
   timeoutMs: fields.timeoutMs({ default: 300_000, title: "Command timeout", description: "Time limit of one command when Paperclip sets none.", group: TUNING, advanced: true }),
   reuseLease: fields.reuseLease(),
   runnerLifecycleMode: fields.runnerLifecycleMode(),
@@ -93,7 +196,9 @@ export const kubernetesConfig = defineProviderConfig(kubernetesConfigSchema, {
   warnings: (config) => {
     const warnings: string[] = [];
     if (config.egressMode === "standard" && config.egressAllowCidrs.length === 0) {
-      warnings.push("Egress mode standard cannot allow host names exactly: each pod's host names open public IPv4 on ports 80 and 443 (private, loopback, link-local, CGNAT and multicast ranges excluded); use cilium for exact host names");
+      warnings.push(
+        "Egress mode standard cannot allow host names exactly: each pod's host names open public IPv4 on ports 80 and 443 (private, loopback, link-local, CGNAT and multicast ranges excluded); use cilium for exact host names",
+      );
     }
     return warnings;
   },
@@ -132,7 +237,11 @@ export function kubeconfigProblems(config: KubernetesConfig): string[] {
     kc.loadFromString(text);
   } catch (error) {
     // The parser's first line says what and where (line:column); later lines quote the document.
-    return [`${title}: not a readable kubeconfig (${String((error as Error).message).split("\n")[0]!.slice(0, 200)})`];
+    return [
+      `${title}: not a readable kubeconfig (${String((error as Error).message)
+        .split("\n")[0]!
+        .slice(0, 200)})`,
+    ];
   }
   const contextName = kc.getCurrentContext();
   const context = contextName ? kc.getContextObject(contextName) : null;
@@ -142,7 +251,7 @@ export function kubeconfigProblems(config: KubernetesConfig): string[] {
   const user = context.user ? kc.getUser(context.user) : null;
   if (!user) return [`${title}: the current context names no user of its users`];
   const provider = user.authProvider as { name?: unknown; config?: { tokenFile?: unknown } } | null | undefined;
-  const hasAuth = Boolean(user.token || (user.certData || user.certFile) || user.username || user.exec || provider);
+  const hasAuth = Boolean(user.token || user.certData || user.certFile || user.username || user.exec || provider);
   if (provider && !AUTH_PROVIDERS.has(String(provider.name)) && !provider.config?.tokenFile) {
     return [`${title}: the user's auth-provider ${JSON.stringify(String(provider.name).slice(0, 40))} is not supported (use a token, a client certificate, exec, or auth-provider oidc, azure or gcp)`];
   }

@@ -37,11 +37,14 @@ for (const channel of ["always", "off"] as const) {
       { config: { kubeconfig: "x", backend: "job", reuseLease: true }, error: /the job backend cannot keep a lease/ },
     ],
     reuseConfig: { ...config, reuseLease: true },
-    leftovers: async () => (await emu.leftovers()).filter((entry) => !/^(serviceaccounts|roles|rolebindings|resourcequotas|limitranges|networkpolicies|ciliumnetworkpolicies)\/[^/]+\/paperclip-/.test(entry)),
+    leftovers: async () =>
+      (await emu.leftovers()).filter((entry) => !/^(serviceaccounts|roles|rolebindings|resourcequotas|limitranges|networkpolicies|ciliumnetworkpolicies)\/[^/]+\/paperclip-/.test(entry)),
     labelsOf: async (providerLeaseId) => {
       const m = /^k8s-([^/]+)\/sandbox\/(.+)$/.exec(providerLeaseId);
       if (!m) return undefined;
-      const sandbox = (await custom.getNamespacedCustomObject({ group: "agents.x-k8s.io", version: "v1beta1", namespace: m[1]!, plural: "sandboxes", name: m[2]! }).catch(() => undefined)) as { metadata?: { labels?: Record<string, string> } } | undefined;
+      const sandbox = (await custom.getNamespacedCustomObject({ group: "agents.x-k8s.io", version: "v1beta1", namespace: m[1]!, plural: "sandboxes", name: m[2]! }).catch(() => undefined)) as
+        | { metadata?: { labels?: Record<string, string> } }
+        | undefined;
       return sandbox?.metadata?.labels;
     },
     faults: {

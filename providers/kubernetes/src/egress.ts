@@ -26,7 +26,15 @@ export function ownerReference(owner: OwnerRef) {
 export function standardEgressRules(grant: EgressGrant): Array<Record<string, unknown>> {
   if (grant.allowCidrs.length > 0) return [{ to: grant.allowCidrs.map((cidr) => ({ ipBlock: { cidr } })) }];
   if (grant.allowFqdns.length > 0) {
-    return [{ to: [{ ipBlock: { cidr: "0.0.0.0/0", except: NON_PUBLIC_IPV4 } }], ports: [{ protocol: "TCP", port: 80 }, { protocol: "TCP", port: 443 }] }];
+    return [
+      {
+        to: [{ ipBlock: { cidr: "0.0.0.0/0", except: NON_PUBLIC_IPV4 } }],
+        ports: [
+          { protocol: "TCP", port: 80 },
+          { protocol: "TCP", port: 443 },
+        ],
+      },
+    ];
   }
   return [];
 }

@@ -35,9 +35,19 @@ describe("exec over v4.channel.k8s.io (a cluster before 1.30)", () => {
     const src = path.join(host, "v4-in");
     await mkdir(src, { recursive: true });
     await writeFile(path.join(src, "blob.bin"), Buffer.alloc(3 * 1024 * 1024, 7));
-    await hooks.onEnvironmentSyncIn({ ...scope, config: t.config, lease: a.lease, operations: [{ operationId: "in", files: [{ sourcePath: src, targetPath: "/workspace/v4", kind: "directory" }] }] } as never);
+    await hooks.onEnvironmentSyncIn({
+      ...scope,
+      config: t.config,
+      lease: a.lease,
+      operations: [{ operationId: "in", files: [{ sourcePath: src, targetPath: "/workspace/v4", kind: "directory" }] }],
+    } as never);
     const back = path.join(host, "v4-out");
-    await hooks.onEnvironmentSyncOut({ ...scope, config: t.config, lease: a.lease, operations: [{ operationId: "out", files: [{ sourcePath: "/workspace/v4", targetPath: back, kind: "directory" }] }] } as never);
+    await hooks.onEnvironmentSyncOut({
+      ...scope,
+      config: t.config,
+      lease: a.lease,
+      operations: [{ operationId: "out", files: [{ sourcePath: "/workspace/v4", targetPath: back, kind: "directory" }] }],
+    } as never);
     expect((await readFile(path.join(back, "blob.bin"))).equals(Buffer.alloc(3 * 1024 * 1024, 7))).toBe(true);
     const protocols = t.emu.requests.list({ protocol: "ws" }).map((r) => r.headers["sec-websocket-protocol"]);
     expect(protocols.length).toBeGreaterThan(0);
@@ -78,10 +88,21 @@ describe("one cluster (v5)", () => {
     const { hooks } = await startPlugin();
     const a = await acquire(hooks, t.config);
     // A tar whose member climbs out of the target, built here and planted as the pod's `tar`.
-    const evil = tarOf([{ name: "../../outside/pwned", body: "owned" }, { name: "ok.txt", body: "fine" }]);
+    const evil = tarOf([
+      { name: "../../outside/pwned", body: "owned" },
+      { name: "ok.txt", body: "fine" },
+    ]);
     await writeFile(path.join(host, "evil.tar"), evil);
-    await hooks.onEnvironmentSyncIn({ ...scope, config: t.config, lease: a.lease, operations: [{ operationId: "plant", files: [{ sourcePath: path.join(host, "evil.tar"), targetPath: "/workspace/evil/archive.tar", kind: "file" }] }] } as never);
-    await a.exec("sh", ["-c", "mkdir -p /workspace/evil/bin /workspace/src && printf '#!/bin/sh\\ncat /workspace/evil/archive.tar\\n' > /workspace/evil/bin/tar && chmod +x /workspace/evil/bin/tar && echo x > /workspace/src/a"]);
+    await hooks.onEnvironmentSyncIn({
+      ...scope,
+      config: t.config,
+      lease: a.lease,
+      operations: [{ operationId: "plant", files: [{ sourcePath: path.join(host, "evil.tar"), targetPath: "/workspace/evil/archive.tar", kind: "file" }] }],
+    } as never);
+    await a.exec("sh", [
+      "-c",
+      "mkdir -p /workspace/evil/bin /workspace/src && printf '#!/bin/sh\\ncat /workspace/evil/archive.tar\\n' > /workspace/evil/bin/tar && chmod +x /workspace/evil/bin/tar && echo x > /workspace/src/a",
+    ]);
     const config = kubernetesConfig.parse(t.config);
     const clients = createClientPool()(config);
     const pod = podRunner(clients, a.namespace, a.name, 60_000);
@@ -89,7 +110,9 @@ describe("one cluster (v5)", () => {
     const hostile = withInlineEnv({ capabilities: pod.capabilities, run: (script, io) => pod.run(`PATH=/workspace/evil/bin:$PATH\n${script}`, io) });
     const target = path.join(host, "out", "target");
     await mkdir(path.join(host, "outside"), { recursive: true });
-    await expect(syncOut(hostile, [{ operationId: "hostile", files: [{ sourcePath: "/workspace/src", targetPath: target, kind: "directory" }] }], { roots: ["/workspace"], hostScratchDir: host })).rejects.toMatchObject({ code: "SYNC_ARCHIVE_UNSAFE" });
+    await expect(
+      syncOut(hostile, [{ operationId: "hostile", files: [{ sourcePath: "/workspace/src", targetPath: target, kind: "directory" }] }], { roots: ["/workspace"], hostScratchDir: host }),
+    ).rejects.toMatchObject({ code: "SYNC_ARCHIVE_UNSAFE" });
     expect(await readdir(path.join(host, "outside"))).toEqual([]);
     await expect(readdir(target)).rejects.toMatchObject({ code: "ENOENT" });
     await a.release();
@@ -112,8 +135,12 @@ describe("one cluster (v5)", () => {
     const job = await t.batch.readNamespacedJob({ namespace: a.namespace, name: a.name });
     expect(job.spec).toMatchObject({ backoffLimit: 0, activeDeadlineSeconds: 3600, ttlSecondsAfterFinished: 900 });
     expect(job.spec?.template.spec?.restartPolicy).toBe("Never");
-    await expect(a.exec("echo", ["hi"])).rejects.toThrow(/the kubernetes job backend runs no commands: Job paperclip-acme-corp\/pc-[0-9a-z]{26} runs its image's entrypoint once \(state: running\), with no exec and no file sync \(nor a terminal\); use backend sandbox-cr for command execution\. Its log ends: job ran/);
-    const sync = await hooks.onEnvironmentSyncIn({ ...scope, config, lease: a.lease, operations: [{ operationId: "in", files: [{ sourcePath: host, targetPath: "/workspace/x", kind: "directory" }] }] } as never).catch((e: Error) => e);
+    await expect(a.exec("echo", ["hi"])).rejects.toThrow(
+      /the kubernetes job backend runs no commands: Job paperclip-acme-corp\/pc-[0-9a-z]{26} runs its image's entrypoint once \(state: running\), with no exec and no file sync \(nor a terminal\); use backend sandbox-cr for command execution\. Its log ends: job ran/,
+    );
+    const sync = await hooks
+      .onEnvironmentSyncIn({ ...scope, config, lease: a.lease, operations: [{ operationId: "in", files: [{ sourcePath: host, targetPath: "/workspace/x", kind: "directory" }] }] } as never)
+      .catch((e: Error) => e);
     // The host does not call native sync for such a lease (nativeFileSyncUnsupported); a direct call
     // fails at the transport (the kit's SyncError keeps the runner's message only as its cause).
     expect(sync).toBeInstanceOf(Error);
@@ -149,7 +176,12 @@ function tarOf(files: Array<{ name: string; body: string }>): Buffer {
     header.write("0001750\0", 108);
     header.write("0001750\0", 116);
     header.write(body.length.toString(8).padStart(11, "0") + "\0", 124);
-    header.write(Math.floor(Date.now() / 1000).toString(8).padStart(11, "0") + "\0", 136);
+    header.write(
+      Math.floor(Date.now() / 1000)
+        .toString(8)
+        .padStart(11, "0") + "\0",
+      136,
+    );
     header.write("        ", 148);
     header.write("0", 156);
     header.write("ustar\0", 257);

@@ -4,4 +4,3 @@ export { default as manifest, KUBERNETES_DRIVER_KEY, KUBERNETES_PLUGIN_ID, KUBER
 export { leaseIds, tenantNamespace, shortenName, ulid } from "./names.js";
 export { NON_PUBLIC_IPV4, runCiliumPolicy, runNetworkPolicy, standardEgressRules, egressPolicyName } from "./egress.js";
 export { podSpec, tenantObjects, tenantNamespaceManifest, POD_PATHS } from "./manifests.js";
-

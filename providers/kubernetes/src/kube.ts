@@ -3,16 +3,7 @@
 // credentials never), and pod exec over client-node's WebSocket handler.
 import { PassThrough } from "node:stream";
 import querystring from "node:querystring";
-import {
-  ApiException,
-  ApisApi,
-  BatchV1Api,
-  CoreV1Api,
-  CustomObjectsApi,
-  KubeConfig,
-  NetworkingV1Api,
-  RbacAuthorizationV1Api,
-} from "@kubernetes/client-node";
+import { ApiException, ApisApi, BatchV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, NetworkingV1Api, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 // Not re-exported from the package root; the raw socket is needed for back-pressured stdin and v5 close.
 import { WebSocketHandler } from "@kubernetes/client-node/dist/web-socket-handler.js";
 import {

@@ -48,38 +48,94 @@ const meta = (name: string, namespace: string, extra: Record<string, unknown> = 
 
 /** The tenant's objects besides the namespace, in creation order. */
 export function tenantObjects({ namespace, config }: TenantInput): Array<{ kind: string; manifest: Record<string, any> }> {
-  const dns = { to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "kube-system" } }, podSelector: { matchLabels: { "k8s-app": "kube-dns" } } }], ports: [{ protocol: "UDP", port: 53 }, { protocol: "TCP", port: 53 }] };
-  const server = { to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": config.serverNamespace } }, podSelector: { matchLabels: config.serverPodLabels } }], ports: [{ protocol: "TCP", port: config.serverPort }] };
+  const dns = {
+    to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "kube-system" } }, podSelector: { matchLabels: { "k8s-app": "kube-dns" } } }],
+    ports: [
+      { protocol: "UDP", port: 53 },
+      { protocol: "TCP", port: 53 },
+    ],
+  };
+  const server = {
+    to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": config.serverNamespace } }, podSelector: { matchLabels: config.serverPodLabels } }],
+    ports: [{ protocol: "TCP", port: config.serverPort }],
+  };
   const objects: Array<{ kind: string; manifest: Record<string, any> }> = [
-    { kind: "ServiceAccount", manifest: { apiVersion: "v1", kind: "ServiceAccount", metadata: meta(SERVICE_ACCOUNT, namespace, Object.keys(config.serviceAccountAnnotations).length ? { annotations: config.serviceAccountAnnotations } : {}), automountServiceAccountToken: false } },
+    {
+      kind: "ServiceAccount",
+      manifest: {
+        apiVersion: "v1",
+        kind: "ServiceAccount",
+        metadata: meta(SERVICE_ACCOUNT, namespace, Object.keys(config.serviceAccountAnnotations).length ? { annotations: config.serviceAccountAnnotations } : {}),
+        automountServiceAccountToken: false,
+      },
+    },
     { kind: "Role", manifest: { apiVersion: "rbac.authorization.k8s.io/v1", kind: "Role", metadata: meta(ROLE, namespace), rules: [{ apiGroups: [""], resources: ["pods/log"], verbs: ["get"] }] } },
     {
       kind: "RoleBinding",
-      manifest: { apiVersion: "rbac.authorization.k8s.io/v1", kind: "RoleBinding", metadata: meta(ROLE_BINDING, namespace), roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: ROLE }, subjects: [{ kind: "ServiceAccount", name: SERVICE_ACCOUNT, namespace }] },
+      manifest: {
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "RoleBinding",
+        metadata: meta(ROLE_BINDING, namespace),
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: ROLE },
+        subjects: [{ kind: "ServiceAccount", name: SERVICE_ACCOUNT, namespace }],
+      },
     },
-    { kind: "ResourceQuota", manifest: { apiVersion: "v1", kind: "ResourceQuota", metadata: meta(QUOTA, namespace), spec: { hard: { pods: "20", "requests.cpu": "10", "requests.memory": "20Gi", "limits.cpu": "20", "limits.memory": "40Gi" } } } },
+    {
+      kind: "ResourceQuota",
+      manifest: {
+        apiVersion: "v1",
+        kind: "ResourceQuota",
+        metadata: meta(QUOTA, namespace),
+        spec: { hard: { pods: "20", "requests.cpu": "10", "requests.memory": "20Gi", "limits.cpu": "20", "limits.memory": "40Gi" } },
+      },
+    },
     {
       kind: "LimitRange",
       manifest: {
         apiVersion: "v1",
         kind: "LimitRange",
         metadata: meta(LIMITS, namespace),
-        spec: { limits: [{ type: "Container", max: { cpu: "8", memory: "16Gi" }, min: { cpu: "10m", memory: "16Mi" }, default: { cpu: config.cpuLimit, memory: config.memoryLimit }, defaultRequest: { cpu: config.cpuRequest, memory: config.memoryRequest } }] },
+        spec: {
+          limits: [
+            {
+              type: "Container",
+              max: { cpu: "8", memory: "16Gi" },
+              min: { cpu: "10m", memory: "16Mi" },
+              default: { cpu: config.cpuLimit, memory: config.memoryLimit },
+              defaultRequest: { cpu: config.cpuRequest, memory: config.memoryRequest },
+            },
+          ],
+        },
       },
     },
-    { kind: "NetworkPolicy", manifest: { apiVersion: "networking.k8s.io/v1", kind: "NetworkPolicy", metadata: meta(DENY_ALL, namespace), spec: { podSelector: {}, policyTypes: ["Ingress", "Egress"] } } },
+    {
+      kind: "NetworkPolicy",
+      manifest: { apiVersion: "networking.k8s.io/v1", kind: "NetworkPolicy", metadata: meta(DENY_ALL, namespace), spec: { podSelector: {}, policyTypes: ["Ingress", "Egress"] } },
+    },
   ];
   if (config.egressMode === "cilium") {
     const egress: Array<Record<string, unknown>> = [
-      { toEndpoints: [{ matchLabels: { "k8s:io.kubernetes.pod.namespace": "kube-system", "k8s-app": "kube-dns" } }], toPorts: [{ ports: [{ port: "53", protocol: "ANY" }], rules: { dns: [{ matchPattern: "*" }] } }] },
-      { toEndpoints: [{ matchLabels: { "k8s:io.kubernetes.pod.namespace": config.serverNamespace, ...config.serverPodLabels } }], toPorts: [{ ports: [{ port: String(config.serverPort), protocol: "TCP" }] }] },
+      {
+        toEndpoints: [{ matchLabels: { "k8s:io.kubernetes.pod.namespace": "kube-system", "k8s-app": "kube-dns" } }],
+        toPorts: [{ ports: [{ port: "53", protocol: "ANY" }], rules: { dns: [{ matchPattern: "*" }] } }],
+      },
+      {
+        toEndpoints: [{ matchLabels: { "k8s:io.kubernetes.pod.namespace": config.serverNamespace, ...config.serverPodLabels } }],
+        toPorts: [{ ports: [{ port: String(config.serverPort), protocol: "TCP" }] }],
+      },
     ];
     if (config.egressAllowCidrs.length) egress.push({ toCIDRSet: config.egressAllowCidrs.map((cidr) => ({ cidr })) });
-    objects.push({ kind: "CiliumNetworkPolicy", manifest: { apiVersion: "cilium.io/v2", kind: "CiliumNetworkPolicy", metadata: meta(EGRESS_FQDN, namespace), spec: { endpointSelector: {}, egress } } });
+    objects.push({
+      kind: "CiliumNetworkPolicy",
+      manifest: { apiVersion: "cilium.io/v2", kind: "CiliumNetworkPolicy", metadata: meta(EGRESS_FQDN, namespace), spec: { endpointSelector: {}, egress } },
+    });
   } else {
     const egress: Array<Record<string, unknown>> = [dns, server];
     if (config.egressAllowCidrs.length) egress.push({ to: config.egressAllowCidrs.map((cidr) => ({ ipBlock: { cidr } })) });
-    objects.push({ kind: "NetworkPolicy", manifest: { apiVersion: "networking.k8s.io/v1", kind: "NetworkPolicy", metadata: meta(EGRESS_ALLOW, namespace), spec: { podSelector: {}, policyTypes: ["Egress"], egress } } });
+    objects.push({
+      kind: "NetworkPolicy",
+      manifest: { apiVersion: "networking.k8s.io/v1", kind: "NetworkPolicy", metadata: meta(EGRESS_ALLOW, namespace), spec: { podSelector: {}, policyTypes: ["Egress"], egress } },
+    });
   }
   return objects;
 }

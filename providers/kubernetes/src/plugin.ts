@@ -1,13 +1,4 @@
-import {
-  appendBlockedNetworkNote,
-  defineSandboxProvider,
-  egressEnv,
-  labelValue,
-  mergeEgressGrants,
-  runProbeChecks,
-  type EgressGrant,
-  type SandboxHandle,
-} from "@paperclip-sandbox/kit";
+import { appendBlockedNetworkNote, defineSandboxProvider, egressEnv, labelValue, mergeEgressGrants, runProbeChecks, type EgressGrant, type SandboxHandle } from "@paperclip-sandbox/kit";
 import { VersionApi } from "@kubernetes/client-node";
 import { adapterFor, withRegistry } from "./adapters.js";
 import { crossFieldProblems, kubernetesConfig, missingCredentials, type kubernetesConfigSchema, type KubernetesConfig } from "./config.js";
@@ -47,7 +38,14 @@ export function createKubernetesProvider(_deps: KubernetesPluginDeps = {}) {
 
   const versionFor = (clients: KubeClients, kind: WorkloadRef["kind"], signal?: AbortSignal) => (kind === "sandbox" ? sandboxApiVersion(clients, signal) : Promise.resolve("v1"));
 
-  const handleOf = (clients: KubeClients, ref: WorkloadRef, version: string, workload: Manifest, config: KubernetesConfig, extra: { podName?: string | undefined; grant?: EgressGrant; image?: string; adapterType?: string; policy?: string | undefined }): KubernetesHandle => ({
+  const handleOf = (
+    clients: KubeClients,
+    ref: WorkloadRef,
+    version: string,
+    workload: Manifest,
+    config: KubernetesConfig,
+    extra: { podName?: string | undefined; grant?: EgressGrant; image?: string; adapterType?: string; policy?: string | undefined },
+  ): KubernetesHandle => ({
     providerLeaseId: leaseIds.encode(ref),
     expiresAt: expiryOf(workload, ref.kind, config),
     labels: workload.metadata?.labels ?? {},
@@ -69,7 +67,16 @@ export function createKubernetesProvider(_deps: KubernetesPluginDeps = {}) {
     transport: KUBERNETES_SHAPE.transport,
     // An emptyDir the pod spec mounts: nothing to make.
     workspace: { existing: () => POD_PATHS.workspace, syncRoots: () => [POD_PATHS.home, POD_PATHS.tmp] },
-    shape: (config) => ({ backend: config.backend, adapterType: config.adapterType, image: config.image ?? null, imageRegistry: config.imageRegistry ?? null, runtimeClassName: config.runtimeClassName ?? null, cpu: [config.cpuRequest, config.cpuLimit], memory: [config.memoryRequest, config.memoryLimit], egressMode: config.egressMode }),
+    shape: (config) => ({
+      backend: config.backend,
+      adapterType: config.adapterType,
+      image: config.image ?? null,
+      imageRegistry: config.imageRegistry ?? null,
+      runtimeClassName: config.runtimeClassName ?? null,
+      cpu: [config.cpuRequest, config.cpuLimit],
+      memory: [config.memoryRequest, config.memoryLimit],
+      egressMode: config.egressMode,
+    }),
     options: {
       commandTimeoutMs: (config) => config.timeoutMs,
       acquireBudgetMs: (config) => Math.max(10_000, Math.min(config.timeoutMs, (config.readyTimeoutSec + 60) * 1000) + 25_000),
@@ -136,9 +143,18 @@ export function createKubernetesProvider(_deps: KubernetesPluginDeps = {}) {
       const ownerRefs = [{ ...owner, controller: true, blockOwnerDeletion: true }];
 
       // The run's environment (the effective grant included), owned by the workload.
-      const env = { ...egressEnv(effective, config.egressMode === "cilium" ? "kubernetes-cilium-fqdn" : "kubernetes-default-deny"), PAPERCLIP_NETWORK_EGRESS_GRANT_PATH: "executionWorkspaceSettings.networkEgress" };
+      const env = {
+        ...egressEnv(effective, config.egressMode === "cilium" ? "kubernetes-cilium-fqdn" : "kubernetes-default-deny"),
+        PAPERCLIP_NETWORK_EGRESS_GRANT_PATH: "executionWorkspaceSettings.networkEgress",
+      };
       try {
-        await call("createSecret", true, () => clients.core.createNamespacedSecret({ namespace, body: { metadata: { name: secretName, namespace, labels: objectLabels, ownerReferences: ownerRefs }, type: "Opaque", stringData: env } }), signal);
+        await call(
+          "createSecret",
+          true,
+          () =>
+            clients.core.createNamespacedSecret({ namespace, body: { metadata: { name: secretName, namespace, labels: objectLabels, ownerReferences: ownerRefs }, type: "Opaque", stringData: env } }),
+          signal,
+        );
       } catch (error) {
         if (!isStatus(error, 409)) throw error;
       }
@@ -150,7 +166,12 @@ export function createKubernetesProvider(_deps: KubernetesPluginDeps = {}) {
         try {
           if (config.egressMode === "cilium") {
             const body = runCiliumPolicy(namespace, name, objectLabels, owner, effective);
-            await call("createCiliumNetworkPolicy", true, () => clients.custom.createNamespacedCustomObject({ group: "cilium.io", version: "v2", namespace, plural: "ciliumnetworkpolicies", body }), signal);
+            await call(
+              "createCiliumNetworkPolicy",
+              true,
+              () => clients.custom.createNamespacedCustomObject({ group: "cilium.io", version: "v2", namespace, plural: "ciliumnetworkpolicies", body }),
+              signal,
+            );
           } else {
             const body = runNetworkPolicy(namespace, name, objectLabels, owner, effective);
             await call("createNetworkPolicy", true, () => clients.net.createNamespacedNetworkPolicy({ namespace, body }), signal);
@@ -189,7 +210,9 @@ export function createKubernetesProvider(_deps: KubernetesPluginDeps = {}) {
     destroy: (_ref, handle) => destroyWorkload(handle.clients, handle.ref, handle.version),
 
     runner: (handle, config) =>
-      handle.ref.kind === "job" ? jobRunner(handle.clients, handle.ref, KUBERNETES_SHAPE.transport) : podRunner(handle.clients, handle.ref.namespace, handle.podName ?? handle.ref.name, config.podActivityDeadlineSec * 1000, handle.providerLeaseId),
+      handle.ref.kind === "job"
+        ? jobRunner(handle.clients, handle.ref, KUBERNETES_SHAPE.transport)
+        : podRunner(handle.clients, handle.ref.namespace, handle.podName ?? handle.ref.name, config.podActivityDeadlineSec * 1000, handle.providerLeaseId),
 
     list: (config, labels) => listWorkloads(clientsFor(config), config, labels),
 
@@ -225,7 +248,9 @@ export function createKubernetesProvider(_deps: KubernetesPluginDeps = {}) {
             run: async () => {
               if (config.egressMode !== "cilium") return undefined;
               const groups = await call("getAPIVersions", true, () => clients!.apis.getAPIVersions());
-              return (groups.groups ?? []).some((g) => g.name === "cilium.io") ? undefined : { ok: false, message: "egress mode cilium, but the cluster does not serve cilium.io (is Cilium installed?)" };
+              return (groups.groups ?? []).some((g) => g.name === "cilium.io")
+                ? undefined
+                : { ok: false, message: "egress mode cilium, but the cluster does not serve cilium.io (is Cilium installed?)" };
             },
           },
         ],
@@ -234,7 +259,9 @@ export function createKubernetesProvider(_deps: KubernetesPluginDeps = {}) {
       const failed = diagnostics.find((d) => d.severity === "error");
       return {
         ok,
-        summary: ok ? `Kubernetes cluster ready — ${clients?.server ?? ""}, tenant namespace ${namespace}, backend ${config.backend}${config.backend === "job" ? " (no command execution, no native sync)" : ""}` : `Kubernetes: ${failed?.message ?? "probe failed"}`,
+        summary: ok
+          ? `Kubernetes cluster ready — ${clients?.server ?? ""}, tenant namespace ${namespace}, backend ${config.backend}${config.backend === "job" ? " (no command execution, no native sync)" : ""}`
+          : `Kubernetes: ${failed?.message ?? "probe failed"}`,
         diagnostics,
       };
     },

@@ -1,13 +1,4 @@
-import {
-  ChannelExecError,
-  createChannelExecRunner,
-  withCommandChannel,
-  withDeadline,
-  withInlineEnv,
-  withRemoteGroupKill,
-  withScriptPty,
-  type ScriptRunner,
-} from "@paperclip-sandbox/kit";
+import { ChannelExecError, createChannelExecRunner, withCommandChannel, withDeadline, withInlineEnv, withRemoteGroupKill, withScriptPty, type ScriptRunner } from "@paperclip-sandbox/kit";
 import { call, execConnector, type KubeClients } from "./kube.js";
 import { CONTAINER } from "./manifests.js";
 import type { WorkloadRef } from "./names.js";

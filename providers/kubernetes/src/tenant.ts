@@ -66,7 +66,8 @@ function covers(actual: Manifest, desired: Manifest): boolean {
   const a = JSON.parse(essence(actual));
   const d = JSON.parse(essence(desired));
   const subset = (x: any, y: any): boolean =>
-    y === undefined || (y !== null && typeof y === "object" && !Array.isArray(y) ? x !== null && typeof x === "object" && Object.keys(y).every((k) => subset(x[k], y[k])) : JSON.stringify(x) === JSON.stringify(y));
+    y === undefined ||
+    (y !== null && typeof y === "object" && !Array.isArray(y) ? x !== null && typeof x === "object" && Object.keys(y).every((k) => subset(x[k], y[k])) : JSON.stringify(x) === JSON.stringify(y));
   return subset(a, d);
 }
 
@@ -79,7 +80,9 @@ export function ensureTenant(clients: KubeClients, namespace: string, companyId:
   const input = { namespace, companyLabel: labelValue(companyId), config };
   const ns = tenantNamespaceManifest(input);
   const objects = tenantObjects(input);
-  const key = `tenant:${namespace}:${createHash("sha256").update(JSON.stringify([ns, objects])).digest("hex")}`;
+  const key = `tenant:${namespace}:${createHash("sha256")
+    .update(JSON.stringify([ns, objects]))
+    .digest("hex")}`;
   return clients.cache.get(key, async () => {
     try {
       await call("createNamespace", true, () => clients.core.createNamespace({ body: ns }), signal);
@@ -88,7 +91,12 @@ export function ensureTenant(clients: KubeClients, namespace: string, companyId:
       const current = (await call("readNamespace", true, () => clients.core.readNamespace({ name: namespace }), signal)) as Manifest;
       if (current.metadata?.deletionTimestamp) throw new Error(`tenant namespace ${namespace} is being deleted; try again once it is gone`);
       if (!covers(current, ns)) {
-        await call("replaceNamespace", true, () => clients.core.replaceNamespace({ name: namespace, body: { ...current, metadata: { ...current.metadata, labels: { ...current.metadata?.labels, ...ns.metadata.labels } } } }), signal);
+        await call(
+          "replaceNamespace",
+          true,
+          () => clients.core.replaceNamespace({ name: namespace, body: { ...current, metadata: { ...current.metadata, labels: { ...current.metadata?.labels, ...ns.metadata.labels } } } }),
+          signal,
+        );
       }
     }
     const apis = kindApis(clients);

@@ -114,7 +114,10 @@ export async function waitForPod(clients: KubeClients, ref: WorkloadRef, opts: {
     const timer = setTimeout(() => finish(new Error(`${ref.kind} ${ref.namespace}/${ref.name}: its pod was not running within ${Math.round(opts.timeoutMs / 1000)} s`)), opts.timeoutMs);
     // The workload's own status says when the pod was refused outright (no pod event ever comes).
     const poll = setInterval(() => {
-      void opts.workloadProblem?.().then((problem) => problem && finish(new Error(problem)), () => undefined);
+      void opts.workloadProblem?.().then(
+        (problem) => problem && finish(new Error(problem)),
+        () => undefined,
+      );
     }, 1_000);
     const onPod = (type: string, pod: Manifest) => {
       if (type === "DELETED") return;
@@ -135,7 +138,10 @@ export async function waitForPod(clients: KubeClients, ref: WorkloadRef, opts: {
           if (settled) controller.abort();
         });
     void start().catch((error: unknown) => finish(error));
-    void opts.workloadProblem?.().then((problem) => problem && finish(new Error(problem)), () => undefined);
+    void opts.workloadProblem?.().then(
+      (problem) => problem && finish(new Error(problem)),
+      () => undefined,
+    );
   });
 }
 
@@ -143,7 +149,8 @@ export async function waitForPod(clients: KubeClients, ref: WorkloadRef, opts: {
 export function workloadProblem(workload: Manifest | null, ref: WorkloadRef): string | undefined {
   if (!workload) return `${ref.kind} ${ref.namespace}/${ref.name} is gone`;
   for (const c of workload.status?.conditions ?? []) {
-    if ((c.type === "Ready" && c.reason === "ReconcilerError") || (c.type === "FailedCreate" && c.status === "True")) return `${ref.kind} ${ref.namespace}/${ref.name}: its pod was refused: ${String(c.message ?? "").replace(/^Error seen: /, "")}`;
+    if ((c.type === "Ready" && c.reason === "ReconcilerError") || (c.type === "FailedCreate" && c.status === "True"))
+      return `${ref.kind} ${ref.namespace}/${ref.name}: its pod was refused: ${String(c.message ?? "").replace(/^Error seen: /, "")}`;
   }
   return undefined;
 }
@@ -163,7 +170,9 @@ export function expiryOf(workload: Manifest, kind: WorkloadRef["kind"], config: 
 
 /** This provider's Sandboxes and Jobs carrying every label, across all namespaces (cluster-wide lists). */
 export async function listWorkloads(clients: KubeClients, config: KubernetesConfig, labels: Record<string, string>): Promise<ListedResource[]> {
-  const labelSelector = Object.entries(labels).map(([k, v]) => `${k}=${v}`).join(",");
+  const labelSelector = Object.entries(labels)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(",");
   const out: ListedResource[] = [];
   const push = (kind: WorkloadRef["kind"], item: Manifest) => {
     let providerLeaseId: string;

@@ -86,7 +86,11 @@ export function createAccounts(deps: AccountDeps) {
       return accounts.get({ config, credentials, redact });
     },
     closeAll() {
-      for (const account of accounts.values()) void account.then((opened) => opened.close(), () => undefined);
+      for (const account of accounts.values())
+        void account.then(
+          (opened) => opened.close(),
+          () => undefined,
+        );
       accounts.clear();
     },
   };

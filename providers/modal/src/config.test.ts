@@ -104,9 +104,7 @@ describe("modal config", () => {
 
   it("refuses a server URL carrying a token (?token=...) at validation, and the probe never repeats it", async () => {
     const serverUrl = "http://127.0.0.1:9/?token=tok-s3cr3t-in-url";
-    expect(await errorOf({ ...tokens, serverUrl })).toBe(
-      "API server URL: must not have a query (?...) or fragment (#...): an endpoint needs none, and credentials belong in a secret field",
-    );
+    expect(await errorOf({ ...tokens, serverUrl })).toBe("API server URL: must not have a query (?...) or fragment (#...): an endpoint needs none, and credentials belong in a secret field");
     expect(await errorOf({ ...tokens, serverUrl: "https://api.modal.com/#tok-s3cr3t-in-url" })).toMatch(/^API server URL: must not have a query/);
     // The Test button's probe gets the same config: it stops at the rule, naming no part of the URL.
     const hooks = createModalPlugin({ env: {} }).provider.plugin.definition as Required<ReturnType<typeof createModalPlugin>["provider"]["plugin"]["definition"]>;

@@ -30,7 +30,23 @@ afterAll(async () => {
 });
 
 function gc(...extra: string[]): Promise<{ code: number | null; out: string }> {
-  const args = ["leases", "gc", "--db", path.join(home, "leases.db"), "--provider", pluginDir, "--set", `serverUrl=${emu.url}`, "--set", "appName=gc-test", "--secret", "tokenId=GC_ID", "--secret", "tokenSecret=GC_SECRET", ...extra];
+  const args = [
+    "leases",
+    "gc",
+    "--db",
+    path.join(home, "leases.db"),
+    "--provider",
+    pluginDir,
+    "--set",
+    `serverUrl=${emu.url}`,
+    "--set",
+    "appName=gc-test",
+    "--secret",
+    "tokenId=GC_ID",
+    "--secret",
+    "tokenSecret=GC_SECRET",
+    ...extra,
+  ];
   const child = spawn(process.execPath, [cli, ...args], {
     env: { PATH: process.env.PATH ?? "", HOME: home, XDG_STATE_HOME: path.join(home, "state"), GC_ID: emu.credentials.tokenId!, GC_SECRET: emu.credentials.tokenSecret! },
     stdio: ["ignore", "pipe", "pipe"],

@@ -51,7 +51,9 @@ if (!tokenId || !tokenSecret) {
       let current: PluginEnvironmentLease = lease;
       try {
         const run = (command: string) => hooks.onEnvironmentExecute({ ...scope, config: snap, lease: current, command: "sh", args: ["-c", command] });
-        expect(await run("echo kept > notes.txt && mkdir -p $HOME/.local/bin && printf '#!/bin/sh\\necho tool ok\\n' > $HOME/.local/bin/t && chmod +x $HOME/.local/bin/t")).toMatchObject({ exitCode: 0 });
+        expect(await run("echo kept > notes.txt && mkdir -p $HOME/.local/bin && printf '#!/bin/sh\\necho tool ok\\n' > $HOME/.local/bin/t && chmod +x $HOME/.local/bin/t")).toMatchObject({
+          exitCode: 0,
+        });
         expect(await hooks.onEnvironmentReleaseLease({ ...scope, config: snap, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata })).toMatchObject({ state: "stopped" });
         expect(await running()).not.toContain(lease.providerLeaseId);
         current = await hooks.onEnvironmentResumeLease({ ...scope, config: snap, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });

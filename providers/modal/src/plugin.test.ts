@@ -32,7 +32,10 @@ async function start() {
   plugins.push(plugin);
   const hooks = plugin.provider.plugin.definition as Required<typeof plugin.provider.plugin.definition>;
   const warnings: string[] = [];
-  const ctx = { execution: { log: () => undefined }, logger: { info: () => undefined, warn: (m: string) => warnings.push(m), error: () => undefined, debug: () => undefined } } as unknown as PluginContext;
+  const ctx = {
+    execution: { log: () => undefined },
+    logger: { info: () => undefined, warn: (m: string) => warnings.push(m), error: () => undefined, debug: () => undefined },
+  } as unknown as PluginContext;
   await hooks.setup(ctx);
   return hooks;
 }
@@ -115,7 +118,12 @@ describe("modal plugin against the emulator", () => {
     const lease = await acquire(hooks, config);
     try {
       const huge = "x".repeat(MODAL_ARGV_LIMIT);
-      const { result, calls } = await callsDuring(() => exec(hooks, config, lease, "echo", [huge]).then(() => "ran", (error: Error) => error.message));
+      const { result, calls } = await callsDuring(() =>
+        exec(hooks, config, lease, "echo", [huge]).then(
+          () => "ran",
+          (error: Error) => error.message,
+        ),
+      );
       expect(result).toMatch(/bytes of arguments; Modal's exec takes at most 65536 \(nothing was sent\)/);
       expect(calls).toEqual([]);
       // Just under the limit still runs.

@@ -58,7 +58,11 @@ export function createModalPlugin(deps: ModalPluginDeps = {}) {
     }
     let sandbox;
     try {
-      sandbox = await account.call("findSandbox", () => client.sandboxes.fromName(config.appName, ref.name, { includeTerminated: true, ...(config.environment ? { environment: config.environment } : {}) }), { idempotent: true });
+      sandbox = await account.call(
+        "findSandbox",
+        () => client.sandboxes.fromName(config.appName, ref.name, { includeTerminated: true, ...(config.environment ? { environment: config.environment } : {}) }),
+        { idempotent: true },
+      );
     } catch (error) {
       if (isGone(error)) return null;
       throw error;
@@ -127,7 +131,9 @@ export function createModalPlugin(deps: ModalPluginDeps = {}) {
     async stop(handle) {
       const { account, sandbox } = handle;
       const image = await account.call("snapshotFilesystem", () => sandbox.snapshotFilesystem(), { idempotent: false });
-      await account.call("setTags", () => sandbox.setTags({ ...leaseTags(handle.labels), [TAGS.expiresAt]: handle.labels[TAGS.expiresAt] ?? "0", [TAGS.snapshot]: image.imageId }), { idempotent: true });
+      await account.call("setTags", () => sandbox.setTags({ ...leaseTags(handle.labels), [TAGS.expiresAt]: handle.labels[TAGS.expiresAt] ?? "0", [TAGS.snapshot]: image.imageId }), {
+        idempotent: true,
+      });
       await terminate(account, sandbox);
       await deleteImage(account, handle.labels[TAGS.snapshotBase]);
     },
@@ -144,7 +150,10 @@ export function createModalPlugin(deps: ModalPluginDeps = {}) {
     },
 
     runner(handle) {
-      const calls = { error: (operation: string, error: unknown) => modalError(operation, error, handle.account.redact), retry: <T>(operation: string, call: () => Promise<T>) => handle.account.call(operation, call, { idempotent: false }) };
+      const calls = {
+        error: (operation: string, error: unknown) => modalError(operation, error, handle.account.redact),
+        retry: <T>(operation: string, call: () => Promise<T>) => handle.account.call(operation, call, { idempotent: false }),
+      };
       const runner = withCommandChannel(createModalRunner(handle.sandbox, calls), { lease: handle.providerLeaseId, signalsAsExitStatus: true });
       // Login terminals on Modal's PTY execs; their resizes and signals go through the runner (the channel when it is up).
       return { capabilities: Object.freeze({ ...runner.capabilities, pty: true }), run: (script, io) => runner.run(script, io), pty: modalPty(handle.sandbox, runner, calls) };
@@ -173,7 +182,12 @@ export function createModalPlugin(deps: ModalPluginDeps = {}) {
       const base = await defaultProbe(definition, config, params);
       const findings: ProbeFinding[] = [...(base.diagnostics ?? [])];
       if (billsWhileReused(config)) {
-        findings.push({ severity: "warning", code: "MODAL_REUSE_BILLS_WHILE_IDLE", message: billingWarning(config), brief: "reused leases keep running and are billed while idle (Modal has no pause)" });
+        findings.push({
+          severity: "warning",
+          code: "MODAL_REUSE_BILLS_WHILE_IDLE",
+          message: billingWarning(config),
+          brief: "reused leases keep running and are billed while idle (Modal has no pause)",
+        });
       }
       return probeResult("modal sandbox", findings);
     },

@@ -32,7 +32,14 @@ const calls = { error: (_operation: string, error: unknown) => (error instanceof
 
 async function open(script: string, extra: { cols?: number; rows?: number; env?: Record<string, string>; cwd?: string } = {}): Promise<{ pty: PtyProcess; text: () => string }> {
   const chunks: Buffer[] = [];
-  const pty = await modalPty(sandbox, createModalRunner(sandbox, calls), calls).open({ script, cols: extra.cols ?? 80, rows: extra.rows ?? 24, ...(extra.env ? { env: extra.env } : {}), ...(extra.cwd ? { cwd: extra.cwd } : {}), onData: (bytes) => void chunks.push(Buffer.from(bytes)) });
+  const pty = await modalPty(sandbox, createModalRunner(sandbox, calls), calls).open({
+    script,
+    cols: extra.cols ?? 80,
+    rows: extra.rows ?? 24,
+    ...(extra.env ? { env: extra.env } : {}),
+    ...(extra.cwd ? { cwd: extra.cwd } : {}),
+    onData: (bytes) => void chunks.push(Buffer.from(bytes)),
+  });
   return { pty, text: () => Buffer.concat(chunks).toString("utf8") };
 }
 

@@ -124,7 +124,11 @@ export async function deleteImage(account: ModalAccount, imageId: string | undef
 }
 
 /** Running sandboxes of the config's app carrying all `labels`, with their tags and lease ids. */
-export async function sandboxesLabelled(account: ModalAccount, config: Pick<ModalConfig, "appName">, labels: Record<string, string>): Promise<Array<{ id: string; sandboxId: string; tags: Record<string, string> }>> {
+export async function sandboxesLabelled(
+  account: ModalAccount,
+  config: Pick<ModalConfig, "appName">,
+  labels: Record<string, string>,
+): Promise<Array<{ id: string; sandboxId: string; tags: Record<string, string> }>> {
   let app;
   try {
     app = await account.app(config.appName, { create: false });
@@ -150,4 +154,3 @@ export async function sandboxesLabelled(account: ModalAccount, config: Pick<Moda
   }
   return found;
 }
-

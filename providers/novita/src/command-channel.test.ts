@@ -30,7 +30,12 @@ it("a steady command is no vendor call: the channel's input rides its one Stream
     for (const word of ["one", "two", "three"]) outs.push((await h.sh(lease, `echo ${word}`)).stdout);
     expect(outs).toEqual(["one\n", "two\n", "three\n"]);
     // The lease's timeout refreshes run on their own timer.
-    expect(emu.requests.list({ since: mark, includeRunning: true }).filter((r) => r.route !== "/sandboxes/:id/timeout").map((r) => r.route)).toEqual([]);
+    expect(
+      emu.requests
+        .list({ since: mark, includeRunning: true })
+        .filter((r) => r.route !== "/sandboxes/:id/timeout")
+        .map((r) => r.route),
+    ).toEqual([]);
     expect(emu.requests.list({ includeRunning: true }).filter((r) => r.route === "/process.Process/SendInput")).toEqual([]);
   } finally {
     await h.release(lease);

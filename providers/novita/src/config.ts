@@ -19,9 +19,12 @@ export const novitaConfigSchema = z.object({
   apiKey: fields.secretRef({ envFallback: NOVITA_API_KEY_ENV, title: "API key", description: "Your Novita AI API key.", group: "Connection" }),
   domain: fields
     .ui(
-      z.string().trim().superRefine((value, ctx) => {
-        if (!HOST_NAME.test(value)) ctx.addIssue({ code: "custom", message: "must be a host name such as us-phx-1.sandbox.novita.ai" });
-      }),
+      z
+        .string()
+        .trim()
+        .superRefine((value, ctx) => {
+          if (!HOST_NAME.test(value)) ctx.addIssue({ code: "custom", message: "must be a host name such as us-phx-1.sandbox.novita.ai" });
+        }),
       {
         title: "Domain",
         description: "The Novita sandbox region's domain. Empty: the SDK's default (NOVITA_DOMAIN, else us-phx-1.sandbox.novita.ai).",

@@ -84,8 +84,7 @@ export const novitaControlPlane: EnvdControlPlane<NovitaConnection> = {
     call("setTimeout", true, async () => void (await guardedCall({ operation: "setTimeout" }, (logger) => Sandbox.setTimeout(sandboxId, timeoutMs, opts(conn, logger))))),
 
   // 409: already paused, which is paused.
-  pause: (conn, sandboxId) =>
-    call("pauseSandbox", true, async () => void (await guardedCall({ operation: "pauseSandbox", accept: [409] }, (logger) => Sandbox.pause(sandboxId, opts(conn, logger))))),
+  pause: (conn, sandboxId) => call("pauseSandbox", true, async () => void (await guardedCall({ operation: "pauseSandbox", accept: [409] }, (logger) => Sandbox.pause(sandboxId, opts(conn, logger))))),
 
   kill: (conn, sandboxId) =>
     call("killSandbox", true, async () => {

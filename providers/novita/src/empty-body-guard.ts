@@ -78,9 +78,7 @@ export function emptyBodyError(operation: string, status: number | undefined): P
     status: status ?? 0,
     code: status === undefined ? "empty_error_body" : `http_${status}`,
     detail:
-      status === undefined
-        ? "Novita answered an error without a body (the SDK could not read its answer)"
-        : `Novita answered HTTP ${status} with no error body (the SDK reports that as success)`,
+      status === undefined ? "Novita answered an error without a body (the SDK could not read its answer)" : `Novita answered HTTP ${status} with no error body (the SDK reports that as success)`,
     retryable: status === undefined ? true : isRetryableStatus(status),
     gone: status === undefined ? false : isGoneStatus(status),
     mayHaveTakenEffect: true,

@@ -13,7 +13,8 @@ if (!apiKey) {
   });
 } else {
   const config = { timeoutMs: 300_000, template: process.env.NOVITA_TEMPLATE ?? "base", ...(process.env.NOVITA_DOMAIN ? { domain: process.env.NOVITA_DOMAIN } : {}) };
-  const ours = async (leaseIds: readonly string[]) => (await listLeases(config, { env: process.env, matchLabels: { "paperclip-provider": "novita" } })).filter((l) => leaseIds.includes(l.providerLeaseId));
+  const ours = async (leaseIds: readonly string[]) =>
+    (await listLeases(config, { env: process.env, matchLabels: { "paperclip-provider": "novita" } })).filter((l) => leaseIds.includes(l.providerLeaseId));
   describeConformance({
     name: "novita (live)",
     pluginDir: fileURLToPath(new URL("..", import.meta.url)),

@@ -9,7 +9,9 @@ const NODE_MODULES = fileURLToPath(new URL("../../../../node_modules/", import.m
 function operationsOf(pkg: string, plane: "toolbox" | "api"): SdkOperation[] {
   const dir = `${NODE_MODULES}${pkg}/src/api`;
   const out: SdkOperation[] = [];
-  for (const file of readdirSync(dir).filter((name) => name.endsWith("-api.js")).sort()) {
+  for (const file of readdirSync(dir)
+    .filter((name) => name.endsWith("-api.js"))
+    .sort()) {
     const source = readFileSync(`${dir}/${file}`, "utf8").split("ApiFp = function")[0]!;
     const group = `${plane}/${file.replace(/-api\.js$/, "")}`;
     const method = /\n\s{8}(\w+): async \([^)]*\)[^{]*\{[\s\S]*?const localVarPath = `([^`]*)`[\s\S]*?method: '(\w+)'/g;

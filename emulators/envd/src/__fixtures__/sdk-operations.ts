@@ -39,7 +39,9 @@ export function envdSdkOperations(): SdkOperation[] {
   const envd = new Set(pathsOf(e2bTypes, "interface paths$1 {"));
   const ops: SdkOperation[] = [...api].sort().map((name) => ({ group: "api", name, route: name }));
   ops.push(...[...envd].sort().map((name) => ({ group: "envd", name, route: name })));
-  const descriptor = require(`${NODE_MODULES}protobufjs/ext/descriptor/index.js`) as { FileDescriptorProto: { decode(bytes: Buffer): { package: string; service?: Array<{ name: string; method: Array<{ name: string }> }> } } };
+  const descriptor = require(`${NODE_MODULES}protobufjs/ext/descriptor/index.js`) as {
+    FileDescriptorProto: { decode(bytes: Buffer): { package: string; service?: Array<{ name: string; method: Array<{ name: string }> }> } };
+  };
   const bundle = readFileSync(`${NODE_MODULES}e2b/dist/index.js`, "utf8");
   for (const match of bundle.matchAll(/fileDesc\)\("([A-Za-z0-9+/=]+)"/g)) {
     const file = descriptor.FileDescriptorProto.decode(Buffer.from(match[1]!, "base64"));

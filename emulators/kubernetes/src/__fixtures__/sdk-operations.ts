@@ -13,7 +13,9 @@ const APIS = fileURLToPath(new URL("../../../../node_modules/@kubernetes/client-
 
 export function kubernetesSdkOperations(): KubernetesOperation[] {
   const out: KubernetesOperation[] = [];
-  for (const file of readdirSync(APIS).filter((name) => name.endsWith("Api.js")).sort()) {
+  for (const file of readdirSync(APIS)
+    .filter((name) => name.endsWith("Api.js"))
+    .sort()) {
     const factory = readFileSync(`${APIS}${file}`, "utf8").split("ResponseProcessor")[0]!;
     const group = file.replace(/\.js$/, "");
     for (const match of factory.matchAll(/\n {4}async (\w+)\([^)]*\) \{[\s\S]*?const localVarPath = '([^']*)'[\s\S]*?HttpMethod\.(\w+)\)/g)) {

@@ -9,7 +9,10 @@ const NODE_MODULES = fileURLToPath(new URL("../../../../node_modules/", import.m
 
 export function modalSdkOperations(): SdkOperation[] {
   const found = new Map<string, { service: "ModalClient" | "TaskCommandRouter"; method: string; sdks: string[] }>();
-  for (const [pkg, label] of [["modal", "0.11.1"], ["modal-0.7", "0.7.6"]] as const) {
+  for (const [pkg, label] of [
+    ["modal", "0.11.1"],
+    ["modal-0.7", "0.7.6"],
+  ] as const) {
     const source = readFileSync(`${NODE_MODULES}${pkg}/dist/index.js`, "utf8");
     for (const service of ["ModalClient", "TaskCommandRouter"] as const) {
       const start = source.indexOf(`var ${service}Definition = {`);

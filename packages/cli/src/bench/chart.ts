@@ -69,15 +69,20 @@ export function latencySvg(title: string, series: readonly ChartSeries[]): strin
     const scaleMax = upper;
     const x = (v: number) => left + ((v - min) / (scaleMax - min || 1)) * plotWidth;
     const top2 = Math.max(...counts);
-    const binWidth = ((rawMax - min || 1) / bins);
+    const binWidth = (rawMax - min || 1) / bins;
     counts.forEach((c, b) => {
       if (c === 0) return;
       const x0 = x(min + b * binWidth);
       const x1 = x(min + (b + 1) * binWidth);
       const h = (c / top2) * (plotHeight - 5);
-      parts.push(`<rect x="${x0.toFixed(1)}" y="${(top + plotHeight - h).toFixed(1)}" width="${Math.max(1, x1 - x0 - 1).toFixed(1)}" height="${h.toFixed(1)}" fill="${color}" opacity="0.8"><title>${c} samples</title></rect>`);
+      parts.push(
+        `<rect x="${x0.toFixed(1)}" y="${(top + plotHeight - h).toFixed(1)}" width="${Math.max(1, x1 - x0 - 1).toFixed(1)}" height="${h.toFixed(1)}" fill="${color}" opacity="0.8"><title>${c} samples</title></rect>`,
+      );
     });
-    for (const [name, t] of [["p50 target", s.target.p50Ms], ["p95 target", s.target.p95Ms]] as const) {
+    for (const [name, t] of [
+      ["p50 target", s.target.p50Ms],
+      ["p95 target", s.target.p95Ms],
+    ] as const) {
       if (t === undefined || t > scaleMax) continue;
       parts.push(`<line x1="${x(t).toFixed(1)}" y1="${top}" x2="${x(t).toFixed(1)}" y2="${top + plotHeight}" stroke="#000" stroke-dasharray="4 3"/>`);
       parts.push(`<text x="${(x(t) + 3).toFixed(1)}" y="${top + 10}" fill="#000">${name}</text>`);

@@ -54,7 +54,14 @@ export function summarize(samples: readonly Sample[], target: MetricTarget): Met
   if (reasons.length > 0) verdict = "FAIL";
   else if (samples.length === 0 || ok.length === 0 || unverifiable > 0) {
     verdict = "UNVERIFIED";
-    const notes = [...new Set(samples.filter((s) => s.outcome === "unverifiable").map((s) => s.note).filter(Boolean))];
+    const notes = [
+      ...new Set(
+        samples
+          .filter((s) => s.outcome === "unverifiable")
+          .map((s) => s.note)
+          .filter(Boolean),
+      ),
+    ];
     reasons.push(unverifiable > 0 ? `${unverifiable} of ${samples.length} samples unverifiable${notes.length ? `: ${notes.slice(0, 2).join("; ")}` : ""}` : "no samples");
   } else verdict = "PASS";
   return {

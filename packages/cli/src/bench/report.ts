@@ -81,8 +81,7 @@ export function buildReport(input: {
     const target = input.targets[name];
     metrics[name] = { label: METRIC_LABELS[name], target, ...summarize(input.samples[name], target), samples: input.samples[name] };
   }
-  const rate = (direction: "in" | "out") =>
-    median(input.sync.samples.filter((s) => s.direction === direction && s.ok && s.ms).map((s) => s.bytes / 1024 / 1024 / (s.ms! / 1000)));
+  const rate = (direction: "in" | "out") => median(input.sync.samples.filter((s) => s.direction === direction && s.ok && s.ms).map((s) => s.bytes / 1024 / 1024 / (s.ms! / 1000)));
   return {
     schema: "paperclip-sandbox.bench.v1",
     verdict: input.interrupted ? "UNVERIFIED" : overallVerdict(METRIC_NAMES.map((m) => metrics[m].verdict)),
@@ -106,15 +105,7 @@ const ms = (value: number | null) => (value === null ? "-" : formatMs(value));
 export function formatReport(report: BenchReport, files: { report: string; chart?: string }): string {
   const rows = METRIC_NAMES.map((name) => {
     const m = report.metrics[name];
-    return [
-      m.label,
-      `${m.ok}/${m.count}`,
-      ms(m.p50Ms),
-      ms(m.p95Ms),
-      m.successRate === null ? "-" : `${(m.successRate * 100).toFixed(1)}%`,
-      describeTarget(m.target),
-      m.verdict,
-    ];
+    return [m.label, `${m.ok}/${m.count}`, ms(m.p50Ms), ms(m.p95Ms), m.successRate === null ? "-" : `${(m.successRate * 100).toFixed(1)}%`, describeTarget(m.target), m.verdict];
   });
   const lines = [
     `bench ${report.provider.driverKey}: ${report.verdict}${report.interrupted ? " (interrupted)" : ""}  (${report.samplesRequested} samples per metric)`,

@@ -226,13 +226,7 @@ function groupTargets(targets: DestroyTarget[]): DestroyTarget[][] {
 }
 
 /** One worker per group; each lease is destroyed through the plugin's `environmentDestroyLease` hook. */
-async function destroyGroup(
-  group: DestroyTarget[],
-  db: LeaseDb,
-  secretFlags: ReturnType<typeof resolveSecretFlags>,
-  redactor: SecretRedactor,
-  verbose: boolean,
-): Promise<void> {
+async function destroyGroup(group: DestroyTarget[], db: LeaseDb, secretFlags: ReturnType<typeof resolveSecretFlags>, redactor: SecretRedactor, verbose: boolean): Promise<void> {
   const first = group[0]!;
   const fail = (message: string) => {
     for (const t of group) {
@@ -314,4 +308,3 @@ function report(items: GcItem[], json: boolean, skipped: string[]): void {
   );
   if (acted.some((i) => i.decision.action === "dry-run")) out("dry run for the leases above marked 'would destroy'; pass --yes to destroy them\n");
 }
-

@@ -115,14 +115,7 @@ interface RunPlan {
   showTimings: boolean;
 }
 
-async function runInSession(
-  session: ProviderSession,
-  tracker: LeaseTracker,
-  prepared: PreparedProvider,
-  interrupts: Interrupts,
-  timer: PhaseTimer,
-  plan: RunPlan,
-): Promise<number> {
+async function runInSession(session: ProviderSession, tracker: LeaseTracker, prepared: PreparedProvider, interrupts: Interrupts, timer: PhaseTimer, plan: RunPlan): Promise<number> {
   const redactor = prepared.redactor;
   let tracked: TrackedLease | undefined;
   let pendingAcquire: Promise<TrackedLease> | undefined;
@@ -142,9 +135,7 @@ async function runInSession(
     if (acquired.resumed) err(`paperclip-sandbox: resumed reusable lease ${acquired.lease.providerLeaseId}\n`);
     const lease: PluginEnvironmentLease = acquired.lease;
     const remoteCwd = typeof lease.metadata?.remoteCwd === "string" ? lease.metadata.remoteCwd : undefined;
-    const realized = await interrupts.race(
-      timer.time("realize workspace", () => session.realizeWorkspace(lease, { localPath: plan.workspace, remotePath: remoteCwd })),
-    );
+    const realized = await interrupts.race(timer.time("realize workspace", () => session.realizeWorkspace(lease, { localPath: plan.workspace, remotePath: remoteCwd })));
     const remoteRoot = realized.cwd || remoteCwd;
     if (!remoteRoot) throw new CliFailure(`${session.driverKey} returned no workspace directory (realizeWorkspace cwd / metadata.remoteCwd)`, EXIT_RUN_INFRA);
     // A sync root itself cannot be replaced by a directory mapping: the workspace goes one level down.
@@ -242,9 +233,7 @@ async function runInSession(
     try {
       await timer.time("release", () => releaseLease(session, tracker, prepared, tracked!, interrupted));
     } catch (error) {
-      err(
-        `paperclip-sandbox: release failed: ${redactor.redact(describeError(error))}; run \`paperclip-sandbox leases gc\` to clean up\n`,
-      );
+      err(`paperclip-sandbox: release failed: ${redactor.redact(describeError(error))}; run \`paperclip-sandbox leases gc\` to clean up\n`);
       if (failure === undefined && exitCode === undefined) failure = error;
     }
   }
@@ -260,7 +249,11 @@ async function runInSession(
 
 /** `<remote root>/<workspace basename>`, the basename reduced to a portable name. */
 export function remoteWorkspacePath(remoteRoot: string, workspace: string): string {
-  const name = path.basename(workspace).replace(/[^A-Za-z0-9._-]/g, "-").replace(/^\.+$/, "") || "workspace";
+  const name =
+    path
+      .basename(workspace)
+      .replace(/[^A-Za-z0-9._-]/g, "-")
+      .replace(/^\.+$/, "") || "workspace";
   return path.posix.join(remoteRoot, name);
 }
 
@@ -286,4 +279,3 @@ async function releaseLease(session: ProviderSession, tracker: LeaseTracker, pre
     await fresh.close();
   }
 }
-

@@ -1,10 +1,7 @@
 import type { LeaseRecord } from "../lease-db.js";
 import { ownerStatus, type OwnerStatus } from "../host-identity.js";
 
-export type GcDecision =
-  | { action: "destroy"; reason: string }
-  | { action: "dry-run"; reason: string }
-  | { action: "keep"; reason: string };
+export type GcDecision = { action: "destroy"; reason: string } | { action: "dry-run"; reason: string } | { action: "keep"; reason: string };
 
 export interface GcPolicy {
   now: Date;

@@ -59,7 +59,7 @@ describe("leases gc: a lease the provider listed", () => {
 
   it("never touches a lease a running process here holds, nor one a live worker holds", () => {
     expect(decideListedLease(listed({ expired: true }), ctx({ known: [row()], statusOf: () => "alive" }))).toEqual({ action: "keep", reason: "in use by pid 42 (lease database)" });
-    expect(decideListedLease(listed(), ctx({ known: [] , statusOf: () => "alive" }))?.action).toBe("destroy");
+    expect(decideListedLease(listed(), ctx({ known: [], statusOf: () => "alive" }))?.action).toBe("destroy");
     expect(decideListedLease(listed({ ownerAlive: true }), ctx())?.action).toBe("keep");
   });
 

@@ -102,11 +102,7 @@ function stateDirLister(list: (stateDir?: string) => Promise<StateDirSummary[]>,
       // The worker runs with the host's scrubbed environment, so its default state location must be
       // computed from that environment, not from ours (e.g. XDG_STATE_HOME is not passed through).
       const stateDir =
-        typeof config.stateDir === "string"
-          ? config.stateDir
-          : typeof defaultStateDir === "function"
-            ? (defaultStateDir as (env: NodeJS.ProcessEnv) => string)(buildWorkerEnv(pluginId))
-            : undefined;
+        typeof config.stateDir === "string" ? config.stateDir : typeof defaultStateDir === "function" ? (defaultStateDir as (env: NodeJS.ProcessEnv) => string)(buildWorkerEnv(pluginId)) : undefined;
       const summaries = (await list(stateDir)) ?? [];
       return summaries.map((s) => ({
         providerLeaseId: s.leaseId,

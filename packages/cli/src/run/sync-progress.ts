@@ -12,12 +12,7 @@ export interface ProgressOutput {
  * replaced by a summary line when done. Prints nothing when the output is not a TTY.
  * The sync hooks report no intermediate progress, so this shows activity, not a percentage.
  */
-export async function withSyncProgress<T extends { files: number; bytes: number }>(
-  out: ProgressOutput,
-  label: string,
-  known: { files?: number; bytes?: number },
-  work: () => Promise<T>,
-): Promise<T> {
+export async function withSyncProgress<T extends { files: number; bytes: number }>(out: ProgressOutput, label: string, known: { files?: number; bytes?: number }, work: () => Promise<T>): Promise<T> {
   if (!out.isTTY) return work();
   const start = performance.now();
   const size = known.files !== undefined ? ` ${known.files} files, ${formatBytes(known.bytes ?? 0)}` : "";

@@ -66,13 +66,7 @@ export const duplexCases: ConformanceCase[] = [
       return world.withLease(async (lease) => {
         const pidFile = `${lease.remoteCwd}/duplex-${randomUUID().slice(0, 8)}.pid`;
         // The path travels as its own argv element: the provider must quote it, never re-parse it.
-        const { route, channel } = await openChannel(world, lease, [
-          "sh",
-          "-c",
-          `echo "$$" > "$1"; printf 'ready\\n'; printf 'to stderr\\n' >&2; exec cat`,
-          "duplex-conformance",
-          pidFile,
-        ]);
+        const { route, channel } = await openChannel(world, lease, ["sh", "-c", `echo "$$" > "$1"; printf 'ready\\n'; printf 'to stderr\\n' >&2; exec cat`, "duplex-conformance", pidFile]);
         await route.until(() => route.bytes.toString("latin1").startsWith("ready\n"), "the ready line");
 
         const payload = Buffer.concat([Buffer.from(Array.from({ length: 256 }, (_, i) => i)), randomBytes(1024 * 1024)]);

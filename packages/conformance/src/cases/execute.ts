@@ -25,9 +25,7 @@ export const HOSTILE_ARGUMENTS = [
 ];
 
 /** True when pid is a live (non-zombie) process; reads /proc when present, else kill -0. */
-const ALIVE_FN =
-  `alive() { if [ -r "/proc/$1/stat" ]; then read -r _ _ s _ < "/proc/$1/stat" 2>/dev/null || return 1; [ "$s" != Z ]; ` +
-  `else kill -0 "$1" 2>/dev/null; fi; }`;
+const ALIVE_FN = `alive() { if [ -r "/proc/$1/stat" ]; then read -r _ _ s _ < "/proc/$1/stat" 2>/dev/null || return 1; [ "$s" != Z ]; ` + `else kill -0 "$1" 2>/dev/null; fi; }`;
 
 /** Lists live members of process group $1 (by /proc when present, else `kill -0 -- -pgid`). */
 const GROUP_MEMBERS_FN =
@@ -125,8 +123,14 @@ export const executeCases: ConformanceCase[] = [
         });
         const returnedAt = Date.now();
         expectOk(result, "live output");
-        const stdoutLive = chunks.filter((c) => c.stream === "stdout").map((c) => c.chunk).join("");
-        const stderrLive = chunks.filter((c) => c.stream === "stderr").map((c) => c.chunk).join("");
+        const stdoutLive = chunks
+          .filter((c) => c.stream === "stdout")
+          .map((c) => c.chunk)
+          .join("");
+        const stderrLive = chunks
+          .filter((c) => c.stream === "stderr")
+          .map((c) => c.chunk)
+          .join("");
         assert.equal(stdoutLive, "first\nsecond\n", "execute.log stdout chunks must add up to the output");
         assert.equal(stderrLive, "err\n");
         const first = chunks.find((c) => c.chunk.includes("first"));
@@ -138,9 +142,7 @@ export const executeCases: ConformanceCase[] = [
     name: "execute-timeout-ends-process-group",
     run: (world) =>
       withLease(world, async (lease) => {
-        const script =
-          `echo $$ > t.shell; sleep 30 & echo $! > t.bg; ` +
-          `( read -r _ _ _ _ g _ < /proc/$$/stat && echo "$g" || ps -o pgid= -p $$ ) 2>/dev/null | tr -d ' ' > t.pgid; sleep 30`;
+        const script = `echo $$ > t.shell; sleep 30 & echo $! > t.bg; ` + `( read -r _ _ _ _ g _ < /proc/$$/stat && echo "$g" || ps -o pgid= -p $$ ) 2>/dev/null | tr -d ' ' > t.pgid; sleep 30`;
         const started = Date.now();
         const result = await world.sh(lease, `sh -c ${shellQuote(script)}`, { timeoutMs: 1_500 });
         const elapsed = Date.now() - started;

@@ -20,7 +20,7 @@ export const hostedFailureCases: ConformanceCase[] = [
         // a provider that waits for stdout to close would wait until the command's timeout (no
         // real-clock bound here; however slow the machine, the result can only come back first).
         const release = `.bg-release-${process.pid}-${Date.now()}`;
-        const result = await world.sh(lease, `(while [ ! -e ${release} ]; do sleep 0.1; done) & echo done`, { timeoutMs: 60_000 });
+        const result = await world.sh(lease, `(while [ ! -e ${release} ]; do sleep 0.1; done) & echo done`, { timeoutMs: 20_000 });
         expectOk(result, "a command leaving a child on its stdout (it waited for the child until its timeout)");
         assert.equal(result.stdout, "done\n");
         expectOk(await world.sh(lease, `touch ${release}`), "letting the background child go");
@@ -38,13 +38,21 @@ export const hostedFailureCases: ConformanceCase[] = [
       await writeFile(path.join(local, "nul-and-high.bin"), Buffer.from([0x00, 0xff, 0x80, 0x0a, 0xc8, 0x0d, 0x00]));
       await world.withLease(async (lease) => {
         const remote = `${lease.remoteCwd}/bytes-tree`;
-        await world.client.env.syncIn({ ...world.base(lease.config), lease: lease.lease, operations: [{ operationId: "bytes-in", files: [{ sourcePath: local, targetPath: remote, kind: "directory" }] }] });
+        await world.client.env.syncIn({
+          ...world.base(lease.config),
+          lease: lease.lease,
+          operations: [{ operationId: "bytes-in", files: [{ sourcePath: local, targetPath: remote, kind: "directory" }] }],
+        });
         const check = await world.sh(lease, `od -An -tx1 -v bytes-tree/nul-and-high.bin | tr -d ' \\n'; echo; wc -c < bytes-tree/every-byte.bin`);
         expectOk(check, "read the synced bytes in the sandbox");
         assert.equal(check.stdout.split("\n")[0], "00ff800ac80d00", "bytes changed on the way into the sandbox");
         assert.equal(check.stdout.split("\n")[1]?.trim(), "256");
         const back = path.join(world.hostDir, `bytes-back-${lease.providerLeaseId.replace(/[^a-z0-9-]/gi, "")}`);
-        await world.client.env.syncOut({ ...world.base(lease.config), lease: lease.lease, operations: [{ operationId: "bytes-out", files: [{ sourcePath: remote, targetPath: back, kind: "directory" }] }] });
+        await world.client.env.syncOut({
+          ...world.base(lease.config),
+          lease: lease.lease,
+          operations: [{ operationId: "bytes-out", files: [{ sourcePath: remote, targetPath: back, kind: "directory" }] }],
+        });
         for (const name of ["every-byte.bin", "reversed.bin", "nul-and-high.bin"]) {
           const [sent, received] = await Promise.all([readFile(path.join(local, name)), readFile(path.join(back, name))]);
           assert.ok(sent.equals(received), `${name} came back different: ${received.subarray(0, 16).toString("hex")}…`);

@@ -57,7 +57,8 @@ class Route {
   async until(cond: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (!cond()) {
-      if (Date.now() > deadline) throw new assert.AssertionError({ message: `login terminal: timed out waiting for ${what} (output so far ${JSON.stringify(this.text.slice(-500))}, exit ${JSON.stringify(this.exit)})` });
+      if (Date.now() > deadline)
+        throw new assert.AssertionError({ message: `login terminal: timed out waiting for ${what} (output so far ${JSON.stringify(this.text.slice(-500))}, exit ${JSON.stringify(this.exit)})` });
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
   }

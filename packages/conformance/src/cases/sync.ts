@@ -10,16 +10,9 @@ import { ConformanceSkip } from "../skip.js";
 import { assert, expectOk, shellQuote } from "../expect.js";
 import type { AcquiredLease, ConformanceWorld } from "../world.js";
 
-const SYNC_METHODS = [
-  "environmentAcquireLease",
-  "environmentDestroyLease",
-  "environmentExecute",
-  "environmentSyncIn",
-  "environmentSyncOut",
-];
+const SYNC_METHODS = ["environmentAcquireLease", "environmentDestroyLease", "environmentExecute", "environmentSyncIn", "environmentSyncOut"];
 
-const SHA256_IN_SANDBOX = (file: string) =>
-  `(sha256sum ${shellQuote(file)} 2>/dev/null || shasum -a 256 ${shellQuote(file)}) | cut -d' ' -f1`;
+const SHA256_IN_SANDBOX = (file: string) => `(sha256sum ${shellQuote(file)} 2>/dev/null || shasum -a 256 ${shellQuote(file)}) | cut -d' ' -f1`;
 
 async function hostScratch(world: ConformanceWorld, label: string): Promise<string> {
   const dir = path.join(world.hostDir, `${label}-${randomUUID().slice(0, 8)}`);
@@ -33,11 +26,7 @@ async function sync(direction: "in" | "out", world: ConformanceWorld, lease: Acq
   const params = { ...world.base(lease.config), lease: lease.lease, operations: [{ operationId, files }] };
   const result = await (direction === "in" ? world.client.env.syncIn(params) : world.client.env.syncOut(params));
   const hook = direction === "in" ? "syncIn" : "syncOut";
-  assert.equal(
-    result?.operations?.[0]?.operationId,
-    operationId,
-    `${hook} must report the operation it ran, got ${JSON.stringify(result)?.slice(0, 500)}`,
-  );
+  assert.equal(result?.operations?.[0]?.operationId, operationId, `${hook} must report the operation it ran, got ${JSON.stringify(result)?.slice(0, 500)}`);
   return result.operations[0]!;
 }
 
@@ -97,14 +86,7 @@ export const syncCases: ConformanceCase[] = [
             `if [ -e debug.log ]; then echo excluded-present; else echo excluded-absent; fi && ./run.sh`,
         );
         expectOk(inspect, "inspect synced tree");
-        assert.deepEqual(inspect.stdout.split("\n").filter(Boolean), [
-          "755",
-          "600",
-          "run.sh",
-          "nested file",
-          "excluded-absent",
-          "ran",
-        ]);
+        assert.deepEqual(inspect.stdout.split("\n").filter(Boolean), ["755", "600", "run.sh", "nested file", "excluded-absent", "ran"]);
 
         const back = path.join(dir, "back");
         await sync("out", world, lease, [{ sourcePath: remote, targetPath: back, kind: "directory" }]);
@@ -156,38 +138,46 @@ export const syncCases: ConformanceCase[] = [
         const names = ["workspace", "skills", "mcp-config", "config-seed"];
         const runtime = `${lease.remoteCwd}/.paperclip-runtime/conformance`;
         const contents = new Map<string, Buffer>();
-        const inbound = await Promise.all(names.map(async (name) => {
-          const tree = path.join(dir, "src", name);
-          await mkdir(path.join(tree, "nested"), { recursive: true });
-          const bytes = randomBytes(256 * 1024 + names.indexOf(name));
-          contents.set(name, bytes);
-          await writeFile(path.join(tree, "nested", "data.bin"), bytes);
-          await writeFile(path.join(tree, "name.txt"), `${name}\n`);
-          const tarball = path.join(dir, `${name}.tar`);
-          await promisify(execFile)("tar", ["-cf", tarball, "-C", tree, "."]);
-          const upload = `${runtime}/${name}-upload.tar`;
-          const target = `${runtime}/${name}`;
-          const operationId = `op-in-${name}-${randomUUID()}`;
-          const result = await world.client.env.syncIn({
-            ...world.base(lease.config),
-            lease: lease.lease,
-            operations: [{
-              operationId,
-              files: [{ sourcePath: tarball, targetPath: upload, kind: "file" }],
-              postUploadCommands: [{
-                command: `rm -rf ${shellQuote(target)} && mkdir -p ${shellQuote(target)} && tar -xf ${shellQuote(upload)} -C ${shellQuote(target)} && rm -f ${shellQuote(upload)}`,
-              }],
-            }],
-          });
-          return { name, operationId, reported: result?.operations?.[0]?.operationId };
-        }));
+        const inbound = await Promise.all(
+          names.map(async (name) => {
+            const tree = path.join(dir, "src", name);
+            await mkdir(path.join(tree, "nested"), { recursive: true });
+            const bytes = randomBytes(256 * 1024 + names.indexOf(name));
+            contents.set(name, bytes);
+            await writeFile(path.join(tree, "nested", "data.bin"), bytes);
+            await writeFile(path.join(tree, "name.txt"), `${name}\n`);
+            const tarball = path.join(dir, `${name}.tar`);
+            await promisify(execFile)("tar", ["-cf", tarball, "-C", tree, "."]);
+            const upload = `${runtime}/${name}-upload.tar`;
+            const target = `${runtime}/${name}`;
+            const operationId = `op-in-${name}-${randomUUID()}`;
+            const result = await world.client.env.syncIn({
+              ...world.base(lease.config),
+              lease: lease.lease,
+              operations: [
+                {
+                  operationId,
+                  files: [{ sourcePath: tarball, targetPath: upload, kind: "file" }],
+                  postUploadCommands: [
+                    {
+                      command: `rm -rf ${shellQuote(target)} && mkdir -p ${shellQuote(target)} && tar -xf ${shellQuote(upload)} -C ${shellQuote(target)} && rm -f ${shellQuote(upload)}`,
+                    },
+                  ],
+                },
+              ],
+            });
+            return { name, operationId, reported: result?.operations?.[0]?.operationId };
+          }),
+        );
         for (const op of inbound) assert.equal(op.reported, op.operationId, `syncIn of ${op.name} reported another operation`);
 
-        const outbound = await Promise.all(names.map(async (name) => {
-          const back = path.join(dir, "back", name);
-          await sync("out", world, lease, [{ sourcePath: `${runtime}/${name}`, targetPath: back, kind: "directory" }]);
-          return { name, back };
-        }));
+        const outbound = await Promise.all(
+          names.map(async (name) => {
+            const back = path.join(dir, "back", name);
+            await sync("out", world, lease, [{ sourcePath: `${runtime}/${name}`, targetPath: back, kind: "directory" }]);
+            return { name, back };
+          }),
+        );
         for (const { name, back } of outbound) {
           assert.equal(await readFile(path.join(back, "name.txt"), "utf8"), `${name}\n`, `${name}: wrong tree came back`);
           assert.equal(sha256(await readFile(path.join(back, "nested", "data.bin"))), sha256(contents.get(name)!), `${name}: data changed`);

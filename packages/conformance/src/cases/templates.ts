@@ -77,7 +77,16 @@ function hostCalls(world: ConformanceWorld) {
     capture: (session: PluginEnvironmentInteractiveSetupSession) =>
       world.client.call<PluginEnvironmentCaptureTemplateResult>(
         "environmentCaptureTemplate",
-        { ...base(), issueId: null, providerLeaseId: session.providerLeaseId, setupMetadata: session.metadata, sourceTemplateRef: null, previousTemplateRef: null, templateLabel: `paperclip-conformance-${randomUUID().slice(0, 8)}`, timeoutMs: null },
+        {
+          ...base(),
+          issueId: null,
+          providerLeaseId: session.providerLeaseId,
+          setupMetadata: session.metadata,
+          sourceTemplateRef: null,
+          previousTemplateRef: null,
+          templateLabel: `paperclip-conformance-${randomUUID().slice(0, 8)}`,
+          timeoutMs: null,
+        },
         CALL,
       ),
     cancel: (session: PluginEnvironmentInteractiveSetupSession, reason: string) =>
@@ -139,7 +148,11 @@ export const templateCases: ConformanceCase[] = [
         assert.equal(got.providerLeaseId, session.providerLeaseId);
         // Another environment names the sandbox: refused, and the sandbox is untouched.
         const foreign = await refused(
-          world.client.call("environmentCancelInteractiveSetup", { ...world.base(), environmentId: `other-${world.identity.environmentId}`, providerLeaseId: session.providerLeaseId, reason: "cancelled" }, CALL),
+          world.client.call(
+            "environmentCancelInteractiveSetup",
+            { ...world.base(), environmentId: `other-${world.identity.environmentId}`, providerLeaseId: session.providerLeaseId, reason: "cancelled" },
+            CALL,
+          ),
           "cancelling another environment's setup sandbox",
         );
         assert.match(foreign.message, /does not belong|refusing/i);
@@ -164,11 +177,14 @@ export const templateCases: ConformanceCase[] = [
       const field = bindingField(world);
       try {
         // A run of the environment, its config bound to the template as the host binds it.
-        await world.withLease(async (run) => {
-          const found = await world.sh(run, `cat ${MARK}.txt "$HOME/.${MARK}/tool"`);
-          expectOk(found, "read the template's files in a run started from it");
-          assert.equal(found.stdout, `${token}\n${token}\n`);
-        }, { ...world.options.config, [field]: templateRef });
+        await world.withLease(
+          async (run) => {
+            const found = await world.sh(run, `cat ${MARK}.txt "$HOME/.${MARK}/tool"`);
+            expectOk(found, "read the template's files in a run started from it");
+            assert.equal(found.stdout, `${token}\n${token}\n`);
+          },
+          { ...world.options.config, [field]: templateRef },
+        );
         // A new setup from the template (the host's "edit the custom image").
         const again = await host.start(templateRef);
         try {

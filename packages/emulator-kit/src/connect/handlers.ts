@@ -72,9 +72,7 @@ export function connectUnary<Req = unknown, Res = unknown>(router: Router, path:
         const bytes = await ctx.readBytes(maxMessageBytes);
         const request = parseMessage<Req>(bytes);
         const call = makeCall(ctx, deadline);
-        const expired = new Promise<never>((_, reject) =>
-          deadline!.signal.addEventListener("abort", () => reject(deadline!.signal.reason), { once: true }),
-        );
+        const expired = new Promise<never>((_, reject) => deadline!.signal.addEventListener("abort", () => reject(deadline!.signal.reason), { once: true }));
         expired.catch(() => undefined);
         const response = await Promise.race([Promise.resolve(handler(request, call)), expired]);
         ctx.record.setCode("ok");
@@ -92,12 +90,7 @@ export function connectUnary<Req = unknown, Res = unknown>(router: Router, path:
 }
 
 /** Registers `POST <path>` as a Connect server-streaming method with the JSON codec. */
-export function connectServerStream<Req = unknown, Res = unknown>(
-  router: Router,
-  path: string,
-  handler: ConnectServerStreamHandler<Req, Res>,
-  options: ConnectRouteOptions = {},
-): Router {
+export function connectServerStream<Req = unknown, Res = unknown>(router: Router, path: string, handler: ConnectServerStreamHandler<Req, Res>, options: ConnectRouteOptions = {}): Router {
   const maxMessageBytes = options.maxMessageBytes ?? 4 * 1024 * 1024;
   return router.post(
     path,
@@ -161,9 +154,13 @@ export function connectServerStream<Req = unknown, Res = unknown>(
           ctx.cut();
           return;
         }
-        deadline.signal.addEventListener("abort", () => {
-          if (!hanging) end(toConnectError(deadline!.signal.reason, ctx));
-        }, { once: true });
+        deadline.signal.addEventListener(
+          "abort",
+          () => {
+            if (!hanging) end(toConnectError(deadline!.signal.reason, ctx));
+          },
+          { once: true },
+        );
         const call = makeCall(ctx, deadline, responseHeaders, trailers);
         await handler(request, stream, call);
         if (!hanging) end();
@@ -186,12 +183,7 @@ export function connectServerStream<Req = unknown, Res = unknown>(
  * carrying the error, always HTTP 200. Each message is bounded by `maxMessageBytes`, the whole
  * body is not (a client stream may live as long as its caller).
  */
-export function connectClientStream<Req = unknown, Res = unknown>(
-  router: Router,
-  path: string,
-  handler: ConnectClientStreamHandler<Req, Res>,
-  options: ConnectRouteOptions = {},
-): Router {
+export function connectClientStream<Req = unknown, Res = unknown>(router: Router, path: string, handler: ConnectClientStreamHandler<Req, Res>, options: ConnectRouteOptions = {}): Router {
   const maxMessageBytes = options.maxMessageBytes ?? 4 * 1024 * 1024;
   return router.post(
     path,
@@ -283,12 +275,7 @@ function parseMessage<T>(bytes: Buffer): T {
   }
 }
 
-function makeCall(
-  ctx: HttpContext,
-  deadline: ReturnType<typeof startDeadline>,
-  responseHeaders: Record<string, string> = {},
-  trailers: Record<string, string[]> = {},
-): ConnectCall {
+function makeCall(ctx: HttpContext, deadline: ReturnType<typeof startDeadline>, responseHeaders: Record<string, string> = {}, trailers: Record<string, string[]> = {}): ConnectCall {
   return {
     ctx,
     signal: deadline.signal,
@@ -309,7 +296,5 @@ function toConnectError(error: unknown, ctx: HttpContext): ConnectError {
   return new ConnectError("internal", "internal emulator error");
 }
 
-const flatten = (metadata: Record<string, string | string[]>) =>
-  Object.fromEntries(Object.entries(metadata).map(([key, value]) => [key, Array.isArray(value) ? value.join(", ") : value]));
-const mapValues = (metadata: Record<string, string | string[]>) =>
-  Object.fromEntries(Object.entries(metadata).map(([key, value]) => [key, Array.isArray(value) ? value : [value]]));
+const flatten = (metadata: Record<string, string | string[]>) => Object.fromEntries(Object.entries(metadata).map(([key, value]) => [key, Array.isArray(value) ? value.join(", ") : value]));
+const mapValues = (metadata: Record<string, string | string[]>) => Object.fromEntries(Object.entries(metadata).map(([key, value]) => [key, Array.isArray(value) ? value : [value]]));

@@ -61,11 +61,15 @@ export const echoEmulator: EmulatorDefinition<EchoOptions> = {
     });
     router.get("/items", (ctx) => {
       apiKeyAuth(ctx);
-      const page = paginate([...items.values()], { cursor: ctx.query.get("cursor"), limit: queryInt(ctx.query, "limit", { min: 1, max: 100 }) }, {
-        key: (item) => item.id,
-        defaultLimit: 10,
-        maxLimit: 100,
-      });
+      const page = paginate(
+        [...items.values()],
+        { cursor: ctx.query.get("cursor"), limit: queryInt(ctx.query, "limit", { min: 1, max: 100 }) },
+        {
+          key: (item) => item.id,
+          defaultLimit: 10,
+          maxLimit: 100,
+        },
+      );
       ctx.sendJson(200, page.items, page.nextCursor ? { "x-next-token": page.nextCursor } : {});
     });
     router.delete("/items/:id", (ctx) => {

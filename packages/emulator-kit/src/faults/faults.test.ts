@@ -18,8 +18,7 @@ afterEach(async () => {
 });
 
 const key = () => emulator.credentials.apiKey!;
-const echo = (init: RequestInit = {}) =>
-  fetch(`${emulator.url}/echo`, { method: "POST", body: "{}", ...init, headers: { "x-api-key": key(), ...(init.headers as object) } });
+const echo = (init: RequestInit = {}) => fetch(`${emulator.url}/echo`, { method: "POST", body: "{}", ...init, headers: { "x-api-key": key(), ...(init.headers as object) } });
 
 function openWs(path = "/ws/echo"): Promise<WebSocket> {
   return new Promise((resolve, reject) => {

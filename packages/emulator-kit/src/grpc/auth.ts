@@ -26,8 +26,5 @@ export function requireGrpcCredential<P = string>(metadata: grpc.Metadata, rule:
   const check = checkCredential(presented, rule);
   if (check.ok) return check.principal;
   if (check.reason === "forbidden") throw new GrpcError(grpc.status.PERMISSION_DENIED, rule.forbiddenMessage ?? "not permitted");
-  throw new GrpcError(
-    grpc.status.UNAUTHENTICATED,
-    check.reason === "missing" ? (rule.missingMessage ?? "missing credentials") : (rule.invalidMessage ?? "invalid credentials"),
-  );
+  throw new GrpcError(grpc.status.UNAUTHENTICATED, check.reason === "missing" ? (rule.missingMessage ?? "missing credentials") : (rule.invalidMessage ?? "invalid credentials"));
 }

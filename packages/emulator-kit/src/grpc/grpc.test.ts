@@ -18,9 +18,7 @@ afterEach(async () => {
 
 async function setUp(tls = false) {
   emulator = await runEmulator(echoEmulator, { options: { tls } });
-  client = tls
-    ? echoGrpcClient(emulator.endpoints.grpc!, grpc.credentials.createSsl(Buffer.from(emulator.caPem!)))
-    : echoGrpcClient(emulator.endpoints.grpc!);
+  client = tls ? echoGrpcClient(emulator.endpoints.grpc!, grpc.credentials.createSsl(Buffer.from(emulator.caPem!))) : echoGrpcClient(emulator.endpoints.grpc!);
   return { client, md: () => bearer(emulator!.credentials.token!) };
 }
 

@@ -140,10 +140,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
   registerRefusals(server, options);
   recordUnknownMethods(server, options);
   const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
-  listener = await listen(
-    { http1: (socket) => socket.destroy(), http2: (socket) => injector.injectConnection(socket) },
-    { host: options.host, port: options.port, tls: certificate, alpn: ["h2"] },
-  );
+  listener = await listen({ http1: (socket) => socket.destroy(), http2: (socket) => injector.injectConnection(socket) }, { host: options.host, port: options.port, tls: certificate, alpn: ["h2"] });
   const authority = listener.host.includes(":") ? `[${listener.host}]` : listener.host;
   let closed: Promise<void> | undefined;
   return {
@@ -169,12 +166,26 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
 function registerRefusals(server: grpc.Server, options: GrpcServerOptions): void {
   for (const [path, reason] of Object.entries(options.refused ?? {})) {
     const refuse = (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
-      const record = options.recorder.start({ protocol: "grpc", method: "POST", route: path, path, headers: redactHeaders(call.metadata.getMap() as Record<string, string>, options.secretHeaders ?? []) });
+      const record = options.recorder.start({
+        protocol: "grpc",
+        method: "POST",
+        route: path,
+        path,
+        headers: redactHeaders(call.metadata.getMap() as Record<string, string>, options.secretHeaders ?? []),
+      });
       record.markUnserved("refused");
       record.finish(grpc.status.UNIMPLEMENTED, grpcCodeName(grpc.status.UNIMPLEMENTED));
       callback({ code: grpc.status.UNIMPLEMENTED, details: `emulator limit: ${reason}` });
     };
-    if (!server.register(path, refuse, (value: Buffer) => value, (bytes: Buffer) => bytes, "unary")) {
+    if (
+      !server.register(
+        path,
+        refuse,
+        (value: Buffer) => value,
+        (bytes: Buffer) => bytes,
+        "unary",
+      )
+    ) {
       throw new TypeError(`grpc refused: ${path} is also a method of the proto's services (refuse it in its handler instead)`);
     }
   }

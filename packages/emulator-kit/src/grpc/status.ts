@@ -2,7 +2,11 @@ import grpc from "@grpc/grpc-js";
 
 export const GrpcStatus = grpc.status;
 
-const NAMES = new Map<number, string>(Object.entries(grpc.status).filter(([, v]) => typeof v === "number").map(([k, v]) => [v as number, k]));
+const NAMES = new Map<number, string>(
+  Object.entries(grpc.status)
+    .filter(([, v]) => typeof v === "number")
+    .map(([k, v]) => [v as number, k]),
+);
 
 /** `14` → `UNAVAILABLE`. */
 export function grpcCodeName(code: number): string {

@@ -91,8 +91,7 @@ export function createHttpContext(init: ContextInit): HttpContext {
     else res.end(bytes);
   };
 
-  const sendJson: HttpContext["sendJson"] = (status, value, headers = {}) =>
-    send(status, JSON.stringify(value), { "content-type": "application/json", ...headers });
+  const sendJson: HttpContext["sendJson"] = (status, value, headers = {}) => send(status, JSON.stringify(value), { "content-type": "application/json", ...headers });
 
   const takeFault = <K extends FaultKind>(kind: K): FaultOf<K> | undefined => {
     const fault = faults.take(kind, { route: init.route, method: init.method });

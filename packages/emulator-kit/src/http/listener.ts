@@ -43,9 +43,7 @@ export async function listen(sinks: ConnectionSinks, options: ListenerOptions = 
   const sockets = new Set<net.Socket>();
   const rawOf = new WeakMap<net.Socket, net.Socket>();
 
-  const tlsServer = options.tls
-    ? tls.createServer({ key: options.tls.keyPem, cert: options.tls.certPem, ALPNProtocols: options.alpn ?? ["h2", "http/1.1"] })
-    : undefined;
+  const tlsServer = options.tls ? tls.createServer({ key: options.tls.keyPem, cert: options.tls.certPem, ALPNProtocols: options.alpn ?? ["h2", "http/1.1"] }) : undefined;
   tlsServer?.on("secureConnection", (secure: tls.TLSSocket & { _peername?: unknown; _parentWrap?: { __raw?: net.Socket } }) => {
     // Node keeps the wrapped JS stream as `_parentWrap`; the prefixed stream knows its TCP socket.
     const raw = secure._parentWrap?.__raw;

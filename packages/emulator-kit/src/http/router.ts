@@ -98,10 +98,7 @@ export function createRouter(options: RouterOptions = {}): Router {
       }
       return undefined;
     },
-    describe: () => [
-      ...routes.map((route) => `${route.method} ${route.pattern.source}`),
-      ...sockets.map((route) => `WS ${route.pattern.source}`),
-    ],
+    describe: () => [...routes.map((route) => `${route.method} ${route.pattern.source}`), ...sockets.map((route) => `WS ${route.pattern.source}`)],
   };
   return router;
 }

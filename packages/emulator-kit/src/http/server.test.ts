@@ -94,10 +94,12 @@ describe("HTTP server", () => {
     const viaH2 = await h2Request(secure, "/health", { ca });
     expect(viaH2.status).toBe(204);
     const viaH1 = await new Promise<{ status: number; version: string }>((resolve, reject) => {
-      https.get(`${secure}/health`, { ca }, (res) => {
-        res.resume();
-        resolve({ status: res.statusCode!, version: res.httpVersion });
-      }).on("error", reject);
+      https
+        .get(`${secure}/health`, { ca }, (res) => {
+          res.resume();
+          resolve({ status: res.statusCode!, version: res.httpVersion });
+        })
+        .on("error", reject);
     });
     expect(viaH1).toEqual({ status: 204, version: "1.1" });
     // Without the CA the certificate is refused: it is really checked.

@@ -51,16 +51,7 @@ export function generateSelfSignedCertificate(options: SelfSignedOptions = {}): 
     sequence(oid("2.5.29.19"), tlv(0x01, Buffer.from([0xff])), tlv(0x04, sequence(tlv(0x01, Buffer.from([0xff]))))),
   );
 
-  const tbs = sequence(
-    tlv(0xa0, tlv(0x02, Buffer.from([2]))),
-    tlv(0x02, serial),
-    ecdsaWithSha256,
-    name,
-    sequence(utcTime(notBefore), utcTime(notAfter)),
-    name,
-    spki,
-    tlv(0xa3, extensions),
-  );
+  const tbs = sequence(tlv(0xa0, tlv(0x02, Buffer.from([2]))), tlv(0x02, serial), ecdsaWithSha256, name, sequence(utcTime(notBefore), utcTime(notAfter)), name, spki, tlv(0xa3, extensions));
   const signature = sign("sha256", tbs, privateKey); // DER ECDSA-Sig-Value, as X.509 wants
   const der = sequence(tbs, ecdsaWithSha256, tlv(0x03, Buffer.concat([Buffer.from([0]), signature])));
 
@@ -97,14 +88,7 @@ function oid(dotted: string): Buffer {
 
 function utcTime(date: Date): Buffer {
   const two = (n: number) => String(n).padStart(2, "0");
-  const text =
-    two(date.getUTCFullYear() % 100) +
-    two(date.getUTCMonth() + 1) +
-    two(date.getUTCDate()) +
-    two(date.getUTCHours()) +
-    two(date.getUTCMinutes()) +
-    two(date.getUTCSeconds()) +
-    "Z";
+  const text = two(date.getUTCFullYear() % 100) + two(date.getUTCMonth() + 1) + two(date.getUTCDate()) + two(date.getUTCHours()) + two(date.getUTCMinutes()) + two(date.getUTCSeconds()) + "Z";
   return tlv(0x17, Buffer.from(text, "ascii"));
 }
 

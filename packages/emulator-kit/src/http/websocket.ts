@@ -138,7 +138,10 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
         });
       }
       await route.before?.(ctx);
-      const offered = String(req.headers["sec-websocket-protocol"] ?? "").split(",").map((p) => p.trim()).filter(Boolean);
+      const offered = String(req.headers["sec-websocket-protocol"] ?? "")
+        .split(",")
+        .map((p) => p.trim())
+        .filter(Boolean);
       if (route.requireProtocol && !route.protocols?.some((p) => offered.includes(p))) {
         throw new HttpError(400, `no supported WebSocket sub-protocol offered (supported: ${route.protocols?.join(", ") ?? "none"})`);
       }

@@ -15,9 +15,12 @@ afterEach(async () => {
 
 const sha = (data: Uint8Array) => createHash("sha256").update(data).digest("hex");
 /** Feeds bytes in chunks of `size`, so delimiters straddle chunk edges. */
-const chunked = (data: Buffer, size: number) => Readable.from((function* () {
-  for (let at = 0; at < data.length; at += size) yield data.subarray(at, at + size);
-})());
+const chunked = (data: Buffer, size: number) =>
+  Readable.from(
+    (function* () {
+      for (let at = 0; at < data.length; at += size) yield data.subarray(at, at + size);
+    })(),
+  );
 
 describe("multipart", () => {
   it("round-trips binary files through the emulator: undici FormData in, kit-built multipart out", async () => {
@@ -56,7 +59,7 @@ describe("multipart", () => {
     const built = buildMultipart([
       { name: "files[0].path", data: "/a" },
       { name: "files[0].file", filename: "a", data: Buffer.from("x\r\n--y") },
-      { name: "f", filename: "naïve \"q\".txt", data: "z" },
+      { name: "f", filename: 'naïve "q".txt', data: "z" },
     ]);
     for (const size of [1, 7, 4096]) {
       const parts = await readMultipart(chunked(built.body, size), built.boundary);
@@ -91,10 +94,11 @@ describe("multipart", () => {
   });
 
   it("enforces limits while streaming and rejects malformed bodies", async () => {
-    const built = buildMultipart([{ name: "a", data: Buffer.alloc(5000) }, { name: "b", data: "x" }]);
-    await expect(readMultipart(chunked(built.body, 512), built.boundary, { maxPartBytes: 4096 })).rejects.toThrow(
-      new MultipartError(413, "multipart part exceeds the 4096-byte limit"),
-    );
+    const built = buildMultipart([
+      { name: "a", data: Buffer.alloc(5000) },
+      { name: "b", data: "x" },
+    ]);
+    await expect(readMultipart(chunked(built.body, 512), built.boundary, { maxPartBytes: 4096 })).rejects.toThrow(new MultipartError(413, "multipart part exceeds the 4096-byte limit"));
     await expect(readMultipart(chunked(built.body, 512), built.boundary, { maxParts: 1 })).rejects.toThrow("multipart body has more than 1 parts");
     await expect(readMultipart(chunked(built.body, 512), built.boundary, { maxTotalBytes: 1000 })).rejects.toThrow(/exceeds the 1000-byte limit/);
     const endless = Buffer.concat([Buffer.from(`--${built.boundary}\r\nX-Long: `), Buffer.alloc(20_000, 0x61)]);

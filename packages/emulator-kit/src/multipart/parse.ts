@@ -244,7 +244,11 @@ export async function readMultipart(source: AsyncIterable<Buffer | string>, boun
 /** Waits for `drain` or `close`, removing the listener that did not fire (backpressure repeats per chunk). */
 async function drainOrClose(stream: PassThrough): Promise<void> {
   const stop = new AbortController();
-  const quietly = (event: string) => once(stream, event, { signal: stop.signal }).then(() => undefined, () => undefined);
+  const quietly = (event: string) =>
+    once(stream, event, { signal: stop.signal }).then(
+      () => undefined,
+      () => undefined,
+    );
   try {
     await Promise.race([quietly("drain"), quietly("close")]);
   } finally {

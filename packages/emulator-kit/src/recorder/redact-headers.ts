@@ -1,12 +1,5 @@
 /** Header names whose values are always withheld from records (compared lower-case). */
-export const SECRET_HEADER_NAMES: readonly string[] = [
-  "authorization",
-  "proxy-authorization",
-  "cookie",
-  "set-cookie",
-  "x-api-key",
-  "x-access-token",
-];
+export const SECRET_HEADER_NAMES: readonly string[] = ["authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "x-access-token"];
 
 // Vendors invent their own credential headers (x-modal-token-secret, X-Daytona-Organization-ID is not
 // secret but x-exedev-authorization is); any name that looks like a credential is withheld too.

@@ -15,10 +15,16 @@ afterEach(async () => {
 function callPath(target: string, path: string): Promise<grpc.ServiceError | null> {
   const client = new grpc.Client(target, grpc.credentials.createInsecure());
   return new Promise((resolve) => {
-    client.makeUnaryRequest(path, (x: Buffer) => x, (x: Buffer) => x, Buffer.alloc(0), (error) => {
-      client.close();
-      resolve(error);
-    });
+    client.makeUnaryRequest(
+      path,
+      (x: Buffer) => x,
+      (x: Buffer) => x,
+      Buffer.alloc(0),
+      (error) => {
+        client.close();
+        resolve(error);
+      },
+    );
   });
 }
 

@@ -46,7 +46,27 @@ afterAll(async () => {
 
 const ssh = (port: number, args: string[], stdin = "", knownHosts = join(dir, "known_hosts")) =>
   new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn("ssh", ["-F", "none", "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "-i", key, "-o", "IdentitiesOnly=yes", "-o", `UserKnownHostsFile=${knownHosts}`, "-o", "StrictHostKeyChecking=accept-new", "-p", String(port), "-l", server.loginUser, ...args]);
+    const child = spawn("ssh", [
+      "-F",
+      "none",
+      "-o",
+      "LogLevel=ERROR",
+      "-o",
+      "BatchMode=yes",
+      "-i",
+      key,
+      "-o",
+      "IdentitiesOnly=yes",
+      "-o",
+      `UserKnownHostsFile=${knownHosts}`,
+      "-o",
+      "StrictHostKeyChecking=accept-new",
+      "-p",
+      String(port),
+      "-l",
+      server.loginUser,
+      ...args,
+    ]);
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (chunk) => (stdout += chunk));

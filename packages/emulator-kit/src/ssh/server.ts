@@ -308,7 +308,14 @@ export async function startSshServer(options: SshServerOptions): Promise<SshServ
   const server: SshServer = {
     loginUser,
     async setAuthorizedKeys(lines) {
-      await writeFile(authorizedKeys, lines.map((line) => line.trim()).filter(Boolean).join("\n") + "\n", { mode: 0o600 });
+      await writeFile(
+        authorizedKeys,
+        lines
+          .map((line) => line.trim())
+          .filter(Boolean)
+          .join("\n") + "\n",
+        { mode: 0o600 },
+      );
     },
     async addHost(name) {
       if (!HOST_NAME.test(name)) throw new TypeError(`ssh host name: must be lower-case letters, digits, dots and dashes (got ${JSON.stringify(name)})`);
@@ -331,22 +338,18 @@ export async function startSshServer(options: SshServerOptions): Promise<SshServ
       const listener = createServer({ pauseOnConnect: true }, (socket) => {
         accepted += 1;
         options.recorder?.start({ protocol: "ssh", method: "CONNECT", route: "ssh-connection", path: name, headers: {} }).finish(200);
-        const command = sshdCommand([
-          "-i",
-          "-e",
-          "-f",
-          configPath,
-          "-h",
-          keyPath,
-          "-o",
-          `ForceCommand=${perl} ${gatePath} ${gateSocket} ${name}`,
-        ]);
+        const command = sshdCommand(["-i", "-e", "-f", configPath, "-h", keyPath, "-o", `ForceCommand=${perl} ${gatePath} ${gateSocket} ${name}`]);
         // sshd gets the connection itself as stdin/stdout; this process keeps no copy of it.
         const child = spawn(command.file, command.args, { stdio: [socket, socket, "pipe"], detached: true });
         socket.destroy();
         children.add(child);
         child.stderr?.setEncoding("utf8");
-        child.stderr?.on("data", (text: string) => text.split("\n").filter(Boolean).forEach((line) => log(`${name}: ${line}`)));
+        child.stderr?.on("data", (text: string) =>
+          text
+            .split("\n")
+            .filter(Boolean)
+            .forEach((line) => log(`${name}: ${line}`)),
+        );
         child.once("error", (error) => log(`${name}: ${error.message}`));
         child.once("close", () => children.delete(child));
       });

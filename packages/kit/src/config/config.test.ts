@@ -1,15 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import {
-  ConfigError,
-  configSchemaUiProblems,
-  defineProviderConfig,
-  FIELD_MAX_LENGTH,
-  fields,
-  mutuallyExclusive,
-  resolveSecretRef,
-  secretFieldPaths,
-} from "./index.js";
+import { ConfigError, configSchemaUiProblems, defineProviderConfig, FIELD_MAX_LENGTH, fields, mutuallyExclusive, resolveSecretRef, secretFieldPaths } from "./index.js";
 
 const config = defineProviderConfig(
   mutuallyExclusive(
@@ -45,9 +36,7 @@ describe("defineProviderConfig", () => {
   });
 
   it("reports type errors and missing nested fields", () => {
-    expect(config.validate({ timeoutMs: "soon", auth: {} }).errors).toEqual([
-      "2 problems: timeoutMs: must be a number; auth / password: is required",
-    ]);
+    expect(config.validate({ timeoutMs: "soon", auth: {} }).errors).toEqual(["2 problems: timeoutMs: must be a number; auth / password: is required"]);
   });
 
   it("rejects unknown keys but strips the host envelope keys", () => {
@@ -155,7 +144,12 @@ describe("fields", () => {
     expect(check(fields.secretRef(), huge)).toEqual({ ok: false, errors: ["v: must be at most 16384 characters"] });
     expect(check(fields.secretRef({ maxLength: FIELD_MAX_LENGTH.document }), huge)).toEqual({ ok: false, errors: ["v: must be at most 262144 characters"] });
     expect(check(fields.stringList(), ["ok", huge]).errors).toEqual(["v, item 2: must be at most 1024 characters"]);
-    expect(check(fields.stringList(), Array.from({ length: 300 }, (_, i) => `h${i}`)).errors).toEqual(["v: must have at most 256 items"]);
+    expect(
+      check(
+        fields.stringList(),
+        Array.from({ length: 300 }, (_, i) => `h${i}`),
+      ).errors,
+    ).toEqual(["v: must have at most 256 items"]);
     expect(check(fields.ui(z.record(z.string(), z.string()), {}), { a: huge }).errors).toEqual(['v: the value of "a" must be at most 4096 characters']);
     expect(check(fields.ui(z.record(z.string(), z.string()), {}), { [huge]: "x" }).errors?.[0]).toMatch(/^v: key "a{40}"\.\.\. must be at most 317 characters$/);
     // Bounds fit what the field holds: an image reference of 300 characters is fine.
@@ -270,9 +264,7 @@ describe("configSchemaUiProblems", () => {
 });
 
 describe("fields.secretRef with an environment fallback", () => {
-  const withFallback = defineProviderConfig(
-    z.object({ apiKey: fields.secretRef({ envFallback: "EXAMPLE_API_KEY", title: "API key", group: "Account", description: "The account's key." }) }),
-  );
+  const withFallback = defineProviderConfig(z.object({ apiKey: fields.secretRef({ envFallback: "EXAMPLE_API_KEY", title: "API key", group: "Account", description: "The account's key." }) }));
 
   it("is an optional secret-ref field whose description names the variable", () => {
     const field = (withFallback.jsonSchema as { properties: Record<string, Record<string, unknown>>; required?: string[] }).properties.apiKey!;
@@ -306,8 +298,6 @@ describe("lease reuse fields", () => {
   it("passes runnerLifecycleMode through and names a bad one by its title", () => {
     expect(reuse.validate({ runnerLifecycleMode: "warm" }).normalizedConfig).toEqual({ reuseLease: false, runnerLifecycleMode: "warm" });
     expect(reuse.validate({ runnerLifecycleMode: "" }).normalizedConfig).toEqual({ reuseLease: false });
-    expect(reuse.validate({ runnerLifecycleMode: "hot" }).errors).toEqual([
-      'Runner lifecycle (Paperclip setting): must be one of "inherit", "per_turn", "warm"',
-    ]);
+    expect(reuse.validate({ runnerLifecycleMode: "hot" }).errors).toEqual(['Runner lifecycle (Paperclip setting): must be one of "inherit", "per_turn", "warm"']);
   });
 });

@@ -25,10 +25,7 @@ export interface ProviderConfig<S extends z.ZodObject> {
   parse(raw: unknown): z.output<S>;
 }
 
-export function defineProviderConfig<S extends z.ZodObject>(
-  schema: S,
-  opts: ProviderConfigOptions<z.output<S>> = {},
-): ProviderConfig<S> {
+export function defineProviderConfig<S extends z.ZodObject>(schema: S, opts: ProviderConfigOptions<z.output<S>> = {}): ProviderConfig<S> {
   // io "input": fields with defaults are optional for the operator.
   const jsonSchema = singleLineTextFields(z.toJSONSchema(schema, { io: "input", target: "draft-07" }) as Record<string, unknown>);
   const knownKeys = new Set(Object.keys(schema.shape));
@@ -87,10 +84,7 @@ function hostOwnedEntries(raw: Record<string, unknown>, knownKeys: ReadonlySet<s
 }
 
 /** Rejects configs that set both keys (a value of `undefined` or `null` counts as unset). */
-export function mutuallyExclusive<S extends z.ZodObject>(
-  schema: S,
-  keys: readonly [keyof z.output<S> & string, keyof z.output<S> & string],
-): S {
+export function mutuallyExclusive<S extends z.ZodObject>(schema: S, keys: readonly [keyof z.output<S> & string, keyof z.output<S> & string]): S {
   const [first, second] = keys;
   const name = (key: string) => fieldTitle(schema.shape[key], z.globalRegistry) ?? key;
   return schema.superRefine((value, ctx) => {

@@ -61,11 +61,14 @@ function normalizePosixPath(value: string): string {
 function url(opts: FieldUi & { allowLoopbackHttp?: boolean } = {}) {
   const allowLoopbackHttp = opts.allowLoopbackHttp ?? true;
   return withUi(
-    z.string().max(FIELD_MAX_LENGTH.url).superRefine((value, ctx) => {
-      if (value.length > FIELD_MAX_LENGTH.url) return;
-      const problem = urlProblem(value, allowLoopbackHttp);
-      if (problem) ctx.addIssue({ code: "custom", message: problem });
-    }),
+    z
+      .string()
+      .max(FIELD_MAX_LENGTH.url)
+      .superRefine((value, ctx) => {
+        if (value.length > FIELD_MAX_LENGTH.url) return;
+        const problem = urlProblem(value, allowLoopbackHttp);
+        if (problem) ctx.addIssue({ code: "custom", message: problem });
+      }),
     opts,
   );
 }
@@ -113,7 +116,10 @@ function secretRef(opts: SecretRefOptions = {}): z.ZodString | z.ZodOptional<z.Z
     ? `Leave empty to use the ${opts.envFallback} environment variable of the plugin worker (the host forwards such credential variables only to the provider packages it trusts).`
     : undefined;
   const description = [opts.description, fallback].filter(Boolean).join(" ") || undefined;
-  const text = z.string().min(1, { error: "must not be empty" }).max(opts.maxLength ?? FIELD_MAX_LENGTH.secret);
+  const text = z
+    .string()
+    .min(1, { error: "must not be empty" })
+    .max(opts.maxLength ?? FIELD_MAX_LENGTH.secret);
   const schema = withUi(text.meta({ format: SECRET_REF_FORMAT }), { ...opts, description });
   return opts.envFallback ? schema.optional() : schema;
 }

@@ -77,7 +77,10 @@ describe("every provider's config schema in the host's form", () => {
       const { drivers } = await driversOf(dir);
       for (const driver of drivers) {
         const fieldsOf = Object.values(driver.configSchema?.properties ?? {});
-        expect(fieldsOf.some((field) => field[ADVANCED_KEYWORD] !== true), driver.driverKey).toBe(true);
+        expect(
+          fieldsOf.some((field) => field[ADVANCED_KEYWORD] !== true),
+          driver.driverKey,
+        ).toBe(true);
       }
     });
   }

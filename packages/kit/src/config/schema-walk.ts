@@ -80,7 +80,11 @@ function unsetNestedBlanks(value: unknown, field: z.core.$ZodType, positions: It
   const element = arrayElement(field);
   if (element && Array.isArray(value) && !objectShape(element)) {
     const kept = value.map((item, index) => ({ item, index })).filter(({ item }) => item !== null && item !== undefined && !isBlank(item));
-    if (kept.length < value.length) positions.set(JSON.stringify(path), kept.map(({ index }) => index));
+    if (kept.length < value.length)
+      positions.set(
+        JSON.stringify(path),
+        kept.map(({ index }) => index),
+      );
     return kept.map(({ item }) => item);
   }
   return value;
@@ -103,11 +107,7 @@ function acceptsUndefined(field: z.core.$ZodType): boolean {
  * How an error names the field at `path`: its title ("Memory limit (MiB)"), a list item as
  * "Allowed host names, item 2", a nested field as "Auth / Password". The key stands in for a missing title.
  */
-export function labelForPath(
-  root: z.core.$ZodType,
-  path: readonly PropertyKey[],
-  registry: z.core.$ZodRegistry<{ title?: string }>,
-): string {
+export function labelForPath(root: z.core.$ZodType, path: readonly PropertyKey[], registry: z.core.$ZodRegistry<{ title?: string }>): string {
   let node: z.core.$ZodType | undefined = root;
   let label = "";
   for (const segment of path) {

@@ -91,7 +91,8 @@ function withDefaultBounds<T extends z.ZodType>(schema: T): T {
       if (entries.length > FIELD_MAX_ITEMS) ctx.addIssue({ code: "custom", message: `must have at most ${FIELD_MAX_ITEMS} entries` });
       for (const [key, entry] of entries) {
         if (key.length > FIELD_MAX_LENGTH.mapKey) ctx.addIssue({ code: "custom", message: `key ${JSON.stringify(key.slice(0, 40))}... must be at most ${FIELD_MAX_LENGTH.mapKey} characters` });
-        else if (typeof entry === "string" && entry.length > FIELD_MAX_LENGTH.mapValue) ctx.addIssue({ code: "custom", message: `the value of ${JSON.stringify(key)} must be at most ${FIELD_MAX_LENGTH.mapValue} characters` });
+        else if (typeof entry === "string" && entry.length > FIELD_MAX_LENGTH.mapValue)
+          ctx.addIssue({ code: "custom", message: `the value of ${JSON.stringify(key)} must be at most ${FIELD_MAX_LENGTH.mapValue} characters` });
       }
     }) as unknown as T;
   }

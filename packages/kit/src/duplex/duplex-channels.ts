@@ -121,7 +121,8 @@ export function createDuplexChannels(opts: DuplexChannelsOptions): DuplexChannel
       if (leaseSignal?.aborted) throw new DuplexChannelError("the lease is being released");
       // A provider whose transport depends on its config (one manifest, several transports) may
       // serve a lease whose runner cannot carry a channel: refuse it rather than corrupt the stream.
-      if (!supportsDuplex(runner.capabilities)) throw new DuplexChannelError("this lease's command transport cannot carry a duplex channel (it needs streamed stdin with EOF, binary-safe live output)");
+      if (!supportsDuplex(runner.capabilities))
+        throw new DuplexChannelError("this lease's command transport cannot carry a duplex channel (it needs streamed stdin with EOF, binary-safe live output)");
 
       const workerSessionId = randomUUID();
       const stdin = new PassThrough();

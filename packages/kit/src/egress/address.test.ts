@@ -1,17 +1,5 @@
 import { describe, expect, it } from "vitest";
-import {
-  cachedHostAddresses,
-  canonicalIpText,
-  cidrAdmits,
-  cidrContains,
-  describeHostLocal,
-  embeddedIpv4,
-  formatCidr,
-  formatIp,
-  hostLocalRanges,
-  parseCidr,
-  parseIp,
-} from "./index.js";
+import { cachedHostAddresses, canonicalIpText, cidrAdmits, cidrContains, describeHostLocal, embeddedIpv4, formatCidr, formatIp, hostLocalRanges, parseCidr, parseIp } from "./index.js";
 
 const ranges = (ip: string, own: string[] = []) => hostLocalRanges(parseIp(ip)!, own).map((r) => `${r.cidr} ${describeHostLocal(r)}`);
 

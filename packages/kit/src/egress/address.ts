@@ -251,7 +251,10 @@ function ipv6Bytes(literal: string): Uint8Array {
   const gap = text.indexOf("::");
   if (gap >= 0) {
     const head = text.slice(0, gap).split(":").filter(Boolean);
-    const tail = text.slice(gap + 2).split(":").filter(Boolean);
+    const tail = text
+      .slice(gap + 2)
+      .split(":")
+      .filter(Boolean);
     groups = [...head, ...Array<string>(8 - head.length - tail.length).fill("0"), ...tail];
   } else {
     groups = text.split(":");

@@ -1,13 +1,5 @@
 import { describe, expect, it } from "vitest";
-import {
-  appendBlockedNetworkNote,
-  cidrContains,
-  egressEnv,
-  fqdnMatches,
-  isBlockedNetworkError,
-  mergeEgressGrants,
-  normalizeEgressGrant,
-} from "./index.js";
+import { appendBlockedNetworkNote, cidrContains, egressEnv, fqdnMatches, isBlockedNetworkError, mergeEgressGrants, normalizeEgressGrant } from "./index.js";
 
 describe("normalizeEgressGrant", () => {
   it("trims, lowercases FQDNs, drops trailing dots, blanks and duplicates; keeps CIDRs as written", () => {

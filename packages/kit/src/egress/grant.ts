@@ -17,8 +17,14 @@ export function normalizeEgressGrant(settings: unknown): EgressGrant {
 
 export function mergeEgressGrants(...grants: EgressGrant[]): EgressGrant {
   return {
-    allowFqdns: cleanList(grants.flatMap((g) => g.allowFqdns), normalizeFqdn),
-    allowCidrs: cleanList(grants.flatMap((g) => g.allowCidrs), (cidr) => cidr),
+    allowFqdns: cleanList(
+      grants.flatMap((g) => g.allowFqdns),
+      normalizeFqdn,
+    ),
+    allowCidrs: cleanList(
+      grants.flatMap((g) => g.allowCidrs),
+      (cidr) => cidr,
+    ),
   };
 }
 

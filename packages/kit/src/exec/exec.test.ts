@@ -3,16 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { STREAM_TRANSPORT, type ScriptRunner } from "../transport.js";
-import {
-  buildExecScript,
-  createLocalScriptRunner,
-  MAX_LOG_CHUNK_CHARS,
-  executeCommand,
-  EXIT_CWD_MISSING,
-  killProcessGroup,
-  processGroupAlive,
-  shellQuote,
-} from "./index.js";
+import { buildExecScript, createLocalScriptRunner, MAX_LOG_CHUNK_CHARS, executeCommand, EXIT_CWD_MISSING, killProcessGroup, processGroupAlive, shellQuote } from "./index.js";
 
 const root = mkdtempSync(join(tmpdir(), "kit-exec-test-"));
 const spawned: number[] = [];
@@ -86,10 +77,7 @@ describe("executeCommand with the local runner", () => {
 
   it("stages stdin in a 0600 file in the requested directory, unlinked before the command runs", async () => {
     const staging = mkdtempSync(join(root, "staging-"));
-    const script = buildExecScript(
-      { command: "sh", args: ["-c", "stat -L -c %a /dev/stdin; readlink /proc/self/fd/0"], stdin: "x" },
-      { stdinDir: staging },
-    );
+    const script = buildExecScript({ command: "sh", args: ["-c", "stat -L -c %a /dev/stdin; readlink /proc/self/fd/0"], stdin: "x" }, { stdinDir: staging });
     const out: Buffer[] = [];
     const exit = await runner.run(script, { stdin: "x", stdout: (c) => out.push(c) });
     expect(exit.exitCode).toBe(0);
@@ -120,11 +108,7 @@ describe("executeCommand with the local runner", () => {
   it("on timeout ends the whole process group, background children included", async () => {
     const pidFile = join(root, "bg-timeout.pid");
     const before = spawned.length;
-    const result = await executeCommand(
-      runner,
-      { command: "sh", args: ["-c", `sleep 30 & echo $! > ${pidFile}; echo started; wait`], timeoutMs: 300 },
-      { killGraceMs: 100 },
-    );
+    const result = await executeCommand(runner, { command: "sh", args: ["-c", `sleep 30 & echo $! > ${pidFile}; echo started; wait`], timeoutMs: 300 }, { killGraceMs: 100 });
     expect(result).toMatchObject({ exitCode: null, timedOut: true, stdout: "started\n" });
     expect(result.signal).toMatch(/^SIG/);
     const pgid = spawned[before]!;
@@ -134,11 +118,7 @@ describe("executeCommand with the local runner", () => {
   it("escalates to SIGKILL when the group ignores SIGTERM", async () => {
     const before = spawned.length;
     const started = Date.now();
-    const result = await executeCommand(
-      runner,
-      { command: "sh", args: ["-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"], timeoutMs: 200 },
-      { killGraceMs: 100 },
-    );
+    const result = await executeCommand(runner, { command: "sh", args: ["-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"], timeoutMs: 200 }, { killGraceMs: 100 });
     expect(result.timedOut).toBe(true);
     expect(processGroupAlive(spawned[before]!)).toBe(false);
     expect(Date.now() - started).toBeLessThan(5_000);

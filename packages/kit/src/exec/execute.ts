@@ -36,11 +36,7 @@ export interface TruncationNote {
 }
 
 /** Runs one command through a ScriptRunner and shapes the host's execute result. */
-export async function executeCommand(
-  runner: ScriptRunner,
-  req: ExecRequest,
-  opts: ExecuteOptions = {},
-): Promise<PluginEnvironmentExecuteResult> {
+export async function executeCommand(runner: ScriptRunner, req: ExecRequest, opts: ExecuteOptions = {}): Promise<PluginEnvironmentExecuteResult> {
   const script = buildExecScript(req, opts.script);
   const limit = opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
   const stdout = new OutputCapture("stdout", limit, opts.log);

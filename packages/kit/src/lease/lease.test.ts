@@ -1,14 +1,6 @@
 import { inspect } from "node:util";
 import { describe, expect, it } from "vitest";
-import {
-  buildSentinel,
-  CreationCleanupError,
-  leaseFingerprint,
-  leaseLabels,
-  resolveLeaseExpiry,
-  REUSE_SENTINEL_PATH,
-  sentinelNamesFingerprint,
-} from "./index.js";
+import { buildSentinel, CreationCleanupError, leaseFingerprint, leaseLabels, resolveLeaseExpiry, REUSE_SENTINEL_PATH, sentinelNamesFingerprint } from "./index.js";
 
 const base = { companyId: "c1", environmentId: "e1", agentId: "a1", executionWorkspaceId: "w1", adapterType: "claude" };
 

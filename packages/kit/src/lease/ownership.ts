@@ -44,11 +44,7 @@ export function ownershipMismatches(labels: Readonly<Record<string, string | und
 }
 
 /** Throws `LeaseOwnershipError` unless the resource's labels name this provider, company and environment. */
-export function assertOwnedBy(
-  labels: Readonly<Record<string, string | undefined>> | undefined,
-  expected: LeaseOwner,
-  options: { resource?: string; policy?: LabelPolicy } = {},
-): void {
+export function assertOwnedBy(labels: Readonly<Record<string, string | undefined>> | undefined, expected: LeaseOwner, options: { resource?: string; policy?: LabelPolicy } = {}): void {
   const mismatches = ownershipMismatches(labels, expected, options.policy);
   if (mismatches.length > 0) throw new LeaseOwnershipError(options.resource ?? "the resource", mismatches);
 }

@@ -16,7 +16,10 @@ class FakeTerminal implements PtyProcess {
   /** A write the sandbox acknowledges only when told (the next write must still come after it). */
   holdWrites = false;
   private held: Array<() => void> = [];
-  constructor(readonly spec: PtySpec, private readonly answersClose = true) {}
+  constructor(
+    readonly spec: PtySpec,
+    private readonly answersClose = true,
+  ) {}
   emit(bytes: Buffer | string) {
     this.spec.onData(Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes));
   }
@@ -72,7 +75,11 @@ function harness(opts: { homeExit?: number; homeStderr?: string; answersClose?: 
     stopGraceMs: 2_000,
     closeTimeoutMs: 5_000,
   });
-  const output = () => events.filter((e) => e.kind === "output").map((e) => (e as { chunk: string }).chunk).join("");
+  const output = () =>
+    events
+      .filter((e) => e.kind === "output")
+      .map((e) => (e as { chunk: string }).chunk)
+      .join("");
   return { logins, scripts, terminals, events, output };
 }
 

@@ -12,7 +12,16 @@ describe("runProbeChecks", () => {
         code: "auth_accepted",
         name: "API key accepted",
         run: async () => {
-          throw new ProviderApiError({ vendor: "e2b", operation: "listSandboxes", status: 401, code: "unauthorized", detail: `key ${KEY} rejected`, retryable: false, gone: false, mayHaveTakenEffect: true });
+          throw new ProviderApiError({
+            vendor: "e2b",
+            operation: "listSandboxes",
+            status: 401,
+            code: "unauthorized",
+            detail: `key ${KEY} rejected`,
+            retryable: false,
+            gone: false,
+            mayHaveTakenEffect: true,
+          });
         },
       },
       { code: "endpoint_reachable", name: "API reachable", timeoutMs: 100, run: () => new Promise(() => undefined) },
@@ -39,19 +48,53 @@ describe("runProbeChecks", () => {
   it("passes the check a signal that fires at its deadline", async () => {
     let aborted = false;
     await runProbeChecks([
-      { code: "slow", name: "Slow", timeoutMs: 50, run: ({ signal }) => new Promise((resolve) => signal.addEventListener("abort", () => { aborted = true; resolve(); })) },
+      {
+        code: "slow",
+        name: "Slow",
+        timeoutMs: 50,
+        run: ({ signal }) =>
+          new Promise((resolve) =>
+            signal.addEventListener("abort", () => {
+              aborted = true;
+              resolve();
+            }),
+          ),
+      },
     ]);
     expect(aborted).toBe(true);
   });
 
   it("is ok when only warnings and passes remain; a thrown plain error is redacted too", async () => {
-    expect((await runProbeChecks([{ code: "a", name: "A", run: () => undefined }, { code: "b", name: "B", run: () => ({ ok: false, severity: "warning" }) }])).ok).toBe(true);
-    const thrown = await runProbeChecks([{ code: "c", name: "C", run: () => { throw new Error(`config has apiKey ${KEY}`); } }], { secrets: [KEY] });
+    expect(
+      (
+        await runProbeChecks([
+          { code: "a", name: "A", run: () => undefined },
+          { code: "b", name: "B", run: () => ({ ok: false, severity: "warning" }) },
+        ])
+      ).ok,
+    ).toBe(true);
+    const thrown = await runProbeChecks(
+      [
+        {
+          code: "c",
+          name: "C",
+          run: () => {
+            throw new Error(`config has apiKey ${KEY}`);
+          },
+        },
+      ],
+      { secrets: [KEY] },
+    );
     expect(thrown.diagnostics[0]!.message).toBe("C: config has apiKey [REDACTED]");
   });
 
   it("refuses unusable or repeated codes", async () => {
     await expect(runProbeChecks([{ code: "Bad Code", name: "x", run: () => undefined }])).rejects.toThrow(/probe check code/);
-    await expect(runProbeChecks([{ code: "a", name: "x", run: () => undefined }, { code: "a", name: "y", run: () => undefined }])).rejects.toThrow(/used twice/);
+    await expect(
+      runProbeChecks([
+        { code: "a", name: "x", run: () => undefined },
+        { code: "a", name: "y", run: () => undefined },
+      ]),
+    ).rejects.toThrow(/used twice/);
   });
 });

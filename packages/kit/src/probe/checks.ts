@@ -116,9 +116,7 @@ async function runOne(
       diagnostic: { severity, message: text(`${check.name}: ${outcome.message ?? "failed"}`), details },
     };
   } catch (error) {
-    const details = isProviderApiError(error)
-      ? { vendor: error.vendor, operation: error.operation, httpStatus: error.status, vendorCode: error.code, retryable: error.retryable }
-      : undefined;
+    const details = isProviderApiError(error) ? { vendor: error.vendor, operation: error.operation, httpStatus: error.status, vendorCode: error.code, retryable: error.retryable } : undefined;
     const message = error instanceof Error ? error.message : String(error);
     return { status: "threw", diagnostic: { severity: "error", message: text(`${check.name}: ${message}`), details } };
   } finally {

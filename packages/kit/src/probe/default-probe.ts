@@ -22,8 +22,13 @@ export async function defaultProbe<S extends z.ZodObject, H extends SandboxHandl
   let ok = false;
   try {
     const started = Date.now();
-    handle = await createWithinBudget(def, config, acquire, plan, () => undefined, (made, signal) =>
-      makeWorkspace(def.workspace, made, config, () => def.runner(made, config), signal).then(() => undefined),
+    handle = await createWithinBudget(
+      def,
+      config,
+      acquire,
+      plan,
+      () => undefined,
+      (made, signal) => makeWorkspace(def.workspace, made, config, () => def.runner(made, config), signal).then(() => undefined),
     );
     diagnostics.push({ severity: "info", code: "PROBE_CREATE_OK", message: `created sandbox ${handle.providerLeaseId} in ${Date.now() - started} ms` });
     const out: Buffer[] = [];
@@ -36,7 +41,11 @@ export async function defaultProbe<S extends z.ZodObject, H extends SandboxHandl
       if (channel.state === "ready") {
         diagnostics.push({ severity: "info", code: "PROBE_COMMAND_CHANNEL", message: `command channel: ${channel.implementation} in the sandbox (commands after the first skip the vendor's exec)` });
       } else if (channel.state !== "none") {
-        diagnostics.push({ severity: "warning", code: "PROBE_COMMAND_CHANNEL_UNAVAILABLE", message: `no command channel (${channel.reason ?? channel.state}): every command is a vendor exec of its own` });
+        diagnostics.push({
+          severity: "warning",
+          code: "PROBE_COMMAND_CHANNEL_UNAVAILABLE",
+          message: `no command channel (${channel.reason ?? channel.state}): every command is a vendor exec of its own`,
+        });
       }
     } else {
       diagnostics.push({ severity: "error", code: "PROBE_EXEC_FAILED", message: `a command in the sandbox ended with ${exit.exitCode ?? exit.signal}` });
@@ -58,5 +67,9 @@ export async function defaultProbe<S extends z.ZodObject, H extends SandboxHandl
   }
   const firstError = diagnostics.find((d) => d.severity === "error");
   const warnings = diagnostics.filter((d) => d.severity === "warning").map((d) => d.message);
-  return { ok, summary: ok ? `${def.driverKey} sandbox ready${warnings.length > 0 ? ` — ${warnings.join("; ")}` : ""}` : `${def.driverKey} sandbox not usable: ${firstError?.message ?? "unknown"}`, diagnostics };
+  return {
+    ok,
+    summary: ok ? `${def.driverKey} sandbox ready${warnings.length > 0 ? ` — ${warnings.join("; ")}` : ""}` : `${def.driverKey} sandbox not usable: ${firstError?.message ?? "unknown"}`,
+    diagnostics,
+  };
 }

@@ -24,9 +24,7 @@ describe("summarizeProbe", () => {
   });
 
   it("puts errors first when not usable", () => {
-    expect(summarizeProbe("x", [limits, missing])).toBe(
-      "x not usable — rootfs /nope is not a directory; limits NOT enforced: memoryMb, pids (the worker cannot create cgroups)",
-    );
+    expect(summarizeProbe("x", [limits, missing])).toBe("x not usable — rootfs /nope is not a directory; limits NOT enforced: memoryMb, pids (the worker cannot create cgroups)");
   });
 });
 

@@ -43,11 +43,7 @@ export function shapeFingerprintOf(companyId: string, environmentId: string, sha
   return leaseFingerprint({ companyId, environmentId, resource: shape });
 }
 
-export function planAcquire<S extends z.ZodObject, H extends SandboxHandle>(
-  def: SandboxProviderDefinition<S, H>,
-  config: z.output<S>,
-  params: PluginEnvironmentAcquireLeaseParams,
-): AcquirePlan {
+export function planAcquire<S extends z.ZodObject, H extends SandboxHandle>(def: SandboxProviderDefinition<S, H>, config: z.output<S>, params: PluginEnvironmentAcquireLeaseParams): AcquirePlan {
   const shape = def.shape(config);
   const { expiresAt } = resolveLeaseExpiry({ requestedExpiresAt: params.requestedExpiresAt, defaultTtlMs: def.options?.ttlMs?.(config) ?? null });
   // A lease can only be matched to a later run that names the same agent and execution workspace.
@@ -124,7 +120,13 @@ async function cleanUpFailedCreate<S extends z.ZodObject, H extends SandboxHandl
   created: Set<string>,
   refFor: (id: string) => LeaseRef<z.output<S>>,
 ): Promise<void> {
-  const late = await Promise.race([creating.then((handle) => handle, () => undefined), sleep(LATE_CREATE_WAIT_MS).then(() => undefined)]);
+  const late = await Promise.race([
+    creating.then(
+      (handle) => handle,
+      () => undefined,
+    ),
+    sleep(LATE_CREATE_WAIT_MS).then(() => undefined),
+  ]);
   if (late) created.add(late.providerLeaseId);
   if (created.size === 0 && def.list) {
     const found = await def.list(config, { "paperclip-provider": plan.labels["paperclip-provider"], "paperclip-run": plan.labels["paperclip-run"] }, {}).catch(() => []);
@@ -157,10 +159,7 @@ export async function destroyConfirmed<S extends z.ZodObject, H extends SandboxH
       last = error;
     }
   }
-  throw new CreationCleanupError(
-    { providerLeaseId: ref.providerLeaseId, companyId: ref.companyId, environmentId: ref.environmentId, runId: plan.labels["paperclip-run"], labels: plan.labels },
-    last,
-  );
+  throw new CreationCleanupError({ providerLeaseId: ref.providerLeaseId, companyId: ref.companyId, environmentId: ref.environmentId, runId: plan.labels["paperclip-run"], labels: plan.labels }, last);
 }
 
 function rejectOnAbort(signal: AbortSignal): Promise<never> {

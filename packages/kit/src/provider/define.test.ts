@@ -91,9 +91,7 @@ function vendor(options: VendorOptions = {}, overrides: Partial<SandboxProviderD
     },
     async list(_config, labels, _context) {
       calls.push("list");
-      return [...boxes.entries()]
-        .filter(([, box]) => Object.entries(labels).every(([key, value]) => box.labels[key] === value))
-        .map(([id, box]) => ({ providerLeaseId: id, labels: box.labels }));
+      return [...boxes.entries()].filter(([, box]) => Object.entries(labels).every(([key, value]) => box.labels[key] === value)).map(([id, box]) => ({ providerLeaseId: id, labels: box.labels }));
     },
     runner: (box) => {
       const local = createLocalScriptRunner({ cwd: box.dir, env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } });
@@ -260,7 +258,6 @@ describe("defineSandboxProvider", () => {
   });
 });
 
-
 describe("defineSandboxProvider: what the kit owns", () => {
   it("runs the provider's validate before create, and never creates for a config it refuses", async () => {
     const v = vendor({}, { validate: (c) => ({ errors: c.size === "huge" ? ["Size: huge needs an image"] : [] }) });
@@ -318,10 +315,13 @@ describe("defineSandboxProvider: what the kit owns", () => {
 
   it("makes a $HOME workspace through the runner after create, and reads its real path back", async () => {
     const home = fs.mkdtempSync(path.join(root, "home-"));
-    const v = vendor({}, {
-      workspace: { homeSubdir: "paperclip-workspace" },
-      runner: (box) => createLocalScriptRunner({ cwd: box.dir, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: home } }),
-    });
+    const v = vendor(
+      {},
+      {
+        workspace: { homeSubdir: "paperclip-workspace" },
+        runner: (box) => createLocalScriptRunner({ cwd: box.dir, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: home } }),
+      },
+    );
     await v.setup();
     const lease = await v.hooks.onEnvironmentAcquireLease!(acquireParams());
     expect(lease.metadata?.remoteCwd).toBe(path.join(fs.realpathSync(home), "paperclip-workspace"));

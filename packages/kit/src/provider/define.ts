@@ -196,7 +196,12 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     }
   };
 
-  const leaseResult = (entry: LeaseEntry<H, C>, workspace: string, plan: Pick<AcquirePlan, "fingerprint" | "shapeFingerprint" | "reusable" | "grant">, requested: string | null | undefined): PluginEnvironmentLease => {
+  const leaseResult = (
+    entry: LeaseEntry<H, C>,
+    workspace: string,
+    plan: Pick<AcquirePlan, "fingerprint" | "shapeFingerprint" | "reusable" | "grant">,
+    requested: string | null | undefined,
+  ): PluginEnvironmentLease => {
     const handle = entry.handle;
     let expiresAt: string | null = handle.expiresAt ? handle.expiresAt.toISOString() : null;
     // The host fails closed without an expiry: never claim one later than what it asked for.
@@ -281,7 +286,10 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
   let templateHooks: ReturnType<typeof createTemplateHooks<H, C>> | undefined;
 
   /** Release, destroy or stop: the resource is the caller's, its work is drained or ended, then kept or destroyed. */
-  const finishLease = async (params: PluginEnvironmentReleaseLeaseParams & { resourceDisposition?: Disposition }, mode: "release" | "destroy" | "stop"): Promise<PluginEnvironmentTerminationReceipt | void> => {
+  const finishLease = async (
+    params: PluginEnvironmentReleaseLeaseParams & { resourceDisposition?: Disposition },
+    mode: "release" | "destroy" | "stop",
+  ): Promise<PluginEnvironmentTerminationReceipt | void> => {
     const id = params.providerLeaseId;
     if (!id) return;
     return guarded(params.config, async (config) => {
@@ -290,10 +298,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       await duplex?.closeLease(id);
       await login?.closeLease(id);
       const disposition = params.resourceDisposition;
-      const keep =
-        mode === "stop" ||
-        disposition === "stop_and_retain" ||
-        (mode === "release" && disposition !== "destroy" && def.keep !== undefined && ref.metadata.reusable === true);
+      const keep = mode === "stop" || disposition === "stop_and_retain" || (mode === "release" && disposition !== "destroy" && def.keep !== undefined && ref.metadata.reusable === true);
       if (entry) {
         const deadline = def.options?.releaseDrainMs ?? DEFAULT_RELEASE_DRAIN_MS;
         if (params.cancelActiveWork === true || (mode === "destroy" && !keep)) await registry.cancel(entry, deadline);
@@ -349,7 +354,10 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       return guarded(params.config, async (config) => {
         const problems = problemsOf(config);
         if (problems.length > 0) {
-          return probeResult(`${def.driverKey} sandbox`, problems.map((message) => ({ severity: "error" as const, code: "CONFIG_INVALID", message })));
+          return probeResult(
+            `${def.driverKey} sandbox`,
+            problems.map((message) => ({ severity: "error" as const, code: "CONFIG_INVALID", message })),
+          );
         }
         return def.probe ? def.probe(config, params, { ctx }) : defaultProbe(def, config, params);
       });

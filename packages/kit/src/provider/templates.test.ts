@@ -86,7 +86,14 @@ function vendor(overrides: Partial<SandboxProviderDefinition<typeof schema, Box>
 
 const scope = { driverKey: "memory", companyId: "company-1", environmentId: "env-1", issueId: null };
 const other = { ...scope, environmentId: "env-2" };
-const start = (extra: Record<string, unknown> = {}) => ({ ...scope, config: {}, sessionId: `s-${Math.random().toString(36).slice(2)}`, expiresAt: new Date(Date.now() + 600_000).toISOString(), connectionExpiresInMinutes: 15, ...extra });
+const start = (extra: Record<string, unknown> = {}) => ({
+  ...scope,
+  config: {},
+  sessionId: `s-${Math.random().toString(36).slice(2)}`,
+  expiresAt: new Date(Date.now() + 600_000).toISOString(),
+  connectionExpiresInMinutes: 15,
+  ...extra,
+});
 const sh = async (v: ReturnType<typeof vendor>, lease: { providerLeaseId: string | null; metadata?: Record<string, unknown> }, command: string, where = scope) =>
   v.hooks.onEnvironmentExecute!({ ...where, config: {}, lease, command: "sh", args: ["-c", command] });
 
@@ -101,7 +108,14 @@ async function captured(v: ReturnType<typeof vendor>, content = "tool"): Promise
 
 describe("custom images in the lifecycle layer", () => {
   it("declares the contract in the manifest the host reads (binding, identity paths, connection types, delete)", () => {
-    const manifest = defineSandboxProviderManifest({ id: "x.memory", version: "1.0.0", displayName: "m", description: "m", driver: { driverKey: "memory", displayName: "m", configSchema: config.jsonSchema }, shape: { transport: STREAM_TRANSPORT, keepsLeases: false, templates: CONTRACT } });
+    const manifest = defineSandboxProviderManifest({
+      id: "x.memory",
+      version: "1.0.0",
+      displayName: "m",
+      description: "m",
+      driver: { driverKey: "memory", displayName: "m", configSchema: config.jsonSchema },
+      shape: { transport: STREAM_TRANSPORT, keepsLeases: false, templates: CONTRACT },
+    });
     expect(manifest.environmentDrivers?.[0]).toMatchObject({
       supportsInteractiveSetup: true,
       interactiveSetupConnectionTypes: [],
@@ -117,13 +131,21 @@ describe("custom images in the lifecycle layer", () => {
   it("advertises no setup or template hook for a provider without templates", () => {
     const v = vendor({ templates: undefined });
     expect(v.provider.supportsTemplates).toBe(false);
-    for (const hook of ["onEnvironmentStartInteractiveSetup", "onEnvironmentGetInteractiveSetup", "onEnvironmentCaptureTemplate", "onEnvironmentCancelInteractiveSetup", "onEnvironmentDeleteTemplate"]) {
+    for (const hook of [
+      "onEnvironmentStartInteractiveSetup",
+      "onEnvironmentGetInteractiveSetup",
+      "onEnvironmentCaptureTemplate",
+      "onEnvironmentCancelInteractiveSetup",
+      "onEnvironmentDeleteTemplate",
+    ]) {
       expect(v.hooks[hook], hook).toBeUndefined();
     }
   });
 
   it("refuses a binding field the config schema does not have (runs from a template would fail validation)", () => {
-    expect(() => vendor({ templates: { ...CONTRACT, configField: "image", capture: async () => ({ templateRef: "x" }), labels: async () => null } })).toThrow(/template config field "image" is not a field of the config schema/);
+    expect(() => vendor({ templates: { ...CONTRACT, configField: "image", capture: async () => ({ templateRef: "x" }), labels: async () => null } })).toThrow(
+      /template config field "image" is not a field of the config schema/,
+    );
   });
 
   it("starts a setup sandbox as a single-use lease bounded by the session's expiry, waiting for the user", async () => {
@@ -157,7 +179,9 @@ describe("custom images in the lifecycle layer", () => {
     await v.setup();
     const ref = await captured(v);
     const creates = v.calls.filter((c) => c.startsWith("create")).length;
-    await expect(v.hooks.onEnvironmentAcquireLease!({ ...other, config: { snapshotId: ref }, runId: "run-2" })).rejects.toThrow(/refusing to touch memory template .*paperclip-environment is "env-1", expected "env-2"/);
+    await expect(v.hooks.onEnvironmentAcquireLease!({ ...other, config: { snapshotId: ref }, runId: "run-2" })).rejects.toThrow(
+      /refusing to touch memory template .*paperclip-environment is "env-1", expected "env-2"/,
+    );
     await expect(v.hooks.onEnvironmentStartInteractiveSetup!(start({ ...other, sourceTemplateRef: ref }))).rejects.toThrow(/refusing to touch memory template/);
     expect(v.calls.filter((c) => c.startsWith("create")).length).toBe(creates);
   });
@@ -172,7 +196,9 @@ describe("custom images in the lifecycle layer", () => {
   it("refuses a source of another kind than the declared one", async () => {
     const v = vendor();
     await v.setup();
-    await expect(v.hooks.onEnvironmentStartInteractiveSetup!(start({ sourceTemplateRef: "ubuntu:24.04", sourceTemplateKind: "image" }))).rejects.toThrow(/sourceTemplateKind: memory starts only from a snapshot, not a image/);
+    await expect(v.hooks.onEnvironmentStartInteractiveSetup!(start({ sourceTemplateRef: "ubuntu:24.04", sourceTemplateKind: "image" }))).rejects.toThrow(
+      /sourceTemplateKind: memory starts only from a snapshot, not a image/,
+    );
     expect(v.calls).toEqual([]);
   });
 

@@ -80,7 +80,9 @@ export function createTemplateHooks<H extends SandboxHandle, C>(deps: TemplateHo
       const value = (config as Record<string, unknown>)[templates.configField];
       if (typeof value !== "string" || value.trim() === "") return;
       if (!(await assertTemplateOwned(value, config, who))) {
-        throw new TemplateRefError(`${templates.configField}: ${deps.driverKey} has no template "${value.slice(0, 80)}" in this config's store (deleted, or captured under another state directory or account); capture a new one`);
+        throw new TemplateRefError(
+          `${templates.configField}: ${deps.driverKey} has no template "${value.slice(0, 80)}" in this config's store (deleted, or captured under another state directory or account); capture a new one`,
+        );
       }
     },
 
@@ -171,7 +173,8 @@ export function createTemplateHooks<H extends SandboxHandle, C>(deps: TemplateHo
             return deps.guarded(params.config, async (config) => {
               const templateRef = typeof params.templateRef === "string" ? params.templateRef.trim() : "";
               if (!templateRef) throw new TemplateRefError("templateRef: name the template to delete");
-              if (params.templateKind && params.templateKind !== templates.refKind) throw new TemplateRefError(`templateKind: ${deps.driverKey} templates are ${templates.refKind}s, not ${params.templateKind}s`);
+              if (params.templateKind && params.templateKind !== templates.refKind)
+                throw new TemplateRefError(`templateKind: ${deps.driverKey} templates are ${templates.refKind}s, not ${params.templateKind}s`);
               if (!(await assertTemplateOwned(templateRef, config, params))) return { deleted: false };
               if (!templates.delete) throw new Error(`${deps.driverKey} declares template deletion but has no delete`);
               await templates.delete(templateRef, config);

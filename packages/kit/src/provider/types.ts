@@ -78,11 +78,9 @@ export interface HookContext {
  * - `existing`: a directory `create` made (or the image has), named from the handle; no call.
  * `syncRoots` names directories besides the workspace that sync may touch.
  */
-export type WorkspaceDeclaration<H, C> = (
-  | { path: string | ((config: C) => string) }
-  | { homeSubdir: string | ((config: C) => string) }
-  | { existing(handle: H, config: C): string }
-) & { syncRoots?(handle: H, config: C): string[] };
+export type WorkspaceDeclaration<H, C> = ({ path: string | ((config: C) => string) } | { homeSubdir: string | ((config: C) => string) } | { existing(handle: H, config: C): string }) & {
+  syncRoots?(handle: H, config: C): string[];
+};
 
 /**
  * How a kept lease waits for its next run: `stop` calls the provider's `stop` (processes and
@@ -111,7 +109,11 @@ export interface SetupConnection {
  */
 export interface TemplateDeclaration<H, C> extends TemplateContract {
   /** Captures the running sandbox into a new template carrying `labels` (its owner); resolves once it is usable. */
-  capture(handle: H, ref: LeaseRef<C>, input: { labels: Readonly<Record<string, string>>; label: string | null; signal: AbortSignal }): Promise<{ templateRef: string; metadata?: Record<string, unknown> }>;
+  capture(
+    handle: H,
+    ref: LeaseRef<C>,
+    input: { labels: Readonly<Record<string, string>>; label: string | null; signal: AbortSignal },
+  ): Promise<{ templateRef: string; metadata?: Record<string, unknown> }>;
   /** The labels `capture` gave a template; null when this config's store has no such template (or the ref is not one). */
   labels(templateRef: string, config: C): Promise<Readonly<Record<string, string>> | null>;
   /** Deletes a template (called only for one the kit checked is the caller's); needed when `deletes`. */

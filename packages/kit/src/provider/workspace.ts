@@ -24,13 +24,7 @@ export function knownWorkspace<H extends SandboxHandle, C>(decl: WorkspaceDeclar
  * the declared path, or the real path of the directory under `$HOME`. A workspace `create` made
  * costs nothing.
  */
-export async function makeWorkspace<H extends SandboxHandle, C>(
-  decl: WorkspaceDeclaration<H, C>,
-  handle: H,
-  config: C,
-  runner: () => ScriptRunner,
-  signal?: AbortSignal,
-): Promise<string> {
+export async function makeWorkspace<H extends SandboxHandle, C>(decl: WorkspaceDeclaration<H, C>, handle: H, config: C, runner: () => ScriptRunner, signal?: AbortSignal): Promise<string> {
   if ("existing" in decl) return decl.existing(handle, config);
   const dir = "path" in decl ? shellQuote(resolveValue(decl.path, config)) : `"$HOME"/${shellQuote(resolveValue(decl.homeSubdir, config))}`;
   const out: Buffer[] = [];

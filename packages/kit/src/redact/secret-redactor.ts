@@ -28,9 +28,7 @@ export function createSecretRedactor(initial: Iterable<string> = []): SecretReda
       if (typeof secret !== "string" || !secret || exact.has(secret)) return;
       exact.add(secret);
       matcher = createRedactor(exact);
-      forms = [...new Set([...exact].flatMap((s) => [s, encodeURIComponent(s)]))]
-        .filter((f) => f.length >= MIN_SECRET_LENGTH)
-        .sort((a, b) => b.length - a.length);
+      forms = [...new Set([...exact].flatMap((s) => [s, encodeURIComponent(s)]))].filter((f) => f.length >= MIN_SECRET_LENGTH).sort((a, b) => b.length - a.length);
     },
     redact: (text) => matcher(text),
     redactDeep: <T>(value: T) => redactDeep(value, wholeValue, { maskKey: isSecretLookingKey }),

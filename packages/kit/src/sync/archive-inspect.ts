@@ -87,12 +87,7 @@ export interface ArchiveInspector {
   finish(): ArchivePlan;
 }
 
-export function createArchiveInspector(
-  kind: "file" | "directory",
-  matcher: ExcludeMatcher,
-  options: InspectOptions,
-  onVerdict: (verdict: MemberVerdict) => void = () => {},
-): ArchiveInspector {
+export function createArchiveInspector(kind: "file" | "directory", matcher: ExcludeMatcher, options: InspectOptions, onVerdict: (verdict: MemberVerdict) => void = () => {}): ArchiveInspector {
   const problems: string[] = [];
   const seen = new Map<string, PlannedMember>();
   const symlinks = new Map<string, string>();

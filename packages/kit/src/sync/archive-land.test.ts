@@ -131,9 +131,9 @@ describe("landing with the host's tar", () => {
     const taken = path.join(dir, "host", "taken");
     await fs.mkdir(path.join(taken, "inside"), { recursive: true });
     const runner = cannedArchiveRunner(rawTar([{ path: "./f", type: "0", body: "x" }]));
-    await expect(
-      syncOut(runner, [{ operationId: "o", files: [{ sourcePath: "/ws/f", targetPath: taken, kind: "file" }] }], { roots: ["/ws"], hostScratchDir: dir }),
-    ).rejects.toMatchObject({ code: "SYNC_TARGET_INVALID" });
+    await expect(syncOut(runner, [{ operationId: "o", files: [{ sourcePath: "/ws/f", targetPath: taken, kind: "file" }] }], { roots: ["/ws"], hostScratchDir: dir })).rejects.toMatchObject({
+      code: "SYNC_TARGET_INVALID",
+    });
     expect(await fs.readdir(path.join(dir, "host"))).toEqual(["taken"]);
     expect(await fs.readdir(taken)).toEqual(["inside"]);
   });

@@ -207,7 +207,10 @@ export class ArchiveLanding extends Writable {
     this.#held.length = 0;
     this.#heldBytes = 0;
     // Ended, not killed: everything handed over so far reaches the extractor (the staging goes anyway).
-    void this.#extraction?.then((extraction) => extraction.stop(), () => undefined);
+    void this.#extraction?.then(
+      (extraction) => extraction.stop(),
+      () => undefined,
+    );
   }
 
   #fail(error: unknown): void {

@@ -50,11 +50,9 @@ describe("base64 fallback", () => {
     const source = path.join(w.host, "small.txt");
     await fs.writeFile(source, "small\n");
     const target = path.join(w.root, "small.txt");
-    await base64SyncIn(
-      w.runner,
-      [{ operationId: "in", files: [{ sourcePath: source, targetPath: target, kind: "file" }], postUploadCommands: [{ command: `cp '${target}' '${target}.copy'` }] }],
-      { roots: [w.root] },
-    );
+    await base64SyncIn(w.runner, [{ operationId: "in", files: [{ sourcePath: source, targetPath: target, kind: "file" }], postUploadCommands: [{ command: `cp '${target}' '${target}.copy'` }] }], {
+      roots: [w.root],
+    });
     expect(w.runner.scripts.length).toBe(1);
     expect(await fs.readFile(`${target}.copy`, "utf8")).toBe("small\n");
     w.runner.scripts.length = 0;

@@ -43,11 +43,7 @@ export interface Base64SyncOptions extends SyncOptions {
  * also finishes (size check, mode and rename, or extract and replace) and runs the operation's
  * post-upload commands, so a payload of one chunk costs ONE call. Memory holds one chunk.
  */
-export async function base64SyncIn(
-  runner: ScriptRunner,
-  operations: PluginSyncOperation[],
-  opts: Base64SyncOptions,
-): Promise<SyncResult> {
+export async function base64SyncIn(runner: ScriptRunner, operations: PluginSyncOperation[], opts: Base64SyncOptions): Promise<SyncResult> {
   const chunkBytes = chunkSizeOf(opts);
   return runOperations(
     runner,
@@ -65,11 +61,7 @@ export async function base64SyncIn(
  * the stage: one call); otherwise the host reads it back with one `dd | base64` call per chunk, the
  * last one removing the stage. It is then inspected and landed exactly like `syncOut`.
  */
-export async function base64SyncOut(
-  runner: ScriptRunner,
-  operations: PluginSyncOperation[],
-  opts: Base64SyncOptions,
-): Promise<SyncResult> {
+export async function base64SyncOut(runner: ScriptRunner, operations: PluginSyncOperation[], opts: Base64SyncOptions): Promise<SyncResult> {
   const chunkBytes = chunkSizeOf(opts);
   return runOperations(runner, operations, opts, "out", (mapping, o) =>
     receiveMapping(mapping, o, (source, sink, format) => fetchArchiveInChunks(runner, mapping, source, sink, format, o, chunkBytes)),
@@ -82,13 +74,7 @@ function chunkSizeOf(opts: Base64SyncOptions): number {
   return value;
 }
 
-async function base64FileIn(
-  runner: ScriptRunner,
-  mapping: PluginSyncFileMapping,
-  o: ResolvedSyncOptions,
-  chunkBytes: number,
-  context: TransferContext,
-): Promise<TransferCounts> {
+async function base64FileIn(runner: ScriptRunner, mapping: PluginSyncFileMapping, o: ResolvedSyncOptions, chunkBytes: number, context: TransferContext): Promise<TransferCounts> {
   const { source, stat } = await statHostSource(mapping);
   const target = confineSandboxPath(mapping.targetPath, o.roots, "targetPath");
   const folded = foldedFor(context, o);
@@ -101,13 +87,7 @@ async function base64FileIn(
   return { files: 1, bytes: sent };
 }
 
-async function base64DirectoryIn(
-  runner: ScriptRunner,
-  mapping: PluginSyncFileMapping,
-  o: ResolvedSyncOptions,
-  chunkBytes: number,
-  context: TransferContext,
-): Promise<TransferCounts> {
+async function base64DirectoryIn(runner: ScriptRunner, mapping: PluginSyncFileMapping, o: ResolvedSyncOptions, chunkBytes: number, context: TransferContext): Promise<TransferCounts> {
   const { source } = await statHostSource(mapping);
   const target = confineSandboxPath(mapping.targetPath, o.roots, "targetPath");
   // Pack to host scratch first: chunks must be re-readable and the archive complete before upload.
@@ -163,9 +143,7 @@ async function uploadInChunks(
       const first = index === 0;
       const last = index === calls - 1;
       const { bytesRead } = await handle.read(buffer, 0, buffer.length, sent);
-      const prefix = first
-        ? beginStage(target, o.roots, stage, kind, { removeOnExit: last }) + createEmptyPayload
-        : reenterStage(target, o.roots, stage) + (last ? removeStageOnExit : "");
+      const prefix = first ? beginStage(target, o.roots, stage, kind, { removeOnExit: last }) + createEmptyPayload : reenterStage(target, o.roots, stage) + (last ? removeStageOnExit : "");
       const stdout = new BoundedTail(64 * 1024);
       const outcome = await runScript(runner, prefix + appendBase64ChunkFromStdin + (last ? finish.script : ""), {
         stdin: buffer.subarray(0, bytesRead).toString("base64"),
@@ -220,12 +198,7 @@ async function fetchArchiveInChunks(
   const capture = cappedCapture(Math.ceil(chunkBytes / 3) * 4 * 1.1 + 64 * 1024);
   const packed = await runScript(
     runner,
-    packToStageScript(
-      source,
-      o.roots,
-      { kind: mapping.kind, followSymlinks: mapping.followSymlinks === true, exclude: mapping.exclude, sparse: format.sparse },
-      stageName,
-    ) +
+    packToStageScript(source, o.roots, { kind: mapping.kind, followSymlinks: mapping.followSymlinks === true, exclude: mapping.exclude, sparse: format.sparse }, stageName) +
       // A small archive comes back right away and its stage goes: one call in all.
       `if [ "$pc_size" -le ${chunkBytes} ]; then printf '${INLINE_MARKER}\n'; base64 < "$pc_stage/archive.tar"; rm -rf "$pc_stage"; fi
 `,

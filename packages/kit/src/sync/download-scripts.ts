@@ -36,11 +36,7 @@ const SPARSE_SAFE_FILESYSTEMS = ["ext2/ext3", "xfs", "btrfs", "tmpfs", "zfs", "o
  */
 function locateSource(source: ConfinedSandboxPath, roots: readonly string[], kind: "file" | "directory"): string {
   if (kind === "directory") {
-    return (
-      scriptPrologue(roots) +
-      enterPathLines(source, { create: false, includeName: true, missingCode: "SYNC_SOURCE_INVALID" }) +
-      "pc_member=.\n"
-    );
+    return scriptPrologue(roots) + enterPathLines(source, { create: false, includeName: true, missingCode: "SYNC_SOURCE_INVALID" }) + "pc_member=.\n";
   }
   return (
     scriptPrologue(roots) +
@@ -105,12 +101,7 @@ export function packToStdoutScript(source: ConfinedSandboxPath, roots: readonly 
  * directory (not under a root: archiving a root would otherwise include its own stage), then print
  * the stage path and the archive size.
  */
-export function packToStageScript(
-  source: ConfinedSandboxPath,
-  roots: readonly string[],
-  options: PackSourceOptions,
-  stageName: string,
-): string {
+export function packToStageScript(source: ConfinedSandboxPath, roots: readonly string[], options: PackSourceOptions, stageName: string): string {
   return (
     locateSource(source, roots, options.kind) +
     sparseFlagLines(options) +

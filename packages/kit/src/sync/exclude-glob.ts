@@ -20,9 +20,7 @@ interface CompiledPattern {
 }
 
 export function compileExcludes(patterns: readonly string[] | undefined): ExcludeMatcher {
-  const compiled = (patterns ?? [])
-    .filter((p) => typeof p === "string" && p.trim() !== "")
-    .map(compilePattern);
+  const compiled = (patterns ?? []).filter((p) => typeof p === "string" && p.trim() !== "").map(compilePattern);
   const matchesItself = (relativePath: string): boolean => {
     if (compiled.length === 0 || relativePath === "" || relativePath === ".") return false;
     const slash = relativePath.lastIndexOf("/");

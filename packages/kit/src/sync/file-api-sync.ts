@@ -39,20 +39,14 @@ const STALE_STAGE_MINUTES = 10;
  * a scratch file, then ONE script that moves it into a confined stage, checks its size, installs or
  * extracts it, and runs the operation's post-upload commands. Two vendor calls per operation.
  */
-export function fileApiSyncIn(
-  runner: ScriptRunner,
-  files: FileTransport,
-  operations: PluginSyncOperation[],
-  opts: FileApiSyncOptions,
-): Promise<PluginEnvironmentSyncResult> {
+export function fileApiSyncIn(runner: ScriptRunner, files: FileTransport, operations: PluginSyncOperation[], opts: FileApiSyncOptions): Promise<PluginEnvironmentSyncResult> {
   const scratchDir = opts.uploadScratchDir ?? "/tmp";
   return runOperations(
     runner,
     operations,
     opts,
     "in",
-    (mapping, o, context) =>
-      mapping.kind === "file" ? fileIn(runner, files, mapping, o, context, scratchDir) : directoryIn(runner, files, mapping, o, context, scratchDir),
+    (mapping, o, context) => (mapping.kind === "file" ? fileIn(runner, files, mapping, o, context, scratchDir) : directoryIn(runner, files, mapping, o, context, scratchDir)),
     { foldsPostUpload: true },
   );
 }
@@ -70,9 +64,7 @@ export function fileApiSyncOut(
   opts: SyncOptions,
   stages: Set<string> = new Set(),
 ): Promise<PluginEnvironmentSyncResult> {
-  return runOperations(runner, operations, opts, "out", (mapping, o) =>
-    receiveMapping(mapping, o, (source, sink, format) => downloadArchive(runner, files, mapping, source, sink, format, o, stages)),
-  );
+  return runOperations(runner, operations, opts, "out", (mapping, o) => receiveMapping(mapping, o, (source, sink, format) => downloadArchive(runner, files, mapping, source, sink, format, o, stages)));
 }
 
 /** Removes every download stage this sandbox holds (e.g. before a kept lease is stopped). */
@@ -80,14 +72,7 @@ export function downloadStagesCleanupScript(): string {
   return `find "\${TMPDIR:-/tmp}" -maxdepth 1 -type d -name '${DOWNLOAD_STAGE_PREFIX}*' -exec rm -rf {} + 2>/dev/null; exit 0\n`;
 }
 
-async function fileIn(
-  runner: ScriptRunner,
-  files: FileTransport,
-  mapping: PluginSyncFileMapping,
-  o: ResolvedSyncOptions,
-  context: TransferContext,
-  scratchDir: string,
-): Promise<TransferCounts> {
+async function fileIn(runner: ScriptRunner, files: FileTransport, mapping: PluginSyncFileMapping, o: ResolvedSyncOptions, context: TransferContext, scratchDir: string): Promise<TransferCounts> {
   const { source, stat } = await statHostSource(mapping);
   const target = confineSandboxPath(mapping.targetPath, o.roots, "targetPath");
   const scratch = scratchPath(scratchDir);
@@ -96,7 +81,12 @@ async function fileIn(
   const stdout = new BoundedTail(64 * 1024);
   const outcome = await runScript(
     runner,
-    takeUpload(scratch) + beginStage(target, o.roots, newStageName(), "file", { removeOnExit: true }) + armScratchRemoval + adoptUpload(stat.size) + installFile(fileModeFor(mapping, stat), stat.size) + folded.script,
+    takeUpload(scratch) +
+      beginStage(target, o.roots, newStageName(), "file", { removeOnExit: true }) +
+      armScratchRemoval +
+      adoptUpload(stat.size) +
+      installFile(fileModeFor(mapping, stat), stat.size) +
+      folded.script,
     { stdout: stdout.push, env: folded.env, timeoutMs: folded.timeoutMs, outerSignal: o.signal, maxStderrBytes: o.maxStderrBytes },
   );
   expectFoldedSuccess(outcome, folded, `upload to ${target.path}`);
@@ -107,14 +97,7 @@ async function fileIn(
   return { files: 1, bytes: stat.size };
 }
 
-async function directoryIn(
-  runner: ScriptRunner,
-  files: FileTransport,
-  mapping: PluginSyncFileMapping,
-  o: ResolvedSyncOptions,
-  context: TransferContext,
-  scratchDir: string,
-): Promise<TransferCounts> {
+async function directoryIn(runner: ScriptRunner, files: FileTransport, mapping: PluginSyncFileMapping, o: ResolvedSyncOptions, context: TransferContext, scratchDir: string): Promise<TransferCounts> {
   const { source } = await statHostSource(mapping);
   const target = confineSandboxPath(mapping.targetPath, o.roots, "targetPath");
   // Packed to host scratch first: the upload needs the archive's size, and only a whole archive is sent.
@@ -158,8 +141,7 @@ async function downloadArchive(
   const report = new BoundedTail(64 * 1024);
   const packed = await runScript(
     runner,
-    removeStages(earlier) +
-      packToStageScript(source, o.roots, { kind: mapping.kind, followSymlinks: mapping.followSymlinks === true, exclude: mapping.exclude, sparse: format.sparse }, stageName),
+    removeStages(earlier) + packToStageScript(source, o.roots, { kind: mapping.kind, followSymlinks: mapping.followSymlinks === true, exclude: mapping.exclude, sparse: format.sparse }, stageName),
     { stdout: report.push, outerSignal: o.signal, maxStderrBytes: o.maxStderrBytes },
   );
   for (const stage of earlier) pending.delete(stage);

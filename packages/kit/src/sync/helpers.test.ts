@@ -31,12 +31,7 @@ describe("exclude globs", () => {
   });
 
   it("only hands the sandbox tar patterns it interprets the same way", () => {
-    expect(sandboxSafeExcludes(["*.log", "node_modules", ".git", "*cache*", "a?c", "a*b", "build/**", "*", ".*", "-x", "[ab]"])).toEqual([
-      "*.log",
-      "node_modules",
-      ".git",
-      "*cache*",
-    ]);
+    expect(sandboxSafeExcludes(["*.log", "node_modules", ".git", "*cache*", "a?c", "a*b", "build/**", "*", ".*", "-x", "[ab]"])).toEqual(["*.log", "node_modules", ".git", "*cache*"]);
   });
 });
 
@@ -60,7 +55,16 @@ describe("tar member paths", () => {
     expect(resolveSymlinkMember("l", "s/s/s/a", links)).toBe("inside");
     expect(resolveSymlinkMember("deep/up", "../..", links)).toBe("escapes");
     expect(resolveSymlinkMember("a", "/abs", links)).toBe("escapes");
-    expect(resolveSymlinkMember("loop", "loop2", new Map([["loop", "loop2"], ["loop2", "loop"]]))).toBe("loop");
+    expect(
+      resolveSymlinkMember(
+        "loop",
+        "loop2",
+        new Map([
+          ["loop", "loop2"],
+          ["loop2", "loop"],
+        ]),
+      ),
+    ).toBe("loop");
   });
 });
 

@@ -163,13 +163,7 @@ function packWithSystemTar(binary: string, source: string, options: PackOptions)
  * (ENOENT), and one leading back to a directory being walked is a loop (ELOOP). Sockets are left
  * out (tar cannot archive them).
  */
-async function writeFileList(
-  stdin: Writable,
-  source: string,
-  matcher: ExcludeMatcher,
-  follow: boolean,
-  stopped: () => boolean,
-): Promise<void> {
+async function writeFileList(stdin: Writable, source: string, matcher: ExcludeMatcher, follow: boolean, stopped: () => boolean): Promise<void> {
   const write = (name: string): Promise<void> | undefined => {
     if (stopped() || stdin.destroyed) throw Object.assign(new Error("tar stopped reading its file list"), { code: "EPIPE" });
     return stdin.write(`${name}\0`) ? undefined : drained(stdin);

@@ -154,11 +154,10 @@ describe("benign outbound archives", () => {
       { path: "bin/same", type: "1", linkpath: "lib/real.js" },
       { path: "self", type: "2", linkpath: "." },
     ]);
-    const result = await syncOut(
-      cannedArchiveRunner(archive),
-      [{ operationId: "ok", files: [{ sourcePath: path.join(w.root, "src"), targetPath: target, kind: "directory" }] }],
-      { roots: [w.root], hostScratchDir: w.scratch },
-    );
+    const result = await syncOut(cannedArchiveRunner(archive), [{ operationId: "ok", files: [{ sourcePath: path.join(w.root, "src"), targetPath: target, kind: "directory" }] }], {
+      roots: [w.root],
+      hostScratchDir: w.scratch,
+    });
     expect(result.operations[0]).toEqual({ operationId: "ok", filesTransferred: 1, bytesTransferred: 4 });
     expect(await fs.readlink(path.join(target, "bin/tool"))).toBe("../lib/real.js");
     expect(await fs.readFile(path.join(target, "bin/same"), "utf8")).toBe("code");
@@ -169,11 +168,10 @@ describe("benign outbound archives", () => {
 
   it("strip setuid/setgid bits from sandbox modes", async () => {
     const archive = rawTar([{ path: "suid", type: "0", body: "x", mode: 0o4755 }]);
-    await syncOut(
-      cannedArchiveRunner(archive),
-      [{ operationId: "ok", files: [{ sourcePath: path.join(w.root, "src"), targetPath: target, kind: "directory" }] }],
-      { roots: [w.root], hostScratchDir: w.scratch },
-    );
+    await syncOut(cannedArchiveRunner(archive), [{ operationId: "ok", files: [{ sourcePath: path.join(w.root, "src"), targetPath: target, kind: "directory" }] }], {
+      roots: [w.root],
+      hostScratchDir: w.scratch,
+    });
     expect((await fs.stat(path.join(target, "suid"))).mode & 0o7777).toBe(0o755);
   });
 });

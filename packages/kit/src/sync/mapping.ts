@@ -8,7 +8,7 @@ export function checkMapping(mapping: PluginSyncFileMapping): void {
     throw new SyncError("SYNC_OPTIONS_INVALID", "a file mapping must be an object");
   }
   if (mapping.kind !== "file" && mapping.kind !== "directory") {
-    throw new SyncError("SYNC_OPTIONS_INVALID", "a file mapping's kind must be \"file\" or \"directory\"");
+    throw new SyncError("SYNC_OPTIONS_INVALID", 'a file mapping\'s kind must be "file" or "directory"');
   }
   if (mapping.mode !== undefined && (!Number.isInteger(mapping.mode) || mapping.mode < 0 || mapping.mode > 0o7777)) {
     throw new SyncError("SYNC_OPTIONS_INVALID", "a file mapping's mode must be an integer between 0 and 0o7777");

@@ -32,11 +32,7 @@ const MAX_LINK_HOPS = 40;
  * `..` climb from the *physical* position. A purely lexical `normalize(dir + target)` is not enough:
  * with `s -> .` and `l -> s/..`, `l` normalizes to the root but really points at its parent.
  */
-export function resolveSymlinkMember(
-  linkMemberPath: string,
-  linkTarget: string,
-  symlinks: ReadonlyMap<string, string>,
-): LinkResolution {
+export function resolveSymlinkMember(linkMemberPath: string, linkTarget: string, symlinks: ReadonlyMap<string, string>): LinkResolution {
   if (linkTarget === "" || linkTarget.startsWith("/") || linkTarget.includes("\0")) return "escapes";
   const stack = linkMemberPath.split("/").slice(0, -1);
   let hops = 0;

@@ -17,22 +17,14 @@ afterEach(async () => {
 });
 
 function run(commands: PluginPostUploadCommand[], roots = [w.root]) {
-  return syncIn(
-    w.runner,
-    [{ operationId: "op", files: [{ sourcePath: source, targetPath: path.join(w.root, "payload.txt"), kind: "file" }], postUploadCommands: commands }],
-    { roots },
-  );
+  return syncIn(w.runner, [{ operationId: "op", files: [{ sourcePath: source, targetPath: path.join(w.root, "payload.txt"), kind: "file" }], postUploadCommands: commands }], { roots });
 }
 
 const log = () => fs.readFile(path.join(w.root, "log"), "utf8").catch(() => "");
 
 describe("postUploadCommands", () => {
   it("run after the files land, in order, in the first root by default", async () => {
-    await run([
-      { command: "cat payload.txt > log" },
-      { command: "pwd -P >> log" },
-      { command: "echo third >> log" },
-    ]);
+    await run([{ command: "cat payload.txt > log" }, { command: "pwd -P >> log" }, { command: "echo third >> log" }]);
     expect(await log()).toBe(`payload${w.root}\nthird\n`);
   });
 
@@ -53,11 +45,7 @@ describe("postUploadCommands", () => {
   });
 
   it("stop at the first failure with the exit code and a stderr tail, never the command text", async () => {
-    const error = (await run([
-      { command: "echo one >> log" },
-      { command: "echo 'TOKEN=hunter2 is secret' > /dev/null; echo broken-step >&2; exit 3" },
-      { command: "echo three >> log" },
-    ]).then(
+    const error = (await run([{ command: "echo one >> log" }, { command: "echo 'TOKEN=hunter2 is secret' > /dev/null; echo broken-step >&2; exit 3" }, { command: "echo three >> log" }]).then(
       () => undefined,
       (e: unknown) => e,
     )) as SyncError;

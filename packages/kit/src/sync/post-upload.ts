@@ -47,11 +47,7 @@ eval "$pc_command"
  * Run an operation's post-upload commands in order, stopping at the first failure (non-zero exit,
  * timeout, refused cwd), one runner call each.
  */
-export async function runPostUploadCommands(
-  runner: ScriptRunner,
-  commands: readonly PluginPostUploadCommand[],
-  o: ResolvedSyncOptions,
-): Promise<void> {
+export async function runPostUploadCommands(runner: ScriptRunner, commands: readonly PluginPostUploadCommand[], o: ResolvedSyncOptions): Promise<void> {
   for (const [index, command] of commands.entries()) {
     const label = checkCommand(command, index, commands.length);
     const { timeoutMs } = command;
@@ -103,13 +99,14 @@ export function foldPostUploadCommands(commands: readonly PluginPostUploadComman
     const seconds = command.timeoutMs === undefined ? undefined : Math.max(1, Math.ceil(command.timeoutMs / 1000));
     if (command.timeoutMs === undefined) allTimed = false;
     else total += command.timeoutMs;
-    const run =
-      seconds === undefined
-        ? `/bin/sh -c ${script}`
-        : `if command -v timeout >/dev/null 2>&1; then timeout ${seconds} /bin/sh -c ${script}; else /bin/sh -c ${script}; fi`;
+    const run = seconds === undefined ? `/bin/sh -c ${script}` : `if command -v timeout >/dev/null 2>&1; then timeout ${seconds} /bin/sh -c ${script}; else /bin/sh -c ${script}; fi`;
     // Later commands must not see earlier ones in their environment either.
-    const unsetOthers = `unset ${Object.keys(env).filter((name) => name !== envName).join(" ")}`.trimEnd();
-    lines.push(`(${unsetOthers === "unset" ? "" : `${unsetOthers}; `}${run}) </dev/null >/dev/null || { pc_rc=$?; printf '%s %d %d\\n' '${POST_UPLOAD_FAILED_MARKER}' ${index + 1} "$pc_rc" >&2; exit "$pc_rc"; }`);
+    const unsetOthers = `unset ${Object.keys(env)
+      .filter((name) => name !== envName)
+      .join(" ")}`.trimEnd();
+    lines.push(
+      `(${unsetOthers === "unset" ? "" : `${unsetOthers}; `}${run}) </dev/null >/dev/null || { pc_rc=$?; printf '%s %d %d\\n' '${POST_UPLOAD_FAILED_MARKER}' ${index + 1} "$pc_rc" >&2; exit "$pc_rc"; }`,
+    );
   }
   return { script: `${lines.join("\n")}\n`, env, timeoutMs: allTimed && commands.length > 0 ? total + FOLDED_SCRIPT_MARGIN_MS : undefined, labels };
 }
@@ -132,7 +129,10 @@ export function expectFoldedSuccess(outcome: ScriptOutcome, folded: FoldedPostUp
   if ((outcome.exit.exitCode !== 0 || outcome.abortCause !== undefined) && outcome.abortCause !== "aborted") {
     const failed = foldedFailure(outcome.stderrTail, folded);
     if (failed) {
-      const stderrTail = outcome.stderrTail.split("\n").filter((line) => !line.startsWith(POST_UPLOAD_FAILED_MARKER)).join("\n");
+      const stderrTail = outcome.stderrTail
+        .split("\n")
+        .filter((line) => !line.startsWith(POST_UPLOAD_FAILED_MARKER))
+        .join("\n");
       const stepOutcome = { ...outcome, stderrTail, exit: { ...outcome.exit, exitCode: failed.status } };
       // A refused cwd keeps its own code; any other failure is the command's.
       if (refusalIn(stderrTail) !== undefined) expectSuccess(stepOutcome, failed.label);

@@ -14,12 +14,7 @@ export const REFUSAL_MARKER = "PAPERCLIP_SYNC_REFUSED";
 /** Exit status of a refusal (any non-zero works; this one is easy to spot in logs). */
 export const REFUSAL_EXIT = 86;
 
-const REFUSAL_CODES: ReadonlySet<SyncErrorCode> = new Set<SyncErrorCode>([
-  "SYNC_PATH_OUTSIDE_ROOT",
-  "SYNC_SOURCE_INVALID",
-  "SYNC_TARGET_INVALID",
-  "SYNC_REMOTE_FAILED",
-]);
+const REFUSAL_CODES: ReadonlySet<SyncErrorCode> = new Set<SyncErrorCode>(["SYNC_PATH_OUTSIDE_ROOT", "SYNC_SOURCE_INVALID", "SYNC_TARGET_INVALID", "SYNC_REMOTE_FAILED"]);
 
 /**
  * Shell functions shared by every script:
@@ -33,9 +28,7 @@ export function scriptPrologue(roots: readonly string[]): string {
   // Each root is resolved once, up front. After \`cd -P\` the shell's $PWD is the physical path
   // (getcwd), so checks need no \`$(pwd -P)\` subshell: every fork costs about a millisecond.
   if (roots.some((root) => root.includes("\n"))) throw new Error("sync roots cannot contain a newline");
-  const resolveRoots = roots
-    .map((root) => `if cd -P ${quote(root)} 2>/dev/null; then pc_roots="$pc_roots$PWD\${pc_nl}"; fi`)
-    .join("\n");
+  const resolveRoots = roots.map((root) => `if cd -P ${quote(root)} 2>/dev/null; then pc_roots="$pc_roots$PWD\${pc_nl}"; fi`).join("\n");
   return `unset CDPATH
 pc_nl='
 '

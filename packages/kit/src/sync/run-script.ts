@@ -33,13 +33,8 @@ export interface ScriptOutcome {
 export async function runScript(runner: ScriptRunner, script: string, opts: RunScriptOptions): Promise<ScriptOutcome> {
   const stderr = new BoundedTail(opts.maxStderrBytes);
   const timeout = new AbortController();
-  const timer =
-    opts.timeoutMs !== undefined && opts.timeoutMs > 0
-      ? setTimeout(() => timeout.abort(), opts.timeoutMs)
-      : undefined;
-  const signals = [timeout.signal, opts.outerSignal, opts.limitSignal].filter(
-    (s): s is AbortSignal => s !== undefined,
-  );
+  const timer = opts.timeoutMs !== undefined && opts.timeoutMs > 0 ? setTimeout(() => timeout.abort(), opts.timeoutMs) : undefined;
+  const signals = [timeout.signal, opts.outerSignal, opts.limitSignal].filter((s): s is AbortSignal => s !== undefined);
   const io: ScriptIo = {
     stdin: opts.stdin ?? null,
     stderr: stderr.push,
@@ -88,12 +83,7 @@ export function expectSuccess(outcome: ScriptOutcome, what: string, failureCode:
       stderrTail: shownTail,
     });
   }
-  const ended =
-    abortCause === "timeout"
-      ? "timed out"
-      : exit.exitCode === null
-        ? `ended by signal ${exit.signal ?? "unknown"}`
-        : `exited with code ${exit.exitCode}`;
+  const ended = abortCause === "timeout" ? "timed out" : exit.exitCode === null ? `ended by signal ${exit.signal ?? "unknown"}` : `exited with code ${exit.exitCode}`;
   throw new SyncError(failureCode, `${what} ${ended}${describeStderrTail(shownTail)}`, {
     exitCode: exit.exitCode,
     stderrTail: shownTail,

@@ -10,12 +10,7 @@ import { removeStage } from "./upload-scripts.js";
  * even when the sync was aborted, and never throws: the failure that brought us here is the one
  * to report.
  */
-export async function removeUploadStageQuietly(
-  runner: ScriptRunner,
-  target: ConfinedSandboxPath,
-  o: ResolvedSyncOptions,
-  stage: string,
-): Promise<void> {
+export async function removeUploadStageQuietly(runner: ScriptRunner, target: ConfinedSandboxPath, o: ResolvedSyncOptions, stage: string): Promise<void> {
   await quietly(runner, removeStage(target, o.roots, stage));
 }
 

@@ -177,10 +177,9 @@ describe("syncFor", () => {
     const source = path.join(w.host, "f");
     await fsp.writeFile(source, "x");
     await expect(
-      strategy.syncIn(
-        [{ operationId: "op", files: [{ sourcePath: source, targetPath: path.join(w.root, "f"), kind: "file" }], postUploadCommands: [{ command: "true" }, { command: "exit 9" }] }],
-        { roots: [w.root] },
-      ),
+      strategy.syncIn([{ operationId: "op", files: [{ sourcePath: source, targetPath: path.join(w.root, "f"), kind: "file" }], postUploadCommands: [{ command: "true" }, { command: "exit 9" }] }], {
+        roots: [w.root],
+      }),
     ).rejects.toMatchObject({ code: "SYNC_COMMAND_FAILED", message: expect.stringContaining("post-upload command 2 of 2 exited with code 9") });
     expect(await listTree(w.sandboxTmp)).toEqual([]);
   });

@@ -13,29 +13,14 @@ import { expectSuccess, runScript } from "./run-script.js";
 import { assertStreamingTransport } from "./streaming-transport.js";
 import { confineSandboxPath } from "./sandbox-path.js";
 import { removeUploadStageQuietly } from "./stage-cleanup.js";
-import {
-  beginStage,
-  extractTree,
-  installFile,
-  keepStage,
-  newStageName,
-  receivePayloadFromStdin,
-  reenterStage,
-  removeStageOnExit,
-  replaceWithTree,
-  reportedSize,
-} from "./upload-scripts.js";
+import { beginStage, extractTree, installFile, keepStage, newStageName, receivePayloadFromStdin, reenterStage, removeStageOnExit, replaceWithTree, reportedSize } from "./upload-scripts.js";
 
 /**
  * Host → sandbox over the runner's stdin byte channel: a file streams as-is into a stage next to
  * its target and is renamed into place; a directory streams as a tar archive (packed on the host)
  * that the sandbox's `tar -x` unpacks into a stage before it replaces the target.
  */
-export async function syncIn(
-  runner: ScriptRunner,
-  operations: PluginSyncOperation[],
-  opts: SyncOptions,
-): Promise<PluginEnvironmentSyncResult> {
+export async function syncIn(runner: ScriptRunner, operations: PluginSyncOperation[], opts: SyncOptions): Promise<PluginEnvironmentSyncResult> {
   assertStreamingTransport(runner);
   return runOperations(
     runner,
@@ -53,11 +38,7 @@ async function streamFileIn(runner: ScriptRunner, mapping: PluginSyncFileMapping
   const stage = newStageName();
   // The operation's post-upload commands run at the end of the same script (one call in all).
   const folded = foldedFor(context, o);
-  const script =
-    beginStage(target, o.roots, stage, "file", { removeOnExit: true }) +
-    receivePayloadFromStdin +
-    installFile(fileModeFor(mapping, stat), stat.size) +
-    folded.script;
+  const script = beginStage(target, o.roots, stage, "file", { removeOnExit: true }) + receivePayloadFromStdin + installFile(fileModeFor(mapping, stat), stat.size) + folded.script;
 
   let sent = 0;
   let readError: Error | undefined;

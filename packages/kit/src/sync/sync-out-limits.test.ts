@@ -20,11 +20,11 @@ describe("outbound size limit", () => {
   it("aborts the sandbox side past maxOutboundBytes and leaves no scratch or target", async () => {
     await fs.writeFile(path.join(w.root, "big.bin"), pseudoRandomBytes(4 * 1024 * 1024));
     const started = Date.now();
-    const error = await syncOut(
-      w.runner,
-      [{ operationId: "big", files: [{ sourcePath: path.join(w.root, "big.bin"), targetPath: path.join(w.host, "big.bin"), kind: "file" }] }],
-      { roots: [w.root], hostScratchDir: w.scratch, maxOutboundBytes: 256 * 1024 },
-    ).catch((e: unknown) => e);
+    const error = await syncOut(w.runner, [{ operationId: "big", files: [{ sourcePath: path.join(w.root, "big.bin"), targetPath: path.join(w.host, "big.bin"), kind: "file" }] }], {
+      roots: [w.root],
+      hostScratchDir: w.scratch,
+      maxOutboundBytes: 256 * 1024,
+    }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(SyncError);
     expect(error).toMatchObject({ code: "SYNC_TOO_LARGE", operationId: "big" });
     expect(Date.now() - started).toBeLessThan(5000);
@@ -99,7 +99,10 @@ describe("host scratch and staging", () => {
           seen.push({
             stagingDirMode: await modeOf(stagingDir),
             fileMode: await modeOf(staged),
-            targetExists: await fs.access(target).then(() => true, () => false),
+            targetExists: await fs.access(target).then(
+              () => true,
+              () => false,
+            ),
             // The archive is extracted as it arrives: no copy of it waits in host scratch.
             hostScratch: await listTree(w.scratch),
           });
@@ -142,11 +145,10 @@ describe("sandbox stderr", () => {
     await fs.mkdir(path.join(w.root, "d"));
     await fs.writeFile(path.join(w.root, "d/unreadable"), "x");
     await fs.chmod(path.join(w.root, "d/unreadable"), 0o000);
-    const error = await syncOut(
-      w.runner,
-      [{ operationId: "u", files: [{ sourcePath: path.join(w.root, "d"), targetPath: path.join(w.host, "d"), kind: "directory" }] }],
-      { roots: [w.root], hostScratchDir: w.scratch },
-    ).catch((e: unknown) => e as SyncError);
+    const error = await syncOut(w.runner, [{ operationId: "u", files: [{ sourcePath: path.join(w.root, "d"), targetPath: path.join(w.host, "d"), kind: "directory" }] }], {
+      roots: [w.root],
+      hostScratchDir: w.scratch,
+    }).catch((e: unknown) => e as SyncError);
     await fs.chmod(path.join(w.root, "d/unreadable"), 0o600);
     if (process.getuid?.() === 0) return; // root reads anything; nothing to assert
     expect(error).toMatchObject({ code: "SYNC_REMOTE_FAILED" });

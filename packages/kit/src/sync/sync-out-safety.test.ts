@@ -62,9 +62,7 @@ describe("unsafe links are skipped, everything else lands", () => {
       const result = await sync(w.runner, op({ sourcePath: source, targetPath: target, kind: "directory" }), opts({ log: (l) => lines.push(l) }));
 
       const skipped = ["out/escape", "out/etc-link", "venv/bin/python", "venv/bin/python3"].map((p) => path.join(source, p));
-      expect(result.operations).toEqual([
-        { operationId: "out", filesTransferred: 4, bytesTransferred: 14 + 16 + 6 + 5, skippedLinks: skipped, skippedLinkCount: 4 },
-      ]);
+      expect(result.operations).toEqual([{ operationId: "out", filesTransferred: 4, bytesTransferred: 14 + 16 + 6 + 5, skippedLinks: skipped, skippedLinkCount: 4 }]);
       expect(await fs.readFile(path.join(target, "main.py"), "utf8")).toBe("print('work')\n");
       expect(await fs.readFile(path.join(target, "out/report.txt"), "utf8")).toBe("done\n");
       expect(await fs.readFile(path.join(target, "venv/lib/site-packages/mod.py"), "utf8")).toBe("x = 1\n");
@@ -106,9 +104,9 @@ describe("unsafe links are skipped, everything else lands", () => {
       { path: "escape", type: "2", linkpath: w.outside },
       { path: "escape/pwned", type: "0", body: "x" },
     ]);
-    await expect(
-      syncOut(cannedArchiveRunner(through), op({ sourcePath: path.join(w.root, "src"), targetPath: path.join(w.host, "t2"), kind: "directory" }), opts()),
-    ).rejects.toMatchObject({ code: "SYNC_ARCHIVE_UNSAFE" });
+    await expect(syncOut(cannedArchiveRunner(through), op({ sourcePath: path.join(w.root, "src"), targetPath: path.join(w.host, "t2"), kind: "directory" }), opts())).rejects.toMatchObject({
+      code: "SYNC_ARCHIVE_UNSAFE",
+    });
     expect(await listTree(w.outside)).toEqual([]);
     expect(await exists(path.join(w.host, "t2"))).toBe(false);
   });
@@ -304,11 +302,7 @@ describe("sparse files stay sparse", () => {
   it("a sparse file stays sparse through the base64 fallback, in one chunk", async () => {
     const size = 256 * MiB;
     await writeSparse(path.join(w.root, "disk.img"), size);
-    const result = await base64SyncOut(
-      w.runner,
-      op({ sourcePath: path.join(w.root, "disk.img"), targetPath: path.join(w.host, "disk.img"), kind: "file" }),
-      opts({ maxOutboundBytes: 8 * MiB }),
-    );
+    const result = await base64SyncOut(w.runner, op({ sourcePath: path.join(w.root, "disk.img"), targetPath: path.join(w.host, "disk.img"), kind: "file" }), opts({ maxOutboundBytes: 8 * MiB }));
     await expectSparseCopy(path.join(w.host, "disk.img"), size);
     expect(result.operations[0]?.bytesTransferred).toBe(DATA);
     expect(w.runner.scripts.length).toBe(1); // pack, with the one chunk inline and the stage removed

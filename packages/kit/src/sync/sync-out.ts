@@ -22,9 +22,7 @@ import { systemTar } from "./system-tar.js";
  */
 export async function syncOut(runner: ScriptRunner, operations: PluginSyncOperation[], opts: SyncOptions): Promise<SyncResult> {
   assertStreamingTransport(runner);
-  return runOperations(runner, operations, opts, "out", (mapping, o) =>
-    receiveMapping(mapping, o, (source, sink, format) => streamArchive(runner, mapping, source, sink, format, o)),
-  );
+  return runOperations(runner, operations, opts, "out", (mapping, o) => receiveMapping(mapping, o, (source, sink, format) => streamArchive(runner, mapping, source, sink, format, o)));
 }
 
 /** What the host accepts in an outbound archive beyond plain members. */
@@ -44,12 +42,7 @@ export type ArchiveFetcher = (source: ConfinedSandboxPath, sink: ArchiveLanding,
  * it arrives (`ArchiveLanding`), then checked and moved onto the target; its staging directory is
  * removed on every path. Skipped links are returned as sandbox paths.
  */
-export async function receiveMapping(
-  mapping: PluginSyncFileMapping,
-  o: ResolvedSyncOptions,
-  fetch: ArchiveFetcher,
-  hooks?: LandHooks,
-): Promise<MappingOutcome> {
+export async function receiveMapping(mapping: PluginSyncFileMapping, o: ResolvedSyncOptions, fetch: ArchiveFetcher, hooks?: LandHooks): Promise<MappingOutcome> {
   const source = confineSandboxPath(mapping.sourcePath, o.roots, "sourcePath");
   const target = hostPath(mapping.targetPath, "targetPath");
   const matcher = compileExcludes(mapping.kind === "directory" ? mapping.exclude : undefined);

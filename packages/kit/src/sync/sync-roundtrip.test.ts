@@ -107,9 +107,9 @@ describe("file mappings", () => {
     const back = path.join(w.host, "alias.back");
     await syncOut(w.runner, outOp({ sourcePath: path.join(w.root, "alias.txt"), targetPath: back, kind: "file" }), opts());
     expect(await fs.readFile(back, "utf8")).toBe("inside");
-    await expect(
-      syncOut(w.runner, outOp({ sourcePath: path.join(w.root, "leak.txt"), targetPath: path.join(w.host, "leak"), kind: "file" }), opts()),
-    ).rejects.toMatchObject({ code: "SYNC_PATH_OUTSIDE_ROOT" });
+    await expect(syncOut(w.runner, outOp({ sourcePath: path.join(w.root, "leak.txt"), targetPath: path.join(w.host, "leak"), kind: "file" }), opts())).rejects.toMatchObject({
+      code: "SYNC_PATH_OUTSIDE_ROOT",
+    });
     await expect(fs.access(path.join(w.host, "leak"))).rejects.toThrow();
   });
 });
@@ -209,9 +209,10 @@ describe("directory mappings", () => {
     const target = path.join(w.root, "broken");
     await fs.mkdir(target);
     await fs.writeFile(path.join(target, "precious"), "keep me");
-    await expect(
-      syncIn(w.runner, inOp({ sourcePath: path.join(w.host, "broken"), targetPath: target, kind: "directory", followSymlinks: true }), opts()),
-    ).rejects.toMatchObject({ code: "SYNC_SOURCE_INVALID", operationId: "op-in" });
+    await expect(syncIn(w.runner, inOp({ sourcePath: path.join(w.host, "broken"), targetPath: target, kind: "directory", followSymlinks: true }), opts())).rejects.toMatchObject({
+      code: "SYNC_SOURCE_INVALID",
+      operationId: "op-in",
+    });
     expect(await fs.readFile(path.join(target, "precious"), "utf8")).toBe("keep me");
     expect(await stagesLeft(w.root)).toEqual([]);
   });
@@ -222,26 +223,20 @@ describe("stages of scripts that died without their trap (SIGKILL after the grac
   // for that: the trap is disarmed and the script fails right after making its stage.
   const killedAfterStage: ScriptRunner = {
     capabilities: STREAM_TRANSPORT,
-    run: (script, io) =>
-      w.runner.run(
-        script.replace(/trap 'rm -rf "\$pc_stage"' EXIT/g, ":").replace(/(mkdir -m 700 "\$pc_stage" \|\| pc_refuse SYNC_REMOTE_FAILED\n)/, "$1exit 137\n"),
-        io,
-      ),
+    run: (script, io) => w.runner.run(script.replace(/trap 'rm -rf "\$pc_stage"' EXIT/g, ":").replace(/(mkdir -m 700 "\$pc_stage" \|\| pc_refuse SYNC_REMOTE_FAILED\n)/, "$1exit 137\n"), io),
   };
 
   it("removes a file upload's stage from the host side", async () => {
     const source = await writeHost("f.txt", "x");
-    await expect(
-      syncIn(killedAfterStage, inOp({ sourcePath: source, targetPath: path.join(w.root, "dir/f.txt"), kind: "file" }), opts()),
-    ).rejects.toMatchObject({ code: "SYNC_REMOTE_FAILED" });
+    await expect(syncIn(killedAfterStage, inOp({ sourcePath: source, targetPath: path.join(w.root, "dir/f.txt"), kind: "file" }), opts())).rejects.toMatchObject({ code: "SYNC_REMOTE_FAILED" });
     expect(await stagesLeft(w.root)).toEqual([]);
   });
 
   it("removes a directory upload's stage from the host side", async () => {
     await writeHost("tree/a.txt", "a");
-    await expect(
-      syncIn(killedAfterStage, inOp({ sourcePath: path.join(w.host, "tree"), targetPath: path.join(w.root, "tree"), kind: "directory" }), opts()),
-    ).rejects.toMatchObject({ code: "SYNC_REMOTE_FAILED" });
+    await expect(syncIn(killedAfterStage, inOp({ sourcePath: path.join(w.host, "tree"), targetPath: path.join(w.root, "tree"), kind: "directory" }), opts())).rejects.toMatchObject({
+      code: "SYNC_REMOTE_FAILED",
+    });
     expect(await stagesLeft(w.root)).toEqual([]);
   });
 });
@@ -270,21 +265,17 @@ describe("confinement of sandbox paths", () => {
   it("refuses a path that a planted symlink would lead outside, creating nothing there", async () => {
     await fs.symlink(w.outside, path.join(w.root, "escape"));
     const source = await writeHost("f", "x");
-    await expect(
-      syncIn(w.runner, inOp({ sourcePath: source, targetPath: path.join(w.root, "escape/new/dir/f"), kind: "file" }), opts()),
-    ).rejects.toMatchObject({ code: "SYNC_PATH_OUTSIDE_ROOT" });
-    await expect(
-      syncIn(w.runner, inOp({ sourcePath: w.host, targetPath: path.join(w.root, "escape/tree"), kind: "directory" }), opts()),
-    ).rejects.toMatchObject({ code: "SYNC_PATH_OUTSIDE_ROOT" });
+    await expect(syncIn(w.runner, inOp({ sourcePath: source, targetPath: path.join(w.root, "escape/new/dir/f"), kind: "file" }), opts())).rejects.toMatchObject({ code: "SYNC_PATH_OUTSIDE_ROOT" });
+    await expect(syncIn(w.runner, inOp({ sourcePath: w.host, targetPath: path.join(w.root, "escape/tree"), kind: "directory" }), opts())).rejects.toMatchObject({ code: "SYNC_PATH_OUTSIDE_ROOT" });
     expect(await listTree(w.outside)).toEqual([]);
 
     await fs.writeFile(path.join(w.outside, "secret"), "s");
-    await expect(
-      syncOut(w.runner, outOp({ sourcePath: path.join(w.root, "escape"), targetPath: path.join(w.host, "x"), kind: "directory" }), opts()),
-    ).rejects.toMatchObject({ code: "SYNC_PATH_OUTSIDE_ROOT" });
-    await expect(
-      syncOut(w.runner, outOp({ sourcePath: path.join(w.root, "escape/secret"), targetPath: path.join(w.host, "y"), kind: "file" }), opts()),
-    ).rejects.toMatchObject({ code: "SYNC_PATH_OUTSIDE_ROOT" });
+    await expect(syncOut(w.runner, outOp({ sourcePath: path.join(w.root, "escape"), targetPath: path.join(w.host, "x"), kind: "directory" }), opts())).rejects.toMatchObject({
+      code: "SYNC_PATH_OUTSIDE_ROOT",
+    });
+    await expect(syncOut(w.runner, outOp({ sourcePath: path.join(w.root, "escape/secret"), targetPath: path.join(w.host, "y"), kind: "file" }), opts())).rejects.toMatchObject({
+      code: "SYNC_PATH_OUTSIDE_ROOT",
+    });
     expect(await listTree(w.host)).toEqual(["f"]);
   });
 
@@ -326,8 +317,6 @@ describe("operations", () => {
     const a = await writeHost("a", "1");
     const controller = new AbortController();
     controller.abort();
-    await expect(
-      syncIn(w.runner, inOp({ sourcePath: a, targetPath: path.join(w.root, "x"), kind: "file" }), { ...opts(), signal: controller.signal }),
-    ).rejects.toMatchObject({ code: "SYNC_ABORTED" });
+    await expect(syncIn(w.runner, inOp({ sourcePath: a, targetPath: path.join(w.root, "x"), kind: "file" }), { ...opts(), signal: controller.signal })).rejects.toMatchObject({ code: "SYNC_ABORTED" });
   });
 });

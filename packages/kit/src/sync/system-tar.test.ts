@@ -150,11 +150,10 @@ describe("hostile archives using tar extensions", () => {
 
   it("a pax linkpath that points out, behind an innocent header linkpath (the link is skipped, judged by the pax one)", async () => {
     const archive = Buffer.concat([meta("x", pax({ linkpath: "../../outside" })), header({ name: "l", type: "2", linkpath: "ok" }), file("kept", "k"), END]);
-    const result = await syncOut(
-      cannedArchiveRunner(archive),
-      [{ operationId: "h", files: [{ sourcePath: path.join(w.root, "src"), targetPath: target, kind: "directory" }] }],
-      { roots: [w.root], hostScratchDir: w.scratch },
-    );
+    const result = await syncOut(cannedArchiveRunner(archive), [{ operationId: "h", files: [{ sourcePath: path.join(w.root, "src"), targetPath: target, kind: "directory" }] }], {
+      roots: [w.root],
+      hostScratchDir: w.scratch,
+    });
     expect(result.operations[0]?.skippedLinks).toEqual([path.join(w.root, "src/l")]);
     expect(await listTree(w.host)).toEqual(["target", "target/kept"]);
     expect(await listTree(w.outside)).toEqual([]);

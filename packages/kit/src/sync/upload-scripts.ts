@@ -29,13 +29,7 @@ export function newStageName(): string {
  * With `removeOnExit` the removal trap is armed before the stage exists, so a signal that lands
  * right after `mkdir` cannot leave it behind.
  */
-export function beginStage(
-  target: ConfinedSandboxPath,
-  roots: readonly string[],
-  stage: string,
-  kind: "file" | "directory",
-  opts: { removeOnExit?: boolean } = {},
-): string {
+export function beginStage(target: ConfinedSandboxPath, roots: readonly string[], stage: string, kind: "file" | "directory", opts: { removeOnExit?: boolean } = {}): string {
   return (
     scriptPrologue(roots) +
     enterPathLines(target, { create: true, includeName: false, missingCode: "SYNC_REMOTE_FAILED" }) +

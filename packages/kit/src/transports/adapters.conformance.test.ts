@@ -33,7 +33,8 @@ afterAll(() => {
   if (last.size === 0) return; // the channel variant did not run (filtered out)
   const totals = [...last.values()].reduce((sum, t) => ({ over: sum.over + t.over, fresh: sum.fresh + t.fresh }), { over: 0, fresh: 0 });
   console.log(`simulated vendor: channel: ${totals.over} commands over the channel, ${totals.fresh} fresh, ${last.size} leases`);
-  if (totals.over === 0 || totals.fresh > 0) throw new Error(`the channel variant ran ${totals.fresh} command(s) as fresh execs and ${totals.over} over the channel: conformance did not exercise the channel alone`);
+  if (totals.over === 0 || totals.fresh > 0)
+    throw new Error(`the channel variant ran ${totals.fresh} command(s) as fresh execs and ${totals.over} over the channel: conformance did not exercise the channel alone`);
 });
 
 for (const { variant, skip } of variants) {

@@ -24,8 +24,7 @@ export interface BufferedExecResponse {
 export interface BufferedRunnerOptions {
   exec(request: BufferedExecRequest): Promise<BufferedExecResponse>;
   /** What the vendor call can do; everything a buffered call cannot do is fixed here. */
-  capabilities: Pick<TransportCapabilities, "binarySafe" | "separateStderr" | "remoteTimeout"> &
-    Partial<Pick<TransportCapabilities, "signals" | "maxScriptBytes" | "maxStdinBytes">>;
+  capabilities: Pick<TransportCapabilities, "binarySafe" | "separateStderr" | "remoteTimeout"> & Partial<Pick<TransportCapabilities, "signals" | "maxScriptBytes" | "maxStdinBytes">>;
 }
 
 /**

@@ -44,8 +44,7 @@ const WRAPPER_OVERHEAD_BYTES = 1024;
  */
 export function createFileStdioRunner(opts: FileStdioRunnerOptions): ScriptRunner {
   const inlineLimit = opts.inlineStdinBytes ?? INLINE_STDIN_BYTES;
-  const maxScriptBytes =
-    opts.maxCommandBytes === undefined ? undefined : Math.max(0, opts.maxCommandBytes - WRAPPER_OVERHEAD_BYTES - Math.ceil((inlineLimit * 4) / 3) - 4096);
+  const maxScriptBytes = opts.maxCommandBytes === undefined ? undefined : Math.max(0, opts.maxCommandBytes - WRAPPER_OVERHEAD_BYTES - Math.ceil((inlineLimit * 4) / 3) - 4096);
   const capabilities: TransportCapabilities = Object.freeze({
     stdin: "buffered",
     stdinEof: true,

@@ -81,10 +81,10 @@ async function open(options: LaunchedPtyOptions, spec: PtySpec): Promise<PtyProc
   // Staged where the control runner's TMPDIR points, the path resolved once and used as is after
   // (the terminal's shell may see another TMPDIR). set -C: a planted file is refused, not written through.
   let where = "";
-  const staged = await options.control.run(
-    `umask 077; set -C; __pc_b="\${TMPDIR:-/tmp}/.paperclip-pty.${randomBytes(12).toString("hex")}"; cat > "$__pc_b.sh" && printf '%s' "$__pc_b"`,
-    { stdin: program, stdout: (chunk) => (where += chunk.toString("utf8")) },
-  );
+  const staged = await options.control.run(`umask 077; set -C; __pc_b="\${TMPDIR:-/tmp}/.paperclip-pty.${randomBytes(12).toString("hex")}"; cat > "$__pc_b.sh" && printf '%s' "$__pc_b"`, {
+    stdin: program,
+    stdout: (chunk) => (where += chunk.toString("utf8")),
+  });
   if (staged.exitCode !== 0 || !/^\/[^\n\0]*\/\.paperclip-pty\.[0-9a-f]{24}$/.test(where)) {
     throw new PtyUnavailableError(`${options.name}: could not stage the terminal's program in the sandbox's temporary directory`);
   }
@@ -132,8 +132,7 @@ async function open(options: LaunchedPtyOptions, spec: PtySpec): Promise<PtyProc
     ].join("\n");
     await options.control.run(script, {});
   };
-  const signalGroup = (signal: PtySignal) =>
-    control(`kill -${signal.slice(3)} "-$__pc_pid" 2>/dev/null || kill -${signal.slice(3)} "$__pc_pid" 2>/dev/null; exit 0`);
+  const signalGroup = (signal: PtySignal) => control(`kill -${signal.slice(3)} "-$__pc_pid" 2>/dev/null || kill -${signal.slice(3)} "$__pc_pid" 2>/dev/null; exit 0`);
 
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => {

@@ -12,7 +12,7 @@ describe("PtyStartLine", () => {
     const out: Buffer[] = [];
     const line = new PtyStartLine((bytes) => out.push(bytes));
     const program = Buffer.from("héllo ✓ 😀\r\n", "utf8");
-    const stream = Buffer.concat([Buffer.from("user@box:~$  exec /bin/sh -c \"$PAPERCLIP_PTY\"\r\n"), Buffer.from(printed(line, 4242, "/dev/pts/3")), program]);
+    const stream = Buffer.concat([Buffer.from('user@box:~$  exec /bin/sh -c "$PAPERCLIP_PTY"\r\n'), Buffer.from(printed(line, 4242, "/dev/pts/3")), program]);
     for (let at = 0; at < stream.length; at += 5) line.push(stream.subarray(at, at + 5));
     expect(line.started).toEqual({ pid: 4242, tty: "/dev/pts/3" });
     expect(Buffer.concat(out)).toEqual(program);

@@ -66,7 +66,11 @@ export class PtyStartLine {
 
   /** The end of what the terminal showed before any start line (escape sequences removed), for an error. */
   startupTail(max = 300): string {
-    return Buffer.from(this.seen, "latin1").toString("utf8").replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "").trim().slice(-max);
+    return Buffer.from(this.seen, "latin1")
+      .toString("utf8")
+      .replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "")
+      .trim()
+      .slice(-max);
   }
 }
 

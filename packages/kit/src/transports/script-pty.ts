@@ -34,7 +34,10 @@ export function ptyResizeLine(ttyVar: string, size: PtySize): string {
 
 /** A terminal size, refused unless both are whole numbers in 1..10000. */
 export function checkPtySize(size: PtySize): PtySize {
-  for (const [name, value] of [["cols", size.cols], ["rows", size.rows]] as const) {
+  for (const [name, value] of [
+    ["cols", size.cols],
+    ["rows", size.rows],
+  ] as const) {
     if (!Number.isInteger(value) || value < 1 || value > MAX_DIMENSION) throw new RangeError(`PTY ${name} must be a whole number from 1 to ${MAX_DIMENSION} (got ${String(value)})`);
   }
   return { cols: size.cols, rows: size.rows };
@@ -129,15 +132,11 @@ async function openScriptPty(runner: ScriptRunner, spec: PtySpec, opts: ScriptPt
     ].join("\n");
     await runner.run(script, {});
   };
-  const signalGroup = (signal: PtySignal) =>
-    control(`kill -${signal.slice(3)} "-$__pc_pid" 2>/dev/null || kill -${signal.slice(3)} "$__pc_pid" 2>/dev/null; exit 0`);
+  const signalGroup = (signal: PtySignal) => control(`kill -${signal.slice(3)} "-$__pc_pid" 2>/dev/null || kill -${signal.slice(3)} "$__pc_pid" 2>/dev/null; exit 0`);
 
   // The open answers once the terminal exists or the program has already gone: a sandbox without
   // `script` is an error of the open, not a program that exits at once.
-  const ready = await Promise.race([
-    control("exit 0").then(() => "ready" as const),
-    exited.then(() => "ended" as const),
-  ]);
+  const ready = await Promise.race([control("exit 0").then(() => "ready" as const), exited.then(() => "ended" as const)]);
   if (ready === "ended" && !sawOutput) {
     const exit = await exited;
     if (exit.exitCode === NO_PTY_EXIT) {
@@ -153,15 +152,16 @@ async function openScriptPty(runner: ScriptRunner, spec: PtySpec, opts: ScriptPt
     write(bytes) {
       const next = writes.then(async () => {
         if (ended || stdin.destroyed || bytes.length === 0) return;
-        if (!stdin.write(bytes)) await new Promise<void>((resolve) => {
-          const done = () => {
-            stdin.off("drain", done);
-            stdin.off("close", done);
-            resolve();
-          };
-          stdin.once("drain", done);
-          stdin.once("close", done);
-        });
+        if (!stdin.write(bytes))
+          await new Promise<void>((resolve) => {
+            const done = () => {
+              stdin.off("drain", done);
+              stdin.off("close", done);
+              resolve();
+            };
+            stdin.once("drain", done);
+            stdin.once("close", done);
+          });
       });
       writes = next.catch(() => undefined);
       return next;

@@ -86,10 +86,7 @@ export function runSpawnedScript(opts: SpawnedScriptOptions, io: ScriptIo): Prom
 
     feedStdin(child.stdin, io.stdin);
     const marker = opts.exitMarker === undefined ? undefined : new ExitMarkerScanner(opts.exitMarker);
-    const outputs: StreamDelivery[] = [
-      deliverStream(child.stdout, io.stdout),
-      deliverStream(child.stderr, io.stderr, marker?.filter),
-    ];
+    const outputs: StreamDelivery[] = [deliverStream(child.stdout, io.stdout), deliverStream(child.stderr, io.stderr, marker?.filter)];
 
     const exited = async (exitCode: number | null, signal: NodeJS.Signals | null, drainMs = DRAIN_AFTER_EXIT_MS) => {
       await Promise.all([settleAfterExit(outputs, drainMs), killing]);

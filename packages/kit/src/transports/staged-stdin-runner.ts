@@ -36,7 +36,11 @@ export function withStagedStdin(inner: ScriptRunner, opts: StagedStdinOptions): 
       if (io.signal?.aborted) return abortedExit();
       const dir = `${base}/.paperclip-stdin.${randomBytes(12).toString("hex")}`;
       const path = `${dir}/stdin`;
-      const cleanup = () => inner.run(`rm -rf -- ${shellQuote(dir)}`, {}).then(() => undefined, () => undefined);
+      const cleanup = () =>
+        inner.run(`rm -rf -- ${shellQuote(dir)}`, {}).then(
+          () => undefined,
+          () => undefined,
+        );
       try {
         await opts.stage({ dir, path }, known, io.signal);
       } catch (error) {

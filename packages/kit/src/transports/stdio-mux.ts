@@ -30,11 +30,7 @@ export function newMuxNonce(): string {
 export function muxScript(script: string, opts: MuxOptions, nonce = newMuxNonce()): MuxedScript {
   const mark = `PCMUX${nonce}`;
   const dir = opts.scratchDir === undefined ? `"\${TMPDIR:-/tmp}"` : shellQuote(opts.scratchDir);
-  const lines = [
-    `umask 077`,
-    `__pc_io=${dir}/.paperclip-io.${nonce}`,
-    `mkdir -- "$__pc_io" || { printf '\\n%s:%d\\n' '${mark}X' 125; exit 125; }`,
-  ];
+  const lines = [`umask 077`, `__pc_io=${dir}/.paperclip-io.${nonce}`, `mkdir -- "$__pc_io" || { printf '\\n%s:%d\\n' '${mark}X' 125; exit 125; }`];
   const exports = envPrologue(opts.env);
   if (exports) lines.push(exports.trimEnd());
   lines.push(...runWithStagedStdin(`( exec /bin/sh -c ${shellQuote(script)} ) >"$__pc_io/o" 2>"$__pc_io/e"`, opts.stdin, nonce));

@@ -221,7 +221,10 @@ describe("createStreamedProcessRunner over a vendor that takes stdin as one stre
       },
     };
     const out: Buffer[] = [];
-    const exit = await createStreamedProcessRunner({ api, signals: "none", inlineStdinMaxBytes: 0 }).run("cat", { stdin: Readable.from([Buffer.from("a"), Buffer.from("b")]), stdout: (chunk) => out.push(chunk) });
+    const exit = await createStreamedProcessRunner({ api, signals: "none", inlineStdinMaxBytes: 0 }).run("cat", {
+      stdin: Readable.from([Buffer.from("a"), Buffer.from("b")]),
+      stdout: (chunk) => out.push(chunk),
+    });
     expect([Buffer.concat(out).toString(), exit.reason]).toEqual(["ab", "exit"]);
 
     const broken: StreamedProcessApi = { start: async () => ({ exited: new Promise<StreamedProcessExit>(() => undefined), feedStdin: () => Promise.reject(new Error("stdin stream reset")) }) };

@@ -155,10 +155,13 @@ export function createStreamedProcessRunner(opts: StreamedProcessRunnerOptions):
           void proc.kill?.("SIGTERM").catch(() => undefined);
           graceTimer = setTimeout(() => void proc.kill?.("SIGKILL").catch(() => undefined), io.killGraceMs ?? DEFAULT_KILL_GRACE_MS);
           // A vendor that never reports the end must not hold the caller forever.
-          letGo = setTimeout(() => {
-            connection.abort();
-            resolve("abandoned");
-          }, (io.killGraceMs ?? DEFAULT_KILL_GRACE_MS) + (opts.abortSettleMs ?? 5_000));
+          letGo = setTimeout(
+            () => {
+              connection.abort();
+              resolve("abandoned");
+            },
+            (io.killGraceMs ?? DEFAULT_KILL_GRACE_MS) + (opts.abortSettleMs ?? 5_000),
+          );
         };
         if (io.signal?.aborted) onAbort();
         else io.signal?.addEventListener("abort", onAbort, { once: true });
@@ -245,7 +248,12 @@ async function* chunksOf(source: Buffer | Readable, exited: AbortSignal): AsyncG
   }
 }
 
-async function pump(proc: StreamedProcess & { writeStdin(chunk: Buffer): Promise<void>; closeStdin(): Promise<void> }, source: Buffer | Readable, maxChunk: number, state: { broken: boolean }): Promise<void> {
+async function pump(
+  proc: StreamedProcess & { writeStdin(chunk: Buffer): Promise<void>; closeStdin(): Promise<void> },
+  source: Buffer | Readable,
+  maxChunk: number,
+  state: { broken: boolean },
+): Promise<void> {
   const write = async (chunk: Buffer) => {
     if (state.broken || chunk.length === 0) return;
     try {
@@ -280,4 +288,3 @@ async function pump(proc: StreamedProcess & { writeStdin(chunk: Buffer): Promise
   }
   if (!state.broken) await proc.closeStdin().catch(() => undefined);
 }
-

@@ -185,13 +185,10 @@ describe("withRemoteGroupKill", () => {
           let pgid: number | undefined;
           const spawned = createLocalScriptRunner({ cwd: root, env: ENV, onSpawn: (pid) => (pgid = pid) });
           const timer = setTimeout(() => pgid !== undefined && process.kill(-pgid, "SIGKILL"), io.timeoutMs);
-          spawned.run(script, { ...io, signal: undefined }).then(
-            (exit) => {
-              clearTimeout(timer);
-              resolve({ ...exit, exitCode: null, reason: "timeout" });
-            },
-            reject,
-          );
+          spawned.run(script, { ...io, signal: undefined }).then((exit) => {
+            clearTimeout(timer);
+            resolve({ ...exit, exitCode: null, reason: "timeout" });
+          }, reject);
         }),
     };
     const runner = withRemoteGroupKill(vendorDeadline, { pidDir: root });
@@ -291,7 +288,10 @@ describe("runSpawnedScript with an exit marker", () => {
 
   it("reports a client that ended without the exit marker as the transport failure it names", async () => {
     await expect(
-      runSpawnedScript({ file: "/bin/sh", args: ["-c", "echo partial; exit 255"], env: ENV, exitMarker: "PCEXIT-lost", missingExitMarker: ({ exitCode }) => new Error(`lost (client ${exitCode})`) }, {}),
+      runSpawnedScript(
+        { file: "/bin/sh", args: ["-c", "echo partial; exit 255"], env: ENV, exitMarker: "PCEXIT-lost", missingExitMarker: ({ exitCode }) => new Error(`lost (client ${exitCode})`) },
+        {},
+      ),
     ).rejects.toThrow("lost (client 255)");
   });
 });

@@ -19,7 +19,9 @@ export function createClientCache<C, Client>(keyOf: (config: C) => unknown, make
   const clients = new Map<string, Client>();
   return {
     get(config) {
-      const key = createHash("sha256").update(JSON.stringify(keyOf(config))).digest("hex");
+      const key = createHash("sha256")
+        .update(JSON.stringify(keyOf(config)))
+        .digest("hex");
       const known = clients.get(key);
       if (known !== undefined) return known;
       const client = make(config);

@@ -27,8 +27,7 @@ export type VendorErrorExtractor = (body: VendorErrorBody) => VendorErrorFields;
 const REQUEST_ID_HEADERS = ["x-request-id", "request-id", "x-amzn-requestid", "x-correlation-id", "cf-ray"];
 
 const asString = (value: unknown): string | undefined => (typeof value === "string" && value.trim() !== "" ? value : undefined);
-const record = (value: unknown): Record<string, unknown> | undefined =>
-  value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+const record = (value: unknown): Record<string, unknown> | undefined => (value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined);
 
 /** A request id from the usual response headers. */
 export function requestIdFromHeaders(headers: Headers): string | undefined {
@@ -50,13 +49,7 @@ export function defaultErrorExtractor(body: VendorErrorBody): VendorErrorFields 
   if (!top) return { requestId: requestIdFromHeaders(body.headers) };
   const nested = record(top.error);
   const firstError = Array.isArray(top.errors) ? record(top.errors[0]) : undefined;
-  const message =
-    asString(top.message) ??
-    asString(nested?.message) ??
-    asString(firstError?.message) ??
-    asString(top.detail) ??
-    asString(top.error_description) ??
-    asString(top.error);
+  const message = asString(top.message) ?? asString(nested?.message) ?? asString(firstError?.message) ?? asString(top.detail) ?? asString(top.error_description) ?? asString(top.error);
   const code =
     asString(nested?.code) ??
     asString(top.code) ??

@@ -42,10 +42,7 @@ describe("vendorFetch: errors", () => {
       json(res, 401, { message: `bad key ${req.headers.authorization}; also saw x-api-key=${req.headers["x-api-key"]} and ${req.url}`, code: `denied ${TOKEN}` }),
     );
     const error = await failure(
-      vendorFetch(
-        { operation: "getSandbox", url: `${server.url}/sandbox/1?api_key=${TOKEN}`, headers: { authorization: `Bearer ${TOKEN}`, "x-api-key": TOKEN } },
-        { vendor: "daytona" },
-      ),
+      vendorFetch({ operation: "getSandbox", url: `${server.url}/sandbox/1?api_key=${TOKEN}`, headers: { authorization: `Bearer ${TOKEN}`, "x-api-key": TOKEN } }, { vendor: "daytona" }),
     );
     expect(error).toMatchObject({ status: 401, vendor: "daytona", operation: "getSandbox", retryable: false, gone: false });
     expect(error.message).toMatch(/^daytona getSandbox failed: HTTP 401 /);
@@ -77,7 +74,9 @@ describe("vendorFetch: errors", () => {
 
   it("an invalid header value holding the token is refused without quoting it", async () => {
     const port = await closedPort();
-    const error = await failure(vendorFetch({ operation: "get", url: `http://127.0.0.1:${port}/`, headers: { authorization: `Bearer ${TOKEN.slice(0, 10)}\n${TOKEN.slice(10)}` } }, { vendor: "modal" }));
+    const error = await failure(
+      vendorFetch({ operation: "get", url: `http://127.0.0.1:${port}/`, headers: { authorization: `Bearer ${TOKEN.slice(0, 10)}\n${TOKEN.slice(10)}` } }, { vendor: "modal" }),
+    );
     expect(error).toMatchObject({ code: "invalid_request", status: 0, retryable: false, mayHaveTakenEffect: false });
     expect(allRenderings(error)).not.toContain(TOKEN.slice(10));
     expect(allRenderings(error)).not.toContain(TOKEN.slice(0, 10));
@@ -263,10 +262,12 @@ describe("retries through the client", () => {
     const forms = ["7", new Date(at + 3_000).toUTCString()];
     const server = await serve((_req, res, _seen, index) => (index < 2 ? json(res, 429, { message: "rate limited" }, { "retry-after": forms[index]! }) : json(res, 200, { done: true })));
     const waits: number[] = [];
-    const result = await withRetry(
-      async () => (await vendorFetch({ operation: "list", url: server.url }, { vendor: "v", now: () => at })).json(),
-      { idempotent: true, random: () => 0, now: () => at, sleep: async (ms) => void waits.push(ms) },
-    );
+    const result = await withRetry(async () => (await vendorFetch({ operation: "list", url: server.url }, { vendor: "v", now: () => at })).json(), {
+      idempotent: true,
+      random: () => 0,
+      now: () => at,
+      sleep: async (ms) => void waits.push(ms),
+    });
     expect(result).toEqual({ done: true });
     expect(waits).toEqual([7_000, 3_000]);
   });

@@ -138,8 +138,7 @@ interface OpenCall {
 /** Sends the request and checks the status; a non-2xx response is read (a little) and thrown. */
 async function send(request: VendorRequest, options: VendorFetchOptions): Promise<OpenCall> {
   const base = { vendor: options.vendor, operation: request.operation };
-  const invalid = (detail: string) =>
-    new ProviderApiError({ ...base, status: 0, code: "invalid_request", detail, retryable: false, gone: false, mayHaveTakenEffect: false });
+  const invalid = (detail: string) => new ProviderApiError({ ...base, status: 0, code: "invalid_request", detail, retryable: false, gone: false, mayHaveTakenEffect: false });
   let separated: ReturnType<typeof separateCredentials>;
   try {
     separated = separateCredentials(request.url, request.headers);

@@ -45,7 +45,15 @@ describe("withRetry", () => {
   it("does not retry an error that is not a ProviderApiError (a bug), and keeps it as is", async () => {
     let calls = 0;
     const bug = new TypeError("undefined is not a function");
-    await expect(withRetry(async () => { calls += 1; throw bug; }, { idempotent: true, ...fast })).rejects.toBe(bug);
+    await expect(
+      withRetry(
+        async () => {
+          calls += 1;
+          throw bug;
+        },
+        { idempotent: true, ...fast },
+      ),
+    ).rejects.toBe(bug);
     expect(calls).toBe(1);
   });
 
@@ -61,7 +69,11 @@ describe("withRetry", () => {
       },
       { idempotent: true, totalMs: 10_000, now: () => t, ...fast },
     );
-    expect(seen).toEqual([[1, 10_000], [2, 9_000], [3, 8_000]]);
+    expect(seen).toEqual([
+      [1, 10_000],
+      [2, 9_000],
+      [3, 8_000],
+    ]);
   });
 
   it("rejects a budget that is not one", async () => {

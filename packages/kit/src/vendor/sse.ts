@@ -20,10 +20,7 @@ const DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024;
  * ignored; an event without data is not dispatched). Ends with the body; cancelling the loop
  * cancels the body.
  */
-export async function* readEventStream(
-  body: ReadableStream<Uint8Array>,
-  options: { vendor?: string; operation?: string; maxEventBytes?: number } = {},
-): AsyncGenerator<ServerSentEvent> {
+export async function* readEventStream(body: ReadableStream<Uint8Array>, options: { vendor?: string; operation?: string; maxEventBytes?: number } = {}): AsyncGenerator<ServerSentEvent> {
   const maxBytes = options.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
   const reader = body.getReader();
   const decoder = new TextDecoder("utf-8");

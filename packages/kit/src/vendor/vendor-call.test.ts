@@ -4,7 +4,17 @@ import { json, startLoopback } from "./__fixtures__/loopback.js";
 import { createClientCache, createVendorCall, createVendorClient, memoAsync, memoAsyncByKey, ProviderApiError } from "./index.js";
 
 const failed = (status: number, extra: Partial<ConstructorParameters<typeof ProviderApiError>[0]> = {}) =>
-  new ProviderApiError({ vendor: "v", operation: "op", status, code: `http_${status}`, detail: "", retryable: status >= 500 || status === 429, gone: status === 404, mayHaveTakenEffect: status !== 429, ...extra });
+  new ProviderApiError({
+    vendor: "v",
+    operation: "op",
+    status,
+    code: `http_${status}`,
+    detail: "",
+    retryable: status >= 500 || status === 429,
+    gone: status === 404,
+    mayHaveTakenEffect: status !== 429,
+    ...extra,
+  });
 
 describe("createVendorCall: call the SDK, translate the error, retry", () => {
   const noWait = { random: () => 0, sleep: async () => undefined };
@@ -17,11 +27,15 @@ describe("createVendorCall: call the SDK, translate the error, retry", () => {
       ...noWait,
     });
     let attempts = 0;
-    const result = await call("getThing", async () => {
-      attempts += 1;
-      if (attempts < 3) throw new Error("503");
-      return "ok";
-    }, { idempotent: true, note: "ctx" });
+    const result = await call(
+      "getThing",
+      async () => {
+        attempts += 1;
+        if (attempts < 3) throw new Error("503");
+        return "ok";
+      },
+      { idempotent: true, note: "ctx" },
+    );
     expect([result, attempts, seen]).toEqual(["ok", 3, ["getThing:ctx", "getThing:ctx"]]);
     let limited = 0;
     await expect(call("getThing", async () => ((limited += 1), Promise.reject(new Error("503"))), { idempotent: true, attempts: 2 })).rejects.toMatchObject({ status: 503, attempts: 2 });
@@ -34,10 +48,14 @@ describe("createVendorCall: call the SDK, translate the error, retry", () => {
     await expect(call("create", async () => ((creates += 1), Promise.reject(failed(503))), { idempotent: false })).rejects.toMatchObject({ status: 503 });
     expect(creates).toBe(1);
     let refused = 0;
-    await call("create", async () => {
-      refused += 1;
-      if (refused === 1) throw failed(429);
-    }, { idempotent: false });
+    await call(
+      "create",
+      async () => {
+        refused += 1;
+        if (refused === 1) throw failed(429);
+      },
+      { idempotent: false },
+    );
     expect(refused).toBe(2);
   });
 
@@ -53,11 +71,14 @@ describe("createClientCache and memoAsync", () => {
   it("one client per credential (keys hashed), a rejected one forgotten", async () => {
     let made = 0;
     let refusals = 2;
-    const cache = createClientCache((config: { key: string }) => [config.key], async (config) => {
-      made += 1;
-      if (config.key === "bad" && refusals-- > 0) throw new Error("login refused");
-      return { key: config.key };
-    });
+    const cache = createClientCache(
+      (config: { key: string }) => [config.key],
+      async (config) => {
+        made += 1;
+        if (config.key === "bad" && refusals-- > 0) throw new Error("login refused");
+        return { key: config.key };
+      },
+    );
     expect(cache.get({ key: "a" })).toBe(cache.get({ key: "a" }));
     await expect(cache.get({ key: "bad" })).rejects.toThrow("login refused");
     await expect(cache.get({ key: "bad" })).rejects.toThrow("login refused");
@@ -98,7 +119,7 @@ describe("createVendorClient: server-sent events", () => {
       res.writeHead(200, { "content-type": "text/event-stream" });
       res.write(": keepalive\r\n\r\nevent: stdout\r\ndata: hel");
       res.write("lo\r\ndata: world\r\nid: 7\r\n\r\n");
-      res.write("data: {\"exitCode\":0}\n\n");
+      res.write('data: {"exitCode":0}\n\n');
       res.end("data: no blank line at the end is not an event");
     });
     servers.push(server);

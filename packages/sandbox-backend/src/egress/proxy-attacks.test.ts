@@ -81,8 +81,7 @@ function connect(proxy: EgressProxy, authority: string): Promise<ConnectOutcome>
         // The far end may speak first: its first bytes can arrive with the proxy's answer.
         if (head.length > 0) socket.unshift(head);
         resolve({ status: 200, body: "", socket });
-      }
-      else {
+      } else {
         let body = head.toString();
         socket.on("data", (chunk: Buffer) => (body += chunk.toString()));
         socket.on("close", () => resolve({ status: res.statusCode ?? 0, body }));

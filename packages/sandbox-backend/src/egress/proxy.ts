@@ -86,12 +86,7 @@ function narrowest(ranges: readonly HostLocalRange[]): HostLocalRange {
   return ranges.reduce((best, range) => (parseCidr(range.cidr)!.prefix > parseCidr(best.cidr)!.prefix ? range : best));
 }
 
-export async function decideDestination(
-  grant: EgressGrant,
-  resolver: EgressProxyOptions["resolver"],
-  rawHost: string,
-  hostAddresses: readonly string[] = [],
-): Promise<Decision> {
+export async function decideDestination(grant: EgressGrant, resolver: EgressProxyOptions["resolver"], rawHost: string, hostAddresses: readonly string[] = []): Promise<Decision> {
   const host = stripBrackets(rawHost);
   const literal = parseIp(host);
   if (literal) {
@@ -126,9 +121,7 @@ export async function decideDestination(
     if (local.length === 0 || grant.allowCidrs.some((cidr) => cidrAdmits(cidr, address, hostAddresses))) kept.push(address);
     else refused.push(`${address}: ${describeHostLocal(narrowest(local))}`);
   }
-  return kept.length > 0
-    ? { ok: true, addresses: kept }
-    : { ok: false, reason: `host ${name} resolves only to host-local addresses (${refused.join(", ")})` };
+  return kept.length > 0 ? { ok: true, addresses: kept } : { ok: false, reason: `host ${name} resolves only to host-local addresses (${refused.join(", ")})` };
 }
 
 /** Whether a Host header's host and a request's host name the same destination. */

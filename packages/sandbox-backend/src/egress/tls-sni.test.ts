@@ -100,7 +100,10 @@ describe("scanClientHello", () => {
 
   it("reassembles a ClientHello from one-byte records fed one byte at a time", async () => {
     const hello = await captureClientHello("granted.test");
-    const tiny = reframe(hello, Array.from({ length: hello.length - 6 }, (_, i) => i + 1));
+    const tiny = reframe(
+      hello,
+      Array.from({ length: hello.length - 6 }, (_, i) => i + 1),
+    );
     const reader = new ClientHelloReader();
     let scan = reader.push(Buffer.alloc(0));
     for (let i = 0; i < tiny.length; i++) {
@@ -128,11 +131,15 @@ describe("scanClientHello", () => {
   });
 
   it.each([
-    ["a record of another type inside the ClientHello", () => {
-      const hello = helloWith([serverNameExtension([0, "granted.test"])]);
-      const [first, second] = [reframe(hello, [10]).subarray(0, 15), reframe(hello, [10]).subarray(15)];
-      return Buffer.concat([first, Buffer.from([0x17, 0x03, 0x03, 0x00, 0x01, 0x00]), second]);
-    }, /a record of another type/],
+    [
+      "a record of another type inside the ClientHello",
+      () => {
+        const hello = helloWith([serverNameExtension([0, "granted.test"])]);
+        const [first, second] = [reframe(hello, [10]).subarray(0, 15), reframe(hello, [10]).subarray(15)];
+        return Buffer.concat([first, Buffer.from([0x17, 0x03, 0x03, 0x00, 0x01, 0x00]), second]);
+      },
+      /a record of another type/,
+    ],
     ["an empty handshake record", () => Buffer.from([0x16, 0x03, 0x01, 0x00, 0x00]), /empty handshake record/],
     ["a record that is not TLS", () => Buffer.from([0x16, 0x09, 0x01, 0x00, 0x04]), /not a TLS record version/],
     ["a handshake message that is not a ClientHello", () => helloWith([], { handshakeType: 2 }), /not a ClientHello/],
@@ -142,11 +149,15 @@ describe("scanClientHello", () => {
     ["a server name that is not a host name", () => helloWith([serverNameExtension([0, "granted.test\u0000.denied.test"])]), /not a host name/],
     ["a server name with high-bit bytes", () => helloWith([serverNameExtension([0, "gr\u00e1nted.test"])]), /not a host name/],
     ["a server_name extension without a host", () => helloWith([serverNameExtension()]), /list length is wrong|names no host/],
-    ["a ClientHello longer than the cap", () => {
-      const header = Buffer.from([0x16, 0x03, 0x01, 0x00, 0x04, 0x01, 0, 0, 0]);
-      header.writeUIntBE(MAX_CLIENT_HELLO_BYTES + 1, 6, 3);
-      return header;
-    }, /longer than 32 KiB/],
+    [
+      "a ClientHello longer than the cap",
+      () => {
+        const header = Buffer.from([0x16, 0x03, 0x01, 0x00, 0x04, 0x01, 0, 0, 0]);
+        header.writeUIntBE(MAX_CLIENT_HELLO_BYTES + 1, 6, 3);
+        return header;
+      },
+      /longer than 32 KiB/,
+    ],
   ])("refuses %s as malformed", (_what, build, reason) => {
     const scan = scanClientHello(build());
     expect(scan.kind).toBe("malformed");

@@ -46,20 +46,7 @@ export const SANDBOX_HOSTNAME = "sandbox";
 /** Host top-level entries tools need; symlinks (merged /usr) are recreated, directories ro-bound. */
 const HOST_TREE = ["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"];
 /** Selected /etc entries, read-only; passwd/group/hosts are generated per sandbox instead. */
-const HOST_ETC = [
-  "ssl",
-  "ca-certificates",
-  "ca-certificates.conf",
-  "pki",
-  "resolv.conf",
-  "nsswitch.conf",
-  "alternatives",
-  "ld.so.cache",
-  "ld.so.conf",
-  "ld.so.conf.d",
-  "localtime",
-  "mime.types",
-];
+const HOST_ETC = ["ssl", "ca-certificates", "ca-certificates.conf", "pki", "resolv.conf", "nsswitch.conf", "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "mime.types"];
 /** Never taken from a rootfs either: the jail supplies these itself. */
 const ROOTFS_EXCLUDED = new Set(["proc", "dev", "sys", "tmp", "home", "root", "run", "workspace", "opt"]);
 
@@ -257,7 +244,9 @@ function findNodeInTree(treeRoot: string): string | null {
  * passwd/group/hosts for the sandbox user, so `id`, `whoami`, `~` and `localhost` work. A user with
  * uid 0 is root itself (its home is then the sandbox's home).
  */
-export function generatedEtcFiles(user: { name: string; uid: number; gid: number; home: string } = { name: SANDBOX_USER, uid: SANDBOX_UID, gid: SANDBOX_GID, home: SANDBOX_PATHS.home }): Record<"passwd" | "group" | "hosts", string> {
+export function generatedEtcFiles(
+  user: { name: string; uid: number; gid: number; home: string } = { name: SANDBOX_USER, uid: SANDBOX_UID, gid: SANDBOX_GID, home: SANDBOX_PATHS.home },
+): Record<"passwd" | "group" | "hosts", string> {
   const root = user.uid === 0 ? `root:x:0:0:root:${user.home}:/bin/sh\n` : `root:x:0:0:root:/root:/usr/sbin/nologin\n`;
   const own = user.uid === 0 ? "" : `${user.name}:x:${user.uid}:${user.gid}:Paperclip sandbox:${user.home}:/bin/sh\n`;
   const group = user.gid === 0 || user.gid === 65534 ? "" : `${user.uid === 0 ? "sandbox" : user.name}:x:${user.gid}:\n`;

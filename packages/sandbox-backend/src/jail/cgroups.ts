@@ -81,9 +81,7 @@ export function probeCgroupAccess(limits: Limits): Array<{ limit: LimitName; rea
   const own = ownCgroups();
   const unenforced: Array<{ limit: LimitName; reason: string }> = [];
   for (const limit of wanted) {
-    const parent = isV2Only()
-      ? path.join(CGROUP_ROOT, own.get("") ?? "/")
-      : path.join(CGROUP_ROOT, V1_CONTROLLER[limit], own.get(V1_CONTROLLER[limit]) ?? "/");
+    const parent = isV2Only() ? path.join(CGROUP_ROOT, own.get("") ?? "/") : path.join(CGROUP_ROOT, V1_CONTROLLER[limit], own.get(V1_CONTROLLER[limit]) ?? "/");
     try {
       fs.accessSync(parent, fs.constants.W_OK);
     } catch {
@@ -107,9 +105,10 @@ export async function createSandboxCgroups(name: string, limits: Limits, options
     try {
       await fsp.mkdir(dir);
       result.dirs.push(dir);
-      for (const limit of wanted) await writeV2Limit(dir, limit, limits[limit]!).catch((error: Error) => {
-        result.unenforced.push({ limit, reason: error.message });
-      });
+      for (const limit of wanted)
+        await writeV2Limit(dir, limit, limits[limit]!).catch((error: Error) => {
+          result.unenforced.push({ limit, reason: error.message });
+        });
       result.procsFiles.push(path.join(dir, "cgroup.procs"));
       if (options.freezer && fs.existsSync(path.join(dir, "cgroup.freeze"))) result.freezer = { version: 2, dir };
     } catch (error) {

@@ -39,7 +39,10 @@ function expectOnlyLowDescriptors(outcome: { fds: string; code: number | null })
 
 describe("the jail prelude", () => {
   it("is a minimal static ELF64 executable per arch", () => {
-    for (const [arch, machine] of [["x86_64", 62], ["aarch64", 183]] as const) {
+    for (const [arch, machine] of [
+      ["x86_64", 62],
+      ["aarch64", 183],
+    ] as const) {
       const elf = buildPrelude(arch);
       expect(elf.subarray(0, 4).toString("latin1")).toBe("\x7fELF");
       expect(elf.readUInt16LE(18)).toBe(machine);

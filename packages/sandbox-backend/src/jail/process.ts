@@ -198,9 +198,7 @@ export async function launchJail(options: LaunchOptions): Promise<LaunchedJail> 
   if (!info) {
     const result = await exited;
     const tail = await fsp.readFile(options.logPath, "utf8").catch(() => "");
-    throw new JailStartError(
-      `bubblewrap failed to start the jail (exit ${result.code ?? result.signal}): ${tail.trim().split("\n").slice(-5).join(" | ")}`,
-    );
+    throw new JailStartError(`bubblewrap failed to start the jail (exit ${result.code ?? result.signal}): ${tail.trim().split("\n").slice(-5).join(" | ")}`);
   }
   const initStartTime = processStartTime(info.childPid);
   if (initStartTime === null) throw new JailStartError("the jail ended during start-up");
@@ -219,10 +217,7 @@ export async function launchJail(options: LaunchOptions): Promise<LaunchedJail> 
 }
 
 /** bwrap writes {"child-pid", "pid-namespace", ...} to the info fd once the namespaces exist. */
-async function readInfo(
-  child: ChildProcess,
-  exited: Promise<unknown>,
-): Promise<{ childPid: number; pidNamespace: number } | null> {
+async function readInfo(child: ChildProcess, exited: Promise<unknown>): Promise<{ childPid: number; pidNamespace: number } | null> {
   const stream = child.stdio[INFO_FD] as NodeJS.ReadableStream | null | undefined;
   if (!stream) return null;
   let text = "";

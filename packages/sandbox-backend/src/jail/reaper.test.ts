@@ -23,8 +23,7 @@ function install(arch: "x86_64" | "aarch64"): string {
 const ORPHAN_PARENT = `(sleep 2 & echo $! > "$1"); sleep 0.2; read p < "$1"; ppid=$(cut -d' ' -f4 /proc/$p/stat); kill $p; [ "$ppid" = $$ ] && echo "adopted by the command" || echo "adopted by $ppid"`;
 
 function check(program: string, runner: string[] = [], adoptsOrphans = true) {
-  const run = (args: string[]) =>
-    spawnSync(runner[0] ?? program, [...runner.slice(1), ...(runner.length ? [program] : []), ...args], { encoding: "utf8", timeout: 10_000 });
+  const run = (args: string[]) => spawnSync(runner[0] ?? program, [...runner.slice(1), ...(runner.length ? [program] : []), ...args], { encoding: "utf8", timeout: 10_000 });
   // The command keeps its own argv[0], and the orphan of a process it started is re-parented to it.
   expect(run(["/bin/sh", "my-argv0", "-c", 'echo "$0"']).stdout).toBe("my-argv0\n");
   if (adoptsOrphans) expect(run(["/bin/sh", "sh", "-c", ORPHAN_PARENT, "sh", path.join(dir, "pid")]).stdout).toBe("adopted by the command\n");

@@ -13,7 +13,11 @@ export function grantIsEmpty(grant: EgressGrant): boolean {
   return grant.allowFqdns.length === 0 && grant.allowCidrs.length === 0;
 }
 
-export function sandboxBaseEnv(grant: EgressGrant, searchPath: string, user: { name: string; uid: number; home: string } = { name: SANDBOX_USER, uid: 1000, home: SANDBOX_PATHS.home }): Record<string, string> {
+export function sandboxBaseEnv(
+  grant: EgressGrant,
+  searchPath: string,
+  user: { name: string; uid: number; home: string } = { name: SANDBOX_USER, uid: 1000, home: SANDBOX_PATHS.home },
+): Record<string, string> {
   const name = user.uid === 0 ? "root" : user.name;
   const env: Record<string, string> = {
     PATH: searchPath,

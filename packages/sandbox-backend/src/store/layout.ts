@@ -95,14 +95,8 @@ export function sandboxLayout(stateDir: string, id: string, options: { legacy?: 
 export function checkSocketPathLength(stateDir: string): string | null {
   const sample = sandboxLayout(stateDir, "x");
   // The supervisor socket is bound at a temporary name first (process.ts): `.l<pid>`, pid up to 7 digits.
-  const longest = Math.max(
-    Buffer.byteLength(sample.socket),
-    Buffer.byteLength(sample.egressSocket),
-    Buffer.byteLength(path.join(sample.socketDir, ".l4194304")),
-  );
-  return longest > MAX_SOCKET_PATH
-    ? `stateDir is too long: sandbox sockets would be ${longest} bytes, over the ${MAX_SOCKET_PATH}-byte Unix socket limit`
-    : null;
+  const longest = Math.max(Buffer.byteLength(sample.socket), Buffer.byteLength(sample.egressSocket), Buffer.byteLength(path.join(sample.socketDir, ".l4194304")));
+  return longest > MAX_SOCKET_PATH ? `stateDir is too long: sandbox sockets would be ${longest} bytes, over the ${MAX_SOCKET_PATH}-byte Unix socket limit` : null;
 }
 
 /** The cgroup name of sandbox `id` (cgroup names are length-limited too). */

@@ -8,18 +8,7 @@ import net from "node:net";
 import { randomUUID } from "node:crypto";
 import type { Readable, Writable } from "node:stream";
 import { STREAM_TRANSPORT, type ScriptExit, type ScriptIo, type ScriptRunner, type TransportCapabilities } from "@paperclip-sandbox/kit";
-import {
-  FRAME_CONTROL,
-  FRAME_STDERR,
-  FRAME_STDIN,
-  FRAME_STDOUT,
-  FrameError,
-  createFrameDecoder,
-  encodeControl,
-  encodeFrame,
-  parseControl,
-  type FrameLimits,
-} from "./protocol.js";
+import { FRAME_CONTROL, FRAME_STDERR, FRAME_STDIN, FRAME_STDOUT, FrameError, createFrameDecoder, encodeControl, encodeFrame, parseControl, type FrameLimits } from "./protocol.js";
 import { reportViolation, request, SupervisorTransportError, type SupervisorChannel } from "./connection.js";
 import { exitOf, validPid } from "./replies.js";
 
@@ -150,10 +139,7 @@ export class SupervisorClient implements ScriptRunner {
       });
       // After an abort, losing the connection means the jail was ended under the command (release
       // kills the whole jail and confirms it): that is the aborted outcome, not a transport failure.
-      const lost = (message: string) =>
-        aborted
-          ? finish(null, { exitCode: null, signal: "SIGKILL", reason: "aborted" })
-          : finish(new SupervisorTransportError(message));
+      const lost = (message: string) => (aborted ? finish(null, { exitCode: null, signal: "SIGKILL", reason: "aborted" }) : finish(new SupervisorTransportError(message)));
       sock.on("error", (error) => lost(`supervisor connection failed: ${error.message}`));
       sock.on("close", () => lost("supervisor connection lost before the command exited"));
 

@@ -170,13 +170,7 @@ export function replyError(reply: ControlMessage): SupervisorReplyError {
  * One control request, one control reply whose op is one of `expected` (an `error` reply rejects
  * with SupervisorReplyError; any other op, or data frames, break the protocol).
  */
-export function request(
-  channel: SupervisorChannel,
-  message: Record<string, unknown>,
-  expected: readonly string[],
-  timeoutMs = 30_000,
-  limits: FrameLimits = REPLY_LIMITS,
-): Promise<ControlMessage> {
+export function request(channel: SupervisorChannel, message: Record<string, unknown>, expected: readonly string[], timeoutMs = 30_000, limits: FrameLimits = REPLY_LIMITS): Promise<ControlMessage> {
   return new Promise((resolve, reject) => {
     let answered = false;
     const connection = new Connection(

@@ -5,16 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { SandboxExecError } from "../errors.js";
-import type {
-  ExecExit,
-  ExecHandle,
-  ExecOptions,
-  OutputListener,
-  OutputRead,
-  OutputStreamName,
-  OutputSubscription,
-  ProcessInfo,
-} from "../types.js";
+import type { ExecExit, ExecHandle, ExecOptions, OutputListener, OutputRead, OutputStreamName, OutputSubscription, ProcessInfo } from "../types.js";
 import { Connection, LARGE_REPLY_LIMITS, replyError, request, SupervisorReplyError, SupervisorTransportError, type ControlMessage, type SupervisorChannel } from "./connection.js";
 import { FRAME_STDERR, FRAME_STDOUT } from "./protocol.js";
 import { exitOf, validOffset, validPid } from "./replies.js";
@@ -22,7 +13,6 @@ import { exitOf, validOffset, validPid } from "./replies.js";
 const STREAM_OF: Record<number, OutputStreamName> = { [FRAME_STDOUT]: "stdout", [FRAME_STDERR]: "stderr" };
 /** Most bytes one read() returns (the supervisor sends them in frames of at most 256 KiB). */
 const MAX_READ_BYTES = 16 * 1024 * 1024;
-
 
 function execError(error: SupervisorReplyError): SandboxExecError {
   return new SandboxExecError(error.code, error.message);
@@ -216,12 +206,7 @@ export function readOutput(channel: SupervisorChannel, pid: number, stream: Outp
   });
 }
 
-export function subscribeOutput(
-  channel: SupervisorChannel,
-  pid: number,
-  from: Partial<Record<OutputStreamName, number>>,
-  listener: OutputListener,
-): OutputSubscription {
+export function subscribeOutput(channel: SupervisorChannel, pid: number, from: Partial<Record<OutputStreamName, number>>, listener: OutputListener): OutputSubscription {
   const done = settleable<ExecExit | null>();
   const cursors = new Map<OutputStreamName, number>();
   for (const stream of ["stdout", "stderr"] as const) if (from[stream] !== undefined) cursors.set(stream, from[stream]!);

@@ -131,7 +131,14 @@ function openRead(channel: SupervisorChannel, path: string, options: FileScope &
         else reject(lost);
       },
     });
-    connection.send({ op: "fs", action: "read", path, ...scope(options), ...(options.offset === undefined ? {} : { offset: options.offset }), ...(options.length === undefined ? {} : { length: options.length }) });
+    connection.send({
+      op: "fs",
+      action: "read",
+      path,
+      ...scope(options),
+      ...(options.offset === undefined ? {} : { offset: options.offset }),
+      ...(options.length === undefined ? {} : { length: options.length }),
+    });
   });
 }
 

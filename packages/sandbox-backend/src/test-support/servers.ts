@@ -21,8 +21,23 @@ export function selfSignedCert(commonName: string): { key: string; cert: string 
   try {
     execFileSync(
       "openssl",
-      ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", `/CN=${commonName}`,
-        "-keyout", path.join(dir, "key.pem"), "-out", path.join(dir, "cert.pem")],
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        `/CN=${commonName}`,
+        "-keyout",
+        path.join(dir, "key.pem"),
+        "-out",
+        path.join(dir, "cert.pem"),
+      ],
       { stdio: "ignore" },
     );
     return { key: fs.readFileSync(path.join(dir, "key.pem"), "utf8"), cert: fs.readFileSync(path.join(dir, "cert.pem"), "utf8") };
@@ -53,9 +68,15 @@ function listen(server: net.Server, host: string): Promise<TestServer> {
 }
 
 export function startHttpsServer(host: string, body: string, cert = selfSignedCert("granted.test")): Promise<TestServer> {
-  return listen(https.createServer(cert, (_req, res) => res.end(body)), host);
+  return listen(
+    https.createServer(cert, (_req, res) => res.end(body)),
+    host,
+  );
 }
 
 export function startHttpServer(host: string, body: string): Promise<TestServer> {
-  return listen(http.createServer((req, res) => res.end(`${body} host=${req.headers.host}`)), host);
+  return listen(
+    http.createServer((req, res) => res.end(`${body} host=${req.headers.host}`)),
+    host,
+  );
 }

@@ -123,7 +123,14 @@ export class ProcessRun {
     try {
       if (this.spec.stdin) await this.stageStdin(this.spec.stdin);
       const script = plainShell(
-        buildProcessScript({ command: this.spec.command, args: this.spec.args, ...(this.spec.cwd ? { cwd: this.spec.cwd } : {}), env: this.spec.env, dir: this.dir, stdinStream: this.spec.stdinStream || this.spec.stdin !== null }),
+        buildProcessScript({
+          command: this.spec.command,
+          args: this.spec.args,
+          ...(this.spec.cwd ? { cwd: this.spec.cwd } : {}),
+          env: this.spec.env,
+          dir: this.dir,
+          stdinStream: this.spec.stdinStream || this.spec.stdin !== null,
+        }),
       );
       const target = await this.target();
       const stream = await target.execStream(script, { cwd: "/" });

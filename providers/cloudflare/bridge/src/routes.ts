@@ -121,13 +121,21 @@ const routes: Array<[string, RegExp, Handler]> = [
       const sandbox = sandboxFor(env, id, settings);
       try {
         await sandbox.setKeepAlive(settings.keepAlive);
-        await registryOf(env.LeaseRegistry).put({ providerLeaseId: id, labels, createdAt: new Date().toISOString(), keepAlive: settings.keepAlive, expiresAt: expiresAt ? new Date(expiresAt).toISOString() : null });
+        await registryOf(env.LeaseRegistry).put({
+          providerLeaseId: id,
+          labels,
+          createdAt: new Date().toISOString(),
+          keepAlive: settings.keepAlive,
+          expiresAt: expiresAt ? new Date(expiresAt).toISOString() : null,
+        });
         await prepareWorkspace(sandbox, settings.remoteCwd);
         await writeSentinel(sandbox, id, settings, false);
       } catch (error) {
         if (!reuseLease) {
           await destroyQuietly(sandbox);
-          await registryOf(env.LeaseRegistry).remove(id).catch(() => undefined);
+          await registryOf(env.LeaseRegistry)
+            .remove(id)
+            .catch(() => undefined);
         }
         throw new BridgeError(500, "acquisition_failed", error instanceof Error ? error.message : String(error), { providerLeaseId: id });
       }
@@ -227,16 +235,18 @@ const routes: Array<[string, RegExp, Handler]> = [
       const run = new CommandRun(env, spec);
       if (!spec.stream) return json(200, await run.run());
       const sse = openSse(keepaliveMs);
-      ctx.waitUntil((async () => {
-        try {
-          const result = await run.run((stream, data) => void sse.send(stream, { data }));
-          await sse.send("complete", result);
-        } catch (error) {
-          await sse.send("error", { error: error instanceof Error ? error.message : String(error) });
-        } finally {
-          await sse.close();
-        }
-      })());
+      ctx.waitUntil(
+        (async () => {
+          try {
+            const result = await run.run((stream, data) => void sse.send(stream, { data }));
+            await sse.send("complete", result);
+          } catch (error) {
+            await sse.send("error", { error: error instanceof Error ? error.message : String(error) });
+          } finally {
+            await sse.close();
+          }
+        })(),
+      );
       return sse.response;
     },
   ],

@@ -75,7 +75,11 @@ export async function writeSentinel(sandbox: Sandbox, providerLeaseId: string, s
   const path = sentinelPath(settings.remoteCwd);
   const text = JSON.stringify(record, null, 2);
   const dir = path.slice(0, path.lastIndexOf("/"));
-  await controlExec(sandbox, `mkdir -p ${quote(settings.remoteCwd)} ${quote(dir)} && printf '%s\\n' ${quote(text)} > ${quote(`${path}.pending`)} && mv -f ${quote(`${path}.pending`)} ${quote(path)}`, "Write the lease sentinel");
+  await controlExec(
+    sandbox,
+    `mkdir -p ${quote(settings.remoteCwd)} ${quote(dir)} && printf '%s\\n' ${quote(text)} > ${quote(`${path}.pending`)} && mv -f ${quote(`${path}.pending`)} ${quote(path)}`,
+    "Write the lease sentinel",
+  );
 }
 
 /** True when the sentinel is there and not empty (a container that lost its disk has none). */

@@ -180,7 +180,9 @@ export function acceptWebSocket(request: IncomingMessage, socket: Duplex, head: 
   if (String(request.headers.upgrade ?? "").toLowerCase() !== "websocket") throw new HandshakeError(400, "expected Upgrade: websocket");
   if (request.headers["sec-websocket-version"] !== "13") throw new HandshakeError(426, "only WebSocket version 13 is spoken");
   if (typeof key !== "string" || Buffer.from(key, "base64").length !== 16) throw new HandshakeError(400, "missing or malformed Sec-WebSocket-Key");
-  const accept = createHash("sha1").update(key + GUID).digest("base64");
+  const accept = createHash("sha1")
+    .update(key + GUID)
+    .digest("base64");
   socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
   const connection = new WebSocketConnection(socket, options);
   if (head.length > 0) socket.unshift(head);

@@ -24,7 +24,9 @@ const socket = new WebSocket(`${url.replace(/^http/, "ws")}/@${owner}/${workspac
 const frame = (type, body) => Buffer.concat([Buffer.of(type), Buffer.isBuffer(body) ? body : Buffer.from(body === undefined ? "" : JSON.stringify(body))]);
 socket.on("open", () => {
   // An SSH session's shell: the user's login environment.
-  socket.send(frame(0x01, { script: command, env: { PATH: "/home/coder/.local/bin:/usr/local/bin:/usr/bin:/bin", HOME: "/home/coder", USER: "coder", LANG: "C.UTF-8" }, envMode: "replace", stdin: true }));
+  socket.send(
+    frame(0x01, { script: command, env: { PATH: "/home/coder/.local/bin:/usr/local/bin:/usr/bin:/bin", HOME: "/home/coder", USER: "coder", LANG: "C.UTF-8" }, envMode: "replace", stdin: true }),
+  );
 });
 socket.on("message", (data) => {
   const body = data.subarray(1);

@@ -148,7 +148,9 @@ function streamApiOnce(target: AppProxyTarget, baseEnv: Record<string, string>):
             );
           });
         });
-        socket.on("error", (error) => fail(new ProviderApiError({ vendor: "coder", operation: "runnerStream", status: 0, code: "network", detail: error.message, retryable: true, gone: false, mayHaveTakenEffect: started })));
+        socket.on("error", (error) =>
+          fail(new ProviderApiError({ vendor: "coder", operation: "runnerStream", status: 0, code: "network", detail: error.message, retryable: true, gone: false, mayHaveTakenEffect: started })),
+        );
         socket.on("open", () => {
           socket.send(
             frame(MSG_START, {
@@ -201,12 +203,34 @@ function streamApiOnce(target: AppProxyTarget, baseEnv: Record<string, string>):
             void delivery.then(() => settleExit!.resolve({ exitCode: exit.exitCode, signal: exit.signal, timedOut: exit.timedOut }));
           } else if (type === MSG_ERROR) {
             const error = JSON.parse(payload.toString("utf8")) as { error?: string; message?: string };
-            fail(new ProviderApiError({ vendor: "coder", operation: "runnerStart", status: 400, code: error.error ?? "runner_error", detail: error.message ?? "the runner refused the command", retryable: false, gone: false, mayHaveTakenEffect: false }));
+            fail(
+              new ProviderApiError({
+                vendor: "coder",
+                operation: "runnerStart",
+                status: 400,
+                code: error.error ?? "runner_error",
+                detail: error.message ?? "the runner refused the command",
+                retryable: false,
+                gone: false,
+                mayHaveTakenEffect: false,
+              }),
+            );
           }
         });
         socket.on("close", (code) => {
           spec.signal.removeEventListener("abort", onAbort);
-          fail(new ProviderApiError({ vendor: "coder", operation: "runnerStream", status: 0, code: "connection_reset", detail: `the runner's stream closed before the command's exit (WebSocket ${code})`, retryable: false, gone: false, mayHaveTakenEffect: true }));
+          fail(
+            new ProviderApiError({
+              vendor: "coder",
+              operation: "runnerStream",
+              status: 0,
+              code: "connection_reset",
+              detail: `the runner's stream closed before the command's exit (WebSocket ${code})`,
+              retryable: false,
+              gone: false,
+              mayHaveTakenEffect: true,
+            }),
+          );
         });
       });
     },

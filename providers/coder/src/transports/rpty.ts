@@ -82,12 +82,27 @@ function openPty(target: PtyTarget, command: string, signal?: AbortSignal): PtyS
       }
     });
     socket.on("unexpected-response", (_request, response) => refusal(response, reject));
-    socket.on("error", (error) => reject(new ProviderApiError({ vendor: "coder", operation: "agentPty", status: 0, code: "network", detail: error.message, retryable: true, gone: false, mayHaveTakenEffect: true })));
+    socket.on("error", (error) =>
+      reject(new ProviderApiError({ vendor: "coder", operation: "agentPty", status: 0, code: "network", detail: error.message, retryable: true, gone: false, mayHaveTakenEffect: true })),
+    );
     socket.on("close", (code) => {
       signal?.removeEventListener("abort", onAbort);
-      if (signal?.aborted) reject(new ProviderApiError({ vendor: "coder", operation: "agentPty", status: 0, code: "aborted", detail: "aborted", retryable: false, gone: false, mayHaveTakenEffect: true }));
+      if (signal?.aborted)
+        reject(new ProviderApiError({ vendor: "coder", operation: "agentPty", status: 0, code: "aborted", detail: "aborted", retryable: false, gone: false, mayHaveTakenEffect: true }));
       else if (code === 1000) resolve(Buffer.concat(chunks));
-      else reject(new ProviderApiError({ vendor: "coder", operation: "agentPty", status: 0, code: "connection_reset", detail: `the terminal closed with WebSocket code ${code}`, retryable: false, gone: false, mayHaveTakenEffect: true }));
+      else
+        reject(
+          new ProviderApiError({
+            vendor: "coder",
+            operation: "agentPty",
+            status: 0,
+            code: "connection_reset",
+            detail: `the terminal closed with WebSocket code ${code}`,
+            retryable: false,
+            gone: false,
+            mayHaveTakenEffect: true,
+          }),
+        );
     });
   });
   output.catch(() => undefined);
@@ -122,7 +137,18 @@ function refusal(response: import("node:http").IncomingMessage, reject: (error: 
     } catch {
       // not JSON
     }
-    reject(new ProviderApiError({ vendor: "coder", operation: "agentPty", status, code: `http_${status}`, detail, retryable: status >= 500, gone: status === 404 || status === 410, mayHaveTakenEffect: false }));
+    reject(
+      new ProviderApiError({
+        vendor: "coder",
+        operation: "agentPty",
+        status,
+        code: `http_${status}`,
+        detail,
+        retryable: status >= 500,
+        gone: status === 404 || status === 410,
+        mayHaveTakenEffect: false,
+      }),
+    );
   });
 }
 

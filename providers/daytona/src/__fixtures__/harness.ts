@@ -55,7 +55,15 @@ export async function startHarness(options: DaytonaEmulatorOptions = {}, deps: D
     warnings,
     acquire: (cfg, params = {}) => hooks.onEnvironmentAcquireLease({ ...scope, config: merged(cfg), runId: `run-${randomUUID()}`, ...runIdentity, ...params }),
     sh: (lease, script, { config: cfg, ...extra } = {}) =>
-      hooks.onEnvironmentExecute({ ...scope, config: merged(cfg as Record<string, unknown> | undefined), lease, command: "sh", args: ["-c", script], cwd: lease.metadata?.remoteCwd as string, ...extra }),
+      hooks.onEnvironmentExecute({
+        ...scope,
+        config: merged(cfg as Record<string, unknown> | undefined),
+        lease,
+        command: "sh",
+        args: ["-c", script],
+        cwd: lease.metadata?.remoteCwd as string,
+        ...extra,
+      }),
     release: (lease, cfg, extra) => hooks.onEnvironmentReleaseLease(ref(lease, cfg, extra)),
     destroy: (lease, cfg, extra) => hooks.onEnvironmentDestroyLease(ref(lease, cfg, extra)),
     resume: (lease, cfg, extra) => hooks.onEnvironmentResumeLease(ref(lease, cfg, extra)),

@@ -57,7 +57,15 @@ export async function startHarness(options: ExeDevEmulatorOptions = {}, deps: Ex
     runtimeParent,
     acquire: (cfg, params = {}) => hooks.onEnvironmentAcquireLease({ ...scope, config: merged(cfg), runId: `run-${randomUUID()}`, ...params }),
     sh: (lease, script, { config: cfg, ...extra } = {}) =>
-      hooks.onEnvironmentExecute({ ...scope, config: merged(cfg as Record<string, unknown> | undefined), lease, command: "sh", args: ["-c", script], cwd: lease.metadata?.remoteCwd as string, ...extra }),
+      hooks.onEnvironmentExecute({
+        ...scope,
+        config: merged(cfg as Record<string, unknown> | undefined),
+        lease,
+        command: "sh",
+        args: ["-c", script],
+        cwd: lease.metadata?.remoteCwd as string,
+        ...extra,
+      }),
     release: (lease, cfg, extra) => hooks.onEnvironmentReleaseLease(ref(lease, cfg, extra)),
     destroy: (lease, cfg) => hooks.onEnvironmentDestroyLease(ref(lease, cfg)),
     resume: (lease, cfg) => hooks.onEnvironmentResumeLease(ref(lease, cfg)),

@@ -19,7 +19,9 @@ export function vendorClient(config) {
 }
 
 export async function listSandboxes(config, labels, signal) {
-  const selector = Object.entries(labels ?? {}).map(([k, v]) => `${k}=${v}`).join(",");
+  const selector = Object.entries(labels ?? {})
+    .map(([k, v]) => `${k}=${v}`)
+    .join(",");
   const body = await vendorClient(config).json({ operation: "listSandboxes", path: "/sandboxes", query: { labels: selector || undefined }, idempotent: true, signal });
   return body.sandboxes;
 }

@@ -8,7 +8,5 @@ export default {
   categories: ["automation"],
   capabilities: ["environment.drivers.register"],
   entrypoints: { worker: "./worker.mjs" },
-  environmentDrivers: [
-    { driverKey: "local-fixture", kind: "sandbox_provider", displayName: "Local fixture", supportsReusableLeases: true, sandboxCapabilities: { reusableLeases: true } },
-  ],
+  environmentDrivers: [{ driverKey: "local-fixture", kind: "sandbox_provider", displayName: "Local fixture", supportsReusableLeases: true, sandboxCapabilities: { reusableLeases: true } }],
 };

@@ -29,7 +29,11 @@ function validate(config) {
 }
 
 const leaseDir = (id) => path.join(baseDir, id);
-const exists = (p) => stat(p).then(() => true, () => false);
+const exists = (p) =>
+  stat(p).then(
+    () => true,
+    () => false,
+  );
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function groupAlive(pgid) {

@@ -34,7 +34,6 @@ function hasLiveMember(pgid: number): boolean {
   return false;
 }
 
-
 function signalGroup(pgid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(-pgid, signal);

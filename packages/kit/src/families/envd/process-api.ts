@@ -60,8 +60,7 @@ export function envdProcessApi(sandbox: EnvdSandboxLike, options: EnvdProcessApi
   const callTimeout = () => AbortSignal.timeout(options.requestTimeoutMs);
 
   return {
-    start: (spec, output) =>
-      withRetry(() => startOnce(spec, output), { idempotent: false, attempts: 3, totalMs: Math.max(10_000, options.requestTimeoutMs), signal: spec.signal }),
+    start: (spec, output) => withRetry(() => startOnce(spec, output), { idempotent: false, attempts: 3, totalMs: Math.max(10_000, options.requestTimeoutMs), signal: spec.signal }),
   };
 
   async function startOnce(spec: StreamedProcessSpec, output: StreamedProcessOutput): Promise<StreamedProcess> {
@@ -93,7 +92,16 @@ export function envdProcessApi(sandbox: EnvdSandboxLike, options: EnvdProcessApi
     if (event?.case !== "start") {
       connection.abort();
       spec.signal.removeEventListener("abort", onAbort);
-      throw new ProviderApiError({ vendor, operation: "process.Start", status: 200, code: "protocol", detail: "the process stream did not begin with a start event", retryable: false, gone: false, mayHaveTakenEffect: true });
+      throw new ProviderApiError({
+        vendor,
+        operation: "process.Start",
+        status: 200,
+        code: "protocol",
+        detail: "the process stream did not begin with a start event",
+        retryable: false,
+        gone: false,
+        mayHaveTakenEffect: true,
+      });
     }
     const pid = event.value.pid;
 
@@ -114,7 +122,17 @@ export function envdProcessApi(sandbox: EnvdSandboxLike, options: EnvdProcessApi
             end = e.value;
           }
         }
-        if (!end) throw new ProviderApiError({ vendor, operation: "process.Start", status: 200, code: "protocol", detail: `the stream of process ${pid} ended without an end event`, retryable: false, gone: false, mayHaveTakenEffect: true });
+        if (!end)
+          throw new ProviderApiError({
+            vendor,
+            operation: "process.Start",
+            status: 200,
+            code: "protocol",
+            detail: `the stream of process ${pid} ended without an end event`,
+            retryable: false,
+            gone: false,
+            mayHaveTakenEffect: true,
+          });
         return envdExitOf(end);
       } catch (error) {
         const failure = envdApiError(vendor, "process.Start", error);
@@ -139,7 +157,14 @@ export function envdProcessApi(sandbox: EnvdSandboxLike, options: EnvdProcessApi
    * stdin found gone ends feeding quietly (EPIPE); a stream that broke otherwise fails the feed
    * (what it carried is unknown: the runner fails the run, which a channel recovers from).
    */
-  async function streamStdin(endpoint: EnvdRpcEndpoint, pid: number, source: AsyncIterable<Buffer>, ended: AbortSignal, writeStdin: (chunk: Buffer) => Promise<void>, closeStdin: () => Promise<void>): Promise<void> {
+  async function streamStdin(
+    endpoint: EnvdRpcEndpoint,
+    pid: number,
+    source: AsyncIterable<Buffer>,
+    ended: AbortSignal,
+    writeStdin: (chunk: Buffer) => Promise<void>,
+    closeStdin: () => Promise<void>,
+  ): Promise<void> {
     let stream: EnvdStreamInput | undefined = openEnvdStreamInput(endpoint, pid, { vendor });
     let answer: ProviderApiError | undefined;
     let answered = false;

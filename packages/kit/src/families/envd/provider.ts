@@ -134,7 +134,16 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
   const timeoutFor = (config: C, capAt: number | null) => cappedTtlMs(spec.sandboxTimeoutMs(config), capAt, { granularityMs: SECOND_MS, now: now() });
 
   const notRunningError = (id: string) =>
-    new ProviderApiError({ vendor: spec.vendor, operation: "process.Start", status: 502, code: SANDBOX_NOT_RUNNING, detail: `sandbox ${id} is not running`, retryable: false, gone: false, mayHaveTakenEffect: false });
+    new ProviderApiError({
+      vendor: spec.vendor,
+      operation: "process.Start",
+      status: 502,
+      code: SANDBOX_NOT_RUNNING,
+      detail: `sandbox ${id} is not running`,
+      retryable: false,
+      gone: false,
+      mayHaveTakenEffect: false,
+    });
 
   const runnerOf = (handle: EnvdHandle, config: C): ScriptRunner => {
     const sandbox = handle.sandbox;

@@ -233,13 +233,7 @@ export function exitCodeFromStatus(raw: string): number {
   throw new ChannelExecError("CHANNEL_EXEC_FAILED", `the exec failed to run: ${status.message ?? status.reason ?? raw.slice(0, 200)}`);
 }
 
-function runOnce(
-  options: ChannelExecRunnerOptions,
-  memory: ChannelProtocolMemory,
-  command: string[],
-  stdin: Array<Readable | Buffer | string> | undefined,
-  io: ScriptIo,
-): Promise<ScriptExit> {
+function runOnce(options: ChannelExecRunnerOptions, memory: ChannelProtocolMemory, command: string[], stdin: Array<Readable | Buffer | string> | undefined, io: ScriptIo): Promise<ScriptExit> {
   return new Promise<ScriptExit>((resolve, reject) => {
     let socket: ChannelSocket | undefined;
     let statusText: string | undefined;
@@ -316,18 +310,21 @@ function runOnce(
         });
         const ping = options.pingIntervalMs ?? 15_000;
         const limit = options.silenceLimitMs ?? 45_000;
-        watchdog = setInterval(() => {
-          if (Date.now() - lastHeard > limit) {
-            opened.terminate ? opened.terminate() : opened.close(4000, "silent");
-            finish({ error: new ChannelExecError("CHANNEL_EXEC_LOST", `the exec connection went silent for ${limit} ms (no output, no reply to pings): its outcome is unknown`) });
-            return;
-          }
-          try {
-            opened.ping?.();
-          } catch {
-            /* closing */
-          }
-        }, Math.min(ping, limit));
+        watchdog = setInterval(
+          () => {
+            if (Date.now() - lastHeard > limit) {
+              opened.terminate ? opened.terminate() : opened.close(4000, "silent");
+              finish({ error: new ChannelExecError("CHANNEL_EXEC_LOST", `the exec connection went silent for ${limit} ms (no output, no reply to pings): its outcome is unknown`) });
+              return;
+            }
+            try {
+              opened.ping?.();
+            } catch {
+              /* closing */
+            }
+          },
+          Math.min(ping, limit),
+        );
         watchdog.unref?.();
         if (stdin !== undefined) void pumpStdin(opened, stdin).catch((error: unknown) => finish({ error }));
       })

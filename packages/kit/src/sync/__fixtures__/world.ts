@@ -43,7 +43,9 @@ export async function makeWorld(): Promise<World> {
 }
 
 export async function sha256(file: string): Promise<string> {
-  return createHash("sha256").update(await fs.readFile(file)).digest("hex");
+  return createHash("sha256")
+    .update(await fs.readFile(file))
+    .digest("hex");
 }
 
 export async function modeOf(file: string): Promise<number> {

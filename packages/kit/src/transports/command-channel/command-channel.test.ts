@@ -349,9 +349,11 @@ describe("command channel: faults", () => {
     const box = sandbox();
     const runner = channel(box);
     await warm(box, runner);
-    const flood = Readable.from((function* () {
-      for (let i = 0; i < 64; i++) yield Buffer.alloc(256 * 1024, i);
-    })());
+    const flood = Readable.from(
+      (function* () {
+        for (let i = 0; i < 64; i++) yield Buffer.alloc(256 * 1024, i);
+      })(),
+    );
     const stuck = runner.run("sleep 1; echo slept", { stdin: flood });
     expect((await run(runner, "echo meanwhile")).stdout).toBe("meanwhile\n");
     expect((await stuck).exitCode).toBe(0);
@@ -405,7 +407,11 @@ describe("command channel: lifetime", () => {
 
 function isChannel(pid: number): boolean {
   try {
-    return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("paperclip-channel") || fs.readFileSync(`/proc/${pid}/comm`, "utf8").startsWith("paperclip-chann") || fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("__pc_d=");
+    return (
+      fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("paperclip-channel") ||
+      fs.readFileSync(`/proc/${pid}/comm`, "utf8").startsWith("paperclip-chann") ||
+      fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("__pc_d=")
+    );
   } catch {
     return false;
   }

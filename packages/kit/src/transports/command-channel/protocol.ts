@@ -101,7 +101,10 @@ export function parseReply(line: string, payload?: Buffer): Reply {
     case "H":
       if (f[1] === "0") return { kind: "unavailable", reason: f.slice(2).join(" ") };
       if (f[1] !== String(PROTOCOL_VERSION)) throw new ProtocolError(`the channel speaks protocol ${f[1]}, not ${PROTOCOL_VERSION}`);
-      return { kind: "hello", hello: { implementation: f[2] ?? "?", pid: int(3), stateDir: bytes(4).toString("utf8"), features: (f[5] ?? "").split(",").filter(Boolean), version: f.slice(6).join(" ") } };
+      return {
+        kind: "hello",
+        hello: { implementation: f[2] ?? "?", pid: int(3), stateDir: bytes(4).toString("utf8"), features: (f[5] ?? "").split(",").filter(Boolean), version: f.slice(6).join(" ") },
+      };
     case "S":
       return { kind: "started", id: int(1), pid: int(2) };
     case "F":

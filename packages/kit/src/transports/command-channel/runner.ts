@@ -176,13 +176,7 @@ export function commandChannelStatus(lease: string): CommandChannelStatus {
   const channel = channels.get(lease);
   if (!channel) return { state: "none", overChannel: 0, fresh: 0, starts: 0, breaks: 0 };
   const session = channel.session;
-  const state: CommandChannelStatus["state"] = channel.unavailable
-    ? "unavailable"
-    : session && session.state !== "dead"
-      ? session.state
-      : channel.retryAt > Date.now()
-        ? "backoff"
-        : "none";
+  const state: CommandChannelStatus["state"] = channel.unavailable ? "unavailable" : session && session.state !== "dead" ? session.state : channel.retryAt > Date.now() ? "backoff" : "none";
   return {
     state,
     ...(channel.lastImplementation ? { implementation: channel.lastImplementation } : {}),
@@ -210,7 +204,10 @@ export async function settledCommandChannel(lease: string, timeoutMs = DEFAULTS.
  * Starts a channel over `inner` and waits for its hello, then closes it: which in-sandbox side this
  * sandbox would run (`node v20.1.0`), or why none (for a probe).
  */
-export async function probeCommandChannel(inner: ScriptRunner, options: Pick<CommandChannelOptions, "startTimeoutMs" | "implementations"> = {}): Promise<{ ok: true; implementation: string; hello: Hello } | { ok: false; reason: string }> {
+export async function probeCommandChannel(
+  inner: ScriptRunner,
+  options: Pick<CommandChannelOptions, "startTimeoutMs" | "implementations"> = {},
+): Promise<{ ok: true; implementation: string; hello: Hello } | { ok: false; reason: string }> {
   if (!canCarryCommandChannel(inner.capabilities)) return { ok: false, reason: "this transport has no streamed stdin with live output" };
   const session = new ChannelSession({
     inner,

@@ -165,7 +165,10 @@ export class ChannelSession {
         signal: this.control.signal,
       })
       .then(
-        (exit) => void this.die(new ChannelUnavailableError(`the command channel's exec ended (${exit.exitCode ?? exit.signal ?? "aborted"})${this.stderrTail ? `: ${this.stderrTail.trim().slice(-300)}` : ""}`, false)),
+        (exit) =>
+          void this.die(
+            new ChannelUnavailableError(`the command channel's exec ended (${exit.exitCode ?? exit.signal ?? "aborted"})${this.stderrTail ? `: ${this.stderrTail.trim().slice(-300)}` : ""}`, false),
+          ),
         (error: unknown) => void this.die(error instanceof Error ? error : new Error(String(error))),
       );
   }
@@ -374,10 +377,11 @@ export class ChannelSession {
     };
     void (async () => {
       if (Buffer.isBuffer(source)) await send(source);
-      else for await (const raw of source) {
-        if (stopped) continue;
-        await send(typeof raw === "string" ? Buffer.from(raw, "utf8") : (raw as Buffer));
-      }
+      else
+        for await (const raw of source) {
+          if (stopped) continue;
+          await send(typeof raw === "string" ? Buffer.from(raw, "utf8") : (raw as Buffer));
+        }
       if (!stopped) this.write(eofLine(job.id));
     })().catch(() => undefined);
   }
@@ -455,11 +459,18 @@ export class ChannelSession {
       if (exit.exitCode !== 0) throw new Error(`the recovery exec ended with ${exit.exitCode ?? exit.signal}`);
     } catch (error) {
       for (const job of held) {
-        job.settle({ error: new CommandChannelLostError(`the command channel broke and the sandbox could not be asked whether the command ran (${(error as Error).message}): its outcome is unknown`) });
+        job.settle({
+          error: new CommandChannelLostError(`the command channel broke and the sandbox could not be asked whether the command ran (${(error as Error).message}): its outcome is unknown`),
+        });
       }
       return;
     }
-    const free = new Set(verdicts.split("\n").filter((line) => line.endsWith(" free")).map((line) => Number(line.split(" ")[0])));
+    const free = new Set(
+      verdicts
+        .split("\n")
+        .filter((line) => line.endsWith(" free"))
+        .map((line) => Number(line.split(" ")[0])),
+    );
     for (const job of held) {
       if (job.state === "sent" && free.has(job.id)) job.settle({ error: new CommandNotStartedError("the command channel broke before the command started") });
       else if (job.aborted) job.settle({ exit: abortedExit("SIGTERM", job.pid || undefined) });

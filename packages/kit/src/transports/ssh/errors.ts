@@ -42,7 +42,10 @@ const RULES: Array<[RegExp, SshFailureCode]> = [
   [/Load key .*: (invalid format|bad permissions|error in libcrypto)|no such identity|UNPROTECTED PRIVATE KEY FILE/i, "key_unreadable"],
   [/open failed: administratively prohibited|Session open refused by peer|session request failed/i, "session_refused"],
   [/connect to host .*: (Connection refused|Connection timed out|No route to host|Network is unreachable)|Could not resolve hostname|Operation timed out/i, "connect_failed"],
-  [/Connection (closed|reset)|Broken pipe|read from master failed|read header failed|Control socket connect|kex_exchange_identification|Timeout, server .* not responding|client_loop: send disconnect/i, "connection_lost"],
+  [
+    /Connection (closed|reset)|Broken pipe|read from master failed|read header failed|Control socket connect|kex_exchange_identification|Timeout, server .* not responding|client_loop: send disconnect/i,
+    "connection_lost",
+  ],
 ];
 
 /** Classifies ssh's stderr; `host_key_changed` wins over the generic verification failure it also prints. */
@@ -52,8 +55,7 @@ export function classifySshFailure(stderr: string): SshFailureCode {
 }
 
 const EXPLANATIONS: Record<SshFailureCode, string> = {
-  host_key_changed:
-    "its SSH host key differs from the one recorded when it was first reached, so the connection was refused (a replaced machine, or someone in the middle); nothing was sent",
+  host_key_changed: "its SSH host key differs from the one recorded when it was first reached, so the connection was refused (a replaced machine, or someone in the middle); nothing was sent",
   host_key_unknown: "its SSH host key matches none of the pinned host keys, so the connection was refused; nothing was sent",
   auth_failed: "the SSH server refused the private key (is it registered with the account, and is the SSH user right?)",
   connect_failed: "no SSH connection could be made",

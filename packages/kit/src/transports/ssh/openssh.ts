@@ -121,21 +121,35 @@ export async function createOpenSshSession(opts: OpenSshSessionOptions): Promise
     ...base,
     "-M",
     "-N",
-    "-o", `ControlPersist=${opts.idleSeconds ?? 300}`,
+    "-o",
+    `ControlPersist=${opts.idleSeconds ?? 300}`,
     ...(keyFile ? ["-i", keyFile, "-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none"] : []),
-    "-o", `UserKnownHostsFile=${opts.hostKeys.knownHostsFile}`,
-    "-o", "GlobalKnownHostsFile=/dev/null",
-    "-o", `StrictHostKeyChecking=${opts.hostKeys.mode === "pinned" ? "yes" : "accept-new"}`,
-    "-o", "HashKnownHosts=no",
-    "-o", "CheckHostIP=no",
-    "-o", "UpdateHostKeys=no",
-    "-o", `ConnectTimeout=${Math.max(1, Math.ceil((opts.connectTimeoutMs ?? 15_000) / 1000))}`,
-    "-o", "ServerAliveInterval=5",
-    "-o", "ServerAliveCountMax=3",
-    "-o", "ForwardAgent=no",
-    "-o", "ForwardX11=no",
-    "-o", "ClearAllForwardings=yes",
-    "-o", "PermitLocalCommand=no",
+    "-o",
+    `UserKnownHostsFile=${opts.hostKeys.knownHostsFile}`,
+    "-o",
+    "GlobalKnownHostsFile=/dev/null",
+    "-o",
+    `StrictHostKeyChecking=${opts.hostKeys.mode === "pinned" ? "yes" : "accept-new"}`,
+    "-o",
+    "HashKnownHosts=no",
+    "-o",
+    "CheckHostIP=no",
+    "-o",
+    "UpdateHostKeys=no",
+    "-o",
+    `ConnectTimeout=${Math.max(1, Math.ceil((opts.connectTimeoutMs ?? 15_000) / 1000))}`,
+    "-o",
+    "ServerAliveInterval=5",
+    "-o",
+    "ServerAliveCountMax=3",
+    "-o",
+    "ForwardAgent=no",
+    "-o",
+    "ForwardX11=no",
+    "-o",
+    "ClearAllForwardings=yes",
+    "-o",
+    "PermitLocalCommand=no",
     ...target,
   ];
   // A channel client never dials itself: should the master be gone, `ProxyCommand=false` makes the
@@ -195,13 +209,7 @@ export async function createOpenSshSession(opts: OpenSshSessionOptions): Promise
     // The fixed remote command: read exactly the script's bytes from the channel, run it in a
     // subshell (an `exit` inside it still reaches the marker), print the marker with its status.
     // (The substitution drops trailing newlines, which a script does not need.)
-    const bootstrap = [
-      `__pc_s=$(head -c ${payload.length}) || exit 125`,
-      `(eval "$__pc_s")`,
-      `__pc_r=$?`,
-      exitMarkerLine(marker, "$__pc_r"),
-      `exit "$__pc_r"`,
-    ].join("; ");
+    const bootstrap = [`__pc_s=$(head -c ${payload.length}) || exit 125`, `(eval "$__pc_s")`, `__pc_r=$?`, exitMarkerLine(marker, "$__pc_r"), `exit "$__pc_r"`].join("; ");
     const stderrTail = tailKeeper(io.stderr);
     try {
       return await runSpawnedScript(

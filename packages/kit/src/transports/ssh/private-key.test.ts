@@ -45,7 +45,15 @@ describe("checkPrivateKey", () => {
     ["an encrypted PKCS#8 key", () => "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n", KEY_PROBLEMS.encrypted],
     ["a PuTTY key", () => "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\n", KEY_PROBLEMS.putty],
     ["a key cut off before its END line", () => plain.privateKey.split("\n").slice(0, 3).join("\n"), KEY_PROBLEMS.noEnd],
-    ["a body cut short", () => plain.privateKey.split("\n").filter((_, i, all) => i === 0 || i === 1 || i === all.length - 2).join("\n"), KEY_PROBLEMS.truncatedBody],
+    [
+      "a body cut short",
+      () =>
+        plain.privateKey
+          .split("\n")
+          .filter((_, i, all) => i === 0 || i === 1 || i === all.length - 2)
+          .join("\n"),
+      KEY_PROBLEMS.truncatedBody,
+    ],
     ["mismatched armor", () => plain.privateKey.replace("END OPENSSH", "END RSA"), KEY_PROBLEMS.labelMismatch],
     ["an edited body", () => plain.privateKey.replace(/\n([A-Za-z0-9+/]{10})/, "\n$1 !!"), KEY_PROBLEMS.badBody],
     ["text that is no key", () => "my-secret-token", KEY_PROBLEMS.noBegin],

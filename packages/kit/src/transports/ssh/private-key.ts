@@ -7,8 +7,7 @@
 
 export type PrivateKeyCheck =
   /** `key` is what `ssh` gets (LF line ends, final newline); `repaired` names each repair made. */
-  | { ok: true; key: string; format: PrivateKeyFormat; repaired: string[] }
-  | { ok: false; problem: string };
+  { ok: true; key: string; format: PrivateKeyFormat; repaired: string[] } | { ok: false; problem: string };
 
 export type PrivateKeyFormat = "openssh" | "pem" | "pkcs8";
 
@@ -24,8 +23,7 @@ export const KEY_REPAIRS = {
 /** The refusals, as `problem` reports them. */
 export const KEY_PROBLEMS = {
   empty: "is empty",
-  publicKey:
-    "is a public key (a line starting ssh-ed25519, ssh-rsa, ecdsa-sha2-…); paste the PRIVATE key (the file without .pub, starting -----BEGIN OPENSSH PRIVATE KEY-----)",
+  publicKey: "is a public key (a line starting ssh-ed25519, ssh-rsa, ecdsa-sha2-…); paste the PRIVATE key (the file without .pub, starting -----BEGIN OPENSSH PRIVATE KEY-----)",
   putty: "is a PuTTY .ppk key; convert it with `puttygen key.ppk -O private-openssh -o key` and paste the result",
   encrypted:
     "is encrypted with a passphrase; the provider runs ssh non-interactively and cannot type it. Paste an unencrypted copy (`ssh-keygen -p -N '' -f <copy>`), or use a key made for this purpose",

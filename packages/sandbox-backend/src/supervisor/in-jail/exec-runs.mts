@@ -151,10 +151,13 @@ export function createExecTable(config: SupervisorConfig): ExecTable {
     let timer: NodeJS.Timeout | null = null;
     const timeoutMs = typeof message.timeoutMs === "number" && Number.isFinite(message.timeoutMs) ? message.timeoutMs : 0;
     if (timeoutMs > 0) {
-      timer = setTimeout(() => {
-        run.timedOut = true;
-        void killGroup(run, graceFrom(message.killGraceMs));
-      }, Math.min(timeoutMs, 2 ** 31 - 1));
+      timer = setTimeout(
+        () => {
+          run.timedOut = true;
+          void killGroup(run, graceFrom(message.killGraceMs));
+        },
+        Math.min(timeoutMs, 2 ** 31 - 1),
+      );
     }
 
     child.once("exit", (code, signal) => {

@@ -30,8 +30,6 @@ export function handleFileRequest(sock: net.Socket, message: Record<string, unkn
     confinement.then((ready) => sendFile(sock, message, ready)).catch(fail);
     return ONE_SHOT;
   }
-  confinement
-    .then(async (ready) => ({ op: "fs-done", result: await op!(message, ready) }))
-    .then((reply) => replyOnce(sock, reply), fail);
+  confinement.then(async (ready) => ({ op: "fs-done", result: await op!(message, ready) })).then((reply) => replyOnce(sock, reply), fail);
   return ONE_SHOT;
 }

@@ -71,12 +71,7 @@ export async function sendFile(sock: net.Socket, message: Record<string, unknown
 }
 
 /** Receives a file's bytes from the connection and puts them in place on `stdin-end`. */
-export function receiveFile(
-  sock: net.Socket,
-  message: Record<string, unknown>,
-  confinementReady: Promise<Confinement>,
-  describeError: (error: unknown) => unknown = (error) => error,
-): Conversation {
+export function receiveFile(sock: net.Socket, message: Record<string, unknown>, confinementReady: Promise<Confinement>, describeError: (error: unknown) => unknown = (error) => error): Conversation {
   const queue: Buffer[] = [];
   let queued = 0;
   let ended = false;

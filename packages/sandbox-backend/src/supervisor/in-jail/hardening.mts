@@ -71,7 +71,9 @@ export async function reserveGuardedPids(guardedUpTo: number): Promise<PidGuard>
       child.once("error", () => resolve());
     });
   }
-  const threads = readdirSync("/proc/self/task").map(Number).sort((a, b) => a - b);
+  const threads = readdirSync("/proc/self/task")
+    .map(Number)
+    .sort((a, b) => a - b);
   const complete = lastPid() >= guardedUpTo && threads.every((tid) => tid >= 1 && tid <= guardedUpTo);
   return { guardedUpTo, threads, complete };
 }

@@ -56,14 +56,16 @@ export function startSupervisor(config: SupervisorConfig, guard: Promise<PidGuar
   // jail) only pays for the modules it needs, and an exec does not wait for the file modules.
   let execOps: Promise<ExecOps> | null = null;
   let loadedExecOps: ExecOps | null = null;
-  const loadExecOps = (): Promise<ExecOps> =>
-    (execOps ??= import("./exec-ops.mjs").then((module) => (loadedExecOps = module.createExecOps(config))));
+  const loadExecOps = (): Promise<ExecOps> => (execOps ??= import("./exec-ops.mjs").then((module) => (loadedExecOps = module.createExecOps(config))));
   let fileRequests: Promise<typeof import("./file-requests.mjs")> | null = null;
   const loadFileRequests = () => (fileRequests ??= import("./file-requests.mjs"));
 
   /** Answers a one-shot op whose work is asynchronous. */
   function answer(sock: net.Socket, work: Promise<Record<string, unknown>>): Conversation {
-    work.then((reply) => replyOnce(sock, reply), (error: unknown) => replyError(sock, error));
+    work.then(
+      (reply) => replyOnce(sock, reply),
+      (error: unknown) => replyError(sock, error),
+    );
     return ONE_SHOT;
   }
 
@@ -76,10 +78,16 @@ export function startSupervisor(config: SupervisorConfig, guard: Promise<PidGuar
       case "start":
         return runner.start(sock, message);
       case "kill":
-        return answer(sock, runner.kill(String(message.id), graceFrom(message.graceMs)).then((found) => ({ op: "killed", ids: found ? [message.id] : [] })));
+        return answer(
+          sock,
+          runner.kill(String(message.id), graceFrom(message.graceMs)).then((found) => ({ op: "killed", ids: found ? [message.id] : [] })),
+        );
       case "kill-all": {
         const graceMs = graceFrom(message.graceMs);
-        return answer(sock, Promise.all([runner.killAll(graceMs), loadedExecOps?.killAll(graceMs) ?? []]).then(([a, b]) => ({ op: "killed", ids: [...a, ...b] })));
+        return answer(
+          sock,
+          Promise.all([runner.killAll(graceMs), loadedExecOps?.killAll(graceMs) ?? []]).then(([a, b]) => ({ op: "killed", ids: [...a, ...b] })),
+        );
       }
       case "fs":
         return loadFileRequests().then((module) => module.handleFileRequest(sock, message));
