@@ -191,8 +191,18 @@ export function createSandboxManager(deps: SandboxManagerDeps) {
     if (record.state === "running") armIdle(record);
   };
 
-  async function finish(record: SandboxRecord, outcome: GenericResult): Promise<void> {
-    if (record.state === "finished") return;
+  // Sandboxes still ending (output kept, jail destroyed): close waits for them before the emulator's directory goes.
+  const ending = new Set<Promise<void>>();
+
+  function finish(record: SandboxRecord, outcome: GenericResult): Promise<void> {
+    if (record.state === "finished") return Promise.resolve();
+    const run = endSandbox(record, outcome);
+    ending.add(run);
+    void run.catch(() => undefined).finally(() => ending.delete(run));
+    return run;
+  }
+
+  async function endSandbox(record: SandboxRecord, outcome: GenericResult): Promise<void> {
     record.state = "finished";
     record.result = outcome;
     record.finishedAt = Date.now();
@@ -389,7 +399,7 @@ export function createSandboxManager(deps: SandboxManagerDeps) {
     all: () => [...sandboxes.values()],
     running,
     async close(): Promise<void> {
-      await Promise.all(running().map((record) => finish(record, result(STATUS.TERMINATED))));
+      await Promise.all([...running().map((record) => finish(record, result(STATUS.TERMINATED))), ...ending]);
     },
   };
 }

@@ -66,6 +66,8 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
   };
   const held = new Map<string, LocalSandbox>();
   const adopting = new Map<string, Promise<LocalSandbox | null>>();
+  // Destroys under way: close waits for them, so whoever removes the state directory next never races a jail still ending.
+  const destroying = new Set<Promise<void>>();
   let stateDirReady: Promise<void> | null = null;
   let closed = false;
 
@@ -218,28 +220,36 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
       return summarize(id, Date.now());
     },
 
-    async destroy(id: string): Promise<void> {
-      checkSandboxId(id);
-      // A sandbox this worker does not hold needs no adoption (proxy) just to be destroyed.
-      const sandbox = held.get(id) ?? (await adopting.get(id)?.catch(() => null)) ?? (await load(id));
-      if (sandbox) {
-        await sandbox.destroy();
-      } else {
-        // No record: a create that died half-way; what it may have made is found by name.
-        const layout = sandboxLayout(stateDir, id);
-        const left = await removeCgroups(cgroupDirsNamed(cgroupNameOf(id)));
-        if (left.length > 0) throw new SandboxStateError(`cgroups of sandbox ${id} could not be removed: ${left.join(", ")}`);
-        await removeSandboxTree(layout);
-      }
-      held.delete(id);
+    destroy(id: string): Promise<void> {
+      const run = destroyOne(id);
+      const tracked = run.catch(() => undefined);
+      destroying.add(tracked);
+      void tracked.finally(() => destroying.delete(tracked));
+      return run;
     },
 
     async close(): Promise<void> {
       closed = true;
-      await Promise.allSettled([...adopting.values()]);
+      await Promise.allSettled([...adopting.values(), ...destroying]);
       const sandboxes = [...held.values()];
       held.clear();
       await Promise.all(sandboxes.map((sandbox) => sandbox.release()));
     },
   };
+
+  async function destroyOne(id: string): Promise<void> {
+    checkSandboxId(id);
+    // A sandbox this worker does not hold needs no adoption (proxy) just to be destroyed.
+    const sandbox = held.get(id) ?? (await adopting.get(id)?.catch(() => null)) ?? (await load(id));
+    if (sandbox) {
+      await sandbox.destroy();
+    } else {
+      // No record: a create that died half-way; what it may have made is found by name.
+      const layout = sandboxLayout(stateDir, id);
+      const left = await removeCgroups(cgroupDirsNamed(cgroupNameOf(id)));
+      if (left.length > 0) throw new SandboxStateError(`cgroups of sandbox ${id} could not be removed: ${left.join(", ")}`);
+      await removeSandboxTree(layout);
+    }
+    held.delete(id);
+  }
 }

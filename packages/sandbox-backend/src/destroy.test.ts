@@ -63,4 +63,15 @@ describe("destroy", () => {
     await world.backend.destroy("orphan-dir");
     expect(await sandboxLeftovers(world.stateDir, ["orphan-dir"])).toEqual([]);
   });
+
+  it("close waits for a destroy under way, so the state directory can go right after it", async () => {
+    const backend = world.newBackend();
+    await backend.create({ id: "ending-at-close", ttlMs: 60_000 });
+    let destroyed = false;
+    const destroying = backend.destroy("ending-at-close").then(() => (destroyed = true));
+    await backend.close();
+    expect(destroyed).toBe(true);
+    await destroying;
+    expect(await sandboxLeftovers(world.stateDir, ["ending-at-close"])).toEqual([]);
+  });
 });
