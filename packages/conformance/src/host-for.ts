@@ -36,6 +36,8 @@ export interface InProcessHost {
   readonly identity: HostIdentity;
   /** What the plugin logged through `ctx.logger.warn` and `ctx.logger.error`. */
   readonly warnings: string[];
+  /** Live output the plugin streamed through `ctx.execution.log`, as [stream, chunk]. */
+  readonly executionLog: Array<[string, string]>;
   /** The plugin's hooks, set up, for calls this host does not wrap. */
   hooks(): Promise<Hooks>;
   validate(config?: Extra): Promise<PluginEnvironmentValidationResult>;
@@ -58,10 +60,16 @@ export interface InProcessHost {
 
 const setUp = new WeakMap<PluginDefinition, Promise<void>>();
 
-function contextFor(warnings: string[]): PluginContext {
+interface Captured {
+  warnings: string[];
+  executionLog: Array<[string, string]>;
+}
+
+function contextFor(captured: Captured): PluginContext {
   const quiet = () => undefined;
-  const keep = (message: unknown) => void warnings.push(String(message));
-  return { logger: { warn: keep, error: keep, info: quiet, debug: quiet }, execution: { log: quiet } } as unknown as PluginContext;
+  const keep = (message: unknown) => void captured.warnings.push(String(message));
+  const log = (stream: string, chunk: string) => void captured.executionLog.push([stream, chunk]);
+  return { logger: { warn: keep, error: keep, info: quiet, debug: quiet }, execution: { log } } as unknown as PluginContext;
 }
 
 export function hostFor(plugin: PaperclipPlugin, config: Record<string, unknown>, options: HostForOptions): InProcessHost {
@@ -73,15 +81,15 @@ export function hostFor(plugin: PaperclipPlugin, config: Record<string, unknown>
     executionWorkspaceId: `ws-${suffix}`,
     ...options.identity,
   };
-  return build(plugin, config, options.driverKey, identity, []);
+  return build(plugin, config, options.driverKey, identity, { warnings: [], executionLog: [] });
 }
 
-function build(plugin: PaperclipPlugin, config: Record<string, unknown>, driverKey: string, identity: HostIdentity, warnings: string[]): InProcessHost {
+function build(plugin: PaperclipPlugin, config: Record<string, unknown>, driverKey: string, identity: HostIdentity, captured: Captured): InProcessHost {
   const definition = plugin.definition;
   const hooks = async (): Promise<Hooks> => {
     let ready = setUp.get(definition);
     if (!ready) {
-      ready = definition.setup(contextFor(warnings));
+      ready = definition.setup(contextFor(captured));
       setUp.set(definition, ready);
     }
     await ready;
@@ -102,7 +110,8 @@ function build(plugin: PaperclipPlugin, config: Record<string, unknown>, driverK
     plugin,
     config,
     identity,
-    warnings,
+    warnings: captured.warnings,
+    executionLog: captured.executionLog,
     hooks,
     validate: async (more = {}) => (await hooks()).onEnvironmentValidateConfig({ driverKey, config: { ...config, ...more } } as Parameters<Hooks["onEnvironmentValidateConfig"]>[0]),
     probe: async (more = {}) => (await hooks()).onEnvironmentProbe({ ...scope, config: { ...config, ...more } } as Parameters<Hooks["onEnvironmentProbe"]>[0]),
@@ -116,8 +125,8 @@ function build(plugin: PaperclipPlugin, config: Record<string, unknown>, driverK
     sh: (lease, script, extra) => execute(lease, "sh", ["-c", script], extra),
     release: async (lease, extra = {}) => (await hooks()).onEnvironmentReleaseLease(leaseRef(lease, extra) as Parameters<Hooks["onEnvironmentReleaseLease"]>[0]),
     destroy: async (lease, extra = {}) => (await hooks()).onEnvironmentDestroyLease(leaseRef(lease, extra) as Parameters<Hooks["onEnvironmentDestroyLease"]>[0]),
-    withPlugin: (other) => build(other, config, driverKey, identity, warnings),
-    withConfig: (more) => build(plugin, { ...config, ...more }, driverKey, identity, warnings),
+    withPlugin: (other) => build(other, config, driverKey, identity, captured),
+    withConfig: (more) => build(plugin, { ...config, ...more }, driverKey, identity, captured),
     shutdown: async () => {
       if (setUp.has(definition)) await definition.onShutdown?.();
     },
