@@ -60,6 +60,20 @@ export interface InProcessHost {
 
 const setUp = new WeakMap<PluginDefinition, Promise<void>>();
 
+/** Keys the host strips from the config it sends after acquire (its own lease and envelope fields). */
+const HOST_INTERNAL_KEYS = ["driver", "executionWorkspaceMode", "pluginId", "pluginKey", "providerMetadata", "remoteCwd", "shellCommand"];
+
+/**
+ * The config of every call after acquire, as the host sends it (HOST-CALLS.md §1): the environment's
+ * config merged with the lease's metadata, host-internal keys stripped. A provider must parse it
+ * leniently.
+ */
+export function configAfterAcquire(config: Record<string, unknown>, metadata: Record<string, unknown> | null | undefined): Record<string, unknown> {
+  const merged: Record<string, unknown> = { ...config, ...(metadata ?? {}) };
+  for (const key of HOST_INTERNAL_KEYS) delete merged[key];
+  return merged;
+}
+
 interface Captured {
   warnings: string[];
   executionLog: Array<[string, string]>;
@@ -96,10 +110,11 @@ function build(plugin: PaperclipPlugin, config: Record<string, unknown>, driverK
     return definition as Hooks;
   };
   const scope = { driverKey, companyId: identity.companyId, environmentId: identity.environmentId, config };
-  const leaseRef = (lease: PluginEnvironmentLease, extra: Extra) => ({ ...scope, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata, ...extra });
+  const onLease = (lease: PluginEnvironmentLease) => ({ ...scope, config: configAfterAcquire(config, lease.metadata) });
+  const leaseRef = (lease: PluginEnvironmentLease, extra: Extra) => ({ ...onLease(lease), providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata, ...extra });
   const execute = async (lease: PluginEnvironmentLease, command: string, args: string[] = [], extra: Extra = {}) =>
     (await hooks()).onEnvironmentExecute({
-      ...scope,
+      ...onLease(lease),
       lease: { providerLeaseId: lease.providerLeaseId, metadata: lease.metadata },
       command,
       args,
