@@ -1,7 +1,7 @@
 // hostFor: the calls a provider test makes carry what the real host sends (HOST-CALLS.md §1).
 import { describe, expect, it } from "vitest";
 import { definePlugin, type PluginContext } from "@paperclipai/plugin-sdk";
-import { hostFor } from "./host-for.js";
+import { configAfterAcquire, hostFor } from "./host-for.js";
 
 function recordingPlugin() {
   const calls: Array<[string, Record<string, unknown>]> = [];
@@ -69,5 +69,19 @@ describe("hostFor", () => {
     await hostFor(recordingPlugin().plugin, {}, { driverKey: "demo" }).shutdown();
     expect(before.shutdowns()).toBe(1);
     expect(host.withConfig({ image: "x" }).config).toEqual({ reuseLease: true, image: "x" });
+  });
+
+  it("after acquire, sends the config merged with the lease's metadata, host-internal keys stripped (HOST-CALLS.md §1)", async () => {
+    expect(configAfterAcquire({ image: "alpine", timeoutMs: 5 }, { remoteCwd: "/w", fingerprint: "f1", timeoutMs: 9, shellCommand: "sh" })).toEqual({
+      image: "alpine",
+      timeoutMs: 9,
+      fingerprint: "f1",
+    });
+    const worker = recordingPlugin();
+    const host = hostFor(worker.plugin, { image: "alpine" }, { driverKey: "demo" });
+    const lease = await host.acquire();
+    await host.sh({ ...lease, metadata: { ...lease.metadata, reusable: true } }, "true");
+    expect(worker.calls[0]![1].config).toEqual({ image: "alpine" });
+    expect(worker.calls[1]![1].config).toEqual({ image: "alpine", reusable: true });
   });
 });

@@ -36,6 +36,8 @@ export interface InProcessHost {
   readonly identity: HostIdentity;
   /** What the plugin logged through `ctx.logger.warn` and `ctx.logger.error`. */
   readonly warnings: string[];
+  /** Live output the plugin streamed through `ctx.execution.log`, as [stream, chunk]. */
+  readonly executionLog: Array<[string, string]>;
   /** The plugin's hooks, set up, for calls this host does not wrap. */
   hooks(): Promise<Hooks>;
   validate(config?: Extra): Promise<PluginEnvironmentValidationResult>;
@@ -58,10 +60,30 @@ export interface InProcessHost {
 
 const setUp = new WeakMap<PluginDefinition, Promise<void>>();
 
-function contextFor(warnings: string[]): PluginContext {
+/** Keys the host strips from the config it sends after acquire (its own lease and envelope fields). */
+const HOST_INTERNAL_KEYS = ["driver", "executionWorkspaceMode", "pluginId", "pluginKey", "providerMetadata", "remoteCwd", "shellCommand"];
+
+/**
+ * The config of every call after acquire, as the host sends it (HOST-CALLS.md §1): the environment's
+ * config merged with the lease's metadata, host-internal keys stripped. A provider must parse it
+ * leniently.
+ */
+export function configAfterAcquire(config: Record<string, unknown>, metadata: Record<string, unknown> | null | undefined): Record<string, unknown> {
+  const merged: Record<string, unknown> = { ...config, ...(metadata ?? {}) };
+  for (const key of HOST_INTERNAL_KEYS) delete merged[key];
+  return merged;
+}
+
+interface Captured {
+  warnings: string[];
+  executionLog: Array<[string, string]>;
+}
+
+function contextFor(captured: Captured): PluginContext {
   const quiet = () => undefined;
-  const keep = (message: unknown) => void warnings.push(String(message));
-  return { logger: { warn: keep, error: keep, info: quiet, debug: quiet }, execution: { log: quiet } } as unknown as PluginContext;
+  const keep = (message: unknown) => void captured.warnings.push(String(message));
+  const log = (stream: string, chunk: string) => void captured.executionLog.push([stream, chunk]);
+  return { logger: { warn: keep, error: keep, info: quiet, debug: quiet }, execution: { log } } as unknown as PluginContext;
 }
 
 export function hostFor(plugin: PaperclipPlugin, config: Record<string, unknown>, options: HostForOptions): InProcessHost {
@@ -73,25 +95,26 @@ export function hostFor(plugin: PaperclipPlugin, config: Record<string, unknown>
     executionWorkspaceId: `ws-${suffix}`,
     ...options.identity,
   };
-  return build(plugin, config, options.driverKey, identity, []);
+  return build(plugin, config, options.driverKey, identity, { warnings: [], executionLog: [] });
 }
 
-function build(plugin: PaperclipPlugin, config: Record<string, unknown>, driverKey: string, identity: HostIdentity, warnings: string[]): InProcessHost {
+function build(plugin: PaperclipPlugin, config: Record<string, unknown>, driverKey: string, identity: HostIdentity, captured: Captured): InProcessHost {
   const definition = plugin.definition;
   const hooks = async (): Promise<Hooks> => {
     let ready = setUp.get(definition);
     if (!ready) {
-      ready = definition.setup(contextFor(warnings));
+      ready = definition.setup(contextFor(captured));
       setUp.set(definition, ready);
     }
     await ready;
     return definition as Hooks;
   };
   const scope = { driverKey, companyId: identity.companyId, environmentId: identity.environmentId, config };
-  const leaseRef = (lease: PluginEnvironmentLease, extra: Extra) => ({ ...scope, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata, ...extra });
+  const onLease = (lease: PluginEnvironmentLease) => ({ ...scope, config: configAfterAcquire(config, lease.metadata) });
+  const leaseRef = (lease: PluginEnvironmentLease, extra: Extra) => ({ ...onLease(lease), providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata, ...extra });
   const execute = async (lease: PluginEnvironmentLease, command: string, args: string[] = [], extra: Extra = {}) =>
     (await hooks()).onEnvironmentExecute({
-      ...scope,
+      ...onLease(lease),
       lease: { providerLeaseId: lease.providerLeaseId, metadata: lease.metadata },
       command,
       args,
@@ -102,7 +125,8 @@ function build(plugin: PaperclipPlugin, config: Record<string, unknown>, driverK
     plugin,
     config,
     identity,
-    warnings,
+    warnings: captured.warnings,
+    executionLog: captured.executionLog,
     hooks,
     validate: async (more = {}) => (await hooks()).onEnvironmentValidateConfig({ driverKey, config: { ...config, ...more } } as Parameters<Hooks["onEnvironmentValidateConfig"]>[0]),
     probe: async (more = {}) => (await hooks()).onEnvironmentProbe({ ...scope, config: { ...config, ...more } } as Parameters<Hooks["onEnvironmentProbe"]>[0]),
@@ -116,8 +140,8 @@ function build(plugin: PaperclipPlugin, config: Record<string, unknown>, driverK
     sh: (lease, script, extra) => execute(lease, "sh", ["-c", script], extra),
     release: async (lease, extra = {}) => (await hooks()).onEnvironmentReleaseLease(leaseRef(lease, extra) as Parameters<Hooks["onEnvironmentReleaseLease"]>[0]),
     destroy: async (lease, extra = {}) => (await hooks()).onEnvironmentDestroyLease(leaseRef(lease, extra) as Parameters<Hooks["onEnvironmentDestroyLease"]>[0]),
-    withPlugin: (other) => build(other, config, driverKey, identity, warnings),
-    withConfig: (more) => build(plugin, { ...config, ...more }, driverKey, identity, warnings),
+    withPlugin: (other) => build(other, config, driverKey, identity, captured),
+    withConfig: (more) => build(plugin, { ...config, ...more }, driverKey, identity, captured),
     shutdown: async () => {
       if (setUp.has(definition)) await definition.onShutdown?.();
     },

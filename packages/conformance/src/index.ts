@@ -1,5 +1,5 @@
 export * from "./runner.js";
 export { describeConformance } from "./describe-conformance.js";
 export { HOSTILE_ARGUMENTS } from "./cases/execute.js";
-export { hostFor, type HostForOptions, type HostIdentity, type InProcessHost } from "./host-for.js";
+export { hostFor, configAfterAcquire, type HostForOptions, type HostIdentity, type InProcessHost } from "./host-for.js";
 export { cliSkipReason } from "./cli-node.js";

@@ -2,7 +2,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import type { PluginContext, PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
+import type { PluginDefinition, PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
+import { hostFor } from "@paperclip-sandbox/conformance";
 import { REUSE_SENTINEL_PATH } from "@paperclip-sandbox/kit";
 import manifest from "./manifest.js";
 import { createFakePlugin, type FakePluginDeps } from "./plugin.js";
@@ -12,20 +13,20 @@ afterAll(() => rmSync(baseDir, { recursive: true, force: true }));
 
 const scope = { driverKey: "fake-plugin", companyId: "company-1", environmentId: "env-1" };
 
+const identity = { companyId: scope.companyId, environmentId: scope.environmentId, agentId: "agent-1", executionWorkspaceId: "ws-1" };
+
+/** The plugin in process, set up as the host does; `logs` is the live output it streamed. */
 async function startPlugin(deps: FakePluginDeps = {}) {
-  const logs: Array<[string, string]> = [];
-  const { definition } = createFakePlugin({ baseDir, ...deps });
-  const ctx = { execution: { log: (stream: string, chunk: string) => logs.push([stream, chunk]) } } as unknown as PluginContext;
-  await definition.setup(ctx);
-  const hooks = definition as Required<typeof definition>;
-  return { hooks, logs };
+  const host = hostFor(createFakePlugin({ baseDir, ...deps }), {}, { driverKey: scope.driverKey, identity });
+  return { hooks: (await host.hooks()) as Required<PluginDefinition>, logs: host.executionLog, host };
 }
 
+/** A lease as the host acquires it (agent and execution workspace: a kept lease needs both). */
 async function acquire(config: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) {
-  const { hooks, logs } = await startPlugin();
-  // As the real host sends it: agent and execution workspace (a kept lease needs both).
-  const lease = await hooks.onEnvironmentAcquireLease({ ...scope, config, runId: "run-1", agentId: "agent-1", executionWorkspaceId: "ws-1", ...extra });
-  const exec = (command: string, args: string[] = [], more: Record<string, unknown> = {}) => hooks.onEnvironmentExecute({ ...scope, config, lease, command, args, ...more });
+  const { hooks, logs, host } = await startPlugin();
+  const run = host.withConfig(config);
+  const lease = await run.acquire({ runId: "run-1", ...extra });
+  const exec = (command: string, args: string[] = [], more: Record<string, unknown> = {}) => run.execute(lease, command, args, more);
   return { hooks, logs, lease, exec, remoteCwd: lease.metadata?.remoteCwd as string };
 }
 

@@ -1,8 +1,8 @@
 // The daytona plugin in-process (its hooks called as the host calls them) against a Daytona
 // emulator of its own, with the real SDK, plus an SDK client to look behind the provider's back.
-import { randomUUID } from "node:crypto";
 import { Daytona } from "@daytonaio/sdk";
-import type { PluginContext, PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
+import type { PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
+import { hostFor } from "@paperclip-sandbox/conformance";
 import { runEmulator, type RunningEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator, type DaytonaEmulatorOptions } from "@paperclip-sandbox/emulator-daytona";
 import { createDaytonaPlugin, type DaytonaPluginDeps } from "../plugin.js";
@@ -31,42 +31,23 @@ export interface Harness {
 
 export async function startHarness(options: DaytonaEmulatorOptions = {}, deps: DaytonaPluginDeps = {}): Promise<Harness> {
   const emu = await runEmulator(emulator, { options });
-  const { definition } = createDaytonaPlugin({ env: {}, ...deps });
-  const warnings: string[] = [];
-  const quiet = () => undefined;
-  const ctx = { logger: { warn: (message: string) => warnings.push(message), info: quiet, error: quiet, debug: quiet }, execution: { log: quiet } } as unknown as PluginContext;
-  await definition.setup(ctx);
-  const hooks = definition as Harness["hooks"];
   const config = { apiKey: emu.credentials.apiKey!, apiUrl: emu.url, timeoutMs: 60_000 };
+  const identity = { companyId: scope.companyId, environmentId: scope.environmentId, agentId: runIdentity.agentId, executionWorkspaceId: runIdentity.executionWorkspaceId };
+  const host = hostFor(createDaytonaPlugin({ env: {}, ...deps }), config, { driverKey: scope.driverKey, identity });
+  const hooks = (await host.hooks()) as Harness["hooks"];
   const sdk = new Daytona({ apiKey: emu.credentials.apiKey!, apiUrl: emu.url, useDeprecatedPolling: true });
-  const merged = (extra: Record<string, unknown> = {}) => ({ ...config, ...extra });
-  const ref = (lease: PluginEnvironmentLease, cfg?: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
-    ...scope,
-    config: merged(cfg),
-    providerLeaseId: lease.providerLeaseId!,
-    leaseMetadata: lease.metadata,
-    ...extra,
-  });
+  const as = (cfg?: Record<string, unknown>) => (cfg ? host.withConfig(cfg) : host);
   return {
     emu,
     sdk,
     hooks,
     config,
-    warnings,
-    acquire: (cfg, params = {}) => hooks.onEnvironmentAcquireLease({ ...scope, config: merged(cfg), runId: `run-${randomUUID()}`, ...runIdentity, ...params }),
-    sh: (lease, script, { config: cfg, ...extra } = {}) =>
-      hooks.onEnvironmentExecute({
-        ...scope,
-        config: merged(cfg as Record<string, unknown> | undefined),
-        lease,
-        command: "sh",
-        args: ["-c", script],
-        cwd: lease.metadata?.remoteCwd as string,
-        ...extra,
-      }),
-    release: (lease, cfg, extra) => hooks.onEnvironmentReleaseLease(ref(lease, cfg, extra)),
-    destroy: (lease, cfg, extra) => hooks.onEnvironmentDestroyLease(ref(lease, cfg, extra)),
-    resume: (lease, cfg, extra) => hooks.onEnvironmentResumeLease(ref(lease, cfg, extra)),
+    warnings: host.warnings,
+    acquire: (cfg, params = {}) => as(cfg).acquire({ adapterType: runIdentity.adapterType, ...params }),
+    sh: (lease, script, { config: cfg, ...extra } = {}) => as(cfg as Record<string, unknown> | undefined).sh(lease, script, extra),
+    release: (lease, cfg, extra) => as(cfg).release(lease, extra),
+    destroy: (lease, cfg, extra) => as(cfg).destroy(lease, extra),
+    resume: (lease, cfg, extra) => as(cfg).resume(lease, extra),
     async stateOf(id) {
       try {
         return (await sdk.get(id)).state ?? "unknown";

@@ -1,11 +1,11 @@
 // The exe-dev plugin in-process (its hooks called as the host calls them) against an exe.dev
 // emulator of its own, over the emulator's plain-http endpoint (the TLS path is the conformance
 // suite's), with a private runtime directory for the worker's SSH state.
-import { randomUUID } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { PluginContext, PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
+import type { PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
+import { hostFor } from "@paperclip-sandbox/conformance";
 import { startExeDevEmulator, type ExeDevEmulatorOptions } from "@paperclip-sandbox/emulator-exe-dev";
 import { createExeDevPlugin, type ExeDevPluginDeps } from "../plugin.js";
 
@@ -35,46 +35,29 @@ export interface Harness {
 export async function startHarness(options: ExeDevEmulatorOptions = {}, deps: ExeDevPluginDeps = {}): Promise<Harness> {
   const emu = await startExeDevEmulator(options);
   const runtimeParent = await mkdtemp(join(tmpdir(), "exe-rt-"));
-  const { definition } = createExeDevPlugin({ env: {}, runtimeParent, ...deps });
-  const warnings: string[] = [];
-  const quiet = () => undefined;
-  await definition.setup({ logger: { warn: (message: string) => warnings.push(message), info: quiet, error: quiet, debug: quiet }, execution: { log: quiet } } as unknown as PluginContext);
-  const hooks = definition as Hooks;
+  const plugin = createExeDevPlugin({ env: {}, runtimeParent, ...deps });
   const config = { apiKey: emu.credentials.apiKey!, apiUrl: emu.endpoints.http!, sshPrivateKey: emu.credentials.sshPrivateKey!, timeoutMs: 60_000 };
-  const merged = (extra: Record<string, unknown> = {}) => ({ ...config, ...extra });
-  const ref = (lease: PluginEnvironmentLease, cfg?: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
-    ...scope,
-    config: merged(cfg),
-    providerLeaseId: lease.providerLeaseId!,
-    leaseMetadata: lease.metadata,
-    ...extra,
-  });
+  const host = hostFor(plugin, config, { driverKey: scope.driverKey, identity: { companyId: scope.companyId, environmentId: scope.environmentId } });
+  const hooks = (await host.hooks()) as Hooks;
+  const as = (cfg?: Record<string, unknown>) => (cfg ? host.withConfig(cfg) : host);
   return {
     emu,
     hooks,
     config,
-    warnings,
+    warnings: host.warnings,
     runtimeParent,
-    acquire: (cfg, params = {}) => hooks.onEnvironmentAcquireLease({ ...scope, config: merged(cfg), runId: `run-${randomUUID()}`, ...params }),
-    sh: (lease, script, { config: cfg, ...extra } = {}) =>
-      hooks.onEnvironmentExecute({
-        ...scope,
-        config: merged(cfg as Record<string, unknown> | undefined),
-        lease,
-        command: "sh",
-        args: ["-c", script],
-        cwd: lease.metadata?.remoteCwd as string,
-        ...extra,
-      }),
-    release: (lease, cfg, extra) => hooks.onEnvironmentReleaseLease(ref(lease, cfg, extra)),
-    destroy: (lease, cfg) => hooks.onEnvironmentDestroyLease(ref(lease, cfg)),
-    resume: (lease, cfg) => hooks.onEnvironmentResumeLease(ref(lease, cfg)),
+    // As this harness always called it: a run without agent or execution workspace ids.
+    acquire: (cfg, params = {}) => as(cfg).acquire({ agentId: undefined, executionWorkspaceId: undefined, ...params }),
+    sh: (lease, script, { config: cfg, ...extra } = {}) => as(cfg as Record<string, unknown> | undefined).sh(lease, script, extra),
+    release: (lease, cfg, extra) => as(cfg).release(lease, extra),
+    destroy: (lease, cfg) => as(cfg).destroy(lease),
+    resume: (lease, cfg) => as(cfg).resume(lease),
     async calls(mark) {
       await emu.requests.idle();
       return emu.requests.list({ since: mark, protocol: "http" }).map((record) => `${record.notes.command ?? record.path} ${record.status}`);
     },
     async close() {
-      await definition.onShutdown?.();
+      await host.shutdown();
       await emu.close();
       await rm(runtimeParent, { recursive: true, force: true });
     },

@@ -1,5 +1,6 @@
 // One test server plus the plugin in-process (hooks called directly, as the host calls them).
-import type { PluginContext, PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
+import type { PluginDefinition, PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
+import { hostFor, type InProcessHost } from "@paperclip-sandbox/conformance";
 import { runEmulator, type RunningEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator, type Cluster, type KubernetesEmulatorOptions } from "@paperclip-sandbox/emulator-kubernetes";
 import * as k8s from "@kubernetes/client-node";
@@ -36,21 +37,24 @@ export async function startTestCluster(options: KubernetesEmulatorOptions = {}, 
 }
 
 export const scope = { driverKey: "kubernetes", companyId: "acme-corp", environmentId: "env-1" };
+const identity = { companyId: scope.companyId, environmentId: scope.environmentId, agentId: "agent-1", executionWorkspaceId: "ws-1" };
+const hosts = new WeakMap<object, InProcessHost>();
 
+/** The plugin in process, set up as the host does; `logs` is the live output it streamed. */
 export async function startPlugin() {
-  const logs: Array<[string, string]> = [];
-  const { definition } = createKubernetesPlugin();
-  const ctx = { execution: { log: (stream: string, chunk: string) => logs.push([stream, chunk]) }, logger: { info() {}, warn() {}, error() {}, debug() {} } } as unknown as PluginContext;
-  await definition.setup(ctx);
-  return { hooks: definition as Required<typeof definition>, logs };
+  const host = hostFor(createKubernetesPlugin(), {}, { driverKey: scope.driverKey, identity });
+  const hooks = (await host.hooks()) as Required<PluginDefinition>;
+  hosts.set(hooks, host);
+  return { hooks, logs: host.executionLog };
 }
 
 export type Hooks = Awaited<ReturnType<typeof startPlugin>>["hooks"];
 
 export async function acquire(hooks: Hooks, config: Record<string, unknown>, extra: Record<string, unknown> = {}) {
-  const lease = await hooks.onEnvironmentAcquireLease({ ...scope, config, runId: "run-1", agentId: "agent-1", executionWorkspaceId: "ws-1", adapterType: "claude_local", ...extra } as never);
-  const exec = (command: string, args: string[] = [], more: Record<string, unknown> = {}) => hooks.onEnvironmentExecute({ ...scope, config, lease, command, args, ...more } as never);
-  const release = () => hooks.onEnvironmentReleaseLease({ ...scope, config, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata } as never);
+  const run = hosts.get(hooks)!.withConfig(config);
+  const lease = await run.acquire({ runId: "run-1", adapterType: "claude_local", ...extra });
+  const exec = (command: string, args: string[] = [], more: Record<string, unknown> = {}) => run.execute(lease, command, args, more);
+  const release = () => run.release(lease);
   return { lease, exec, release, ...split(lease) };
 }
 
