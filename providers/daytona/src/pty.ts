@@ -2,7 +2,10 @@ import { randomBytes } from "node:crypto";
 import type { PtyHandle } from "@daytonaio/sdk";
 import {
   awaitPtyStart,
+  checkPtySignal,
   checkPtySize,
+  endsWithin,
+  hangUpPty,
   PtyStartLine,
   PtyUnavailableError,
   shellQuote,
@@ -116,19 +119,17 @@ export function daytonaPty(client: DaytonaClient, handle: DaytonaHandle, runner:
           await client.call("resizePtySession", () => pty.resize(checked.cols, checked.rows), { idempotent: true });
         },
         async kill(signal = "SIGTERM") {
-          if (!["SIGINT", "SIGTERM", "SIGKILL", "SIGHUP"].includes(signal)) throw new RangeError("PTY signal must be one of SIGINT, SIGTERM, SIGKILL, SIGHUP");
+          checkPtySignal(signal);
           if (ended) return;
           await signalGroup(signal);
         },
         close() {
           closing ??= (async () => {
             if (!ended) {
-              // As a terminal that goes away: a hang-up, then the session's deletion (SIGKILL to its tree).
-              await signalGroup("SIGHUP").catch(() => undefined);
-              const gone = await Promise.race([exited.then(() => true), delay(closeGraceMs).then(() => false)]);
-              if (!gone) await deleteSession();
+              // The session's deletion is the hard end (SIGKILL to its tree).
+              await hangUpPty({ exited, signalGroup, forceEnd: deleteSession, graceMs: closeGraceMs });
             }
-            await Promise.race([exited, delay(closeGraceMs)]);
+            await endsWithin(exited, closeGraceMs);
             await pty.disconnect();
             await exited;
           })();
@@ -144,8 +145,4 @@ export function daytonaPty(client: DaytonaClient, handle: DaytonaHandle, runner:
 function exitOf(exitCode: number | undefined): PtyExit {
   if (exitCode === undefined || exitCode < 0) return { exitCode: null, signal: null };
   return { exitCode, signal: null };
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref?.());
 }

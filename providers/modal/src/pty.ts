@@ -1,7 +1,9 @@
 import type { ContainerProcess, Sandbox } from "modal";
 import {
   awaitPtyStart,
+  checkPtySignal,
   checkPtySize,
+  hangUpPty,
   envPrologue,
   ptyResizeLine,
   PtyStartLine,
@@ -22,8 +24,6 @@ export interface ModalPtyOptions extends ModalRunnerOptions {
   /** Grace between the hang-up and SIGKILL when a terminal is closed with its program running. Default 1000 ms. */
   closeGraceMs?: number;
 }
-
-const SIGNALS: readonly PtySignal[] = ["SIGINT", "SIGTERM", "SIGKILL", "SIGHUP"];
 
 /**
  * Modal's own pseudo-terminals: `sandbox.exec(argv, {pty: true})` runs the command on a terminal
@@ -107,17 +107,14 @@ export function modalPty(sandbox: Sandbox, runner: ScriptRunner, options: ModalP
           await runner.run(`__pc_tty=${shellQuote(tty)}; ${ptyResizeLine("__pc_tty", checked)}; exit 0`, {});
         },
         async kill(signal = "SIGTERM") {
-          if (!SIGNALS.includes(signal)) throw new RangeError(`PTY signal must be one of ${SIGNALS.join(", ")}`);
+          checkPtySignal(signal);
           if (ended) return;
           await signalGroup(signal);
         },
         close() {
           closing ??= (async () => {
             if (!ended) {
-              // As a terminal that goes away: a hang-up to the session, then SIGKILL to what is left.
-              await signalGroup("SIGHUP").catch(() => undefined);
-              const gone = await Promise.race([exited.then(() => true), delay(closeGraceMs).then(() => false)]);
-              if (!gone) await signalGroup("SIGKILL").catch(() => undefined);
+              await hangUpPty({ exited, signalGroup, forceEnd: () => signalGroup("SIGKILL").catch(() => undefined), graceMs: closeGraceMs });
             }
             await exited;
             await writes;
@@ -148,8 +145,4 @@ async function pump(stream: ReadableStream<Uint8Array>, deliver: (chunk: Uint8Ar
 /** A terminal has no separate stderr; whatever comes is read and dropped so the stream ends. */
 async function drain(stream: ReadableStream<Uint8Array>): Promise<void> {
   await pump(stream, () => undefined);
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref?.());
 }

@@ -11,6 +11,7 @@ export { withLengthFramedStdin, type LengthFramedStdinOptions } from "./length-f
 export { collectStdin, TransportLimitError } from "./collect.js";
 export { scriptSink, type ScriptSink } from "./script-sink.js";
 export { stageStdin, runWithStagedStdin, INLINE_STDIN_BYTES, type StagedStdin, type StageStdinOptions } from "./staged-stdin.js";
+export { checkPtySignal, hangUpPty, endsWithin } from "./pty-hangup.js";
 export { withScriptPty, checkPtySize, ptyResizeLine, PtyUnavailableError, type ScriptPtyOptions } from "./script-pty.js";
 export { awaitPtyStart, PtyStartLine, type PtyStart } from "./pty-start-line.js";
 export { launchedPty, type LaunchedPtyOptions, type TerminalChannel } from "./launched-pty.js";

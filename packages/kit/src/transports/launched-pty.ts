@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { shellQuote } from "../exec/quote.js";
 import type { PtyExit, PtyProcess, PtySignal, PtySize, PtySpec, PtyTransport, ScriptRunner } from "../transport.js";
 import { envPrologue } from "./inline-env.js";
+import { checkPtySignal, endsWithin, hangUpPty } from "./pty-hangup.js";
 import { checkPtySize, ptyResizeLine, PtyUnavailableError } from "./script-pty.js";
 
 /** A vendor's terminal channel: a command on a pseudo-terminal, bytes both ways, ending with the command. */
@@ -35,7 +36,6 @@ export interface LaunchedPtyOptions {
   closeGraceMs?: number;
 }
 
-const SIGNALS: readonly PtySignal[] = ["SIGINT", "SIGTERM", "SIGKILL", "SIGHUP"];
 /** The launcher found no terminal, or could not start the program: nothing was started. */
 const NO_PTY_EXIT = 127;
 /** The launcher's words when the channel has no terminal (its stderr may arrive as terminal output). */
@@ -138,12 +138,8 @@ async function open(options: LaunchedPtyOptions, spec: PtySpec): Promise<PtyProc
   const close = (): Promise<void> => {
     closing ??= (async () => {
       if (!ended) {
-        // As a terminal that goes away: a hang-up to the session, then SIGKILL to what is left.
-        await signalGroup("SIGHUP").catch(() => undefined);
-        const gone = await Promise.race([exited.then(() => true), delay(closeGraceMs).then(() => false)]);
-        if (!gone) await signalGroup("SIGKILL").catch(() => undefined);
-        const last = await Promise.race([exited.then(() => true), delay(closeGraceMs).then(() => false)]);
-        if (!last) channel.close();
+        const gone = await hangUpPty({ exited, signalGroup, forceEnd: () => signalGroup("SIGKILL").catch(() => undefined), graceMs: closeGraceMs });
+        if (!gone && !(await endsWithin(exited, closeGraceMs))) channel.close();
       }
       await exited;
       channel.close();
@@ -180,7 +176,7 @@ async function open(options: LaunchedPtyOptions, spec: PtySpec): Promise<PtyProc
       else await control(`${ptyResizeLine("__pc_tty", checked)}; exit 0`);
     },
     async kill(signal = "SIGTERM") {
-      if (!SIGNALS.includes(signal)) throw new RangeError(`PTY signal must be one of ${SIGNALS.join(", ")}`);
+      checkPtySignal(signal);
       if (ended) return;
       await signalGroup(signal);
       // Also where the control call cannot reach the session (a vendor that runs each call in a
@@ -197,8 +193,4 @@ async function readStatus(control: ScriptRunner, file: string): Promise<number |
   const exit = await control.run(`cat ${file} 2>/dev/null; rm -f -- ${file}`, { stdout: (chunk) => (text += chunk.toString("utf8")) });
   if (exit.exitCode !== 0) return null;
   return /^\d{1,3}$/.test(text.trim()) ? Number(text.trim()) : null;
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref?.());
 }

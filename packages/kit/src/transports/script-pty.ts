@@ -3,6 +3,7 @@ import { PassThrough } from "node:stream";
 import { shellQuote } from "../exec/quote.js";
 import type { PtyExit, PtyProcess, PtySignal, PtySize, PtySpec, PtyTransport, ScriptRunner } from "../transport.js";
 import { envPrologue } from "./inline-env.js";
+import { checkPtySignal, hangUpPty } from "./pty-hangup.js";
 
 /** The open failed: the sandbox cannot give this program a terminal (nothing was started). */
 export class PtyUnavailableError extends Error {
@@ -17,7 +18,6 @@ export interface ScriptPtyOptions {
 }
 
 const MAX_DIMENSION = 10_000;
-const SIGNALS: readonly PtySignal[] = ["SIGINT", "SIGTERM", "SIGKILL", "SIGHUP"];
 /** `script` could not start (missing, or no pseudo-terminal device in the sandbox). */
 const NO_PTY_EXIT = 127;
 
@@ -172,17 +172,14 @@ async function openScriptPty(runner: ScriptRunner, spec: PtySpec, opts: ScriptPt
       await control(`${ptyResizeLine("__pc_tty", checked)}; exit 0`);
     },
     async kill(signal = "SIGTERM") {
-      if (!SIGNALS.includes(signal)) throw new RangeError(`PTY signal must be one of ${SIGNALS.join(", ")}`);
+      checkPtySignal(signal);
       if (ended) return;
       await signalGroup(signal);
     },
     close() {
       closing ??= (async () => {
         if (!ended) {
-          // As a terminal that goes away: a hang-up to the session, then SIGKILL to what is left.
-          await signalGroup("SIGHUP").catch(() => undefined);
-          const gone = await Promise.race([exited.then(() => true), delay(closeGraceMs).then(() => false)]);
-          if (!gone) await signalGroup("SIGKILL").catch(() => undefined);
+          await hangUpPty({ exited, signalGroup, forceEnd: () => signalGroup("SIGKILL").catch(() => undefined), graceMs: closeGraceMs });
           stop.abort();
         }
         stdin.destroy();
@@ -191,8 +188,4 @@ async function openScriptPty(runner: ScriptRunner, spec: PtySpec, opts: ScriptPt
       return closing;
     },
   };
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref?.());
 }
