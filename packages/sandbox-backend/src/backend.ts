@@ -68,6 +68,8 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
   const adopting = new Map<string, Promise<LocalSandbox | null>>();
   // Destroys under way: close waits for them, so whoever removes the state directory next never races a jail still ending.
   const destroying = new Set<Promise<void>>();
+  // Creates under way: close waits for them too, then lets their sandboxes go with the others.
+  const creating = new Set<Promise<unknown>>();
   let stateDirReady: Promise<void> | null = null;
   let closed = false;
 
@@ -129,53 +131,12 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
   return {
     stateDir,
 
-    async create(createOptions: CreateSandboxOptions): Promise<Sandbox> {
-      requireOpen();
-      const spec = normalizeCreate(createOptions);
-      stateDirReady ??= ensureStateDir(stateDir, { jailUser: hostUser }).catch((error: unknown) => {
-        stateDirReady = null;
-        throw error;
-      });
-      await stateDirReady;
-      const layout = sandboxLayout(stateDir, spec.id);
-      const diskMb = spec.limits.diskMb !== undefined && context.diskProblem === null ? spec.limits.diskMb : null;
-      spec.mounts.forEach((mount, index) => {
-        const problem = mountPointProblem(mount.path, spec.rootfs ?? undefined);
-        if (problem) throw new SandboxInputError(`mounts[${index}].path: ${problem}`);
-      });
-      try {
-        await createSandboxDirs(layout, spec.id, hostUser, diskMb, spec.mounts);
-      } catch (error) {
-        if (!(error instanceof SandboxExistsError)) await removeSandboxTree(layout).catch(() => undefined);
-        throw error;
-      }
-      const record: SandboxRecord = {
-        version: 3,
-        id: spec.id,
-        state: "stopped",
-        createdAt: new Date().toISOString(),
-        expiresAt: new Date(spec.expiresAt).toISOString(),
-        labels: spec.labels,
-        metadata: spec.metadata,
-        spec: { rootfs: spec.rootfs, env: spec.env, limits: spec.limits, egress: spec.egress, user: spec.user, mounts: spec.mounts },
-        owner: context.owner,
-        jail: null,
-        cgroups: [],
-        freezer: null,
-        frozen: null,
-      };
-      const sandbox = new LocalSandbox(context, layout, record);
-      try {
-        // Written before the jail starts, so a leak clean-up never sees an anonymous directory.
-        await writeRecord(layout, record);
-        await sandbox.launch();
-      } catch (error) {
-        // Nothing of a failed create is left behind.
-        await sandbox.destroy().catch(() => undefined);
-        throw error;
-      }
-      held.set(spec.id, sandbox);
-      return sandbox;
+    create(createOptions: CreateSandboxOptions): Promise<Sandbox> {
+      const run = createOne(createOptions);
+      const tracked = run.catch(() => undefined);
+      creating.add(tracked);
+      void tracked.finally(() => creating.delete(tracked));
+      return run;
     },
 
     async get(id: string): Promise<Sandbox | null> {
@@ -230,12 +191,61 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
 
     async close(): Promise<void> {
       closed = true;
-      await Promise.allSettled([...adopting.values(), ...destroying]);
+      await Promise.allSettled([...adopting.values(), ...creating, ...destroying]);
       const sandboxes = [...held.values()];
       held.clear();
       await Promise.all(sandboxes.map((sandbox) => sandbox.release()));
     },
   };
+
+  async function createOne(createOptions: CreateSandboxOptions): Promise<Sandbox> {
+    requireOpen();
+    const spec = normalizeCreate(createOptions);
+    stateDirReady ??= ensureStateDir(stateDir, { jailUser: hostUser }).catch((error: unknown) => {
+      stateDirReady = null;
+      throw error;
+    });
+    await stateDirReady;
+    const layout = sandboxLayout(stateDir, spec.id);
+    const diskMb = spec.limits.diskMb !== undefined && context.diskProblem === null ? spec.limits.diskMb : null;
+    spec.mounts.forEach((mount, index) => {
+      const problem = mountPointProblem(mount.path, spec.rootfs ?? undefined);
+      if (problem) throw new SandboxInputError(`mounts[${index}].path: ${problem}`);
+    });
+    try {
+      await createSandboxDirs(layout, spec.id, hostUser, diskMb, spec.mounts);
+    } catch (error) {
+      if (!(error instanceof SandboxExistsError)) await removeSandboxTree(layout).catch(() => undefined);
+      throw error;
+    }
+    const record: SandboxRecord = {
+      version: 3,
+      id: spec.id,
+      state: "stopped",
+      createdAt: new Date().toISOString(),
+      expiresAt: new Date(spec.expiresAt).toISOString(),
+      labels: spec.labels,
+      metadata: spec.metadata,
+      spec: { rootfs: spec.rootfs, env: spec.env, limits: spec.limits, egress: spec.egress, user: spec.user, mounts: spec.mounts },
+      owner: context.owner,
+      jail: null,
+      cgroups: [],
+      freezer: null,
+      frozen: null,
+    };
+    const sandbox = new LocalSandbox(context, layout, record);
+    try {
+      // Written before the jail starts, so a leak clean-up never sees an anonymous directory.
+      await writeRecord(layout, record);
+      await sandbox.launch();
+    } catch (error) {
+      // Nothing of a failed create is left behind.
+      await sandbox.destroy().catch(() => undefined);
+      throw error;
+    }
+    held.set(spec.id, sandbox);
+    return sandbox;
+  }
 
   async function destroyOne(id: string): Promise<void> {
     checkSandboxId(id);

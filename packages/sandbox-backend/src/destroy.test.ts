@@ -74,4 +74,31 @@ describe("destroy", () => {
     await destroying;
     expect(await sandboxLeftovers(world.stateDir, ["ending-at-close"])).toEqual([]);
   });
+
+  it("close waits for a destroy or stop made through a sandbox's own handle (an emulator's timer ending it)", async () => {
+    const backend = world.newBackend();
+    const doomed = await backend.create({ id: "handle-destroy-at-close", ttlMs: 60_000 });
+    const stopped = await backend.create({ id: "handle-stop-at-close", ttlMs: 60_000 });
+    const done: string[] = [];
+    const destroying = doomed.destroy().then(() => done.push("destroy"));
+    const stopping = stopped.stop().then(() => done.push("stop"));
+    await backend.close();
+    expect(done.sort()).toEqual(["destroy", "stop"]);
+    await Promise.all([destroying, stopping]);
+    expect(stopped.state).toBe("stopped");
+    await world.backend.destroy("handle-stop-at-close");
+    expect(await sandboxLeftovers(world.stateDir, ["handle-destroy-at-close", "handle-stop-at-close"])).toEqual([]);
+  });
+
+  it("close waits for a create under way, and lets its sandbox go like the others", async () => {
+    const backend = world.newBackend();
+    let created = false;
+    const creating = backend.create({ id: "created-at-close", ttlMs: 60_000 }).then((sandbox) => ((created = true), sandbox));
+    await backend.close();
+    expect(created).toBe(true);
+    const sandbox = await creating;
+    await expect(sandbox.stop()).rejects.toThrow(/let go/);
+    await world.backend.destroy("created-at-close");
+    expect(await sandboxLeftovers(world.stateDir, ["created-at-close"])).toEqual([]);
+  });
 });

@@ -411,10 +411,15 @@ export class LocalSandbox implements Sandbox {
     });
   }
 
-  /** Lets go of the sandbox in this worker (proxy, open exec handles); the jail keeps running. */
+  /**
+   * Lets go of the sandbox in this worker (proxy, open exec handles); the jail keeps running. A
+   * lifecycle change already under way (a stop, freeze or destroy made through this handle) ends
+   * first: whoever removes the state directory after a close must never race a jail still changing.
+   */
   async release(): Promise<void> {
     this.released = true;
     this.closeHandles();
+    await this.queue;
     const proxy = this.proxy;
     this.proxy = null;
     await proxy?.close();
