@@ -67,6 +67,8 @@ export function createFleet(backend: SandboxBackend, options: ResolvedOptions, c
   const serial = createSerial();
   const minutes = (value: number) => clock.duration(value * MINUTE);
   let closed = false;
+  // The sweep under way (it may be stopping or removing a sandbox): close waits for it before the jails' directory goes.
+  let sweeping: Promise<void> = Promise.resolve();
 
   const emit = (event: FleetEvent) => {
     for (const listener of listeners) listener(event);
@@ -284,23 +286,10 @@ export function createFleet(backend: SandboxBackend, options: ResolvedOptions, c
       record.lastActivityAt = clock.now();
     },
 
-    async sweep() {
-      const now = clock.now();
-      for (const record of [...records.values()]) {
-        if (record.pending || closed) continue;
-        const due = (from: number | undefined, interval: number) => from !== undefined && now - from >= minutes(interval);
-        try {
-          if (record.autoDestroyAt !== undefined && now >= record.autoDestroyAt) await fleet.remove(record);
-          else if (record.state === "started" && record.autoStopInterval > 0 && record.activeRequests === 0 && due(record.lastActivityAt, record.autoStopInterval)) await fleet.stop(record);
-          else if (record.state === "started" && record.autoPauseInterval > 0 && record.activeRequests === 0 && due(record.lastActivityAt, record.autoPauseInterval)) await fleet.pause(record);
-          else if ((record.state === "stopped" || record.state === "archived") && record.autoDeleteInterval > 0 && due(record.stoppedAt, record.autoDeleteInterval)) await fleet.remove(record);
-          else if (record.state === "stopped" && due(record.stoppedAt, record.autoArchiveInterval || MAX_ARCHIVE_MINUTES)) await fleet.archive(record);
-        } catch {
-          // A sandbox busy with another change is swept on a later tick.
-        }
-        // The real-time bound on any jail, whatever the vendor clock says (a crashed emulator leaks nothing for long).
-        if (Date.now() - record.jailBornAt >= options.maxLifetimeMs) await fleet.remove(record).catch(() => undefined);
-      }
+    sweep() {
+      const run = sweeping.then(sweepOnce);
+      sweeping = run.catch(() => undefined);
+      return run;
     },
 
     onEvent(listener) {
@@ -310,11 +299,31 @@ export function createFleet(backend: SandboxBackend, options: ResolvedOptions, c
 
     async close() {
       closed = true;
+      await sweeping;
       await Promise.all([...records.values()].map((record) => record.pending?.catch(() => undefined)));
       for (const record of records.values()) await backend.destroy(record.id).catch(() => undefined);
       records.clear();
       listeners.clear();
     },
   };
+
+  async function sweepOnce(): Promise<void> {
+    const now = clock.now();
+    for (const record of [...records.values()]) {
+      if (record.pending || closed) continue;
+      const due = (from: number | undefined, interval: number) => from !== undefined && now - from >= minutes(interval);
+      try {
+        if (record.autoDestroyAt !== undefined && now >= record.autoDestroyAt) await fleet.remove(record);
+        else if (record.state === "started" && record.autoStopInterval > 0 && record.activeRequests === 0 && due(record.lastActivityAt, record.autoStopInterval)) await fleet.stop(record);
+        else if (record.state === "started" && record.autoPauseInterval > 0 && record.activeRequests === 0 && due(record.lastActivityAt, record.autoPauseInterval)) await fleet.pause(record);
+        else if ((record.state === "stopped" || record.state === "archived") && record.autoDeleteInterval > 0 && due(record.stoppedAt, record.autoDeleteInterval)) await fleet.remove(record);
+        else if (record.state === "stopped" && due(record.stoppedAt, record.autoArchiveInterval || MAX_ARCHIVE_MINUTES)) await fleet.archive(record);
+      } catch {
+        // A sandbox busy with another change is swept on a later tick.
+      }
+      // The real-time bound on any jail, whatever the vendor clock says (a crashed emulator leaks nothing for long).
+      if (Date.now() - record.jailBornAt >= options.maxLifetimeMs) await fleet.remove(record).catch(() => undefined);
+    }
+  }
   return fleet;
 }

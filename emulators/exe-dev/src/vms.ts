@@ -53,6 +53,8 @@ export function createFleet(backend: SandboxBackend, ssh: SshServer, opts: { max
   const vms = new Map<string, Vm>();
   const launching = new Set<string>();
   const lingering = new Set<NodeJS.Timeout>();
+  // Removals under way (`rm` answers only once the VM is gone, but its client may hang up first): close waits for them.
+  const removing = new Set<Promise<void>>();
 
   return {
     reserve(name) {
@@ -99,17 +101,12 @@ export function createFleet(backend: SandboxBackend, ssh: SshServer, opts: { max
     },
     get: (name) => vms.get(name),
     all: () => [...vms.values()],
-    async remove(vm, lingerMs) {
-      vm.status = "deleting";
-      await vm.host.close();
-      await backend.destroy(vm.name);
-      const forget = () => {
-        if (vms.get(vm.name) === vm) vms.delete(vm.name);
-      };
-      // The VM is gone; with a linger `ls` still lists it (as "deleting") for a while, as a slow control plane would.
-      if (lingerMs <= 0) return forget();
-      const timer = setTimeout(forget, lingerMs);
-      lingering.add(timer);
+    remove(vm, lingerMs) {
+      const run = removeVm(vm, lingerMs);
+      const tracked = run.catch(() => undefined);
+      removing.add(tracked);
+      void tracked.finally(() => removing.delete(tracked));
+      return run;
     },
     async session(request) {
       const vm = vms.get(request.host);
@@ -135,6 +132,7 @@ export function createFleet(backend: SandboxBackend, ssh: SshServer, opts: { max
       return { exitCode: exit.exitCode, signal: exit.signal };
     },
     async close() {
+      await Promise.all([...removing]);
       for (const timer of lingering) clearTimeout(timer);
       for (const vm of vms.values()) {
         await vm.host.close().catch(() => undefined);
@@ -143,6 +141,19 @@ export function createFleet(backend: SandboxBackend, ssh: SshServer, opts: { max
       vms.clear();
     },
   };
+
+  async function removeVm(vm: Vm, lingerMs: number): Promise<void> {
+    vm.status = "deleting";
+    await vm.host.close();
+    await backend.destroy(vm.name);
+    const forget = () => {
+      if (vms.get(vm.name) === vm) vms.delete(vm.name);
+    };
+    // The VM is gone; with a linger `ls` still lists it (as "deleting") for a while, as a slow control plane would.
+    if (lingerMs <= 0) return forget();
+    const timer = setTimeout(forget, lingerMs);
+    lingering.add(timer);
+  }
 }
 
 /** The user's shell running the session's command from the home directory, the command in a variable. */
