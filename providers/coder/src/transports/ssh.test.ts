@@ -1,7 +1,8 @@
 // The ssh transport's CLI config directory belongs to the worker: made on first use, removed by the
 // plugin's shutdown hook (the host's shutdown call before it ends a worker).
+import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { PluginContext } from "@paperclipai/plugin-sdk";
@@ -42,5 +43,23 @@ describe("the coder CLI's config directory", () => {
     expect(existsSync(again)).toBe(true);
     await definition.onShutdown!();
     expect(await readdir(parent)).toEqual([]);
+  });
+
+  it("a killed worker's directory (no shutdown, no exit handler) is removed by the next worker that makes one", async () => {
+    const { definition } = createCoderPlugin();
+    await definition.setup(context);
+    // A pid that has exited (a process that ran and was reaped), and one that lives (the test runner's parent).
+    const deadPid = spawnSync(process.execPath, ["-e", ""]).pid!;
+    const killed = join(parent, `paperclip-coder-cli-${deadPid}-AbC123`);
+    const alive = join(parent, `paperclip-coder-cli-${process.ppid}-XyZ789`);
+    await mkdir(killed);
+    await mkdir(alive);
+
+    const dir = cliEnv(target).CODER_CONFIG_DIR!;
+    expect(existsSync(killed)).toBe(false);
+    expect(existsSync(alive)).toBe(true);
+    expect(existsSync(dir)).toBe(true);
+    await definition.onShutdown!();
+    expect(await readdir(parent)).toEqual([`paperclip-coder-cli-${process.ppid}-XyZ789`]);
   });
 });

@@ -7,7 +7,7 @@
  * group from a second call.
  */
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { exitMarkerLine, runSpawnedScript, shellQuote, withInlineEnv, withRemoteGroupKill, type ScriptRunner, type TransportCapabilities } from "@paperclip-sandbox/kit";
@@ -34,10 +34,12 @@ const SSH_CAPABILITIES: TransportCapabilities = Object.freeze({
 });
 
 let configDir: string | undefined;
+const CLI_DIR_PREFIX = "paperclip-coder-cli-";
 /** One empty CLI config directory per worker: the CLI must not use (or overwrite) a login of the worker's user. */
 function cliConfigDir(): string {
   if (!configDir) {
-    configDir = mkdtempSync(path.join(tmpdir(), "paperclip-coder-cli-"));
+    removeDeadWorkersDirs();
+    configDir = mkdtempSync(path.join(tmpdir(), `${CLI_DIR_PREFIX}${process.pid}-`));
     // A worker whose stdin closes exits without the shutdown call: gone then too (sync: `exit` runs no more I/O).
     process.once("exit", removeCliConfigDir);
   }
@@ -54,6 +56,40 @@ export function removeCliConfigDir(): void {
   configDir = undefined;
   process.removeListener("exit", removeCliConfigDir);
   rmSync(dir, { recursive: true, force: true });
+}
+
+/**
+ * A worker that was killed (SIGKILL, a crash) ran neither its shutdown hook nor its exit handler:
+ * its directory (named after its pid) is removed by the next worker that makes one. Only our own
+ * directories whose worker is gone.
+ */
+function removeDeadWorkersDirs(): void {
+  const parent = tmpdir();
+  let names: string[];
+  try {
+    names = readdirSync(parent);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const pid = Number(new RegExp(`^${CLI_DIR_PREFIX}(\\d+)-`).exec(name)?.[1]);
+    if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || processExists(pid)) continue;
+    const dir = path.join(parent, name);
+    try {
+      if (statSync(dir).uid === process.getuid?.()) rmSync(dir, { recursive: true, force: true });
+    } catch {
+      // Gone meanwhile, or not ours to remove.
+    }
+  }
+}
+
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code !== "ESRCH";
+  }
 }
 
 /** The environment of the CLI process: only what it needs. */
