@@ -74,7 +74,8 @@ describe("a supervisor that does not answer does not hold up release", () => {
     expect(isStopped(supervisor)).toBe(true);
     const started = Date.now();
     await world.backend.destroy("stalled");
-    expect(Date.now() - started).toBeLessThan(5_000);
+    // A bound far from the alternative (a slow machine is not a failure): waiting for the command takes 60 s.
+    expect(Date.now() - started).toBeLessThan(30_000);
     // The command's call ends with the jail (an error naming it), it does not wait for its sleep.
     const outcome = await inFlight;
     expect("error" in outcome ? outcome.error.message : "exited").toMatch(/has ended|connection lost|unreachable/);

@@ -172,12 +172,17 @@ describe("process and resource containment", () => {
     const limited = { ...h.config, pids: 64 };
     const bombed = await h.acquire({}, limited);
     const neighbour = await h.acquire();
-    const bomb = h.client.env.execute({ ...h.base(limited), lease: bombed, command: "sh", args: ["-c", "b() { b | b & }; b; sleep 60"], timeoutMs: 3_000 });
+    const bomb = h.client.env.execute({ ...h.base(limited), lease: bombed, command: "sh", args: ["-c", "b() { b | b & }; b; sleep 60"], timeoutMs: 15_000 });
+    let bombEnded = false;
+    void bomb.then(
+      () => (bombEnded = true),
+      () => (bombEnded = true),
+    );
     await new Promise((resolve) => setTimeout(resolve, 800));
-    const started = Date.now();
     const other = await h.sh(neighbour, "echo neighbour-ok");
     expect(other.stdout).toBe("neighbour-ok\n");
-    expect(Date.now() - started).toBeLessThan(2_000);
+    // The neighbour answered while the bomb still ran (not a time window: the bomb runs to its 15 s timeout).
+    expect(bombEnded).toBe(false);
     const result = await bomb;
     expect(result.timedOut).toBe(true);
     // The bombed lease recovers once its command's group is gone.

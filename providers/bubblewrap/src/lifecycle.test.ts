@@ -99,7 +99,8 @@ describe("bubblewrap lease lifecycle", () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
     const started = Date.now();
     const receipt = await h.release(cancelled, { cancelActiveWork: true });
-    expect(Date.now() - started).toBeLessThan(3_000);
+    // A bound far from the alternative (a slow machine is not a failure): draining the command takes 30 s.
+    expect(Date.now() - started).toBeLessThan(20_000);
     expect(receipt).toEqual({ providerLeaseId: cancelled.providerLeaseId, state: "destroyed" });
     const result = await running;
     expect(result.exitCode).toBeNull();

@@ -203,7 +203,8 @@ describe("a plain release while sandboxed code tries to stall the supervisor", (
       const started = Date.now();
       const receipt = await h.release(target);
       expect(receipt).toMatchObject({ providerLeaseId: target.providerLeaseId, state: "destroyed" });
-      expect(Date.now() - started).toBeLessThan(10_000);
+      // A bound far from the alternative (a slow machine is not a failure): a stalled supervisor holds the release until the command's 30 s timeout.
+      expect(Date.now() - started).toBeLessThan(20_000);
       expect((await work).stdout).toBe("finished\n");
     } finally {
       if (isStopped(pid)) process.kill(pid, "SIGCONT");

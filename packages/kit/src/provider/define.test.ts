@@ -169,7 +169,8 @@ describe("defineSandboxProvider", () => {
     await v.setup();
     const started = Date.now();
     await expect(v.hooks.onEnvironmentAcquireLease!(acquireParams())).rejects.toMatchObject({ code: "ACQUIRE_BUDGET_EXCEEDED" });
-    expect(Date.now() - started).toBeLessThan(2_000);
+    // A bound far from the alternative (a slow machine is not a failure): without the budget the create never answers.
+    expect(Date.now() - started).toBeLessThan(30_000);
     open();
     await waitFor(() => v.calls.includes("destroy"));
     expect(v.boxes.size).toBe(0);

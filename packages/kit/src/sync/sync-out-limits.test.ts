@@ -19,7 +19,6 @@ afterEach(async () => {
 describe("outbound size limit", () => {
   it("aborts the sandbox side past maxOutboundBytes and leaves no scratch or target", async () => {
     await fs.writeFile(path.join(w.root, "big.bin"), pseudoRandomBytes(4 * 1024 * 1024));
-    const started = Date.now();
     const error = await syncOut(w.runner, [{ operationId: "big", files: [{ sourcePath: path.join(w.root, "big.bin"), targetPath: path.join(w.host, "big.bin"), kind: "file" }] }], {
       roots: [w.root],
       hostScratchDir: w.scratch,
@@ -27,7 +26,6 @@ describe("outbound size limit", () => {
     }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(SyncError);
     expect(error).toMatchObject({ code: "SYNC_TOO_LARGE", operationId: "big" });
-    expect(Date.now() - started).toBeLessThan(5000);
     expect(await listTree(w.scratch)).toEqual([]);
     expect(await listTree(w.host)).toEqual([]);
   });

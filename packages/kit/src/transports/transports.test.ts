@@ -170,7 +170,8 @@ describe("withRemoteGroupKill", () => {
     controller.abort();
     const exit = await running;
     expect(exit).toMatchObject({ reason: "aborted", exitCode: null });
-    expect(Date.now() - started).toBeLessThan(10_000);
+    // A bound far from the alternative (a slow machine is not a failure): without the abort the script runs 60 s.
+    expect(Date.now() - started).toBeLessThan(30_000);
     expect(isAlive(backgroundPid)).toBe(false);
     expect((await fsp.readdir(root)).filter((name) => name.startsWith(".paperclip-pg."))).toEqual([]);
   });
@@ -269,7 +270,8 @@ describe("runSpawnedScript with an exit marker", () => {
     const err = collect();
     const started = Date.now();
     const exit = await runSpawnedScript({ file: "/bin/sh", args: ["-c", remote], env: ENV, exitMarker: marker }, { stdout: out.sink, stderr: err.sink });
-    expect(Date.now() - started).toBeLessThan(5_000);
+    // A bound far from the alternative (a slow machine is not a failure): without the marker the client stays open 30 s.
+    expect(Date.now() - started).toBeLessThan(20_000);
     expect(exit.exitCode).toBe(3);
     expect(out.text()).toBe("hello\n");
     expect(err.text()).not.toContain(marker);
