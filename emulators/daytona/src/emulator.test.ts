@@ -21,7 +21,7 @@ async function start(options: DaytonaEmulatorOptions = {}) {
   return { emu, sdk };
 }
 
-const waitFor = async (what: string, check: () => Promise<boolean>, timeoutMs = 10_000) => {
+const waitFor = async (what: string, check: () => Promise<boolean>, timeoutMs = 30_000) => {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);

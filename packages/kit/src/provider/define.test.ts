@@ -387,7 +387,7 @@ describe("defineSandboxProvider: what the kit owns", () => {
   });
 });
 
-async function waitFor(check: () => boolean, timeoutMs = 5_000): Promise<void> {
+async function waitFor(check: () => boolean, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!check()) {
     if (Date.now() > deadline) throw new Error("condition not met in time");

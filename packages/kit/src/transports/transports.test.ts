@@ -198,7 +198,7 @@ describe("withRemoteGroupKill", () => {
     expect(exit.reason).toBe("timeout");
     const survivor = Number(out.text().trim());
     expect(survivor).toBeGreaterThan(0);
-    await waitFor(() => !isAlive(survivor), 6_000);
+    await waitFor(() => !isAlive(survivor), 30_000);
   });
 
   it("writes the script into the wrapper once (argv limits count every byte)", async () => {
@@ -298,7 +298,7 @@ describe("runSpawnedScript with an exit marker", () => {
   });
 });
 
-async function waitFor(check: () => boolean, timeoutMs = 5_000): Promise<void> {
+async function waitFor(check: () => boolean, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!check()) {
     if (Date.now() > deadline) throw new Error("condition not met in time");

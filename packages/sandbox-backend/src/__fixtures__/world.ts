@@ -50,8 +50,8 @@ export function startWorld(options: Partial<BackendOptions> = {}): World {
   };
 }
 
-/** Polls until `check` holds or the deadline passes; returns the last value. */
-export async function eventually<T>(read: () => Promise<T> | T, check: (value: T) => boolean, timeoutMs = 10_000): Promise<T> {
+/** Polls until `check` holds or the deadline passes; returns the last value. The default total is long: a wait ends once the check holds, so only a failing test pays it (a short one fails under load). */
+export async function eventually<T>(read: () => Promise<T> | T, check: (value: T) => boolean, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let value = await read();
   while (!check(value) && Date.now() < deadline) {

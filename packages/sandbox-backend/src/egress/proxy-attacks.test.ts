@@ -542,7 +542,7 @@ describe("attack: one lease exhausts the worker's file descriptors through its e
     } finally {
       await endFlood(child);
     }
-    const deadline = Date.now() + 5_000;
+    const deadline = Date.now() + 30_000;
     let tunnel = await connect(proxy, `granted.test:${tlsServer.port}`);
     while (tunnel.status !== 200 && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 50));

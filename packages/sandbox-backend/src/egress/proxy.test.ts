@@ -148,7 +148,7 @@ describe("egress proxy", () => {
       const req = http.request({ socketPath: own.socketPath, method: "GET", path: `http://granted.test:${port}/slow`, headers: { host: `granted.test:${port}` } });
       req.on("error", () => undefined);
       req.end();
-      const deadline = Date.now() + 5_000;
+      const deadline = Date.now() + 30_000;
       while (upstreams.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
       expect(upstreams).toHaveLength(1);
       await own.close();

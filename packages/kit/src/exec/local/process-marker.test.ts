@@ -6,7 +6,7 @@ import { endMarkedProcesses, findMarkedProcesses } from "./process-marker.js";
 
 const MARKER = "PAPERCLIP_KIT_TEST_MARKER";
 
-async function waitFor(check: () => boolean, ms = 5_000): Promise<void> {
+async function waitFor(check: () => boolean, ms = 30_000): Promise<void> {
   const until = Date.now() + ms;
   while (!check()) {
     if (Date.now() > until) throw new Error("condition not met in time");
