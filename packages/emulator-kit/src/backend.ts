@@ -47,7 +47,9 @@ export async function startEmulatorBackend(name: string, options: EmulatorBacken
           try {
             await opened.close();
           } finally {
-            await rm(root, { recursive: true, force: true });
+            // The emulator's close waits for its sandboxes and the backend's for work under way; the
+            // retries are a backstop for a jail process that still writes a last file (ENOTEMPTY).
+            await rm(root, { recursive: true, force: true, maxRetries: 3, retryDelay: 100 });
           }
         })();
         return closed;
