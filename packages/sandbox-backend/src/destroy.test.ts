@@ -75,19 +75,20 @@ describe("destroy", () => {
     expect(await sandboxLeftovers(world.stateDir, ["ending-at-close"])).toEqual([]);
   });
 
-  it("close waits for a destroy or stop made through a sandbox's own handle (an emulator's timer ending it)", async () => {
+  it("close waits for a stop or freeze made through a sandbox's own handle (an emulator's timer ending or pausing it)", async () => {
     const backend = world.newBackend();
-    const doomed = await backend.create({ id: "handle-destroy-at-close", ttlMs: 60_000 });
+    const frozen = await backend.create({ id: "handle-freeze-at-close", ttlMs: 60_000 });
     const stopped = await backend.create({ id: "handle-stop-at-close", ttlMs: 60_000 });
     const done: string[] = [];
-    const destroying = doomed.destroy().then(() => done.push("destroy"));
+    const freezing = frozen.freeze().then(() => done.push("freeze"));
     const stopping = stopped.stop().then(() => done.push("stop"));
     await backend.close();
-    expect(done.sort()).toEqual(["destroy", "stop"]);
-    await Promise.all([destroying, stopping]);
-    expect(stopped.state).toBe("stopped");
+    expect(done.sort()).toEqual(["freeze", "stop"]);
+    await Promise.all([freezing, stopping]);
+    expect([frozen.state, stopped.state]).toEqual(["frozen", "stopped"]);
+    await world.backend.destroy("handle-freeze-at-close");
     await world.backend.destroy("handle-stop-at-close");
-    expect(await sandboxLeftovers(world.stateDir, ["handle-destroy-at-close", "handle-stop-at-close"])).toEqual([]);
+    expect(await sandboxLeftovers(world.stateDir, ["handle-freeze-at-close", "handle-stop-at-close"])).toEqual([]);
   });
 
   it("close waits for a create under way, and lets its sandbox go like the others", async () => {
