@@ -65,6 +65,12 @@ const PROVIDERS = {
     },
     background: (record) => record.route === "/sandboxes/:id/timeout",
   },
+  // Bridge requests only (the container calls behind them are recorded too, under /c/).
+  cloudflare: {
+    emulator: async () => runEmulator((await import("../emulators/cloudflare/dist/index.js")).emulator, {}),
+    config: (emu) => ({ bridgeBaseUrl: emu.url, bridgeAuthToken: emu.credentials.token, timeoutMs: 600_000 }),
+    background: (record) => record.path?.startsWith("/c/"),
+  },
 };
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "channel-bench-"));
