@@ -106,6 +106,27 @@ describe("cloudflare: the command channel under faults", () => {
     expect(await emu.leftovers()).toEqual([]);
   }, TEST_MS);
 
+  it("a command ended by a signal reports what a fresh exec reports for it (128 + n, no signal)", async () => {
+    const lease = await host.acquire();
+    const outcome = async () => {
+      const result = await host.sh(lease, "echo before; kill -KILL $$");
+      return { exitCode: result.exitCode, signal: (result as { signal?: unknown }).signal ?? null, stdout: result.stdout };
+    };
+    try {
+      await ready(lease);
+      const overChannel = await outcome();
+      expect(status(lease).overChannel).toBeGreaterThanOrEqual(1);
+      process.env[COMMAND_CHANNEL_SWITCH] = "off";
+      const fresh = await outcome();
+      expect(overChannel).toEqual(fresh);
+      expect(fresh).toEqual({ exitCode: 137, signal: null, stdout: "before\n" });
+    } finally {
+      process.env[COMMAND_CHANNEL_SWITCH] = "always";
+      await host.release(lease);
+    }
+    expect(await emu.leftovers()).toEqual([]);
+  }, TEST_MS);
+
   it("a command flooding its output does not hold the others, and every byte arrives", async () => {
     const lease = await host.acquire();
     try {

@@ -113,6 +113,27 @@ describe("exe-dev: the command channel under faults", () => {
     expect(await h.emu.leftovers()).toEqual([]);
   }, TEST_MS);
 
+  it("a command ended by a signal reports what a fresh exec reports for it (128 + n, no signal)", async () => {
+    const lease = await h.acquire();
+    const outcome = async () => {
+      const result = await h.sh(lease, "echo before; kill -KILL $$");
+      return { exitCode: result.exitCode, signal: (result as { signal?: unknown }).signal ?? null, stdout: result.stdout };
+    };
+    try {
+      await ready(lease);
+      const overChannel = await outcome();
+      expect(status(lease).overChannel).toBeGreaterThanOrEqual(1);
+      process.env[COMMAND_CHANNEL_SWITCH] = "off";
+      const fresh = await outcome();
+      expect(overChannel).toEqual(fresh);
+      expect(fresh).toEqual({ exitCode: 137, signal: null, stdout: "before\n" });
+    } finally {
+      process.env[COMMAND_CHANNEL_SWITCH] = "always";
+      await h.release(lease);
+    }
+    expect(await h.emu.leftovers()).toEqual([]);
+  }, TEST_MS);
+
   it("a command flooding its output does not hold the others, and every byte arrives", async () => {
     const lease = await h.acquire();
     try {
