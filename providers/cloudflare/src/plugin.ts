@@ -147,7 +147,9 @@ export function createCloudflareProvider(deps: CloudflarePluginDeps = {}) {
     runner(handle, config) {
       const client = clientFor(config);
       const target = { providerLeaseId: handle.providerLeaseId, sessionStrategy: config.sessionStrategy, sessions: handle.sessions };
-      return handle.extensions.streams && config.liveOutput ? withCommandChannel(bridgeProcessRunner(client, target), { lease: handle.providerLeaseId, signalsAsExitStatus: true }) : legacyBridgeRunner(client, target);
+      return handle.extensions.streams && config.liveOutput
+        ? withCommandChannel(bridgeProcessRunner(client, target), { lease: handle.providerLeaseId, signalsAsExitStatus: true })
+        : legacyBridgeRunner(client, target);
     },
     files: (handle, config) => (handle.extensions.files ? bridgeFiles(clientFor(config), handle.providerLeaseId) : undefined),
 

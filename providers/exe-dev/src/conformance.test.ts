@@ -42,7 +42,8 @@ for (const channel of ["always", "off"] as const) {
     reuseConfig: { ...config, reuseLease: true },
     leftovers: () => emu.leftovers(),
     // From the test process, which does not trust the emulator's certificate: its plain-http endpoint.
-    labelsOf: async (providerLeaseId, leaseConfig) => (await listLeases({ ...leaseConfig, apiUrl: emu.endpoints.http }, { env: {} })).find((lease) => lease.providerLeaseId === providerLeaseId)?.labels,
+    labelsOf: async (providerLeaseId, leaseConfig) =>
+      (await listLeases({ ...leaseConfig, apiUrl: emu.endpoints.http }, { env: {} })).find((lease) => lease.providerLeaseId === providerLeaseId)?.labels,
     faults: {
       // What follows the create is the first SSH session (the workspace): it breaks (with the channel,
       // the channel's own start comes first and falls back to that session).

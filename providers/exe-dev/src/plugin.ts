@@ -1,6 +1,15 @@
 import { rm } from "node:fs/promises";
 import type { PluginContext } from "@paperclipai/plugin-sdk";
-import { createIdempotently, defaultProbe, type SandboxProviderDefinition, defineSandboxProvider, withCommandChannel, withInlineEnv, type SandboxHandle, type SshDestination } from "@paperclip-sandbox/kit";
+import {
+  createIdempotently,
+  defaultProbe,
+  type SandboxProviderDefinition,
+  defineSandboxProvider,
+  withCommandChannel,
+  withInlineEnv,
+  type SandboxHandle,
+  type SshDestination,
+} from "@paperclip-sandbox/kit";
 import { createExeDevApi, newOwnVm, type ExeDevApi, type VmRecord } from "./api.js";
 import { apiKeyOf, configProblems, envOf, exeDevConfig, exeDevConfigSchema, normalizeApiUrl, sshIdentityOf, type ExeDevConfig } from "./config.js";
 import { EXE_DEV_DRIVER_KEY, EXE_DEV_SHAPE } from "./manifest.js";
