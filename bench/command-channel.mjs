@@ -65,12 +65,6 @@ const PROVIDERS = {
     },
     background: (record) => record.route === "/sandboxes/:id/timeout",
   },
-  // Bridge requests only (the container calls behind them are recorded too, under /c/).
-  cloudflare: {
-    emulator: async () => runEmulator((await import("../emulators/cloudflare/dist/index.js")).emulator, {}),
-    config: (emu) => ({ bridgeBaseUrl: emu.url, bridgeAuthToken: emu.credentials.token, timeoutMs: 600_000 }),
-    background: (record) => record.path?.startsWith("/c/"),
-  },
   // Calls: SSH sessions (and connections) and API calls. Its latency fault acts on the HTTP API
   // only, not on the SSH server an execute uses: 0 ms only.
   "exe-dev": {

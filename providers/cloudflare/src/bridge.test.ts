@@ -291,8 +291,7 @@ describe("the plugin's runner choice", () => {
   });
 
   it("runs a command as a streamed process by default, and as one JSON exec with live output off", async () => {
-    // Without the command channel, which would start a streamed process of its own beside the command.
-    const worker = await startWorker(await loadPluginPackage(fileURLToPath(new URL("..", import.meta.url))), { env: { PAPERCLIP_SANDBOX_COMMAND_CHANNEL: "off" } });
+    const worker = await startWorker(await loadPluginPackage(fileURLToPath(new URL("..", import.meta.url))));
     const ids = { companyId: "company-runner", environmentId: "environment-runner" };
     const modes: Record<string, unknown[]> = {};
     try {

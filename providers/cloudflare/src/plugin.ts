@@ -1,4 +1,4 @@
-import { defineSandboxProvider, withCommandChannel, type SandboxHandle } from "@paperclip-sandbox/kit";
+import { defineSandboxProvider, type SandboxHandle } from "@paperclip-sandbox/kit";
 import { createClientCache, type BridgeClient, type BridgeExtensions, type LeaseRecord } from "./bridge-client.js";
 import { cloudflareConfig, configProblems, sessionIdOf, type CloudflareConfig } from "./config.js";
 import { CLOUDFLARE_DRIVER_KEY, CLOUDFLARE_SHAPE } from "./manifest.js";
@@ -147,9 +147,7 @@ export function createCloudflareProvider(deps: CloudflarePluginDeps = {}) {
     runner(handle, config) {
       const client = clientFor(config);
       const target = { providerLeaseId: handle.providerLeaseId, sessionStrategy: config.sessionStrategy, sessions: handle.sessions };
-      return handle.extensions.streams && config.liveOutput
-        ? withCommandChannel(bridgeProcessRunner(client, target), { lease: handle.providerLeaseId, signalsAsExitStatus: true })
-        : legacyBridgeRunner(client, target);
+      return handle.extensions.streams && config.liveOutput ? bridgeProcessRunner(client, target) : legacyBridgeRunner(client, target);
     },
     files: (handle, config) => (handle.extensions.files ? bridgeFiles(clientFor(config), handle.providerLeaseId) : undefined),
 
