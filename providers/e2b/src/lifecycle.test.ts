@@ -166,8 +166,9 @@ describe("e2b lease lifecycle (envd emulator)", () => {
   it("a paused lease past its requestedExpiresAt resumes as expired, and its sandbox is killed", async () => {
     const h = hostFor(createE2bPlugin().plugin, { ...sdk, reuseLease: true, timeoutMs: 60_000 }, { driverKey: "e2b" });
     // Far enough ahead that acquire and release finish before the capped sandbox timeout (cap less a
-    // second, in whole seconds) on a loaded machine: at 2.5 s the sandbox had about 1 s to live.
-    const requested = Date.now() + 8_000;
+    // second, in whole seconds) on a loaded machine: at 2.5 s the sandbox had about 1 s to live, and
+    // at 8 s an acquire and release at load 14 still outlived it (the sandbox was gone, not paused).
+    const requested = Date.now() + 20_000;
     const plugin = createE2bPlugin().plugin;
     const lease = await h.withPlugin(plugin).acquire({ requestedExpiresAt: new Date(requested).toISOString() });
     expect(await h.withPlugin(plugin).release(lease)).toMatchObject({ state: "stopped" });
