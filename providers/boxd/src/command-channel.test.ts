@@ -9,6 +9,7 @@ import { hostFor } from "@paperclip-sandbox/conformance";
 import { runEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "@paperclip-sandbox/emulator-boxd";
 import { COMMAND_CHANNEL_SWITCH, commandChannelStatus } from "@paperclip-sandbox/kit";
+import { boxdConfig } from "./config.js";
 import { BOXD_CHANNEL_IDLE_MS, createBoxdPlugin } from "./plugin.js";
 
 const EXEC = "/boxd.api.v1.BoxdApi/Exec";
@@ -30,7 +31,7 @@ const config = { apiKey: emu.credentials.apiKey!, apiUrl: emu.url, exchangeUrl: 
 function harness(extra: Record<string, unknown> = {}) {
   const boxd = createBoxdPlugin({ env: {} });
   const host = hostFor(boxd.plugin, { ...config, ...extra }, { driverKey: "boxd" });
-  return { host, api: boxd.apiOf(config) };
+  return { host, api: boxd.apiOf(boxdConfig.parse(config)) };
 }
 
 const id = (lease: PluginEnvironmentLease) => lease.providerLeaseId!;
