@@ -1,6 +1,16 @@
 import type { PluginContext, PluginEnvironmentRealizeWorkspaceParams } from "@paperclipai/plugin-sdk";
 import { definePlugin } from "@paperclipai/plugin-sdk";
-import { createIdempotently, defineSandboxProvider, isProviderApiError, LeaseOwnershipError, withCommandChannel, type FileTransport, type LeaseRef, type ListedResource, type ScriptRunner } from "@paperclip-sandbox/kit";
+import {
+  createIdempotently,
+  defineSandboxProvider,
+  isProviderApiError,
+  LeaseOwnershipError,
+  withCommandChannel,
+  type FileTransport,
+  type LeaseRef,
+  type ListedResource,
+  type ScriptRunner,
+} from "@paperclip-sandbox/kit";
 import { JOB_ACTIVE, type Workspace, type WorkspaceAgent } from "./coder-api.js";
 import { coderConfig, configProblems, configWarnings, workspaceDirOf, type CoderConfig } from "./config.js";
 import { KeyedLock } from "./keyed-lock.js";
