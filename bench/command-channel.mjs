@@ -11,7 +11,7 @@
 //   task      a host-like run end to end (bench/host-like-run.mjs: acquire .. release, ~52
 //             executes, 4 syncIns, 1 syncOut), alternating, median time and vendor calls per run
 //
-//   node bench/command-channel.mjs [--providers kubernetes,modal,e2b,novita] [--runs 50]
+//   node bench/command-channel.mjs [--providers kubernetes,modal,e2b,novita,boxd,coder] [--runs 50]
 //                                  [--task-runs 3] [--latency 0,40] [--out bench/results]
 import fs from "node:fs";
 import os from "node:os";
@@ -71,6 +71,16 @@ const PROVIDERS = {
     emulator: async () => (await import("../emulators/exe-dev/dist/index.js")).startExeDevEmulator(),
     config: (emu) => ({ apiKey: emu.credentials.apiKey, apiUrl: emu.endpoints.http, sshPrivateKey: emu.credentials.sshPrivateKey, timeoutMs: 600_000 }),
     latencies: [0],
+  },
+  boxd: {
+    emulator: async () => runEmulator((await import("../emulators/boxd/dist/index.js")).emulator, {}),
+    config: (emu) => ({ apiKey: emu.credentials.apiKey, apiUrl: emu.url, exchangeUrl: emu.endpoints.exchange, timeoutMs: 600_000 }),
+  },
+  coder: {
+    emulator: async () =>
+      runEmulator((await import("../emulators/coder/dist/index.js")).emulator, { options: { templates: [(await import("../providers/coder/dist/runner-install.js")).runnerEmulatorTemplate()] } }),
+    // The default transport (app-proxy: the runner app's stream route through Coder's app proxy).
+    config: (emu) => ({ coderUrl: emu.url, apiToken: emu.credentials.sessionToken, template: "paperclip", timeoutMs: 600_000 }),
   },
 };
 

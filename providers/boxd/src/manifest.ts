@@ -5,7 +5,7 @@ import { BOXD_PTY_TRANSPORT } from "./transport.js";
 export const BOXD_DRIVER_KEY = "boxd";
 export const BOXD_PLUGIN_ID = "paperclip-sandbox.boxd";
 /** Streamed exec over one bidi Exec per command, login terminals (Exec with tty), and kept (suspended) leases. */
-export const BOXD_SHAPE: DeclaredProviderShape = { transport: BOXD_PTY_TRANSPORT, keepsLeases: true };
+export const BOXD_SHAPE: DeclaredProviderShape = { transport: BOXD_PTY_TRANSPORT, keepsLeases: true, commandChannel: true };
 
 export default defineSandboxProviderManifest({
   id: BOXD_PLUGIN_ID,

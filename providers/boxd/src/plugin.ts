@@ -8,6 +8,7 @@ import {
   LeaseGoneError,
   probeResult,
   createSecretRedactor,
+  withCommandChannel,
   type CreateInput,
   type LeaseRef,
   type ProbeFinding,
@@ -26,6 +27,13 @@ export const PROBE_DELETE_TIMER_MS = 15 * 60_000;
 const DELETE_TIMER_MARGIN_S = 1;
 /** How long `stop` waits for boxd to report `stopped`. */
 const STOP_CONFIRM_MS = 120_000;
+/**
+ * A command channel with no command for this long closes. Its Exec is a command in flight, which
+ * keeps the machine from idling: well under boxd's documented 30 s auto-suspend window, so an idle
+ * channel does not hold a machine awake past what its operator configured (the host's commands come
+ * every ~100 ms while a run is live, so a run keeps its channel).
+ */
+export const BOXD_CHANNEL_IDLE_MS = 10_000;
 
 export interface BoxdPluginDeps {
   /** The worker's environment (the BOXD_API_KEY fallback). */
@@ -211,7 +219,9 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
     // Exec on a stopped machine is refused (FAILED_PRECONDITION): the kit starts it and runs the command once more.
     notRunning: (error) => isProviderApiError(error) && error.vendor === "boxd" && error.code === "failed_precondition" && /stopped/i.test(error.detail),
     runner: (handle) => {
-      const runner = createBoxdRunner(handle.target);
+      // Commands over one long Exec per lease (the kit's command channel), each a fresh Exec when it
+      // is down; a fresh Exec reports a signalled command as the shell does (withRemoteGroupKill).
+      const runner = withCommandChannel(createBoxdRunner(handle.target), { lease: handle.providerLeaseId, signalsAsExitStatus: true, idleMs: BOXD_CHANNEL_IDLE_MS });
       return { capabilities: BOXD_PTY_TRANSPORT, run: (script, io) => runner.run(script, io), pty: boxdTerminals(handle.target, runner) };
     },
     // Suspended, stopped and failed machines too (whatever the state); inside the worker without `env`.

@@ -27,22 +27,27 @@ const common = {
   } as Partial<Record<ConformanceCaseName, string>>,
 };
 
-describeConformance({
-  ...common,
-  name: "coder (emulator, app-proxy)",
-  config,
-  invalidConfigs: [
-    { config: { ...config, directRunnerUrl: "http://10.0.0.5:4100" }, error: exact(`Direct runner URL: ${DIRECT_RUNNER_REFUSED}`) },
-    { config: { ...config, remoteCwd: "/home/coder/a/b" }, error: /^Workspace directory: must be a directory directly under \/home\/coder/ },
-    { config: { ...config, remoteCwd: "/workspace" }, error: /^Workspace directory: must be a directory directly under \/home\/coder/ },
-    { config: { ...config, commandTransport: "exec" }, error: /^Command transport: / },
-    { config: { ...config, coderUrl: "http://coder.example.com" }, error: /^Coder URL: must use https/ },
-    { config: { ...config, template: "no spaces" }, error: /^Template: must be a Coder template name/ },
-    { config: { ...config, workspaceName: "x".repeat(16) }, error: /^Workspace name prefix: must be at most 15 characters/ },
-    { config: { ...config, stopAfterHours: 0 }, error: /^Stop after \(hours\): / },
-  ],
-  reuseConfig: { ...config, reuseLease: true },
-});
+// The default transport on both paths: every command over the kit's command channel (one stream
+// route socket per lease), and every command a socket of its own.
+for (const channel of ["always", "off"] as const) {
+  describeConformance({
+    ...common,
+    name: `coder (emulator, app-proxy, command channel ${channel})`,
+    workerEnv: { PAPERCLIP_SANDBOX_COMMAND_CHANNEL: channel },
+    config,
+    invalidConfigs: [
+      { config: { ...config, directRunnerUrl: "http://10.0.0.5:4100" }, error: exact(`Direct runner URL: ${DIRECT_RUNNER_REFUSED}`) },
+      { config: { ...config, remoteCwd: "/home/coder/a/b" }, error: /^Workspace directory: must be a directory directly under \/home\/coder/ },
+      { config: { ...config, remoteCwd: "/workspace" }, error: /^Workspace directory: must be a directory directly under \/home\/coder/ },
+      { config: { ...config, commandTransport: "exec" }, error: /^Command transport: / },
+      { config: { ...config, coderUrl: "http://coder.example.com" }, error: /^Coder URL: must use https/ },
+      { config: { ...config, template: "no spaces" }, error: /^Template: must be a Coder template name/ },
+      { config: { ...config, workspaceName: "x".repeat(16) }, error: /^Workspace name prefix: must be at most 15 characters/ },
+      { config: { ...config, stopAfterHours: 0 }, error: /^Stop after \(hours\): / },
+    ],
+    reuseConfig: { ...config, reuseLease: true },
+  });
+}
 
 // The agent's terminal: every case that drives a runner again; the rest is the same lease code.
 const RUNNER_CASES = new Set<ConformanceCaseName>([
@@ -79,13 +84,17 @@ describeConformance({
 // coder ssh through coderBin: the runner cases against a stand-in CLI (the real one needs Coder's
 // tailnet; see __fixtures__/fake-coder.mjs), which checks the CLI's environment contract.
 const fakeCoder = fileURLToPath(new URL("./__fixtures__/fake-coder.mjs", import.meta.url));
-describeConformance({
-  ...common,
-  name: "coder (emulator, ssh via a stand-in coder CLI)",
-  config: { ...config, commandTransport: "ssh", coderBin: fakeCoder },
-  reuseConfig: { ...config, commandTransport: "ssh", coderBin: fakeCoder, reuseLease: true },
-  invalidConfigs: [],
-  skip: Object.fromEntries(
-    CONFORMANCE_CASE_NAMES.filter((name) => !RUNNER_CASES.has(name) && name !== "execute-live-output").map((name) => [name, "transport-independent: covered by the app-proxy suite"]),
-  ),
-});
+// ssh streams too: both paths.
+for (const channel of ["always", "off"] as const) {
+  describeConformance({
+    ...common,
+    name: `coder (emulator, ssh via a stand-in coder CLI, command channel ${channel})`,
+    workerEnv: { PAPERCLIP_SANDBOX_COMMAND_CHANNEL: channel },
+    config: { ...config, commandTransport: "ssh", coderBin: fakeCoder },
+    reuseConfig: { ...config, commandTransport: "ssh", coderBin: fakeCoder, reuseLease: true },
+    invalidConfigs: [],
+    skip: Object.fromEntries(
+      CONFORMANCE_CASE_NAMES.filter((name) => !RUNNER_CASES.has(name) && name !== "execute-live-output").map((name) => [name, "transport-independent: covered by the app-proxy suite"]),
+    ),
+  });
+}

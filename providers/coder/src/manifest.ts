@@ -9,9 +9,10 @@ export const CODER_PLUGIN_ID = "paperclip-sandbox.coder";
  * live binary-safe output, group kill, remote deadline). Workspaces can be stopped and started.
  * The rpty and ssh transports declare their own capabilities on their runners. Every one has login
  * terminals: the agent's reconnecting PTY (`supportsLoginPty`). Kept leases are
- * stopped (a stop build) and started again.
+ * stopped (a stop build) and started again. Commands ride the kit's command channel where the
+ * transport streams (app-proxy's stream route, ssh; not rpty).
  */
-export const CODER_SHAPE: DeclaredProviderShape = { transport: { ...STREAM_CAPABILITIES, pty: true }, keepsLeases: true };
+export const CODER_SHAPE: DeclaredProviderShape = { transport: { ...STREAM_CAPABILITIES, pty: true }, keepsLeases: true, commandChannel: true };
 
 export default defineSandboxProviderManifest({
   id: CODER_PLUGIN_ID,

@@ -1,6 +1,16 @@
 import type { PluginContext, PluginEnvironmentRealizeWorkspaceParams } from "@paperclipai/plugin-sdk";
 import { definePlugin } from "@paperclipai/plugin-sdk";
-import { createIdempotently, defineSandboxProvider, isProviderApiError, LeaseOwnershipError, type FileTransport, type LeaseRef, type ListedResource, type ScriptRunner } from "@paperclip-sandbox/kit";
+import {
+  createIdempotently,
+  defineSandboxProvider,
+  isProviderApiError,
+  LeaseOwnershipError,
+  withCommandChannel,
+  type FileTransport,
+  type LeaseRef,
+  type ListedResource,
+  type ScriptRunner,
+} from "@paperclip-sandbox/kit";
 import { JOB_ACTIVE, type Workspace, type WorkspaceAgent } from "./coder-api.js";
 import { coderConfig, configProblems, configWarnings, workspaceDirOf, type CoderConfig } from "./config.js";
 import { KeyedLock } from "./keyed-lock.js";
@@ -293,7 +303,10 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
 
     // Whatever carries commands, login terminals are the agent's reconnecting PTY.
     runner: (handle: Handle, config) => {
-      const runner = runnerOf(handle, config);
+      // Commands over one long command per lease (the kit's command channel) where the transport
+      // streams stdin and live output (app-proxy's stream route, ssh); a command of its own when it
+      // is down. The runner app reports a signal by name; ssh's group kill, as the shell does.
+      const runner = withCommandChannel(runnerOf(handle, config), { lease: handle.providerLeaseId, signalsAsExitStatus: config.commandTransport === "ssh" });
       const pty = rptyTerminals({ coderUrl: handle.access.url, token: handle.access.token, agentId: handle.agent?.id ?? "" }, runner);
       return { capabilities: { ...runner.capabilities, pty: true }, run: (script, io) => runner.run(script, io), pty };
     },

@@ -1,0 +1,138 @@
+// The kit's command channel in Coder workspaces over the default transport (the runner app's stream
+// route through the Coder emulator's app proxy, the provider in process), with faults made for
+// real: the in-workspace multiplexer killed mid-command, its stream cut before its hello, a command
+// flooding its output while others run; and a reused lease's release ending its channel.
+import type { PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { hostFor } from "@paperclip-sandbox/conformance";
+import { closeCommandChannel, COMMAND_CHANNEL_SWITCH, commandChannelStatus } from "@paperclip-sandbox/kit";
+import { startCoderEmulator } from "./__fixtures__/emulator.js";
+import { createCoderPlugin } from "./plugin.js";
+
+/** The emulator's app-proxy route (path-based apps), as its recorder names it. */
+const APP_ROUTE = "/:owner/:workspace/apps/:slug/*rest";
+const world = await startCoderEmulator();
+const { emu } = world;
+const switchBefore = process.env[COMMAND_CHANNEL_SWITCH];
+beforeAll(() => {
+  // Every command waits for the channel, so each test knows which path a command takes.
+  process.env[COMMAND_CHANNEL_SWITCH] = "always";
+});
+afterAll(async () => {
+  if (switchBefore === undefined) delete process.env[COMMAND_CHANNEL_SWITCH];
+  else process.env[COMMAND_CHANNEL_SWITCH] = switchBefore;
+  await emu.close();
+}, 120_000);
+afterEach(() => emu.faults.clear());
+
+const host = (extra: Record<string, unknown> = {}) => hostFor(createCoderPlugin({ env: {} }), { ...world.config, timeoutMs: 120_000, ...extra }, { driverKey: "coder" });
+const id = (lease: PluginEnvironmentLease) => lease.providerLeaseId!;
+const ready = (lease: PluginEnvironmentLease) => vi.waitFor(() => expect(commandChannelStatus(id(lease)).state).toBe("ready"), { timeout: 30_000, interval: 50 });
+const openStreams = () => emu.requests.list({ includeRunning: true }).filter((r) => r.protocol === "ws" && r.route === APP_ROUTE && !r.done);
+
+describe("coder (app-proxy): the command channel under faults", () => {
+  it("the multiplexer killed mid-command: that command fails as lost with its group ended; the next runs; the channel comes back", async () => {
+    const h = host();
+    const lease = await h.acquire();
+    try {
+      await ready(lease);
+      const victim = h.sh(lease, "echo $$ > victim.pid; sleep 60");
+      await vi.waitFor(async () => expect((await h.sh(lease, "cat victim.pid 2>/dev/null")).stdout).toMatch(/^\d+\n$/), { timeout: 20_000, interval: 100 });
+      const pid = (await h.sh(lease, "cat victim.pid")).stdout.trim();
+      // The killer runs over the channel too: its parent is the multiplexer.
+      await expect(h.sh(lease, "kill -9 $PPID")).rejects.toThrow(/command channel broke/);
+      await expect(victim).rejects.toThrow(/command channel broke/);
+      expect((await h.sh(lease, `kill -0 ${pid} 2>/dev/null && echo alive || echo gone`)).stdout).toBe("gone\n");
+      // It comes back on a later command (after its restart delay), not on its own.
+      await vi.waitFor(
+        async () => {
+          expect((await h.sh(lease, "true")).exitCode).toBe(0);
+          expect(commandChannelStatus(id(lease)).state).toBe("ready");
+        },
+        { timeout: 30_000, interval: 200 },
+      );
+      expect(commandChannelStatus(id(lease)).breaks).toBe(1);
+      expect((await h.sh(lease, "echo over")).stdout).toBe("over\n");
+    } finally {
+      await h.release(lease);
+    }
+    expect(await emu.leftovers()).toEqual([]);
+  });
+
+  it("the channel's stream cut before its hello: the command runs over a stream of its own, once", async () => {
+    const h = host();
+    const lease = await h.acquire();
+    try {
+      await ready(lease);
+      // The next channel's stream is cut after the runner's STARTED, before the multiplexer's hello.
+      await closeCommandChannel(id(lease));
+      const mark = emu.requests.mark();
+      emu.faults.inject({ kind: "drop-stream", route: APP_ROUTE, afterMessages: 1, times: 1 });
+      expect((await h.sh(lease, "echo once >> ran.log; cat ran.log")).stdout).toBe("once\n");
+      expect(emu.requests.list({ since: mark, includeRunning: true }).filter((r) => r.faults.includes("drop-stream"))).toHaveLength(1);
+      await vi.waitFor(
+        async () => {
+          expect((await h.sh(lease, "true")).exitCode).toBe(0);
+          expect(commandChannelStatus(id(lease)).state).toBe("ready");
+        },
+        { timeout: 30_000, interval: 200 },
+      );
+      expect((await h.sh(lease, "cat ran.log")).stdout).toBe("once\n");
+    } finally {
+      await h.release(lease);
+    }
+    expect(await emu.leftovers()).toEqual([]);
+  });
+
+  it("a steady command is no vendor call: its stdin and output ride the channel's one stream", async () => {
+    const h = host();
+    const lease = await h.acquire();
+    try {
+      await ready(lease);
+      await h.sh(lease, "true");
+      const mark = emu.requests.mark();
+      const outs = [];
+      for (const word of ["one", "two", "three"]) outs.push((await h.sh(lease, `echo ${word}; cat`, { stdin: word })).stdout);
+      expect(outs).toEqual(["one\none", "two\ntwo", "three\nthree"]);
+      expect(emu.requests.list({ since: mark, includeRunning: true }).map((r) => r.route)).toEqual([]);
+    } finally {
+      await h.release(lease);
+    }
+    expect(await emu.leftovers()).toEqual([]);
+  });
+
+  it("a command flooding its output does not hold the others, and every byte arrives", async () => {
+    const h = host();
+    const lease = await h.acquire();
+    try {
+      await ready(lease);
+      const flood = h.sh(lease, "head -c 8388608 /dev/zero | tr '\\0' a; echo");
+      const quick = await Promise.all([1, 2, 3].map((i) => h.sh(lease, `echo quick${i}`)));
+      expect(quick.map((q) => q.stdout)).toEqual(["quick1\n", "quick2\n", "quick3\n"]);
+      const big = await flood;
+      expect(big.exitCode).toBe(0);
+      expect(big.stdout.length).toBe(8 * 1024 * 1024 + 1);
+      expect(commandChannelStatus(id(lease)).overChannel).toBeGreaterThanOrEqual(4);
+    } finally {
+      await h.release(lease);
+    }
+    expect(await emu.leftovers()).toEqual([]);
+  });
+
+  it("a reused lease's release ends its channel, leaving no stream open", async () => {
+    const h = host({ reuseLease: true });
+    const lease = await h.acquire();
+    try {
+      await ready(lease);
+      await h.sh(lease, "true");
+      expect(openStreams()).toHaveLength(1);
+      expect(await h.release(lease)).toMatchObject({ state: "stopped" });
+      expect(commandChannelStatus(id(lease)).state).toBe("none");
+      // Its socket's closing handshake may still be under way; nothing is left open after it.
+      await vi.waitFor(() => expect(openStreams()).toEqual([]), { timeout: 30_000, interval: 100 });
+    } finally {
+      await h.destroy(lease);
+    }
+    expect(await emu.leftovers()).toEqual([]);
+  });
+});
