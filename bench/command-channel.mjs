@@ -65,6 +65,13 @@ const PROVIDERS = {
     },
     background: (record) => record.route === "/sandboxes/:id/timeout",
   },
+  // Calls: SSH sessions (and connections) and API calls. Its latency fault acts on the HTTP API
+  // only, not on the SSH server an execute uses: 0 ms only.
+  "exe-dev": {
+    emulator: async () => (await import("../emulators/exe-dev/dist/index.js")).startExeDevEmulator(),
+    config: (emu) => ({ apiKey: emu.credentials.apiKey, apiUrl: emu.endpoints.http, sshPrivateKey: emu.credentials.sshPrivateKey, timeoutMs: 600_000 }),
+    latencies: [0],
+  },
 };
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "channel-bench-"));
@@ -107,7 +114,7 @@ for (const name of args.providers.split(",")) {
       return { value, ms: elapsed, calls: await calls(mark) };
     };
     report.results[name] = {};
-    for (const latencyMs of latencies) {
+    for (const latencyMs of spec.latencies ?? latencies) {
       emu.faults.clear();
       if (latencyMs > 0) emu.faults.inject({ kind: "latency", ms: latencyMs, route: "*" });
       const row = (report.results[name][`${latencyMs}ms`] = {});

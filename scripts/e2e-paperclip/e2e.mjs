@@ -36,6 +36,7 @@ const API = env.E2E_API ?? "http://127.0.0.1:3100/api";
 const RUN_DIR = env.E2E_RUN_DIR;
 const DATA_DIR = path.join(RUN_DIR, "data");
 const FAKE = env.E2E_FAKE_COMMAND;
+const FAKE_ACP = env.E2E_FAKE_ACP_COMMAND ?? "";
 const SERVER_PID = Number(env.E2E_SERVER_PID);
 const CALLS_DIR = env.E2E_CALLS_DIR ?? "";
 const { PROVIDERS } = await import(env.E2E_PROVIDERS_MODULE ? pathToFileURL(path.resolve(env.E2E_PROVIDERS_MODULE)).href : "./providers.mjs");
@@ -586,6 +587,7 @@ async function runProvider(p, plugin) {
   }
 
   if (p.duplex && first) await duplexScenario(p, agentId, eid);
+  if (p.acp && FAKE_ACP && first) await acpScenario(p, cid, eid);
   await loginScenario(p, cid, eid);
   if (p.customImage && first) await customImageScenario(p, cid, agentId, eid);
   if (p.reuse) await reuseScenario(p, cid, baseConfig);
@@ -913,6 +915,45 @@ async function duplexScenario(p, agentId, eid) {
     rows.push({ provider: current.provider, step: `median assignment -> lease release, duplex bridge (${samples.length} runs)`, ok: true, ms: m, detail: "informational" });
     console.log(`  info  median assignment -> lease release with the duplex bridge: ${fmtMs(m)}`);
   }
+}
+
+/**
+ * The host's ACP engine (HOST-CALLS.md §9): a claude_local agent with engine "acp" whose agentCommand is
+ * the fake ACP agent. When the driver declares incrementalSessionOutput the host runs the agent's
+ * session as one long execute and reads its frames from that execute's live log; otherwise it starts
+ * the session in the background and polls its output files with an execute about every 100 ms.
+ * Reports the trivial-task time and the executes the worker saw for the run's lease.
+ */
+async function acpScenario(p, cid, eid) {
+  const manifest = (await import(pathToFileURL(path.join(env.E2E_REPO, p.dir, "dist", "manifest.js")).href)).default;
+  const declared = manifest.environmentDrivers?.find((d) => d.driverKey === p.driverKey)?.sandboxCapabilities?.incrementalSessionOutput === true;
+  const mode = declared ? "streamed session output" : "output-file poll";
+  const agent = await step("create claude_local agent (engine acp, fake ACP agent)", async () => ({
+    agent: await apiOk("POST", `/companies/${cid}/agents`, {
+      name: `FakeAcp-${p.driverKey}`,
+      role: "engineer",
+      adapterType: "claude_local",
+      defaultEnvironmentId: eid,
+      adapterConfig: { engine: "acp", agentCommand: FAKE_ACP, model: "claude-sonnet-4-6", timeoutSec: 120 },
+    }),
+  }));
+  if (!agent) return;
+  await step(`acp task run (${mode}): assignment -> done`, async () => {
+    const r = await taskRun({ agentId: agent.agent.id, environmentId: eid });
+    await checkReleased(p, r);
+    const text = await runLogText(r.runId);
+    const streamed = /Starting streamed ACP process session bridge/.test(text);
+    const polled = /Starting ACP process session bridge/.test(text);
+    check(streamed || polled, `the run did not start an ACP process session: ${redactText(text).slice(-400)}`);
+    check(streamed === declared, `the host ${streamed ? "streamed" : "polled"} the session output though the driver ${declared ? "declares" : "does not declare"} incrementalSessionOutput`);
+    let detail = `${mode}; acquired ${fmtMs(r.toAcquireMs)}, done ${fmtMs(r.toDoneMs)}, released ${fmtMs(r.toReleaseMs)}`;
+    const calls = recordedCalls(current.pluginKey);
+    if (calls) {
+      const executes = calls.filter((c) => c.dir === "call" && c.method === "environmentExecute" && c.params?.lease?.providerLeaseId === r.lease.providerLeaseId).length;
+      detail += `; ${executes} executes`;
+    }
+    return { ms: r.toDoneMs, detail };
+  });
 }
 
 /**

@@ -9,6 +9,8 @@
 //   timingRuns      extra trivial runs whose assignment -> lease-release median is reported
 //   targetMs        optional median target for timingRuns (a miss is reported, it does not fail the run)
 //   duplex          { runs }: also run tasks with the host's experimental duplex (HTTP/2) callback bridge on
+//   acp             also run a task with an ACP-engine agent (the fake ACP agent): the run streams its session
+//                   output when the driver declares incrementalSessionOutput, else the host polls output files
 //   leaseDir(ctx, lease)  host dir a lease lives in (checked gone after release), or null
 //   prepare(ctx)    optional: create what the config needs before the scenario (runs as root; the server is nobody)
 //   leftovers(ctx)  extra provider-specific leftovers to report after the runs (strings, or a promise of them), e.g. state-dir entries
@@ -82,6 +84,7 @@ export const PROVIDERS = [
     timingRuns: 5,
     targetMs: 3000,
     duplex: { runs: 3 },
+    acp: true,
     leaseDir: (ctx, lease) => (lease.providerLeaseId ? path.join(ctx.runDir, "bwrap", "leases", lease.providerLeaseId) : null),
     leftovers: (ctx) => listDirs(path.join(ctx.runDir, "bwrap", "leases")).map((name) => `lease dir bwrap/leases/${name}`),
     // Custom images: bubblewrap offers no setup connection (README), so the file is installed on the

@@ -81,6 +81,9 @@ SERVER_PID=""
 REGISTRY_PID=""
 FAKE_DEST=/usr/local/bin/paperclip-e2e-claude
 FAKE_INSTALLED=0
+# The fake ACP agent (an agent with engine "acp" names it as its agentCommand), beside the fake CLI.
+FAKE_ACP_DEST=/usr/local/bin/paperclip-e2e-acp
+FAKE_ACP_INSTALLED=0
 # The host's login flows run the fixed commands `claude setup-token` / `codex login --device-auth`
 # in a fresh sandbox: the fake login CLIs are installed under those names for the run, unless
 # something of that name is already there (then the login scenario is skipped, see e2e.mjs).
@@ -137,6 +140,7 @@ cleanup() {
   stop_registry
   stop_server
   [ "$FAKE_INSTALLED" = 1 ] && rm -f "$FAKE_DEST"
+  [ "$FAKE_ACP_INSTALLED" = 1 ] && rm -f "$FAKE_ACP_DEST"
   for n in $FAKE_LOGIN_INSTALLED; do cmp -s "$HERE/fake-login.sh" "/usr/local/bin/$n" && rm -f "/usr/local/bin/$n"; done
   # the fake-plugin provider keeps lease dirs under the worker's /tmp; remove only what our server user left there
   if [ -d /tmp/paperclip-fake-plugin ]; then
@@ -177,6 +181,10 @@ if [ -e "$FAKE_DEST" ] && ! cmp -s "$HERE/fake-claude.sh" "$FAKE_DEST"; then
   echo "$FAKE_DEST exists and is not ours; refusing to overwrite" >&2; exit 1
 fi
 install -m 0755 "$HERE/fake-claude.sh" "$FAKE_DEST"; FAKE_INSTALLED=1
+if [ -e "$FAKE_ACP_DEST" ] && ! cmp -s "$HERE/fake-acp-agent.mjs" "$FAKE_ACP_DEST"; then
+  echo "$FAKE_ACP_DEST exists and is not ours; refusing to overwrite" >&2; exit 1
+fi
+install -m 0755 "$HERE/fake-acp-agent.mjs" "$FAKE_ACP_DEST"; FAKE_ACP_INSTALLED=1
 FAKE_LOGIN_READY=1
 for n in $FAKE_LOGIN_NAMES; do
   if [ -e "/usr/local/bin/$n" ] && ! cmp -s "$HERE/fake-login.sh" "/usr/local/bin/$n"; then
@@ -260,7 +268,7 @@ OUT_DIR=${E2E_OUT_DIR:-$REPO/.e2e-out}
 rm -rf -- "$OUT_DIR/ui"; mkdir -p "$OUT_DIR"
 set +e
 E2E_INSTALL="$INSTALL_MODES" E2E_REGISTRY_URL="$REGISTRY_URL" E2E_RELEASE_DIR="$RUN_DIR/release" E2E_REPO="$REPO" \
-E2E_OUT_DIR="$OUT_DIR" E2E_API="http://127.0.0.1:$PORT/api" E2E_RUN_DIR="$RUN_DIR" E2E_PLUGINS="$PLUGINS" E2E_FAKE_COMMAND="$FAKE_DEST" \
+E2E_OUT_DIR="$OUT_DIR" E2E_API="http://127.0.0.1:$PORT/api" E2E_RUN_DIR="$RUN_DIR" E2E_PLUGINS="$PLUGINS" E2E_FAKE_COMMAND="$FAKE_DEST" E2E_FAKE_ACP_COMMAND="$(basename "$FAKE_ACP_DEST")" \
 E2E_FAKE_LOGIN="$FAKE_LOGIN_READY" \
   E2E_SERVER_PID="$SERVER_PID" E2E_SERVER_LOG="$RUN_DIR/server.log" E2E_CALLS_DIR="$RECORD_DIR" \
   "$NODE24" "$HERE/e2e.mjs"

@@ -43,6 +43,23 @@ describe("conformanceCases", () => {
   });
 });
 
+describe("declared-capabilities-match and incrementalSessionOutput", () => {
+  // Only the declaration and the worker's methods are read: no lease, no worker.
+  const worldDeclaring = (incrementalSessionOutput: boolean) =>
+    ({ driver: { sandboxCapabilities: { incrementalSessionOutput } }, client: { supportedMethods: ["environmentExecute"] } }) as unknown as ConformanceWorld;
+
+  it("fails a provider that declares it but skips execute-live-output", async () => {
+    const opts = { ...fixtureOptions, skip: { "execute-live-output": "output arrives when the command ends" } };
+    await expect(caseNamed(opts, "declared-capabilities-match").run(worldDeclaring(true))).rejects.toThrow(/incrementalSessionOutput is declared but execute-live-output is skipped/);
+  });
+
+  it("accepts the declaration when execute-live-output runs, and a provider without it that skips the case", async () => {
+    await caseNamed(fixtureOptions, "declared-capabilities-match").run(worldDeclaring(true));
+    const opts = { ...fixtureOptions, skip: { "execute-live-output": "output arrives when the command ends" } };
+    await caseNamed(opts, "declared-capabilities-match").run(worldDeclaring(false));
+  });
+});
+
 describe("a provider that breaks rules fails the matching cases", () => {
   let world: ConformanceWorld;
   const brokenOptions = { ...fixtureOptions, workerEnv: { LOCAL_FIXTURE_BREAK: "group-kill,mode,release-leaves-processes" } };

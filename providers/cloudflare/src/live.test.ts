@@ -38,7 +38,13 @@ if (!bridgeBaseUrl || !bridgeAuthToken) {
       : {}),
     ...(ext.expiry ? {} : { unboundedExpiry: TEMPLATE }),
     skip: {
-      ...(ext.streams ? {} : { "execute-live-output": `streams: ${TEMPLATE}`, "duplex-channel": `streams: ${TEMPLATE}` }),
+      ...(ext.streams
+        ? {}
+        : {
+            "execute-live-output": `streams: ${TEMPLATE}`,
+            "duplex-channel": `streams: ${TEMPLATE}`,
+            "declared-capabilities-match": `streams: ${TEMPLATE} (incremental session output is refused on it)`,
+          }),
       "failure-after-create-leaves-nothing": "needs fault injection, which only the emulator has",
       "transient-errors-retried": "needs fault injection, which only the emulator has",
     },

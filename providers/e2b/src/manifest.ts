@@ -4,7 +4,7 @@ import { e2bConfig } from "./config.js";
 export const E2B_DRIVER_KEY = "e2b";
 export const E2B_PLUGIN_ID = "paperclip-sandbox.e2b";
 /** envd's process service with the kit's group kill (the full runner contract) and its PTYs; pause/resume keeps leases. */
-export const E2B_SHAPE: DeclaredProviderShape = { transport: ENVD_TRANSPORT, keepsLeases: true };
+export const E2B_SHAPE: DeclaredProviderShape = { transport: ENVD_TRANSPORT, keepsLeases: true, commandChannel: true };
 
 export default defineSandboxProviderManifest({
   id: E2B_PLUGIN_ID,

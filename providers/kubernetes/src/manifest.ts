@@ -8,7 +8,7 @@ export const KUBERNETES_PLUGIN_ID = "paperclip-sandbox.kubernetes";
  * output; the group kill comes from withRemoteGroupKill; pseudo-terminals from `script` in the
  * container (withScriptPty). Reusable leases keep the pod.
  */
-export const KUBERNETES_SHAPE: DeclaredProviderShape = { transport: { ...CHANNEL_EXEC_CAPABILITIES, signals: "group", pty: true }, keepsLeases: true };
+export const KUBERNETES_SHAPE: DeclaredProviderShape = { transport: { ...CHANNEL_EXEC_CAPABILITIES, signals: "group", pty: true }, keepsLeases: true, commandChannel: true };
 
 export default defineSandboxProviderManifest({
   id: KUBERNETES_PLUGIN_ID,

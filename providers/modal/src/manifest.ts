@@ -5,7 +5,7 @@ import { MODAL_TRANSPORT } from "./transport.js";
 export const MODAL_DRIVER_KEY = "modal";
 export const MODAL_PLUGIN_ID = "paperclip-sandbox.modal";
 /** Streamed exec (stdin as a client stream, live stdout/stderr by offset), and kept leases. */
-export const MODAL_SHAPE: DeclaredProviderShape = { transport: MODAL_TRANSPORT, keepsLeases: true };
+export const MODAL_SHAPE: DeclaredProviderShape = { transport: MODAL_TRANSPORT, keepsLeases: true, commandChannel: true };
 
 export default defineSandboxProviderManifest({
   id: MODAL_PLUGIN_ID,

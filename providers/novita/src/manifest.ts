@@ -4,7 +4,7 @@ import { novitaConfig } from "./config.js";
 export const NOVITA_DRIVER_KEY = "novita";
 export const NOVITA_PLUGIN_ID = "paperclip-sandbox.novita";
 /** envd's process service with the kit's group kill (the full runner contract) and its PTYs; pause/resume keeps leases. */
-export const NOVITA_SHAPE: DeclaredProviderShape = { transport: ENVD_TRANSPORT, keepsLeases: true };
+export const NOVITA_SHAPE: DeclaredProviderShape = { transport: ENVD_TRANSPORT, keepsLeases: true, commandChannel: true };
 
 export default defineSandboxProviderManifest({
   id: NOVITA_PLUGIN_ID,

@@ -140,6 +140,14 @@ export const hostedFailureCases: ConformanceCase[] = [
       assert.equal(Boolean(caps.duplexCommandStream), has(...duplex), "duplexCommandStream is declared exactly when the worker serves duplex channels");
       const login = ["loginPtyOpen", "loginPtyInput", "loginPtyStop", "loginPtyClose"];
       assert.equal(world.driver?.supportsLoginPty === true, has(...login), "supportsLoginPty is declared exactly when the worker serves the four login terminal hooks");
+      if (caps.incrementalSessionOutput) {
+        // The host then streams an ACP agent's whole session through one execute's live log: a
+        // transport that delivers output only at the end would hang the run, so the live-output case
+        // must run (and pass) for every provider that declares it.
+        assert.ok(has("environmentExecute"), "incrementalSessionOutput declared without environmentExecute");
+        const skipped = world.options.skip?.["execute-live-output"];
+        assert.equal(skipped, undefined, `incrementalSessionOutput is declared but execute-live-output is skipped (${skipped}): declare it only where output is live`);
+      }
       if (caps.nativeSyncIn || caps.nativeSyncOut) assert.ok(has("environmentSyncIn", "environmentSyncOut"), "native sync declared without both sync hooks");
       if (caps.reusableLeases) assert.ok(has("environmentResumeLease", "environmentReleaseLease"), "reusable leases declared without resume and release");
       if (caps.reusableLeases && !world.options.reuseConfig) assert.fail("reusable leases declared but no reuseConfig given to test them");

@@ -16,6 +16,12 @@ export interface DeclaredProviderShape {
   concurrentSync?: boolean;
   /** The definition declares `templates` (custom images) with this contract. */
   templates?: TemplateContract;
+  /**
+   * The runner is wrapped in `withCommandChannel` (one in-sandbox multiplexer per lease; the probe
+   * reports `PROBE_COMMAND_CHANNEL`). Not a host capability, so it stays out of the manifest; the
+   * root README's feature grid reads it.
+   */
+  commandChannel?: boolean;
 }
 
 export interface SandboxProviderManifestInput {

@@ -7,11 +7,22 @@ export interface DerivedSandboxCapabilities {
   nativeSyncOut: boolean;
   concurrentSyncOperations: boolean;
   duplexCommandStream: boolean;
+  incrementalSessionOutput: boolean;
 }
 
 /** True when duplex channels can run over this transport: a live byte pipe both ways. */
 export function supportsDuplex(transport: TransportCapabilities): boolean {
   return transport.stdin === "stream" && transport.stdinEof && transport.binarySafe && transport.liveOutput;
+}
+
+/**
+ * True when the host may stream a long-lived session command's output through `execute.log`
+ * (`incrementalSessionOutput`, read by the ACPX engine) instead of polling its output files: the
+ * transport delivers a running command's output while it runs. Conformance proves it
+ * (`execute-live-output`, which a provider declaring this may not skip).
+ */
+export function supportsIncrementalSessionOutput(transport: TransportCapabilities): boolean {
+  return transport.liveOutput;
 }
 
 /** True when the host's agent login can run here: the transport opens real pseudo-terminals. */
@@ -22,7 +33,7 @@ export function supportsLoginPty(transport: TransportCapabilities): boolean {
 /**
  * Capabilities follow from what the provider defines and what its transport can do, never typed
  * by hand: reuse needs a `keep` declaration, duplex needs a streamed, binary-safe transport with
- * live output. Native sync is always offered (the kit picks streaming, file-API or base64 by `syncFor`).
+ * live output, incremental session output needs live output. Native sync is always offered (the kit picks streaming, file-API or base64 by `syncFor`).
  */
 export function deriveSandboxCapabilities(input: { transport: TransportCapabilities; keepsLeases: boolean; concurrentSync: boolean }): DerivedSandboxCapabilities {
   return {
@@ -31,5 +42,6 @@ export function deriveSandboxCapabilities(input: { transport: TransportCapabilit
     nativeSyncOut: true,
     concurrentSyncOperations: input.concurrentSync,
     duplexCommandStream: supportsDuplex(input.transport),
+    incrementalSessionOutput: supportsIncrementalSessionOutput(input.transport),
   };
 }

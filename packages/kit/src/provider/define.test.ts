@@ -134,7 +134,7 @@ describe("defineSandboxProvider", () => {
     expect(box.labels).toEqual({ "paperclip-provider": "memory", "paperclip-company": "company-1", "paperclip-environment": "env-1", "paperclip-run": "run-1" });
     expect(lease.metadata).toMatchObject({ remoteCwd: path.join(root, lease.providerLeaseId!), reusable: false });
     expect(Date.parse(lease.expiresAt!)).toBeGreaterThan(Date.now());
-    expect(v.sandboxCapabilities).toEqual({ reusableLeases: true, nativeSyncIn: true, nativeSyncOut: true, concurrentSyncOperations: true, duplexCommandStream: true });
+    expect(v.sandboxCapabilities).toEqual({ reusableLeases: true, nativeSyncIn: true, nativeSyncOut: true, concurrentSyncOperations: true, duplexCommandStream: true, incrementalSessionOutput: true });
   });
 
   it("never returns an expiry later than requestedExpiresAt; without a bound at the vendor it returns none", async () => {
@@ -375,6 +375,21 @@ describe("defineSandboxProvider: what the kit owns", () => {
     await expect(v.hooks.onDuplexChannelOpen!({ ...scope, hostRouteId: "route-1", providerLeaseId: lease.providerLeaseId, command: ["cat"] })).rejects.toThrow(
       /memory lease box-\S+: its transport cannot carry a duplex channel \(it needs streamed stdin with EOF and binary-safe live output\)/,
     );
+  });
+
+  it("refuses the host's streamed agent session on a lease whose runner delivers output only at the end, and runs other commands", async () => {
+    // The manifest declares incrementalSessionOutput from the best transport; this lease's is weaker.
+    const buffered = { ...STREAM_TRANSPORT, stdin: "buffered" as const, liveOutput: false };
+    const ran: string[] = [];
+    const v = vendor({}, { runner: () => ({ capabilities: buffered, run: async (script) => (ran.push(script), { exitCode: 0, signal: null, reason: "exit" as const }) }) });
+    await v.setup();
+    expect(v.sandboxCapabilities.incrementalSessionOutput).toBe(true);
+    const lease = await v.hooks.onEnvironmentAcquireLease!(acquireParams());
+    const before = ran.length;
+    const session = { ...scope, config: {}, lease, command: "sh", args: ["-c", "node session.mjs"], env: { PAPERCLIP_PROCESS_SESSION_COMMAND_B64: "e30=" } };
+    await expect(v.hooks.onEnvironmentExecute!(session)).rejects.toThrow(/memory lease box-\S+: its transport delivers a command's output only when it ends, so it cannot stream an agent session/);
+    expect(ran.length).toBe(before);
+    await expect(v.hooks.onEnvironmentExecute!({ ...scope, config: {}, lease, command: "echo", args: ["hi"] })).resolves.toMatchObject({ exitCode: 0 });
   });
 
   it("gives validate the config as sent, so a rule can tell a field given blank from one left out", async () => {

@@ -32,6 +32,7 @@ import { LeaseRegistry, type LeaseEntry } from "./lease-registry.js";
 import { defaultProbe } from "../probe/default-probe.js";
 import { sentinelHolds, writeSentinelVia } from "./sentinel-io.js";
 import type { KeepMode, LeaseRef, SandboxHandle, SandboxProviderDefinition } from "./types.js";
+import type { TransportCapabilities } from "../transport.js";
 import { knownWorkspace, makeWorkspace } from "./workspace.js";
 import { templateContractProblems } from "./template-contract.js";
 import { createTemplateHooks } from "./templates.js";
@@ -450,6 +451,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     async onEnvironmentExecute(params: Parameters<NonNullable<PaperclipPlugin["definition"]["onEnvironmentExecute"]>>[0]) {
       return guarded(params.config, async (config) => {
         const first = await activeLease(params, params.lease, config);
+        refuseSessionStreamWithoutLiveOutput(def.driverKey, params, runnerOf(first).capabilities);
         return registry.track(
           first,
           retryAfterStart(first, params, async (entry) =>
@@ -538,4 +540,27 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     supportsLoginPty: login !== undefined,
     supportsTemplates: templateHooks !== undefined,
   };
+}
+
+/**
+ * The env var only the host's streamed ACP session command carries (adapter-utils
+ * `startAdapterExecutionTargetProcessSessionBridge`, sent when `incrementalSessionOutput` resolved
+ * true): its frames must arrive while it runs.
+ */
+const SESSION_STREAM_ENV = "PAPERCLIP_PROCESS_SESSION_COMMAND_B64";
+
+/**
+ * The declared transport is the provider's best; a lease's runner may be weaker (e.g. a vendor
+ * endpoint without streams). A streamed session command on a runner whose output arrives only at
+ * the end would hang the agent's run until its timeout, so it is refused at once, clearly.
+ */
+function refuseSessionStreamWithoutLiveOutput(
+  driverKey: string,
+  params: { env?: Record<string, string> | null; lease: { providerLeaseId?: string | null } },
+  capabilities: TransportCapabilities,
+): void {
+  if (capabilities.liveOutput || params.env?.[SESSION_STREAM_ENV] === undefined) return;
+  throw new Error(
+    `${driverKey} lease ${params.lease.providerLeaseId}: its transport delivers a command's output only when it ends, so it cannot stream an agent session (incremental session output needs live output)`,
+  );
 }

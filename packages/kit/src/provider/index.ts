@@ -12,7 +12,7 @@ export type {
   ListContext,
 } from "./types.js";
 export { LeaseGoneError, AcquireBudgetError, secretValuesOf } from "./errors.js";
-export { deriveSandboxCapabilities, supportsDuplex, supportsLoginPty, type DerivedSandboxCapabilities } from "./capabilities.js";
+export { deriveSandboxCapabilities, supportsDuplex, supportsIncrementalSessionOutput, supportsLoginPty, type DerivedSandboxCapabilities } from "./capabilities.js";
 export type { TemplateDeclaration, SetupConnection } from "./types.js";
 export { templateContractProblems, templateManifestFlags, type TemplateContract } from "./template-contract.js";
 export { TemplateRefError } from "./templates.js";
