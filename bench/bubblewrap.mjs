@@ -353,6 +353,7 @@ try {
 }
 
 const report = { date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, loadavg: os.loadavg(), uid: process.getuid(), runs, syncRuns, results };
+/** @type {[string, number, string][]} */
 const targets = [
   ["cold acquire -> first output", results.coldAcquireToFirstOutput.median, "< 150 ms"],
   ["release with receipt", results.releaseWithReceipt.median, "(no target)"],

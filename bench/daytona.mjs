@@ -63,7 +63,7 @@ const exec = (lease, cfg, command, extra = {}) => client.env.execute({ ...base(c
 
 async function taskRun(cfg) {
   const lease = await acquire(cfg);
-  const cwd = lease.metadata.remoteCwd;
+  const cwd = /** @type {string} */ (lease.metadata.remoteCwd);
   await client.env.realizeWorkspace({ ...base(cfg), lease, workspace: { localPath: scratch, remotePath: cwd } });
   await exec(lease, cfg, 'printf "\\0%s\\0" "$PATH"');
   for (let i = 0; i < 8; i += 1) await exec(lease, cfg, `mkdir -p .paperclip-runtime/github && cat > .paperclip-runtime/github/f${i}.b64`, { stdin: "x".repeat(4096) });

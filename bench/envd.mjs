@@ -152,9 +152,10 @@ try {
       for (const latencyMs of latencies) {
         emu.faults.clear();
         if (latencyMs > 0) emu.faults.inject({ kind: "latency", ms: latencyMs, route: "*" });
+        /** @type {Record<string, any>} */
         const at = (results[`${latencyMs}ms`] = {});
         const lease = await acquire();
-        const ws = lease.metadata.remoteCwd;
+        const ws = /** @type {string} */ (lease.metadata.remoteCwd);
         for (let i = 0; i < 3; i += 1) await exec(lease, "true"); // warm-up
 
         // Execute: plain, then with stdin.
@@ -211,10 +212,10 @@ try {
         const opts = { roots: [ws] };
         const sideBySide = { base64: { in: [], out: [], inCalls: 0, outCalls: 0 }, fileApi: { in: [], out: [], inCalls: 0, outCalls: 0 } };
         for (let i = 0; i < syncRuns; i += 1) {
-          for (const [kind, syncInFn, syncOutFn] of [
+          for (const [kind, syncInFn, syncOutFn] of /** @type {["base64" | "fileApi", (ops: any) => Promise<unknown>, (ops: any) => Promise<unknown>][]} */ ([
             ["base64", (ops) => base64SyncIn(runner, ops, opts), (ops) => base64SyncOut(runner, ops, opts)],
             ["fileApi", (ops) => fileApiSyncIn(runner, files, ops, opts), (ops) => fileApiSyncOut(runner, files, ops, opts)],
-          ]) {
+          ])) {
             const row = sideBySide[kind];
             mark = emu.requests.mark();
             let s = process.hrtime.bigint();
@@ -246,7 +247,7 @@ try {
         for (let r = 0; r < taskRuns; r += 1) {
           mark = emu.requests.mark();
           const s = process.hrtime.bigint();
-          await hostLikeRun({ acquire, release, exec, client, base, smallTars, scratch, latencyMs, r });
+          await hostLikeRun({ acquire, release, exec, client, base, smallTars, latencyMs, r });
           task.push(ms(s));
           taskCalls = withoutKeepalive(await callsSince(emu, mark));
         }

@@ -114,7 +114,9 @@ try {
   const inTarget = path.join(dirs.sandbox, "tree");
   const outTarget = path.join(dirs.host, "out");
   const plainTarget = path.join(dirs.host, "plain");
+  /** @type {import("@paperclipai/plugin-sdk").PluginSyncOperation[]} */
   const inOps = [{ operationId: "in", files: [{ sourcePath: tree, targetPath: inTarget, kind: "directory" }] }];
+  /** @type {import("@paperclipai/plugin-sdk").PluginSyncOperation[]} */
   const outOps = [{ operationId: "out", files: [{ sourcePath: inTarget, targetPath: outTarget, kind: "directory" }] }];
   const check = (result, label) => {
     const op = result.operations[0];
@@ -178,11 +180,11 @@ try {
 
   console.log("");
   console.log(`                 median     min      max   (${runs} runs, ${fileCount} files, ${round(written / MiB)} MiB)`);
-  for (const [label, s] of [
+  for (const [label, s] of /** @type {[string, ReturnType<typeof summarize>][]} */ ([
     ["plain tar | tar", plain],
     ["syncIn", inS],
     ["syncOut", outS],
-  ]) {
+  ])) {
     console.log(`${label.padEnd(16)} ${s.median.toFixed(2).padStart(6)} s ${s.min.toFixed(2).padStart(6)} s ${s.max.toFixed(2).padStart(6)} s`);
   }
   console.log(`ratio to plain tar: syncIn ${report.summary.syncInRatio}x, syncOut ${report.summary.syncOutRatio}x`);

@@ -26,12 +26,13 @@ const median = (xs) => {
 const scope = { driverKey: "kubernetes", companyId: "bench-co", environmentId: "env-bench" };
 
 async function measure(latencyMs) {
+  /** @type {any} the emulator's cluster, handed over by `expose` */
   let cluster;
   const emu = await runEmulator(emulator, { options: { expose: (c) => (cluster = c) } });
   const host = await fs.mkdtemp(path.join(os.tmpdir(), "k8s-bench-"));
   try {
     const { definition } = createKubernetesPlugin();
-    await definition.setup({ execution: { log() {} }, logger: { info() {}, warn() {}, error() {}, debug() {} } });
+    await definition.setup(/** @type {any} a stub context: setup only logs */ ({ execution: { log() {} }, logger: { info() {}, warn() {}, error() {}, debug() {} } }));
     const config = { kubeconfig: emu.credentials.kubeconfig, timeoutMs: 60_000, readyTimeoutSec: 60 };
     if (latencyMs > 0) emu.faults.inject({ kind: "latency", ms: latencyMs, route: "*", times: 1_000_000 });
     const rows = {};
@@ -50,6 +51,7 @@ async function measure(latencyMs) {
       rows[name] = { medianMs: +median(times).toFixed(2), apiRequests: median(calls), runs: n };
     };
     // First acquire makes the tenant; later ones reuse it (one worker).
+    /** @type {any} */
     let lease;
     await record(
       "acquire (first, with tenant)",

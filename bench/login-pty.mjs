@@ -167,11 +167,11 @@ try {
 
 const fmt = (n) => n.toFixed(2);
 console.log(`keystroke -> echo, ${keys} keys each (ms)      median     p95     min     max`);
-for (const [name, s] of [
+for (const [name, s] of /** @type {[string, { median: number, p95: number, min: number, max: number }][]} */ ([
   ["local script PTY (baseline)", results.baselineLocalScriptEcho],
   ["login terminal, terminal echo", results.loginTerminalEcho],
   ["login terminal, program echo (raw)", results.loginProgramEchoRaw],
-]) {
+])) {
   console.log(`${name.padEnd(40)} ${fmt(s.median).padStart(7)} ${fmt(s.p95).padStart(7)} ${fmt(s.min).padStart(7)} ${fmt(s.max).padStart(7)}`);
 }
 console.log(`ratio (login terminal echo / baseline): ${results.ratioEchoVsBaseline.toFixed(2)}x; open -> prompt ${fmt(results.loginTerminalEcho.openToReadyMs)} ms`);

@@ -81,7 +81,8 @@ function sdkFiles(sandbox) {
   };
 }
 
-async function syncKinds(latencyMs) {
+/** @param {number} _latencyMs (unused) */
+async function syncKinds(_latencyMs) {
   // One sandbox through the SDK directly, the provider's runner on it.
   process.env.MODAL_SERVER_URL = emu.url;
   process.env.MODAL_CONFIG_PATH = "/nonexistent/modal.toml";
@@ -89,7 +90,7 @@ async function syncKinds(latencyMs) {
   const mc = new ModalClient({ tokenId: emu.credentials.tokenId, tokenSecret: emu.credentials.tokenSecret, logLevel: "error" });
   const app = await mc.apps.fromName("bench-sync", { createIfMissing: true });
   const sandbox = await mc.sandboxes.create(app, mc.images.fromRegistry("node:22"), { workdir: "/workspace/w" });
-  const runner = createModalRunner(sandbox, { error: (_op, error) => error, retry: (_op, call) => call() });
+  const runner = createModalRunner(sandbox, { error: (_op, error) => /** @type {Error} */ (error), retry: (_op, call) => call() });
   const files = sdkFiles(sandbox);
   const out = {};
   try {
@@ -99,6 +100,7 @@ async function syncKinds(latencyMs) {
     ]) {
       const source = file(`kind-${label}`, bytes);
       const back = path.join(scratch, `kind-${label}-back`);
+      /** @type {(dir: "in" | "out") => import("@paperclipai/plugin-sdk").PluginSyncOperation[]} */
       const ops = (dir) => [
         {
           operationId: "op",
@@ -138,7 +140,7 @@ async function taskRun() {
     tars.push(t);
   }
   const lease = await client.env.acquireLease({ ...base, runId: `task-${Date.now()}`, agentId: "bench" });
-  const remote = lease.metadata.remoteCwd;
+  const remote = /** @type {string} */ (lease.metadata.remoteCwd);
   const exec = (command, args = [], more = {}) => client.env.execute({ ...base, lease, command, args, ...more });
   try {
     await client.env.realizeWorkspace({ ...base, lease, workspace: { localPath: ws, remotePath: remote, mode: "shared_workspace" } });

@@ -56,17 +56,17 @@ async function timedAcquire(withConfig) {
 let templateRef;
 const results = { payload: { files, kib, bytes: files * kib * 1024 } };
 try {
-  const session = await client.call(
-    "environmentStartInteractiveSetup",
-    { ...base, sessionId: randomUUID(), connectionExpiresInMinutes: 15, expiresAt: new Date(Date.now() + 3_600_000).toISOString() },
-    CALL,
+  const session = /** @type {{ providerLeaseId: string, metadata: Record<string, unknown> }} */ (
+    await client.call("environmentStartInteractiveSetup", { ...base, sessionId: randomUUID(), connectionExpiresInMinutes: 15, expiresAt: new Date(Date.now() + 3_600_000).toISOString() }, CALL)
   );
   const lease = { providerLeaseId: session.providerLeaseId, metadata: session.metadata };
   const fill = `i=0; while [ $i -lt ${files} ]; do head -c ${kib * 1024} /dev/urandom > f$i.bin; i=$((i+1)); done`;
   const filled = await client.env.execute({ ...base, lease, command: "sh", args: ["-c", fill], timeoutMs: 300_000 });
   if (filled.exitCode !== 0) throw new Error(`filling the setup sandbox failed: ${filled.stderr}`);
   const captureStart = process.hrtime.bigint();
-  ({ templateRef } = await client.call("environmentCaptureTemplate", { ...base, providerLeaseId: session.providerLeaseId, setupMetadata: session.metadata, templateLabel: "bench" }, CALL));
+  ({ templateRef } = /** @type {{ templateRef: string }} */ (
+    await client.call("environmentCaptureTemplate", { ...base, providerLeaseId: session.providerLeaseId, setupMetadata: session.metadata, templateLabel: "bench" }, CALL)
+  ));
   results.captureMs = round(ms(captureStart));
   await client.call("environmentCancelInteractiveSetup", { ...base, providerLeaseId: session.providerLeaseId, setupMetadata: session.metadata, reason: "promoted" }, CALL);
 

@@ -56,7 +56,7 @@ try {
     executionWorkspaceId: "execution-workspace-bench",
     adapterType: "claude_local",
   });
-  const remoteCwd = lease.metadata?.remoteCwd;
+  const remoteCwd = /** @type {string | undefined} */ (lease.metadata?.remoteCwd);
   const executeTrue = async () => {
     const result = await client.env.execute({ ...base, lease, command: "true", cwd: remoteCwd });
     if (result.exitCode !== 0) throw new Error(`execute true exited ${result.exitCode}: ${result.stderr}`);

@@ -2,7 +2,7 @@
 import { summarize } from "./stats.mjs";
 
 /** Milliseconds since `start` (a `process.hrtime.bigint()`). */
-export const msSince = (start) => Number(process.hrtime.bigint() - start) / 1e6;
+const msSince = (start) => Number(process.hrtime.bigint() - start) / 1e6;
 
 /** Runs `work` once: its value, its time, and the calls it made (last path segment), once the recorder is idle. */
 export async function measured(emu, work) {

@@ -389,7 +389,12 @@ async function taskRun({ agentId, environmentId }) {
   };
 }
 
-async function checkRunResult(p, r, { expectMarkerBefore, expectKeeper } = {}) {
+/**
+ * @param {unknown} _p the provider entry (unused here)
+ * @param {any} r
+ * @param {{ expectMarkerBefore?: string, expectKeeper?: string }} [expect]
+ */
+async function checkRunResult(_p, r, { expectMarkerBefore, expectKeeper } = {}) {
   check(r.run.status === "succeeded", `heartbeat run ${r.runId} status ${r.run.status} ${redactText(JSON.stringify(r.run.error ?? ""))}`);
   const comments = await apiOk("GET", `/issues/${r.issueId}/comments`);
   const list = Array.isArray(comments) ? comments : (comments?.comments ?? []);

@@ -47,6 +47,7 @@ const listDirs = (dir) => {
   }
 };
 
+/** @type {Record<string, any>[]} the fields above; checked by the e2e, not by the type */
 export const PROVIDERS = [
   {
     driverKey: "fake-plugin",

@@ -53,6 +53,10 @@ function npmEnv(extra = {}) {
   for (const [k, v] of Object.entries(process.env)) if (!/^npm_/i.test(k)) env[k] = v;
   return { ...env, ...extra };
 }
+/**
+ * @param {string[]} args
+ * @param {{ cwd?: string, env?: Record<string, string>, timeoutMs?: number }} [options]
+ */
 async function npm(args, { cwd, env = {}, timeoutMs = 300_000 } = {}) {
   try {
     const { stdout } = await run("npm", args, { cwd, env: npmEnv(env), timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 });
@@ -135,7 +139,7 @@ export async function freePort() {
     const srv = net.createServer();
     srv.once("error", reject);
     srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
+      const { port } = /** @type {import("node:net").AddressInfo} */ (srv.address());
       srv.close(() => resolve(port));
     });
   });
@@ -404,6 +408,7 @@ export async function checkCli(url, workDir) {
 }
 
 // ---------------------------------------------------------------- command line
+/** @param {string[]} argv */
 async function main([command, ...args]) {
   if (command === "install") {
     console.log(`VERDACCIO=${await installVerdaccio()}`);

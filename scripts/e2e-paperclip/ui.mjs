@@ -70,8 +70,10 @@ export function createUiSession({ baseUrl, outDir, profileDir, chromiumPath, che
   async function shot(name) {
     const file = path.join(shotsDir, `${name}.png`);
     const height = await page.evaluate(() => {
-      const scrollers = [...document.querySelectorAll("*")].filter((e) => /auto|scroll/.test(getComputedStyle(e).overflowY) && e.scrollHeight > e.clientHeight);
-      return Math.max(window.innerHeight, ...scrollers.map((e) => e.scrollHeight - e.clientHeight + window.innerHeight));
+      // Runs in the page: its window (this file is typechecked without the DOM library).
+      const win = /** @type {any} */ (globalThis);
+      const scrollers = [...win.document.querySelectorAll("*")].filter((e) => /auto|scroll/.test(win.getComputedStyle(e).overflowY) && e.scrollHeight > e.clientHeight);
+      return Math.max(win.innerHeight, ...scrollers.map((e) => e.scrollHeight - e.clientHeight + win.innerHeight));
     });
     const viewport = page.viewportSize();
     await page.setViewportSize({ width: viewport.width, height: Math.min(height, 8000) });

@@ -90,5 +90,3 @@ export const emulator: EmulatorDefinition<CloudflareEmulatorOptions> = {
     };
   },
 };
-
-export default emulator;

@@ -59,5 +59,3 @@ export const emulator: EmulatorDefinition<EnvdEmulatorOptions> = {
     };
   },
 };
-
-export default emulator;

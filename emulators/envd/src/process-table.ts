@@ -17,7 +17,7 @@ export interface EndEvent {
 }
 
 /** Which `DataEvent.output` a chunk goes out as: a PTY process's output is `pty`, never stdout/stderr. */
-export type DataName = OutputStreamName | "pty";
+type DataName = OutputStreamName | "pty";
 
 /** One attached stream (a Start or a Connect call): gets the output from when it attached, then the end. */
 export interface ProcessListener {
@@ -44,7 +44,7 @@ export interface ProcessEntry {
 }
 
 /** Output events carry at most this much (envd reads its pipes 32 KiB at a time). */
-export const DATA_CHUNK_BYTES = 32 * 1024;
+const DATA_CHUNK_BYTES = 32 * 1024;
 /**
  * Output kept per stream in the jail until it is delivered. The backend's buffer never blocks the
  * process (envd's pipe would), so a burst larger than this, written faster than it is read, loses
@@ -183,7 +183,7 @@ const SIGNAL_WORDS: Record<string, string> = {
   SIGUSR2: "user defined signal 2",
 };
 
-export function endEventOf(exit: ExecExit | null): EndEvent {
+function endEventOf(exit: ExecExit | null): EndEvent {
   if (exit === null) return { exitCode: -1, status: "unknown", error: "the process's output could not be read" };
   if (exit.signal) {
     const status = `signal: ${SIGNAL_WORDS[exit.signal] ?? exit.signal}`;

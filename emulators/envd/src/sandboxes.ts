@@ -4,7 +4,7 @@ import type { Sandbox as Jail, SandboxBackend } from "@paperclip-sandbox/sandbox
 import type { ResolvedEnvdOptions } from "./options.js";
 import { ProcessTable } from "./process-table.js";
 
-export type EnvdSandboxState = "running" | "paused";
+type EnvdSandboxState = "running" | "paused";
 
 /** One emulated sandbox: control-plane facts plus the jail that runs it. */
 export interface EnvdSandbox {

@@ -1,5 +1,5 @@
 /** A command's flags, in the shape of Go's `flag` package (exe.dev's commands are Go FlagSets). */
-export type FlagKind = "bool" | "string" | "uint" | "repeat";
+type FlagKind = "bool" | "string" | "uint" | "repeat";
 export type FlagSpec = Record<string, FlagKind>;
 export type FlagValues = Record<string, string | boolean | number | string[] | undefined>;
 

@@ -70,7 +70,7 @@ export function parsePublicKeyLine(line: string): Ed25519Key {
   return keyFromBlob(Buffer.from(data, "base64"), comment.join(" "));
 }
 
-export function keyFromBlob(blob: Buffer, comment = ""): Ed25519Key {
+function keyFromBlob(blob: Buffer, comment = ""): Ed25519Key {
   const reader = new Reader(blob);
   if (reader.string().toString() !== "ssh-ed25519") throw new Error("not an ssh-ed25519 key");
   const pk = reader.string();

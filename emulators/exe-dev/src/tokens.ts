@@ -7,8 +7,8 @@ import { fingerprintOf, parseSshsig, sshsigSign, sshsigVerify, type Ed25519Key, 
  * fingerprint of the key embedded in the signature.
  */
 
-export const TOKEN_PREFIX = "exe0.";
-export const MAX_TOKEN_BYTES = 8 * 1024;
+const TOKEN_PREFIX = "exe0.";
+const MAX_TOKEN_BYTES = 8 * 1024;
 const MIN_UNIX = 946_684_800;
 const MAX_UNIX = 4_102_444_800;
 

@@ -17,7 +17,7 @@ export interface Vm {
   jail: Sandbox;
 }
 
-export interface VmSpec {
+interface VmSpec {
   name: string;
   image: string;
   cpu: number;
@@ -46,8 +46,6 @@ export interface Fleet {
   session(request: SshSessionRequest): Promise<SshSessionExit>;
   close(): Promise<void>;
 }
-
-const GIB = 1024 ** 3;
 
 export function createFleet(backend: SandboxBackend, ssh: SshServer, opts: { maxLifetimeMs: number }): Fleet {
   const vms = new Map<string, Vm>();
@@ -219,8 +217,6 @@ async function ptySession(jail: Sandbox, request: SshSessionRequest, pty: SshSes
     handle.close();
   }
 }
-
-export const bytesGiB = (bytes: number) => bytes / GIB;
 
 async function untilRunning(jail: Sandbox, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

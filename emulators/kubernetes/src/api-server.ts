@@ -270,7 +270,7 @@ async function patch(ctx: HttpContext, cluster: Cluster, type: ResourceType, nam
 }
 
 /** RFC 7386 (also used for strategic merge patches: lists are replaced, not merged by key). */
-export function mergePatch(target: unknown, patchValue: unknown): unknown {
+function mergePatch(target: unknown, patchValue: unknown): unknown {
   if (patchValue === null || typeof patchValue !== "object" || Array.isArray(patchValue)) return patchValue;
   const result: Record<string, unknown> = target && typeof target === "object" && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
   for (const [key, value] of Object.entries(patchValue as Record<string, unknown>)) {

@@ -453,7 +453,7 @@ export function isoNow(ms: number): string {
 }
 
 /** agent-sandbox's NameHash: FNV-1a 32-bit of the name, 8 hex digits. */
-export function fnv1a(text: string): string {
+function fnv1a(text: string): string {
   let h = 0x811c9dc5;
   for (const byte of Buffer.from(text, "utf8")) {
     h ^= byte;

@@ -28,7 +28,7 @@ export const KUBERNETES_COVERAGE_RULES: ReadonlyArray<{ test: (op: KubernetesOpe
 ];
 
 /** The entry for one operation: served when the emulator's router routes it, else the first matching rule. */
-export function classifyKubernetesOperation(op: KubernetesOperation, routed: boolean): CoverageEntry {
+function classifyKubernetesOperation(op: KubernetesOperation, routed: boolean): CoverageEntry {
   if (routed) {
     if (/\/exec$/.test(op.path))
       return { status: "served", reason: op.method === "GET" ? "WebSocket, v5 and v4 channel protocols; no TTY" : "answers that an upgrade is required (WebSocket exec is served)" };

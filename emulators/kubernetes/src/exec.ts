@@ -3,7 +3,7 @@
 // The status channel carries a metav1.Status with the exit code, then the server closes.
 import { randomUUID } from "node:crypto";
 import { PassThrough, Writable } from "node:stream";
-import { HttpError, requireBearer, type Router, type WebSocketContext } from "@paperclip-sandbox/emulator-kit";
+import { requireBearer, type Router, type WebSocketContext } from "@paperclip-sandbox/emulator-kit";
 import type { WebSocket } from "ws";
 import type { Cluster } from "./cluster.js";
 import { resolveCommand } from "./kubelet.js";
@@ -144,5 +144,3 @@ function sendStatusAndClose(ws: WebSocket, status: Record<string, unknown>): voi
   const body = Buffer.from(JSON.stringify(status));
   ws.send(Buffer.concat([Buffer.from([3]), body]), () => ws.close(1000));
 }
-
-export { HttpError };

@@ -99,5 +99,3 @@ export const emulator: EmulatorDefinition<KubernetesEmulatorOptions> = {
     };
   },
 };
-
-export default emulator;

@@ -17,7 +17,7 @@ const IMAGE_USERS: Record<number, { name: string; home: string }> = { 0: { name:
 const IMAGE_WORKDIR = "/";
 
 /** What runc reports when the container's process cannot start (the kubelet's StartError). */
-export function startFailure(argv0: string, found: "missing" | "not-executable"): string {
+function startFailure(argv0: string, found: "missing" | "not-executable"): string {
   const detail = argv0.includes("/") ? (found === "missing" ? `stat ${argv0}: no such file or directory` : `permission denied`) : "executable file not found in $PATH";
   return `exec: ${JSON.stringify(argv0)}: ${detail}`;
 }

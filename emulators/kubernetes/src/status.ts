@@ -73,7 +73,7 @@ export function invalid(kind: string, group: string, name: string, causes: Statu
   return apiError(422, "Invalid", `${what} "${name}" is invalid: ${list}`, { name, ...(group ? { group } : {}), kind, causes });
 }
 
-export function qualified(resource: string, group: string): string {
+function qualified(resource: string, group: string): string {
   return group ? `${resource}.${group}` : resource;
 }
 

@@ -22,8 +22,6 @@ interface SchemaIssue {
 }
 type SchemaValidator = ((data: unknown, ctx?: { instancePath?: string }) => boolean) & { errors?: SchemaIssue[] | null };
 
-export type ObjectValidator = (obj: KubeObject) => StatusCause[];
-
 export interface KubeObject {
   apiVersion?: string;
   kind?: string;
@@ -47,7 +45,7 @@ const SCHEMAS: Record<string, SchemaValidator> = {
 };
 
 /** `/spec/containers/0/name` → `spec.containers[0].name`. */
-export function fieldPath(pointer: string): string {
+function fieldPath(pointer: string): string {
   return pointer
     .split("/")
     .filter(Boolean)
@@ -116,14 +114,14 @@ const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 const LABEL_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
 
-export function dnsLabelProblem(value: string): string | undefined {
+function dnsLabelProblem(value: string): string | undefined {
   if (value.length > 63) return "must be no more than 63 characters";
   if (!DNS_LABEL.test(value))
     return "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
   return undefined;
 }
 
-export function dnsSubdomainProblem(value: string): string | undefined {
+function dnsSubdomainProblem(value: string): string | undefined {
   if (value.length > 253) return "must be no more than 253 characters";
   if (!DNS_SUBDOMAIN.test(value))
     return "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";

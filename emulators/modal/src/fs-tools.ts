@@ -5,7 +5,7 @@ import { OutputBuffer, StdinCursor, type EmulatedProcess, type ExitStatus } from
 /** The in-image tool `sb.filesystem.*` runs as an exec; the emulator plays it (see modal.md §5 Files). */
 export const FS_TOOLS_PATH = "/__modal/.bin/modal-sandbox-fs-tools";
 /** Largest file one WriteFile takes (held in memory until stdin ends). */
-export const FS_TOOLS_MAX_WRITE_BYTES = 64 * 1024 * 1024;
+const FS_TOOLS_MAX_WRITE_BYTES = 64 * 1024 * 1024;
 
 type FsCommand =
   | { WriteFile: { path: string } }

@@ -23,5 +23,3 @@ export const ids = {
   tokenId: () => `ak-${base62(20)}`,
   tokenSecret: () => `as-${base62(20)}`,
 };
-
-export const V1_SANDBOX_ID = /^sb-[0-9A-Za-z]{22}$/;

@@ -62,7 +62,7 @@ export class StdinCursor {
 
 const SIGNAL_NUMBERS = constants.signals as Record<string, number>;
 
-export function exitStatusOf(exit: ExecExit): ExitStatus {
+function exitStatusOf(exit: ExecExit): ExitStatus {
   if (exit.exitCode !== null) return { code: exit.exitCode };
   return { signal: (exit.signal && SIGNAL_NUMBERS[exit.signal]) || SIGNAL_NUMBERS.SIGKILL! };
 }

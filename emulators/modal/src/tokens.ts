@@ -1,6 +1,6 @@
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 
-export interface TokenClaims {
+interface TokenClaims {
   /** "auth" for the control plane's token, "router" for a task command router token. */
   typ: "auth" | "router";
   /** The token id (auth) or the task id (router). */

@@ -4,7 +4,7 @@ import { UsageError } from "./errors.js";
 type Options = NonNullable<ParseArgsConfig["options"]>;
 
 /** Flags every provider-facing command accepts. */
-export const PROVIDER_OPTIONS = {
+const PROVIDER_OPTIONS = {
   provider: { type: "string", short: "p" },
   driver: { type: "string" },
   config: { type: "string", short: "c" },
@@ -17,7 +17,7 @@ export const PROVIDER_OPTIONS = {
   help: { type: "boolean", short: "h" },
 } as const satisfies Options;
 
-export const COMMAND_OPTIONS = {
+const COMMAND_OPTIONS = {
   run: {
     ...PROVIDER_OPTIONS,
     workspace: { type: "string", short: "w" },
@@ -58,7 +58,7 @@ export const COMMAND_OPTIONS = {
   },
 } as const satisfies Record<string, Options>;
 
-export type CommandName = keyof typeof COMMAND_OPTIONS;
+type CommandName = keyof typeof COMMAND_OPTIONS;
 
 export interface ParsedCommand {
   command: CommandName | "help" | "version";

@@ -18,12 +18,12 @@ export type JsonSchema = {
 export type ProviderConfig = Record<string, unknown>;
 
 /** Where a secret comes from; stored in the lease database in place of the value. */
-export type SecretSource = { env: string } | { file: string };
-export interface SecretRef {
+type SecretSource = { env: string } | { file: string };
+interface SecretRef {
   $secret: SecretSource;
 }
 
-export function isSecretRef(value: unknown): value is SecretRef {
+function isSecretRef(value: unknown): value is SecretRef {
   return !!value && typeof value === "object" && "$secret" in (value as object);
 }
 
@@ -87,7 +87,7 @@ function parseLiteral(raw: string): unknown {
 }
 
 /** Converts a `--set` string to the type the schema asks for. */
-export function coerceValue(key: string, raw: string, schema: JsonSchema | undefined): unknown {
+function coerceValue(key: string, raw: string, schema: JsonSchema | undefined): unknown {
   const types = schemaTypes(schema);
   const bad = (expected: string) => new UsageError(`--set ${key}: expected ${expected}, got '${raw}'`);
   if (types.size === 0) {

@@ -4,7 +4,7 @@
  * - `UsageError` (64): the operator's input is wrong (flag, provider, config file, secret, config).
  * - `CliFailure` (default 1): an operation failed after the input was accepted.
  */
-export const EXIT_USAGE = 64;
+const EXIT_USAGE = 64;
 export const EXIT_RUN_INFRA = 125;
 
 export class CliFailure extends Error {

@@ -24,7 +24,7 @@ export function bootId(): string | undefined {
 }
 
 /** Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat), to tell pid reuse apart. */
-export function processStartTicks(pid: number): string | undefined {
+function processStartTicks(pid: number): string | undefined {
   return readProcStat(pid)?.startTicks || undefined;
 }
 

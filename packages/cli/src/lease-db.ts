@@ -19,7 +19,7 @@ export type LeaseState =
   | "failed" // acquire failed, nothing to clean up (terminal)
   | "lost"; // the provider reports it gone (terminal)
 
-export const LIVE_STATES: readonly LeaseState[] = ["acquiring", "active", "releasing", "idle"];
+const LIVE_STATES: readonly LeaseState[] = ["acquiring", "active", "releasing", "idle"];
 export const TERMINAL_STATES: readonly LeaseState[] = ["released", "destroyed", "failed", "lost"];
 
 export interface LeaseRecord {
@@ -46,7 +46,7 @@ export interface LeaseRecord {
 
 export type NewLease = Omit<LeaseRecord, "providerLeaseId" | "leaseMetadata" | "state" | "expiresAt" | "createdAt" | "updatedAt" | "lastError">;
 
-export function defaultDbPath(env: NodeJS.ProcessEnv = process.env): string {
+function defaultDbPath(env: NodeJS.ProcessEnv = process.env): string {
   const stateHome = env.XDG_STATE_HOME && path.isAbsolute(env.XDG_STATE_HOME) ? env.XDG_STATE_HOME : path.join(os.homedir(), ".local", "state");
   return path.join(stateHome, "paperclip-sandbox", "leases.db");
 }

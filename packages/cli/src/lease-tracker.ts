@@ -20,7 +20,7 @@ export interface TrackedLease {
 }
 
 /** Labels as the kit's providers put them on resources (`leaseLabels`), plus who made it. */
-export function cliLabels(driverKey: string, environmentId: string, runId: string, hostId: string, purpose: string): Record<string, string> {
+function cliLabels(driverKey: string, environmentId: string, runId: string, hostId: string, purpose: string): Record<string, string> {
   return {
     "paperclip-provider": labelValue(driverKey),
     "paperclip-environment": labelValue(environmentId),

@@ -15,7 +15,7 @@ export interface LoadedProvider {
   supportsReusableLeases: boolean;
 }
 
-export function driverSupportsReusableLeases(driver: PluginEnvironmentDriverDeclaration): boolean {
+function driverSupportsReusableLeases(driver: PluginEnvironmentDriverDeclaration): boolean {
   return driver.sandboxCapabilities?.reusableLeases ?? driver.supportsReusableLeases ?? false;
 }
 

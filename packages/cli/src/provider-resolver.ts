@@ -18,7 +18,7 @@ export const BUILTIN_PROVIDERS: Readonly<Record<string, string>> = Object.freeze
   cloudflare: "providers/cloudflare",
 });
 
-export const DEFAULT_PROVIDER = "bubblewrap";
+const DEFAULT_PROVIDER = "bubblewrap";
 
 /** The repository root, found from the CLI's own install location (packages/cli/dist/*.js). */
 export function cliRepoRoot(moduleUrl: string = import.meta.url): string {
@@ -26,14 +26,14 @@ export function cliRepoRoot(moduleUrl: string = import.meta.url): string {
 }
 
 /** Published provider packages are named `<prefix><driverKey>` (the host's own pattern is `@scope/plugin-*`). */
-export const PROVIDER_PACKAGE_PREFIX = "@paperclip-sandbox/plugin-";
+const PROVIDER_PACKAGE_PREFIX = "@paperclip-sandbox/plugin-";
 
 /**
  * An installed provider package beside the CLI outside a checkout (a global or project install of
  * the published packages): `node_modules/@paperclip-sandbox/plugin-<driverKey>` in the CLI's folder
  * or any folder above it, as Node would resolve it from the CLI.
  */
-export function installedProviderDir(driverKey: string, moduleUrl: string = import.meta.url): string | undefined {
+function installedProviderDir(driverKey: string, moduleUrl: string = import.meta.url): string | undefined {
   for (let dir = path.dirname(fileURLToPath(moduleUrl)); ; dir = path.dirname(dir)) {
     const candidate = path.join(dir, "node_modules", ...`${PROVIDER_PACKAGE_PREFIX}${driverKey}`.split("/"));
     if (existsSync(path.join(candidate, "package.json"))) return candidate;

@@ -17,7 +17,7 @@ import type { SecretRedactor } from "@paperclip-sandbox/kit";
 
 export const CLI_COMPANY_ID = "paperclip-sandbox-cli";
 /** The CLI acts as one agent; a kept lease (like the host's) is matched by agent and execution workspace. */
-export const CLI_AGENT_ID = "paperclip-sandbox-cli";
+const CLI_AGENT_ID = "paperclip-sandbox-cli";
 
 export interface SessionOptions {
   config: ProviderConfig;

@@ -20,7 +20,7 @@ export interface PreparedProvider {
   workerEnv?: Record<string, string>;
 }
 
-export function defaultEnvironmentId(): string {
+function defaultEnvironmentId(): string {
   return `cli-${hostId()}`;
 }
 

@@ -57,7 +57,7 @@ export interface LeftoversContext {
  * emulator's faults; a local provider may offer a config that fails on purpose. Absent: the case is
  * skipped with a reason.
  */
-export interface ConformanceFaults {
+interface ConformanceFaults {
   /**
    * Arms a failure of the next acquire AFTER its sandbox exists (e.g. a 5xx on the first call that
    * follows the create). May return a config to acquire with instead (a provider's own fault switch).

@@ -22,7 +22,7 @@ export function changesetPackages(text: string): string[] {
 }
 
 /** Every package some pending changeset names. */
-export function pendingChangesetPackages(root: string): Set<string> {
+function pendingChangesetPackages(root: string): Set<string> {
   const dir = path.join(root, ".changeset");
   const named = new Set<string>();
   if (!existsSync(dir)) return named;

@@ -9,7 +9,7 @@ import { nodeSatisfies } from "./node-engine.js";
 const run = promisify(execFile);
 
 /** The Node major the Paperclip host runs (it needs >= 24.11). */
-export const HOST_NODE_MAJOR = 24;
+const HOST_NODE_MAJOR = 24;
 
 /**
  * A Node binary meeting `engines` (">=X.Y.Z"): this process's own when it does, else the host's
@@ -25,7 +25,7 @@ export async function nodeMeeting(engines: string | undefined): Promise<string> 
 }
 
 /** Node 24 from npm, cached (the e2e's cache folder when it is writable, else ~/.cache). */
-export async function hostNode(): Promise<string> {
+async function hostNode(): Promise<string> {
   const dir = path.join(cacheRoot(), `node${HOST_NODE_MAJOR}`);
   const binary = path.join(dir, "node_modules", "node", "bin", "node");
   if (existsSync(path.join(dir, ".complete"))) return binary;

@@ -35,7 +35,7 @@ export interface WorkspacePackage {
 }
 
 /** Where packages live; every folder here with a package.json is a workspace package. */
-export const PACKAGE_PARENTS = ["packages", "providers", "emulators"] as const;
+const PACKAGE_PARENTS = ["packages", "providers", "emulators"] as const;
 
 export function readManifest(file: string): PackageManifest {
   return JSON.parse(readFileSync(file, "utf8")) as PackageManifest;

@@ -29,7 +29,7 @@ export interface NormalizedCreate {
   mounts: ResolvedMount[];
 }
 
-export interface ResolvedMount {
+interface ResolvedMount {
   path: string;
   readOnly: boolean;
   volume?: string;
@@ -37,14 +37,14 @@ export interface ResolvedMount {
 }
 
 /** The sandbox user with every default filled in. */
-export interface ResolvedSandboxUser {
+interface ResolvedSandboxUser {
   name: string;
   uid: number;
   gid: number;
   home: string;
 }
 
-export const DEFAULT_SANDBOX_USER: ResolvedSandboxUser = { name: SANDBOX_USER, uid: SANDBOX_UID, gid: SANDBOX_GID, home: SANDBOX_PATHS.home };
+const DEFAULT_SANDBOX_USER: ResolvedSandboxUser = { name: SANDBOX_USER, uid: SANDBOX_UID, gid: SANDBOX_GID, home: SANDBOX_PATHS.home };
 
 const RESERVED_MOUNT_ROOTS = ["/proc", "/dev", "/sys", "/opt/paperclip", SANDBOX_PATHS.egressDir, "/etc/passwd", "/etc/group", "/etc/hosts"];
 
@@ -56,7 +56,7 @@ function checkJailPath(value: unknown, field: string): string {
   return value;
 }
 
-export function checkUser(value: unknown): ResolvedSandboxUser {
+function checkUser(value: unknown): ResolvedSandboxUser {
   if (value === undefined) return DEFAULT_SANDBOX_USER;
   if (!isPlainObject(value)) throw new SandboxInputError("user must be an object {name, uid, gid, home}");
   const user = value as SandboxUser;
@@ -76,7 +76,7 @@ export function checkUser(value: unknown): ResolvedSandboxUser {
   return { name, uid: id("uid"), gid: id("gid"), home };
 }
 
-export function checkMounts(value: unknown): ResolvedMount[] {
+function checkMounts(value: unknown): ResolvedMount[] {
   if (value === undefined) return [];
   if (!Array.isArray(value) || value.length > 32) throw new SandboxInputError("mounts must be a list of at most 32 {path, readOnly}");
   const seen = new Set<string>();
@@ -103,7 +103,7 @@ export function checkMounts(value: unknown): ResolvedMount[] {
 const isPlainObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value) && (Object.getPrototypeOf(value) === Object.prototype || Object.getPrototypeOf(value) === null);
 
-export function checkEnv(value: unknown, field = "env"): Record<string, string> {
+function checkEnv(value: unknown, field = "env"): Record<string, string> {
   if (value === undefined) return {};
   if (!isPlainObject(value)) throw new SandboxInputError(`${field} must be an object of string values`);
   const entries = Object.entries(value);

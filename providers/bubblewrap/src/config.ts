@@ -4,7 +4,7 @@ import { defineProviderConfig, fields } from "@paperclip-sandbox/kit";
 import { diskLimitProblem } from "@paperclip-sandbox/sandbox-backend";
 import { isTemplateRef } from "./templates.js";
 
-export const DEFAULT_TIMEOUT_MS = 300_000;
+const DEFAULT_TIMEOUT_MS = 300_000;
 /** A lease always has an expiry the supervisor enforces, so nothing of it can run forever. */
 export const DEFAULT_LEASE_TTL_MS = 24 * 60 * 60 * 1000;
 const MAX_LEASE_TTL_MS = 30 * 24 * 60 * 60 * 1000;

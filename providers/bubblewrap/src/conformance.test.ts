@@ -6,7 +6,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll } from "vitest";
 import { describeConformance } from "@paperclip-sandbox/conformance";
-import { bubblewrapLeftovers } from "@paperclip-sandbox/sandbox-backend/test-support";
+import { sandboxLeftovers } from "@paperclip-sandbox/sandbox-backend/test-support";
 import { listLeases } from "./plugin.js";
 
 const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), "bwrap-conf-"));
@@ -28,7 +28,7 @@ describeConformance({
     { config: { memoryMb: 1, cpu: 0 }, error: /^2 problems: CPU limit \(cores\): must be greater than 0; Memory limit \(MiB\): must be at least 16$/ },
   ],
   reuseConfig: { ...config, reuseLease: true },
-  leftovers: (context) => bubblewrapLeftovers(stateDir, context.leaseIds),
+  leftovers: (context) => sandboxLeftovers(stateDir, context.leaseIds),
   // The same listing `leases gc --provider bubblewrap` uses.
   labelsOf: async (leaseId) => (await listLeases(config, { env: {} })).find((lease) => lease.providerLeaseId === leaseId)?.labels,
 });

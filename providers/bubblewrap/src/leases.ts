@@ -8,7 +8,7 @@ import path from "node:path";
 import { createSandboxBackend, newSandboxId, type SandboxSummary } from "@paperclip-sandbox/sandbox-backend";
 import { defineLeaseIdCodec, type EgressGrant } from "@paperclip-sandbox/kit";
 
-export const LEASE_ID_PREFIX = "bwrap-";
+const LEASE_ID_PREFIX = "bwrap-";
 const leaseIds = defineLeaseIdCodec<string>({ vendor: "bubblewrap", prefix: LEASE_ID_PREFIX, pattern: /[a-z0-9]{16}/, encode: (id) => id, decode: (body) => body });
 
 export function newLeaseId(): string {
@@ -28,7 +28,7 @@ export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
 }
 
 /** What the plugin keeps in a lease's sandbox metadata. */
-export interface LeaseMetadata {
+interface LeaseMetadata {
   /** Kit leaseFingerprint of the acquire (identity + sandbox shape); also in the reuse sentinel. */
   fingerprint: string | null;
   /** Fingerprint of company, environment and sandbox shape only: recomputable from resume params. */
@@ -39,7 +39,7 @@ export interface LeaseMetadata {
   requestedExpiresAt: string | null;
 }
 
-export function leaseMetadataOf(metadata: Readonly<Record<string, unknown>>): LeaseMetadata {
+function leaseMetadataOf(metadata: Readonly<Record<string, unknown>>): LeaseMetadata {
   const grant = (metadata.grant ?? {}) as Partial<EgressGrant>;
   return {
     fingerprint: typeof metadata.fingerprint === "string" ? metadata.fingerprint : null,

@@ -3,7 +3,7 @@ import { createClientCache, createSecretRedactor, createVendorCall, type Provide
 import { API_KEY_ENV, apiKeyOf, type DaytonaConfig } from "./config.js";
 import { daytonaApiError, type TranslateOptions } from "./errors.js";
 
-export interface CallOptions extends TranslateOptions {
+interface CallOptions extends TranslateOptions {
   /** Repeating the call is harmless (GET, DELETE, state changes that are no-ops when done). */
   idempotent: boolean;
   /** Attempts in all (default 2); 1 for a call whose body cannot be sent twice. */

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { defineProviderConfig, FIELD_MAX_LENGTH, fields, resolveSecretRef } from "@paperclip-sandbox/kit";
 
 export const API_KEY_ENV = "DAYTONA_API_KEY";
-export const DEFAULT_API_URL = "https://app.daytona.io/api";
+const DEFAULT_API_URL = "https://app.daytona.io/api";
 export const RESOURCES_NEED_IMAGE = "Daytona resource settings require image-backed sandbox creation; snapshot/default sandbox creation cannot override CPU, memory, disk, or GPU";
 export const SNAPSHOT_AND_IMAGE = "Snapshot and Image are both set, which is ambiguous: set one (snapshot-based or image-based creation), or neither for Daytona's default snapshot";
 

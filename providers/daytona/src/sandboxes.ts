@@ -5,7 +5,7 @@ import type { DaytonaClient } from "./client.js";
 import type { DaytonaConfig } from "./config.js";
 
 /** A label only this create carries, so a create whose answer was lost can be found again. */
-export const CREATE_LABEL = "paperclip-create";
+const CREATE_LABEL = "paperclip-create";
 /** Seconds the SDK may wait for a sandbox to reach a state (create, start, stop, delete). */
 const STATE_TIMEOUT_SEC = 120;
 type CreateParams = CreateSandboxFromSnapshotParams | CreateSandboxFromImageParams;

@@ -188,7 +188,7 @@ export const kubernetesConfigSchema = z.object({
 export type KubernetesConfig = z.output<typeof kubernetesConfigSchema>;
 
 /** The default runtime images (always allowed), after the registry override. */
-export function defaultImages(config: KubernetesConfig): string[] {
+function defaultImages(config: KubernetesConfig): string[] {
   return Object.values(ADAPTERS).map((a) => withRegistry(a.image, config.imageRegistry));
 }
 
@@ -204,7 +204,7 @@ export const kubernetesConfig = defineProviderConfig(kubernetesConfigSchema, {
   },
 });
 
-export const credentialSources = (config: KubernetesConfig) => [config.inCluster === true, Boolean(config.kubeconfig), Boolean(config.kubeconfigSecretRef)].filter(Boolean).length;
+const credentialSources = (config: KubernetesConfig) => [config.inCluster === true, Boolean(config.kubeconfig), Boolean(config.kubeconfigSecretRef)].filter(Boolean).length;
 
 /**
  * With none set, a worker running in a pod (the host forwards KUBERNETES_SERVICE_HOST) uses its
@@ -228,7 +228,7 @@ function isLoopbackHost(hostname: string): boolean {
  * cluster and a user, credentials of a kind client-node can use, and never credentials over plain
  * http to anything but loopback. Messages name the field and never repeat its content.
  */
-export function kubeconfigProblems(config: KubernetesConfig): string[] {
+function kubeconfigProblems(config: KubernetesConfig): string[] {
   const text = config.inCluster ? undefined : (config.kubeconfig ?? config.kubeconfigSecretRef);
   if (!text) return [];
   const title = config.kubeconfig ? "Kubeconfig" : "Kubeconfig secret";

@@ -18,7 +18,7 @@ export interface OwnerRef {
 
 export const egressPolicyName = (workload: string) => shortenName(`${workload}-egress`);
 
-export function ownerReference(owner: OwnerRef) {
+function ownerReference(owner: OwnerRef) {
   return { apiVersion: owner.apiVersion, kind: owner.kind, name: owner.name, uid: owner.uid, controller: true, blockOwnerDeletion: true };
 }
 

@@ -2,20 +2,20 @@
 import type { KubernetesConfig } from "./config.js";
 import { WORKLOAD_LABEL } from "./egress.js";
 
-export const SERVICE_ACCOUNT = "paperclip-tenant-sa";
-export const ROLE = "paperclip-tenant-role";
-export const ROLE_BINDING = "paperclip-tenant-rb";
-export const QUOTA = "paperclip-quota";
-export const LIMITS = "paperclip-limits";
-export const DENY_ALL = "paperclip-deny-all";
-export const EGRESS_ALLOW = "paperclip-egress-allow";
-export const EGRESS_FQDN = "paperclip-egress-fqdn";
+const SERVICE_ACCOUNT = "paperclip-tenant-sa";
+const ROLE = "paperclip-tenant-role";
+const ROLE_BINDING = "paperclip-tenant-rb";
+const QUOTA = "paperclip-quota";
+const LIMITS = "paperclip-limits";
+const DENY_ALL = "paperclip-deny-all";
+const EGRESS_ALLOW = "paperclip-egress-allow";
+const EGRESS_FQDN = "paperclip-egress-fqdn";
 export const CONTAINER = "agent";
 export const MANAGED_BY = { "app.kubernetes.io/managed-by": "paperclip" };
 
 /** The pod's writable paths (emptyDirs under a read-only root) and its user. */
 export const POD_PATHS = { workspace: "/workspace", home: "/home/sandbox", cache: "/home/sandbox/.cache", tmp: "/tmp" } as const;
-export const POD_UID = 1000;
+const POD_UID = 1000;
 
 /** A shell that sleeps and, as PID 1, reaps the orphans of exec'd commands (no tini needed). */
 export const DEFAULT_ENTRYPOINT = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"];

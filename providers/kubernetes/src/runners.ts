@@ -23,7 +23,7 @@ export function podRunner(clients: KubeClients, namespace: string, pod: string, 
   return { capabilities: Object.freeze({ ...runner.capabilities, pty: true }), run: (script, io) => runner.run(script, io), ...(pty ? { pty } : {}) };
 }
 
-export class JobBackendError extends Error {
+class JobBackendError extends Error {
   readonly code = "KUBERNETES_JOB_BACKEND_NO_EXEC";
   constructor(message: string) {
     super(message);

@@ -8,7 +8,7 @@ import { leaseIds, type WorkloadRef } from "./names.js";
 
 type Manifest = Record<string, any>;
 
-export const SANDBOX_GROUP = "agents.x-k8s.io";
+const SANDBOX_GROUP = "agents.x-k8s.io";
 
 /** The agent-sandbox version the cluster serves (v1beta1 preferred), cached per API server. */
 export function sandboxApiVersion(clients: KubeClients, signal?: AbortSignal): Promise<string> {
@@ -81,12 +81,6 @@ export async function destroyWorkload(clients: KubeClients, ref: WorkloadRef, ve
 
 /** Pod states that will not resolve by waiting. */
 const FATAL_WAITING = new Set(["ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerError", "RunContainerError", "CrashLoopBackOff"]);
-
-export interface PodWait {
-  /** The pod is Running and Ready (sandbox), or has started at all (job: it may already be done). */
-  started: boolean;
-  pod: Manifest;
-}
 
 /**
  * Waits for the pod through one watch (fieldSelector on its name, or the job-name label), failing

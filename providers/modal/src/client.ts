@@ -143,5 +143,3 @@ export function createAccounts(deps: AccountDeps) {
     return account;
   }
 }
-
-export type Accounts = ReturnType<typeof createAccounts>;

@@ -8,13 +8,13 @@ const REUSE = "Lease reuse";
 const TUNING = "Tuning";
 
 /** Modal's longest sandbox lifetime (24 h). */
-export const MAX_SANDBOX_TIMEOUT_MS = 86_400_000;
-export const DEFAULT_SANDBOX_TIMEOUT_MS = 3_600_000;
-export const DEFAULT_EXEC_TIMEOUT_MS = 300_000;
-export const DEFAULT_WORKDIR = "/workspace/paperclip";
-export const DEFAULT_SERVER_URL = "https://api.modal.com:443";
-export const TOKEN_ID_ENV = "MODAL_TOKEN_ID";
-export const TOKEN_SECRET_ENV = "MODAL_TOKEN_SECRET";
+const MAX_SANDBOX_TIMEOUT_MS = 86_400_000;
+const DEFAULT_SANDBOX_TIMEOUT_MS = 3_600_000;
+const DEFAULT_EXEC_TIMEOUT_MS = 300_000;
+const DEFAULT_WORKDIR = "/workspace/paperclip";
+const DEFAULT_SERVER_URL = "https://api.modal.com:443";
+const TOKEN_ID_ENV = "MODAL_TOKEN_ID";
+const TOKEN_SECRET_ENV = "MODAL_TOKEN_SECRET";
 
 /** Modal object names (apps, environments): letters, digits, dashes, dots and underscores, under 64. */
 const MODAL_NAME = /^[A-Za-z0-9._-]{1,63}$/;

@@ -8,7 +8,7 @@ import { defineLeaseIdCodec } from "@paperclip-sandbox/kit";
  */
 export type ModalLeaseRef = { kind: "sandbox"; sandboxId: string } | { kind: "named"; name: string };
 
-export const SNAPSHOT_LEASE_PREFIX = "snapshot:";
+const SNAPSHOT_LEASE_PREFIX = "snapshot:";
 
 export const modalLeaseIds = defineLeaseIdCodec<ModalLeaseRef>({
   vendor: "modal",

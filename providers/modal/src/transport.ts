@@ -53,7 +53,7 @@ export function createModalRunner(sandbox: Sandbox, options: ModalRunnerOptions)
  * long-polled wait, stdin as one resumable client-streaming call, Modal's deadline reported as a
  * timeout.
  */
-export function modalProcessApi(sandbox: Sandbox, options: ModalRunnerOptions): StreamedProcessApi {
+function modalProcessApi(sandbox: Sandbox, options: ModalRunnerOptions): StreamedProcessApi {
   return {
     async start(spec, output) {
       // Without stdin the script reads /dev/null, so no call is spent closing Modal's stdin.

@@ -3,7 +3,7 @@ import type { MetricTarget } from "./targets.js";
 const BLOCKS = ["▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"];
 
 /** Counts of `values` in `bins` equal-width bins from min to max. */
-export function histogram(values: readonly number[], bins: number): { min: number; max: number; counts: number[] } {
+function histogram(values: readonly number[], bins: number): { min: number; max: number; counts: number[] } {
   const counts = new Array<number>(bins).fill(0);
   if (values.length === 0) return { min: 0, max: 0, counts };
   const min = Math.min(...values);

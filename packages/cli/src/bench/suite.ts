@@ -39,7 +39,7 @@ export interface SuiteResult {
 const now = () => performance.now();
 
 /** Why a probe command's result cannot verify the metric, or undefined when it can. */
-export function unverifiableCommand(result: PluginEnvironmentExecuteResult, output: string, expect: string | undefined): string | undefined {
+function unverifiableCommand(result: PluginEnvironmentExecuteResult, output: string, expect: string | undefined): string | undefined {
   if (result.timedOut) return "the probe command timed out";
   if (result.exitCode === 127) return "the probe command was not found (exit 127)";
   if (result.exitCode !== 0) return `the probe command failed (exit ${result.exitCode ?? result.signal ?? "?"})`;

@@ -24,7 +24,7 @@ export interface RunOptions {
 }
 
 /** Exit code of the sandboxed command: its own code, 124 on timeout, 128+N when killed by signal N. */
-export function commandExitCode(result: PluginEnvironmentExecuteResult): number {
+function commandExitCode(result: PluginEnvironmentExecuteResult): number {
   if (result.timedOut) return 124;
   if (typeof result.exitCode === "number") return result.exitCode;
   const signo = result.signal ? (os.constants.signals as Record<string, number>)[result.signal] : undefined;
@@ -248,7 +248,7 @@ async function runInSession(session: ProviderSession, tracker: LeaseTracker, pre
 }
 
 /** `<remote root>/<workspace basename>`, the basename reduced to a portable name. */
-export function remoteWorkspacePath(remoteRoot: string, workspace: string): string {
+function remoteWorkspacePath(remoteRoot: string, workspace: string): string {
   const name =
     path
       .basename(workspace)

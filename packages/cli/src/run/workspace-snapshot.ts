@@ -3,7 +3,7 @@ import { createReadStream } from "node:fs";
 import { lstat, readdir, readlink } from "node:fs/promises";
 import path from "node:path";
 
-export type EntryKind = "file" | "dir" | "symlink";
+type EntryKind = "file" | "dir" | "symlink";
 
 export interface TreeEntry {
   kind: EntryKind;
@@ -21,7 +21,7 @@ export type TreeSnapshot = Map<string, TreeEntry>;
 
 export type PathFilter = (relativePath: string) => boolean;
 
-export async function hashFile(file: string): Promise<string> {
+async function hashFile(file: string): Promise<string> {
   const hash = createHash("sha256");
   for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
   return hash.digest("hex");

@@ -6,7 +6,7 @@ import { assert, expectOk, shellQuote } from "../expect.js";
 import { ConformanceSkip } from "../skip.js";
 import type { AcquiredLease, ConformanceWorld } from "../world.js";
 
-export const LOGIN_PTY_METHODS = ["loginPtyOpen", "loginPtyInput", "loginPtyStop", "loginPtyClose"];
+const LOGIN_PTY_METHODS = ["loginPtyOpen", "loginPtyInput", "loginPtyStop", "loginPtyClose"];
 const MODE_FILE = ".paperclip-conformance-login-mode";
 
 /**

@@ -11,9 +11,9 @@ import { assert, expectOk } from "../expect.js";
 import { ConformanceSkip } from "../skip.js";
 import type { AcquiredLease, ConformanceWorld } from "../world.js";
 
-export const INTERACTIVE_SETUP_METHODS = ["environmentStartInteractiveSetup", "environmentGetInteractiveSetup", "environmentCancelInteractiveSetup"];
-export const TEMPLATE_CAPTURE_METHODS = ["environmentCaptureTemplate"];
-export const TEMPLATE_DELETE_METHODS = ["environmentDeleteTemplate"];
+const INTERACTIVE_SETUP_METHODS = ["environmentStartInteractiveSetup", "environmentGetInteractiveSetup", "environmentCancelInteractiveSetup"];
+const TEMPLATE_CAPTURE_METHODS = ["environmentCaptureTemplate"];
+const TEMPLATE_DELETE_METHODS = ["environmentDeleteTemplate"];
 
 /** Setup sandboxes start jails and copy trees: generous under a loaded machine. */
 const CALL = { timeoutMs: 180_000 };

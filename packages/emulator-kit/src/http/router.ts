@@ -20,7 +20,7 @@ export interface HttpRoute {
   readonly options: RouteOptions;
 }
 
-export type RouteMatch<R> = { route: R; params: Record<string, string> };
+type RouteMatch<R> = { route: R; params: Record<string, string> };
 
 export interface RouterOptions {
   /** The vendor's JSON error body (default {@link defaultErrorEnvelope}). */

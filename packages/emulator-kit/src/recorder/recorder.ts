@@ -67,7 +67,7 @@ export interface UnservedCall {
   count: number;
 }
 
-export interface StartRecord {
+interface StartRecord {
   protocol: RequestProtocol;
   method: string;
   route: string | null;

@@ -21,7 +21,7 @@ function core(schema: z.core.$ZodType): z.core.$ZodType {
   return unwrapChain(schema).at(-1)!;
 }
 
-export function objectShape(schema: z.core.$ZodType): Record<string, z.core.$ZodType> | undefined {
+function objectShape(schema: z.core.$ZodType): Record<string, z.core.$ZodType> | undefined {
   const def = core(schema)._zod.def as unknown as { type: string; shape?: Record<string, z.core.$ZodType> };
   return def.type === "object" ? def.shape : undefined;
 }

@@ -27,7 +27,7 @@ export const GROUP_KEYWORD = "x-paperclip-group";
 export const ADVANCED_KEYWORD = "x-paperclip-advanced";
 
 /** The JSON Schema keywords for `ui` (only those set). */
-export function uiKeywords(ui: FieldUi): Record<string, unknown> {
+function uiKeywords(ui: FieldUi): Record<string, unknown> {
   const keywords: Record<string, unknown> = {};
   if (ui.title !== undefined) keywords.title = ui.unit ? `${ui.title} (${ui.unit})` : ui.title;
   if (ui.description !== undefined) keywords.description = ui.description;

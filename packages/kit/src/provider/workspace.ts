@@ -5,7 +5,7 @@ import type { SandboxHandle, WorkspaceDeclaration } from "./types.js";
 const resolveValue = <C>(value: string | ((config: C) => string), config: C): string => (typeof value === "function" ? value(config) : value);
 
 /** An absolute path without `..` components: what a lease's `remoteCwd` must look like. */
-export function plausibleWorkspace(value: unknown): value is string {
+function plausibleWorkspace(value: unknown): value is string {
   return typeof value === "string" && value.startsWith("/") && !value.split("/").includes("..");
 }
 

@@ -17,7 +17,7 @@ export interface ArchivePlan {
   skippedLinks: SkippedLink[];
 }
 
-export interface PlannedMember {
+interface PlannedMember {
   type: string;
   /** Symlink target, as archived. */
   linkpath: string;
@@ -27,7 +27,7 @@ export interface PlannedMember {
   mtime: number | undefined;
 }
 
-export interface SkippedLink {
+interface SkippedLink {
   /** Normalized member path. */
   path: string;
   reason: "absolute target" | "empty target" | "points outside the target" | "loops";

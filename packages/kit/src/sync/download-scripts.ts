@@ -11,7 +11,7 @@ import { SIZE_MARKER } from "./upload-scripts.js";
  * they read, not to be trusted.
  */
 
-export const STAGE_MARKER = "PAPERCLIP_SYNC_STAGE";
+const STAGE_MARKER = "PAPERCLIP_SYNC_STAGE";
 
 export interface PackSourceOptions {
   kind: "file" | "directory";

@@ -48,7 +48,7 @@ function compilePattern(raw: string): CompiledPattern {
   return { regex: new RegExp(`^${globToRegexSource(pattern)}$`, "s"), anchored };
 }
 
-export function globToRegexSource(glob: string): string {
+function globToRegexSource(glob: string): string {
   let out = "";
   for (let i = 0; i < glob.length; i++) {
     const c = glob[i] as string;

@@ -66,7 +66,7 @@ export async function runPostUploadCommands(runner: ScriptRunner, commands: read
 }
 
 /** Printed to stderr by a folded command that failed: index, status. */
-export const POST_UPLOAD_FAILED_MARKER = "PAPERCLIP_POST_UPLOAD_FAILED";
+const POST_UPLOAD_FAILED_MARKER = "PAPERCLIP_POST_UPLOAD_FAILED";
 /** Extra time a folded script gets beyond the sum of its commands' timeouts. */
 const FOLDED_SCRIPT_MARGIN_MS = 60_000;
 
@@ -84,7 +84,7 @@ export interface FoldedPostUpload {
  * not pay one more call per command. Each command still runs in a fresh `sh` with the same checks,
  * under `timeout` when it has a timeoutMs and the sandbox has `timeout`.
  */
-export function foldPostUploadCommands(commands: readonly PluginPostUploadCommand[], o: ResolvedSyncOptions): FoldedPostUpload {
+function foldPostUploadCommands(commands: readonly PluginPostUploadCommand[], o: ResolvedSyncOptions): FoldedPostUpload {
   const env: Record<string, string> = {};
   const labels: string[] = [];
   const lines: string[] = [];
@@ -112,7 +112,7 @@ export function foldPostUploadCommands(commands: readonly PluginPostUploadComman
 }
 
 /** Which folded command failed, from the script's stderr. */
-export function foldedFailure(stderrTail: string, folded: FoldedPostUpload): { label: string; status: number } | undefined {
+function foldedFailure(stderrTail: string, folded: FoldedPostUpload): { label: string; status: number } | undefined {
   const match = new RegExp(`${POST_UPLOAD_FAILED_MARKER} (\\d+) (\\d+)`).exec(stderrTail);
   if (!match) return undefined;
   const label = folded.labels[Number(match[1]) - 1];

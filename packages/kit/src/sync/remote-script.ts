@@ -10,9 +10,9 @@ import { shellQuote as quote } from "../exec/quote.js";
  */
 
 /** Written to stderr (followed by a code) when a script refuses to go on; see `refusalIn`. */
-export const REFUSAL_MARKER = "PAPERCLIP_SYNC_REFUSED";
+const REFUSAL_MARKER = "PAPERCLIP_SYNC_REFUSED";
 /** Exit status of a refusal (any non-zero works; this one is easy to spot in logs). */
-export const REFUSAL_EXIT = 86;
+const REFUSAL_EXIT = 86;
 
 const REFUSAL_CODES: ReadonlySet<SyncErrorCode> = new Set<SyncErrorCode>(["SYNC_PATH_OUTSIDE_ROOT", "SYNC_SOURCE_INVALID", "SYNC_TARGET_INVALID", "SYNC_REMOTE_FAILED"]);
 

@@ -16,7 +16,7 @@ export interface RunScriptOptions {
   maxStderrBytes: number;
 }
 
-export type AbortCause = "aborted" | "limit" | "timeout";
+type AbortCause = "aborted" | "limit" | "timeout";
 
 export interface ScriptOutcome {
   exit: ScriptExit;

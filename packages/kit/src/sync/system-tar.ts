@@ -27,7 +27,7 @@ export function overrideSystemTar(value: string | null | undefined): void {
  * A minimal environment: nothing from the worker's may change what tar does (TAR_OPTIONS,
  * POSIXLY_CORRECT, a locale that would convert names).
  */
-export function tarEnv(): Record<string, string> {
+function tarEnv(): Record<string, string> {
   return { PATH: process.env.PATH ?? "/usr/bin:/bin", LC_ALL: "C" };
 }
 

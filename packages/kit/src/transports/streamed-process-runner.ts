@@ -37,7 +37,7 @@ export interface StreamedProcessExit {
  * runner merges and paces them), or all of it through `feedStdin`, for a vendor that takes stdin
  * as one stream of its own (e.g. a client-streaming RPC that resends after a broken stream).
  */
-export type StreamedStdin =
+type StreamedStdin =
   | {
       /** One vendor call per chunk; rejects when stdin is closed or the process is gone (that ends feeding, as EPIPE would). */
       writeStdin(chunk: Buffer): Promise<void>;

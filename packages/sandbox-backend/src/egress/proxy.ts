@@ -72,12 +72,12 @@ export interface EgressProxy {
   close(): Promise<void>;
 }
 
-export const DEFAULT_MAX_CONNECTIONS = 256;
-export const DEFAULT_MAX_PENDING_CONNECTIONS = 64;
+const DEFAULT_MAX_CONNECTIONS = 256;
+const DEFAULT_MAX_PENDING_CONNECTIONS = 64;
 
 type Decision = { ok: true; addresses: string[] } | { ok: false; reason: string };
 
-export function stripBrackets(host: string): string {
+function stripBrackets(host: string): string {
   return host.startsWith("[") && host.endsWith("]") ? host.slice(1, -1) : host;
 }
 
@@ -86,7 +86,7 @@ function narrowest(ranges: readonly HostLocalRange[]): HostLocalRange {
   return ranges.reduce((best, range) => (parseCidr(range.cidr)!.prefix > parseCidr(best.cidr)!.prefix ? range : best));
 }
 
-export async function decideDestination(grant: EgressGrant, resolver: EgressProxyOptions["resolver"], rawHost: string, hostAddresses: readonly string[] = []): Promise<Decision> {
+async function decideDestination(grant: EgressGrant, resolver: EgressProxyOptions["resolver"], rawHost: string, hostAddresses: readonly string[] = []): Promise<Decision> {
   const host = stripBrackets(rawHost);
   const literal = parseIp(host);
   if (literal) {

@@ -18,7 +18,7 @@ export type ClientHelloScan =
 /** Largest ClientHello message accepted (real ones are well under 4 KiB, post-quantum key shares included). */
 export const MAX_CLIENT_HELLO_BYTES = 32 * 1024;
 /** Largest amount of record-layer bytes read for one ClientHello (headers of small records included). */
-export const MAX_CLIENT_HELLO_RECORD_BYTES = 64 * 1024;
+const MAX_CLIENT_HELLO_RECORD_BYTES = 64 * 1024;
 
 const HANDSHAKE_RECORD = 0x16;
 const CLIENT_HELLO = 0x01;

@@ -36,12 +36,12 @@ export const SANDBOX_PATHS = {
  * init would keep bwrap's stdio, the host's log file among it.
  */
 export const JAIL_INIT_SCRIPT = 'exec 8>&2 2>/dev/null; "$@" 2>&8 8>&- & exec 3>&- 4>&- 5<&- 6<&- 7<&- 8>&- 9<&-; wait $!';
-export const JAIL_INIT_NAME = "paperclip-init";
+const JAIL_INIT_NAME = "paperclip-init";
 
 export const SANDBOX_UID = 1000;
 export const SANDBOX_GID = 1000;
 export const SANDBOX_USER = "sandbox";
-export const SANDBOX_HOSTNAME = "sandbox";
+const SANDBOX_HOSTNAME = "sandbox";
 
 /** Host top-level entries tools need; symlinks (merged /usr) are recreated, directories ro-bound. */
 const HOST_TREE = ["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"];

@@ -17,7 +17,7 @@ export interface Limits {
 }
 
 /** The limits cgroups enforce. */
-export type CgroupLimit = keyof Limits;
+type CgroupLimit = keyof Limits;
 /** Every limit a sandbox may have (diskMb is a filesystem of its own, store/disk.ts). */
 export type LimitName = CgroupLimit | "diskMb";
 
@@ -42,7 +42,7 @@ const V1_CONTROLLER: Record<CgroupLimit, string> = { memoryMb: "memory", pids: "
 const CPU_PERIOD_US = 100_000;
 
 /** This process's cgroup path per v1 controller ("" key for the v2 unified path). */
-export function ownCgroups(procSelfCgroup = "/proc/self/cgroup"): Map<string, string> {
+function ownCgroups(procSelfCgroup = "/proc/self/cgroup"): Map<string, string> {
   const map = new Map<string, string>();
   let text = "";
   try {

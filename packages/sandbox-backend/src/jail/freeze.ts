@@ -12,7 +12,7 @@ import { readProcStat } from "@paperclip-sandbox/kit";
 import type { FreezerCgroup } from "./cgroups.js";
 import { namespaceMembers, type JailIdentity } from "./process.js";
 
-export type FreezeMethod = "cgroup" | "signal";
+type FreezeMethod = "cgroup" | "signal";
 
 export interface FrozenState {
   method: FreezeMethod;

@@ -20,7 +20,7 @@ import type { HostUser } from "./host-user.js";
 import type { SeccompArch } from "./seccomp.js";
 
 /** Descriptors the jail gets from the keeper: 0-9 (process.ts); the prelude closes the rest. */
-export const PRELUDE_FIRST_CLOSED_FD = 10;
+const PRELUDE_FIRST_CLOSED_FD = 10;
 
 export type Piece = number[] | { label: string } | { branch: (offset: number) => number[]; to: string; size: number };
 

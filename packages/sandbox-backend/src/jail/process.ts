@@ -40,8 +40,6 @@ const ARGS_FD = 6;
 const SECCOMP_FD = 7;
 const LOADER_FD = 8;
 const REAPER_FD = 9;
-/** The lowest descriptor number the jail's processes do not get from the keeper. */
-export const FIRST_UNUSED_FD = 10;
 const JAIL_ENV_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 export const JAIL_FDS = { infoFd: INFO_FD, configFd: CONFIG_FD, argsFd: ARGS_FD, seccompFd: SECCOMP_FD, loaderFd: LOADER_FD, reaperFd: REAPER_FD } as const;
@@ -100,7 +98,7 @@ export interface LaunchedJail {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-export class JailStartError extends Error {
+class JailStartError extends Error {
   override name = "JailStartError";
 }
 

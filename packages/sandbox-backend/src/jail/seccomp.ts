@@ -45,7 +45,7 @@ const JMP_JGE_K = 0x35;
 const RET_K = 0x06;
 
 /** How a syscall is filtered. */
-export type SyscallRule =
+type SyscallRule =
   | { kind: "deny"; errno: ErrnoName }
   /** Refused when any of these arguments (low 32 bits, as the kernel reads a pid_t) is a guarded pid, its group or -1. */
   | { kind: "guard-pids"; args: number[] }

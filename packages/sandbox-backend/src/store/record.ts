@@ -7,7 +7,7 @@ import type { JailRecord } from "../jail/process.js";
 import type { EgressSpec, SandboxLimits, SandboxState } from "../types.js";
 import type { SandboxLayout } from "./layout.js";
 
-export interface SandboxSpec {
+interface SandboxSpec {
   rootfs: string | null;
   env: Record<string, string>;
   limits: SandboxLimits;

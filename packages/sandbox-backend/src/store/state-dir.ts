@@ -96,7 +96,7 @@ export async function createSandboxDirs(
  * Removes a sandbox tree even when the sandbox left unreadable or unwritable directories in it (the
  * sandbox user is this worker's uid, so it can always restore the permission bits first).
  */
-export async function removeTree(dir: string): Promise<void> {
+async function removeTree(dir: string): Promise<void> {
   try {
     await fsp.rm(dir, { recursive: true, force: true, maxRetries: 2 });
     return;

@@ -39,7 +39,7 @@ export function reportViolation(channel: SupervisorChannel, what: string): Super
 }
 
 /** What the supervisor may send back: control and output frames; control frames of one reply are small. */
-export const REPLY_LIMITS: FrameLimits = { maxControlBytes: 1024 * 1024, types: new Set([FRAME_CONTROL, FRAME_STDOUT, FRAME_STDERR]) };
+const REPLY_LIMITS: FrameLimits = { maxControlBytes: 1024 * 1024, types: new Set([FRAME_CONTROL, FRAME_STDOUT, FRAME_STDERR]) };
 /** Replies that may be large: directory listings and process tables. */
 export const LARGE_REPLY_LIMITS: FrameLimits = { ...REPLY_LIMITS, maxControlBytes: 16 * 1024 * 1024 };
 

@@ -4,14 +4,11 @@
  */
 export {
   FRAME_CONTROL,
-  FRAME_HEADER_BYTES,
   FRAME_STDERR,
   FRAME_STDIN,
   FRAME_STDOUT,
   FrameError,
   type FrameLimits,
-  MAX_CONTROL_BYTES,
-  MAX_DATA_BYTES,
   createFrameDecoder,
   encodeControl,
   encodeFrame,

@@ -28,6 +28,3 @@ export async function sandboxLeftovers(stateDir: string, ids: readonly string[] 
   }
   return found;
 }
-
-/** The same scan under the name the bubblewrap suites use. */
-export const bubblewrapLeftovers = sandboxLeftovers;

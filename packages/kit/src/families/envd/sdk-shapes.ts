@@ -6,7 +6,7 @@
 import type { EnvdRpcEndpoint } from "./stream-input.js";
 
 /** `process.ProcessSelector` as protobuf-es init object. */
-export interface EnvdProcessSelector {
+interface EnvdProcessSelector {
   selector: { case: "pid"; value: number };
 }
 
@@ -22,7 +22,7 @@ export interface EnvdProcessEvent {
   };
 }
 
-export interface EnvdCallOptions {
+interface EnvdCallOptions {
   signal?: AbortSignal;
   timeoutMs?: number;
   headers?: Record<string, string>;

@@ -21,7 +21,7 @@
  *   D <id> <code|-> <signal|-> <timedOut 0|1>                 ended, every O/X of it sent before
  */
 
-export const PROTOCOL_VERSION = 1;
+const PROTOCOL_VERSION = 1;
 
 export type StdinMode = "n" | "i" | "s";
 
@@ -76,7 +76,7 @@ export class ProtocolError extends Error {
 }
 
 /** The length of the raw payload that follows an output header line (`O`/`X`), else undefined. */
-export function payloadLength(line: string): number | undefined {
+function payloadLength(line: string): number | undefined {
   const f = line.split(" ");
   if ((f[0] !== "O" && f[0] !== "X") || f.length !== 3 || !INTEGER.test(f[2]!)) return undefined;
   const length = Number(f[2]);

@@ -273,7 +273,7 @@ export async function createOpenSshSession(opts: OpenSshSessionOptions): Promise
  * tree. A group is signalled only when its leader is one of the bootstrap's own processes; anything
  * else found is signalled by pid. SIGTERM, then SIGKILL after the grace.
  */
-export function groupKillScript(marker: string, graceMs: number): string {
+function groupKillScript(marker: string, graceMs: number): string {
   // A bracket in the pattern keeps grep from matching its own command line.
   const pattern = `${marker.slice(0, -1)}[${marker.slice(-1)}]`;
   const graceTicks = Math.max(1, Math.ceil(graceMs / 50));

@@ -22,7 +22,7 @@ export interface SupervisorConfig {
   idleExitMs?: number;
 }
 
-export const CONFIG_DEFAULTS = {
+const CONFIG_DEFAULTS = {
   outputLimitBytes: 1024 * 1024,
   maxOutputLimitBytes: 16 * 1024 * 1024,
 };

@@ -16,7 +16,7 @@ import type { SupervisorConfig } from "./config.mjs";
 
 export type StreamName = "stdout" | "stderr";
 
-export interface ExecExit {
+interface ExecExit {
   code: number | null;
   signal: string | null;
   timedOut: boolean;

@@ -13,11 +13,11 @@ export const FRAME_CONTROL = 1;
 export const FRAME_STDIN = 2;
 export const FRAME_STDOUT = 3;
 export const FRAME_STDERR = 4;
-export const FRAME_HEADER_BYTES = 5;
+const FRAME_HEADER_BYTES = 5;
 /** Largest control frame either side accepts (a directory listing is the biggest reply). */
-export const MAX_CONTROL_BYTES = 16 * 1024 * 1024;
+const MAX_CONTROL_BYTES = 16 * 1024 * 1024;
 /** Largest data frame either side accepts (writers send at most 256 KiB per frame). */
-export const MAX_DATA_BYTES = 1024 * 1024;
+const MAX_DATA_BYTES = 1024 * 1024;
 
 export interface FrameLimits {
   /** Cap of a control frame on this stream (default MAX_CONTROL_BYTES). */

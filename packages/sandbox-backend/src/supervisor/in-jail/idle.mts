@@ -9,7 +9,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 
 /** The supervisor's exit status for "idle": the jail's init and bwrap pass it on, the keeper records it. */
-export const IDLE_EXIT_CODE = 75;
+const IDLE_EXIT_CODE = 75;
 
 export interface IdleWatch {
   /** A connection opened. */

@@ -15,10 +15,10 @@ import { exitMessage } from "./exec-conversations.mjs";
 import type { ExecRun, StreamName } from "./exec-runs.mjs";
 
 const CHUNK_BYTES = 256 * 1024;
-export const MAX_READ_BYTES = 16 * 1024 * 1024;
+const MAX_READ_BYTES = 16 * 1024 * 1024;
 const FRAME_OF: Record<StreamName, number> = { stdout: FRAME_STDOUT, stderr: FRAME_STDERR };
 
-export function parseStream(value: unknown): StreamName {
+function parseStream(value: unknown): StreamName {
   if (value === "stdout" || value === "stderr") return value;
   throw new OpError("EINVAL", "stream must be stdout or stderr");
 }

@@ -16,7 +16,7 @@ export interface GroupTarget {
   exitSignal?: NodeJS.Signals;
 }
 
-export function groupAlive(pgid: number): boolean {
+function groupAlive(pgid: number): boolean {
   try {
     process.kill(-pgid, 0);
     return true;
@@ -25,7 +25,7 @@ export function groupAlive(pgid: number): boolean {
   }
 }
 
-export function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+function signalGroup(pgid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(-pgid, signal);
   } catch {
@@ -33,10 +33,10 @@ export function signalGroup(pgid: number, signal: NodeJS.Signals): void {
   }
 }
 
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** A background child holding a command's pipes open does not hold up its exit beyond this. */
-export const OUTPUT_GRACE_MS = 100;
+const OUTPUT_GRACE_MS = 100;
 
 /**
  * After a command exits: the grace, then one I/O poll. After a stall (a busy machine) libuv runs
@@ -81,7 +81,7 @@ function liveProcesses(): ProcEntry[] {
 }
 
 /** What is left of a command: its live descendants, and the live members of its group other than itself. */
-export function leftOf(root: number, processes: ProcEntry[] = liveProcesses()): number[] {
+function leftOf(root: number, processes: ProcEntry[] = liveProcesses()): number[] {
   const children = new Map<number, number[]>();
   for (const entry of processes) children.set(entry.ppid, [...(children.get(entry.ppid) ?? []), entry.pid]);
   const left = new Set<number>();
@@ -247,7 +247,7 @@ export function graceFrom(value: unknown, fallback = 250): number {
  * /proc/<pid>/environ is readable only by the sandbox user. The script unsets it first, so nothing it
  * starts inherits it.
  */
-export const SCRIPT_VARIABLE = "PAPERCLIP_SCRIPT";
+const SCRIPT_VARIABLE = "PAPERCLIP_SCRIPT";
 
 /** How to run `script` with `/bin/sh` without putting it in argv. */
 export function shellCommand(script: string, env: Record<string, string>): { file: string; args: string[]; env: Record<string, string> } {
