@@ -34,7 +34,7 @@ import { isMountPoint, mountDisk } from "./store/disk.js";
 import { processAlive } from "./store/proc.js";
 import { readFileNoFollow } from "./store/no-follow-read.js";
 import { SupervisorClient } from "./supervisor/client.js";
-import { request } from "./supervisor/connection.js";
+import { request, SupervisorTransportError } from "./supervisor/connection.js";
 import type { SupervisorChannel } from "./supervisor/connection.js";
 import { attachExec, listProcesses, reapProcess, startExec } from "./supervisor/exec-client.js";
 import { createFilesClient } from "./supervisor/files-client.js";
@@ -90,6 +90,7 @@ export class LocalSandbox implements Sandbox {
   /** Set when the supervisor broke the protocol: its jail was ended, and stays so until start(). */
   private violation: Error | null = null;
   private queue: Promise<unknown> = Promise.resolve();
+  private transportReports = 0;
 
   constructor(
     private readonly context: SandboxContext,
@@ -139,13 +140,39 @@ export class LocalSandbox implements Sandbox {
   private answered<T>(call: () => Promise<T>): Promise<T> {
     const start = () => {
       const began = performance.now();
-      return call().then((result) => {
-        this.lastContact = Math.max(this.lastContact, began);
-        return result;
-      });
+      return call().then(
+        (result) => {
+          this.lastContact = Math.max(this.lastContact, began);
+          return result;
+        },
+        (error: unknown) => {
+          if (error instanceof SupervisorTransportError) this.reportTransportFailure(error);
+          throw error;
+        },
+      );
     };
     const waking = this.ensureAwake();
     return waking ? waking.then(start) : start();
+  }
+
+  /**
+   * A lost supervisor connection is rare and says little by itself: the worker's log gets the jail's
+   * state and the end of its log (bwrap's and the supervisor's own messages, never a command's
+   * output), a few times per sandbox, so a failure seen once on a loaded machine can be explained.
+   */
+  private reportTransportFailure(error: Error): void {
+    if (this.transportReports >= 3) return;
+    this.transportReports += 1;
+    let tail = "";
+    try {
+      const log = fs.readFileSync(this.layout.log, "utf8");
+      tail = log.slice(-1_500);
+    } catch {
+      tail = "(no jail log)";
+    }
+    const jail = this.record.jail;
+    const state = jail ? (jailAlive(jail) ? "alive" : "ended") : "none";
+    process.stderr.write(`[sandbox-backend] sandbox ${this.id}: ${error.message} (jail ${state}); jail log tail:\n${tail}\n`);
   }
 
   /**
