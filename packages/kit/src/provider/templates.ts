@@ -39,7 +39,19 @@ export interface TemplateHookDeps<H extends SandboxHandle, C> {
   track<T>(providerLeaseId: string, work: Promise<T>): Promise<T>;
   acquire(params: PluginEnvironmentAcquireLeaseParams): Promise<PluginEnvironmentLease>;
   destroy(params: PluginEnvironmentReleaseLeaseParams): Promise<unknown>;
+  /**
+   * The kit's SSH setup terminal (a declared `ssh` connection without the provider's own
+   * `connection`): a fresh token for this setup sandbox. Absent: no kit terminal.
+   */
+  sshTerminal?: {
+    connection(params: PluginEnvironmentDriverBaseParams, ref: LeaseRef<C>, input: { expiresAt: Date | null; minutes: number | null }): Promise<SetupConnection>;
+    /** Ends the sandbox's terminals and revokes its tokens (before a capture; release/destroy do it too). */
+    closeLease(providerLeaseId: string): Promise<void>;
+  };
 }
+
+/** What the host stores of a kit terminal when it asked for no payload (tokens are minted only when asked). */
+const SSH_SUMMARY = { type: "ssh", username: null, hostRedacted: true, portRedacted: true, commandRedacted: true } as const;
 
 /** A setup sandbox's run label: not a run of any agent, so never matched for reuse. */
 const SETUP_RUN_PREFIX = "setup-";
@@ -62,8 +74,12 @@ export function createTemplateHooks<H extends SandboxHandle, C>(deps: TemplateHo
     return true;
   };
 
-  const connectionOf = async (handle: H, config: C, minutes: number | null | undefined): Promise<SetupConnection | null> =>
-    templates.connection ? templates.connection(handle, config, { expiresAt: handle.expiresAt ?? null, minutes: minutes ?? null }) : null;
+  const connectionOf = async (params: PluginEnvironmentDriverBaseParams, handle: H, ref: LeaseRef<C>, minutes: number | null | undefined, include: boolean): Promise<SetupConnection | null> => {
+    const input = { expiresAt: handle.expiresAt ?? null, minutes: minutes ?? null };
+    if (templates.connection) return templates.connection(handle, ref.config, input);
+    if (!deps.sshTerminal) return null;
+    return include ? deps.sshTerminal.connection(params, ref, input) : { summary: { ...SSH_SUMMARY }, payload: { type: "ssh" } };
+  };
 
   const session = (handle: H, connection: SetupConnection | null, include: boolean, metadata: Record<string, unknown>): PluginEnvironmentInteractiveSetupSession => ({
     providerLeaseId: handle.providerLeaseId,
@@ -111,10 +127,11 @@ export function createTemplateHooks<H extends SandboxHandle, C>(deps: TemplateHo
           const ref = deps.refOf(params, id, baseConfig, lease.metadata);
           const handle = await deps.handleOf(ref);
           if (!handle) throw new LeaseGoneError(`${sandboxName(id)} ended as it started`);
-          const connection = await connectionOf(handle, baseConfig, params.connectionExpiresInMinutes);
+          const connection = await connectionOf(params, handle, ref, params.connectionExpiresInMinutes, true);
           return { ...session(handle, connection, true, { ...lease.metadata, setupSessionId: params.sessionId }), expiresAt: lease.expiresAt ?? null };
         } catch (error) {
           // Never a setup sandbox left running that the host does not know about.
+          await deps.sshTerminal?.closeLease(id).catch(() => undefined);
           await deps.destroy({ ...params, providerLeaseId: id, leaseMetadata: lease.metadata, cancelActiveWork: true }).catch(() => undefined);
           throw error;
         }
@@ -131,7 +148,7 @@ export function createTemplateHooks<H extends SandboxHandle, C>(deps: TemplateHo
         if (!handle || deps.unusable(handle)) return missing;
         assertOwnedBy(handle.labels, deps.owner(ref), { resource: sandboxName(id) });
         const include = params.includeConnectionPayload === true;
-        const connection = include || templates.connection ? await connectionOf(handle, config, params.connectionExpiresInMinutes) : null;
+        const connection = await connectionOf(params, handle, ref, params.connectionExpiresInMinutes, include);
         return session(handle, connection, include, params.setupMetadata ?? {});
       });
     },
@@ -145,6 +162,8 @@ export function createTemplateHooks<H extends SandboxHandle, C>(deps: TemplateHo
         if (!found || deps.unusable(found)) throw new LeaseGoneError(`${sandboxName(id)} is gone (cancelled, expired or destroyed): start a new setup`);
         assertOwnedBy(found.labels, deps.owner(ref), { resource: sandboxName(id) });
         const handle = await deps.running(found, ref);
+        // The operator pressed finish: their terminals end, so nothing writes while the trees are copied.
+        await deps.sshTerminal?.closeLease(id);
         const label = params.templateLabel?.trim() || null;
         const timeoutMs = typeof params.timeoutMs === "number" && params.timeoutMs > 0 ? params.timeoutMs : null;
         const signal = timeoutMs ? AbortSignal.timeout(timeoutMs) : new AbortController().signal;
