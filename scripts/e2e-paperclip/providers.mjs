@@ -87,15 +87,9 @@ export const PROVIDERS = [
     acp: true,
     leaseDir: (ctx, lease) => (lease.providerLeaseId ? path.join(ctx.runDir, "bwrap", "leases", lease.providerLeaseId) : null),
     leftovers: (ctx) => listDirs(path.join(ctx.runDir, "bwrap", "leases")).map((name) => `lease dir bwrap/leases/${name}`),
-    // Custom images: bubblewrap offers no setup connection (README), so the file is installed on the
-    // worker's machine, in the setup sandbox's home on disk (as its operator could), owned like the home.
+    // Custom images: the file is installed through the host's browser terminal (bubblewrap declares the
+    // kit's ssh setup connection), so no `install` here.
     customImage: {
-      install: (ctx, providerLeaseId, name, content) => {
-        const home = path.join(ctx.runDir, "bwrap", "leases", providerLeaseId, "disk", "home");
-        const owner = fs.statSync(home);
-        fs.writeFileSync(path.join(home, name), content, { mode: 0o644 });
-        fs.chownSync(path.join(home, name), owner.uid, owner.gid);
-      },
       templates: (ctx) => listDirs(path.join(ctx.runDir, "bwrap", "templates")),
     },
     ui: (ctx) => ({
