@@ -9,16 +9,19 @@ import { createSshSetupGateway, type SetupShellTarget, type SshSetupGateway } fr
 interface FakeShell {
   spec: PtySpec;
   sizes: PtySize[];
+  /** The terminal's size when each write arrived. */
+  writesAt: { text: string; size: PtySize }[];
+  resizing: number;
   closed: boolean;
 }
 
-function fakeTarget(providerLeaseId: string): SetupShellTarget & { opened: FakeShell[] } {
+function fakeTarget(providerLeaseId: string, resizeGate?: Promise<void>): SetupShellTarget & { opened: FakeShell[] } {
   const opened: FakeShell[] = [];
   return {
     providerLeaseId,
     opened,
     async openPty(spec) {
-      const shell: FakeShell = { spec, sizes: [{ cols: spec.cols, rows: spec.rows }], closed: false };
+      const shell: FakeShell = { spec, sizes: [{ cols: spec.cols, rows: spec.rows }], writesAt: [], resizing: 0, closed: false };
       opened.push(shell);
       let end!: (exit: PtyExit) => void;
       const exited = new Promise<PtyExit>((resolve) => (end = resolve));
@@ -26,12 +29,16 @@ function fakeTarget(providerLeaseId: string): SetupShellTarget & { opened: FakeS
       const process: PtyProcess = {
         async write(bytes) {
           const text = bytes.toString("utf8");
+          shell.writesAt.push({ text, size: shell.sizes.at(-1)! });
           spec.onData(Buffer.from(`${providerLeaseId}:${text}`));
           line += text;
           const match = /exit (\d+)\r/.exec(line);
           if (match) end({ exitCode: Number(match[1]), signal: null });
         },
         async resize(size) {
+          shell.resizing += 1;
+          // A transport whose resize travels apart from its bytes (and takes longer).
+          await resizeGate;
           shell.sizes.push(size);
         },
         async kill() {
@@ -138,6 +145,28 @@ describe("the SSH setup gateway", () => {
     expect(await exit).toBe(7);
     await closed;
     expect(gateway.shells).toBe(0);
+  });
+
+  it("delivers a window change before the keystrokes typed after it, however slow the resize", async () => {
+    const gateway = gatewayWith();
+    let release!: () => void;
+    const target = fakeTarget("lease-a", new Promise<void>((resolve) => (release = resolve)));
+    const client = await connectAs(parsePayload((await gateway.connection(target, { expiresAt: null, minutes: 15 })).payload.command));
+    const stream = await shellOf(client);
+    const first = outputUntil(stream, "lease-a:a");
+    stream.write("a");
+    await first;
+    const shell = target.opened[0]!;
+    stream.setWindow(20, 70, 0, 0);
+    stream.write("b");
+    await until(() => shell.resizing === 1);
+    // A refused exec's answer comes after the server handled everything sent before it ("b" too).
+    await new Promise<void>((resolve) => client.exec("true", () => resolve()));
+    expect(shell.writesAt.map((w) => w.text)).toEqual(["a"]);
+    const second = outputUntil(stream, "lease-a:b");
+    release();
+    await second;
+    expect(shell.writesAt.at(-1)).toEqual({ text: "b", size: { cols: 70, rows: 20 } });
   });
 
   it("refuses a wrong token without logging it, and opens nothing", async () => {

@@ -111,6 +111,13 @@ export function createSshSetupGateway(opts: SshSetupGatewayOptions = {}): SshSet
     const env: Record<string, string> = {};
     let process: PtyProcess | undefined;
     let started = false;
+    // SSH orders a channel's requests and data; a transport's resize may travel apart from its
+    // bytes (another call), so each waits for the one before: a window change reaches the terminal
+    // before the keystrokes typed after it.
+    let inOrder: Promise<unknown> = Promise.resolve();
+    const then = (work: (opened: PtyProcess) => Promise<unknown>) => {
+      inOrder = inOrder.then(() => (process ? work(process) : undefined)).catch(() => undefined);
+    };
 
     session.on("pty", (accept, _reject, info) => {
       size = sizeOf(info, size);
@@ -126,7 +133,8 @@ export function createSshSetupGateway(opts: SshSetupGatewayOptions = {}): SshSet
     session.on("window-change", (accept, _reject, info) => {
       size = sizeOf(info, size);
       accept?.();
-      void process?.resize(size).catch(() => undefined);
+      const next = size;
+      then((opened) => opened.resize(next));
     });
     session.on("signal", (accept, _reject, info) => {
       accept?.();
@@ -148,6 +156,7 @@ export function createSshSetupGateway(opts: SshSetupGatewayOptions = {}): SshSet
       liveShells += 1;
       const channel: ServerChannel = accept();
       let ended = false;
+      const openSize = size;
       const finish = (exit: PtyExit | null) => {
         if (ended) return;
         ended = true;
@@ -166,7 +175,12 @@ export function createSshSetupGateway(opts: SshSetupGatewayOptions = {}): SshSet
         .then((opened) => {
           process = opened;
           lease.shells.add(opened);
-          channel.on("data", (bytes: Buffer) => void opened.write(bytes).catch(() => undefined));
+          // A window change while the terminal was opening.
+          if (size.cols !== openSize.cols || size.rows !== openSize.rows) {
+            const latest = size;
+            then((shell) => shell.resize(latest));
+          }
+          channel.on("data", (bytes: Buffer) => then((shell) => shell.write(bytes)));
           // The client closed the channel (or the connection went): hang the shell up.
           channel.on("close", () => void opened.close().catch(() => undefined));
           void opened.exited.then(finish);
