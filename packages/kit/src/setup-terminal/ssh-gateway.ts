@@ -274,7 +274,8 @@ export function createSshSetupGateway(opts: SshSetupGatewayOptions = {}): SshSet
       if (known) known.target = target;
       else leases.set(target.providerLeaseId, { target, connections: new Set(), shells: new Set() });
       const listenPort = await start();
-      const token = randomBytes(24).toString("base64url");
+      // Hex: the host refuses a destination that starts with "-" (a base64url token can).
+      const token = randomBytes(24).toString("hex");
       const mine = tokens.filter((record) => record.providerLeaseId === target.providerLeaseId);
       if (mine.length >= maxTokens) {
         const drop = new Set(mine.slice(0, mine.length - maxTokens + 1));
