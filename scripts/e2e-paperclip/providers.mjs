@@ -146,7 +146,24 @@ export const PROVIDERS = [
     timingRuns: 3,
     leaseDir: () => null,
     // Every sandbox the runs made is gone: no jail directory left in the emulator's state dir.
-    leftovers: (ctx) => listDirs(path.join(ctx.runDir, "daytona")).flatMap((state) => listDirs(path.join(ctx.runDir, "daytona", state, "leases")).map((id) => `daytona sandbox jail ${id}`)),
+    leftovers: (ctx) => listDirs(path.join(ctx.runDir, "daytona")).flatMap((state) => listDirs(path.join(ctx.runDir, "daytona", state, "b", "leases")).map((id) => `daytona sandbox jail ${id}`)),
+    // Custom images: no setup connection yet, so the file is written into the setup sandbox's home on
+    // the emulator's disk (its jail), owned like the home; templates are the organization's snapshots.
+    customImage: {
+      install: (ctx, providerLeaseId, name, content) => {
+        const [home] = listDirs(path.join(ctx.runDir, "daytona"))
+          .map((state) => path.join(ctx.runDir, "daytona", state, "b", "leases", providerLeaseId, "disk", "home"))
+          .filter((dir) => fs.existsSync(dir));
+        if (!home) throw new Error(`no jail of daytona sandbox ${providerLeaseId} under ${path.join(ctx.runDir, "daytona")}`);
+        const owner = fs.statSync(home);
+        fs.writeFileSync(path.join(home, name), content, { mode: 0o644 });
+        fs.chownSync(path.join(home, name), owner.uid, owner.gid);
+      },
+      templates: async (ctx) => {
+        const answer = await fetch(`${ctx.emulator.url}/snapshots?limit=200`, { headers: { authorization: `Bearer ${ctx.emulator.credentials.apiKey}` } });
+        return (await answer.json()).items.map((snapshot) => snapshot.name);
+      },
+    },
     ui: (ctx) => ({
       fill: { "API key": ctx.emulator.credentials.apiKey, "API URL": ctx.emulator.url },
       cleared: ["Snapshot", "Target"],

@@ -79,6 +79,7 @@ export function createTemplateHooks<H extends SandboxHandle, C>(deps: TemplateHo
     async checkConfiguredTemplate(config: C, who: Pick<LeaseRef<C>, "companyId" | "environmentId">): Promise<void> {
       const value = (config as Record<string, unknown>)[templates.configField];
       if (typeof value !== "string" || value.trim() === "") return;
+      if (templates.isTemplateRef && !templates.isTemplateRef(value)) return;
       if (!(await assertTemplateOwned(value, config, who))) {
         throw new TemplateRefError(
           `${templates.configField}: ${deps.driverKey} has no template "${value.slice(0, 80)}" in this config's store (deleted, or captured under another state directory or account); capture a new one`,

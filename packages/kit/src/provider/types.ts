@@ -114,6 +114,12 @@ export interface TemplateDeclaration<H, C> extends TemplateContract {
     ref: LeaseRef<C>,
     input: { labels: Readonly<Record<string, string>>; label: string | null; signal: AbortSignal },
   ): Promise<{ templateRef: string; metadata?: Record<string, unknown> }>;
+  /**
+   * Whether a value of the bound config field names one of this provider's captured templates; a
+   * value that does not (a vendor snapshot the operator chose, when the field is also the vendor's
+   * own) is started from as it is, unchecked. Absent: every value is a template ref, checked.
+   */
+  isTemplateRef?(value: string): boolean;
   /** The labels `capture` gave a template; null when this config's store has no such template (or the ref is not one). */
   labels(templateRef: string, config: C): Promise<Readonly<Record<string, string>> | null>;
   /** Deletes a template (called only for one the kit checked is the caller's); needed when `deletes`. */
