@@ -5,43 +5,13 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { PluginEnvironmentInteractiveSetupSession } from "@paperclipai/plugin-sdk";
 import { startHarness, scope, type Harness } from "./__fixtures__/harness.js";
-import { isDaytonaTemplateRef, templateName, templateOwner } from "./templates.js";
+import { ownedTemplateName as templateName, templateNameOwner } from "@paperclip-sandbox/kit";
 
 const owner = {
   "paperclip-provider": "daytona",
   "paperclip-company": "company-1",
   "paperclip-environment": "env-1",
 };
-
-describe("template names", () => {
-  it("carry their owner, read back exactly; names made otherwise are not templates", () => {
-    const name = templateName(owner);
-    expect(name).toMatch(/^paperclip-tpl-9-company-1-5-env-1-[0-9a-f]{12}$/);
-    expect(isDaytonaTemplateRef(name)).toBe(true);
-    expect(templateOwner(name)).toEqual(owner);
-    expect(templateName(owner)).not.toBe(name);
-    expect(isDaytonaTemplateRef("daytonaio/sandbox:0.8.0")).toBe(false);
-    expect(templateOwner("daytonaio/sandbox:0.8.0")).toBeNull();
-  });
-
-  it("an id cannot be stretched over the other: lengths are checked, so a shifted or truncated name reads as no template", () => {
-    const uuidA = randomUUID();
-    const uuidB = randomUUID();
-    const name = templateName({
-      ...owner,
-      "paperclip-company": uuidA,
-      "paperclip-environment": uuidB,
-    });
-    expect(templateOwner(name)).toMatchObject({
-      "paperclip-company": uuidA,
-      "paperclip-environment": uuidB,
-    });
-    expect(templateOwner(name.replace("paperclip-tpl-36-", "paperclip-tpl-37-"))).toBeNull();
-    expect(templateOwner(name.slice(0, -1))).toBeNull();
-    expect(templateOwner(`${name}0`)).toBeNull();
-    expect(templateOwner("paperclip-tpl-")).toBeNull();
-  });
-});
 
 let h: Harness;
 beforeAll(async () => {
@@ -107,7 +77,7 @@ describe("capture, start from, delete", () => {
       templateKind: "snapshot",
       metadata: { snapshotId: expect.any(String) },
     });
-    expect(templateOwner(captured.templateRef)).toEqual(owner);
+    expect(templateNameOwner(captured.templateRef, "daytona")).toEqual(owner);
     expect(await h.stateOf(session.providerLeaseId!)).toBe("started");
     await cancel(session);
     expect(await h.stateOf(session.providerLeaseId!)).toBe("gone");
