@@ -308,6 +308,20 @@ PROVIDERS.push({
   duplex: { runs: 1 },
   leaseDir: () => null,
   leftovers: envdLeftovers,
+  // Custom images: no setup connection yet, so the file is written into the setup sandbox's home on
+  // the emulator's disk (its jail), owned like the home; templates are the team's snapshot templates.
+  customImage: {
+    install: (ctx, providerLeaseId, name, content) => {
+      const home = path.join(ctx.emulator.env.ENVD_EMULATOR_STATE_DIR, "leases", providerLeaseId, "disk", "home");
+      const owner = fs.statSync(home);
+      fs.writeFileSync(path.join(home, name), content, { mode: 0o644 });
+      fs.chownSync(path.join(home, name), owner.uid, owner.gid);
+    },
+    templates: async (ctx) => {
+      const answer = await fetch(`${ctx.emulator.url}/snapshots`, { headers: { "x-api-key": ctx.emulator.credentials.apiKey } });
+      return (await answer.json()).map((snapshot) => snapshot.snapshotID);
+    },
+  },
   ui: (ctx) => ({
     // The API key is a secret picker in the form (not typed here), so Test reaches no sandbox: the
     // SDK refuses to call without a key, and the summary says so.
