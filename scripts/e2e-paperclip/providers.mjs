@@ -161,7 +161,8 @@ export const PROVIDERS = [
       },
       templates: async (ctx) => {
         const answer = await fetch(`${ctx.emulator.url}/snapshots?limit=200`, { headers: { authorization: `Bearer ${ctx.emulator.credentials.apiKey}` } });
-        return (await answer.json()).items.map((snapshot) => snapshot.name);
+        const page = /** @type {{ items: { name: string }[] }} */ (await answer.json());
+        return page.items.map((snapshot) => snapshot.name);
       },
     },
     ui: (ctx) => ({
@@ -319,7 +320,8 @@ PROVIDERS.push({
     },
     templates: async (ctx) => {
       const answer = await fetch(`${ctx.emulator.url}/snapshots`, { headers: { "x-api-key": ctx.emulator.credentials.apiKey } });
-      return (await answer.json()).map((snapshot) => snapshot.snapshotID);
+      const snapshots = /** @type {{ snapshotID: string }[]} */ (await answer.json());
+      return snapshots.map((snapshot) => snapshot.snapshotID);
     },
   },
   ui: (ctx) => ({

@@ -6,7 +6,7 @@ import { captureDisk } from "@paperclip-sandbox/sandbox-backend";
 import type { SandboxRegistry } from "./sandboxes.js";
 
 /** The one team of the emulator: snapshot names are namespaced by it, as E2B namespaces them by team slug. */
-export const EMULATOR_TEAM = "emulator-team";
+const EMULATOR_TEAM = "emulator-team";
 const TAG = "default";
 
 interface SnapshotTemplate {
@@ -63,7 +63,7 @@ export class SnapshotTemplates {
 }
 
 /** `SnapshotInfo` of the generated `components` typings. */
-export function snapshotInfo(template: SnapshotTemplate): { snapshotID: string; names: string[] } {
+function snapshotInfo(template: SnapshotTemplate): { snapshotID: string; names: string[] } {
   const full = template.alias === undefined ? undefined : `${EMULATOR_TEAM}/${template.alias}:${TAG}`;
   return { snapshotID: full ?? `${template.id}:${TAG}`, names: full ? [full] : [] };
 }
