@@ -113,6 +113,24 @@ describe("capture, start from, delete", () => {
     }
   });
 
+  it("a first setup of an image-based environment (the host names its image, kind image) starts from that image", async () => {
+    const hooks = h.hooks;
+    const session = await hooks.onEnvironmentStartInteractiveSetup({
+      ...base({ ...h.config, image: "python:3.12-slim" }),
+      issueId: null,
+      sessionId: randomUUID(),
+      sourceTemplateRef: "python:3.12-slim",
+      sourceTemplateKind: "image",
+      connectionExpiresInMinutes: 15,
+      expiresAt: new Date(Date.now() + 60 * 60_000).toISOString(),
+    } as never);
+    try {
+      expect((await h.sdk.get(session.providerLeaseId!)).buildInfo?.dockerfileContent).toContain("FROM python:3.12-slim");
+    } finally {
+      await cancel(session);
+    }
+  });
+
   it("an operator's own snapshot is started from as it is: no template lookup, nothing refused", async () => {
     const mark = h.emu.requests.mark();
     const lease = await h.acquire({ snapshot: "daytonaio/sandbox:emulator" });

@@ -89,7 +89,11 @@ export function createTemplateHooks<H extends SandboxHandle, C>(deps: TemplateHo
 
     async onEnvironmentStartInteractiveSetup(params: PluginEnvironmentStartInteractiveSetupParams): Promise<PluginEnvironmentInteractiveSetupSession> {
       if (typeof params.sessionId !== "string" || params.sessionId.trim() === "") throw new TemplateRefError("sessionId: the setup session needs an id");
-      const source = params.sourceTemplateRef?.trim() || null;
+      let source = params.sourceTemplateRef?.trim() || null;
+      // With no template yet, the host names the config's own boot source (its `image`, say, of
+      // another kind): the setup then starts from the config as it is.
+      const configValues = Object.values(params.config as Record<string, unknown>);
+      if (source && params.sourceTemplateKind && params.sourceTemplateKind !== templates.refKind && configValues.includes(source)) source = null;
       if (source && params.sourceTemplateKind && params.sourceTemplateKind !== templates.refKind) {
         throw new TemplateRefError(`sourceTemplateKind: ${deps.driverKey} starts only from a ${templates.refKind}, not a ${params.sourceTemplateKind}`);
       }
