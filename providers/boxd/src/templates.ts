@@ -25,7 +25,7 @@ function ownerDigest(labels: Readonly<Record<string, string | undefined>>): stri
 }
 
 /** A new template's snapshot name for a setup machine carrying `labels`. */
-export function templateName(labels: Readonly<Record<string, string | undefined>>): string {
+function templateName(labels: Readonly<Record<string, string | undefined>>): string {
   return `pc-${ownerDigest(labels)}-${randomBytes(4).toString("hex")}`;
 }
 
