@@ -13,7 +13,7 @@ import type {
   PluginEnvironmentReleaseLeaseParams,
   PluginEnvironmentStartInteractiveSetupParams,
 } from "@paperclipai/plugin-sdk";
-import { assertOwnedBy, type LeaseOwner } from "../lease/ownership.js";
+import { assertOwnedBy, ownerLabels, type LeaseOwner } from "../lease/ownership.js";
 import { LeaseGoneError } from "./errors.js";
 import type { LeaseRef, SandboxHandle, SetupConnection, TemplateDeclaration } from "./types.js";
 
@@ -68,9 +68,10 @@ export function createTemplateHooks<H extends SandboxHandle, C>(deps: TemplateHo
 
   /** A template ref is this provider's, company's and environment's, or refused before anything uses it. */
   const assertTemplateOwned = async (templateRef: string, config: C, who: Pick<LeaseRef<C>, "companyId" | "environmentId">): Promise<boolean> => {
-    const labels = await templates.labels(templateRef, config);
+    const owner = deps.owner(who);
+    const labels = await templates.labels(templateRef, config, ownerLabels(owner));
     if (!labels) return false;
-    assertOwnedBy(labels, deps.owner(who), { resource: `${deps.driverKey} template ${templateRef}` });
+    assertOwnedBy(labels, owner, { resource: `${deps.driverKey} template ${templateRef}` });
     return true;
   };
 
@@ -95,6 +96,7 @@ export function createTemplateHooks<H extends SandboxHandle, C>(deps: TemplateHo
     async checkConfiguredTemplate(config: C, who: Pick<LeaseRef<C>, "companyId" | "environmentId">): Promise<void> {
       const value = (config as Record<string, unknown>)[templates.configField];
       if (typeof value !== "string" || value.trim() === "") return;
+      if (templates.isTemplateRef && !templates.isTemplateRef(value)) return;
       if (!(await assertTemplateOwned(value, config, who))) {
         throw new TemplateRefError(
           `${templates.configField}: ${deps.driverKey} has no template "${value.slice(0, 80)}" in this config's store (deleted, or captured under another state directory or account); capture a new one`,
@@ -104,7 +106,11 @@ export function createTemplateHooks<H extends SandboxHandle, C>(deps: TemplateHo
 
     async onEnvironmentStartInteractiveSetup(params: PluginEnvironmentStartInteractiveSetupParams): Promise<PluginEnvironmentInteractiveSetupSession> {
       if (typeof params.sessionId !== "string" || params.sessionId.trim() === "") throw new TemplateRefError("sessionId: the setup session needs an id");
-      const source = params.sourceTemplateRef?.trim() || null;
+      let source = params.sourceTemplateRef?.trim() || null;
+      // With no template yet, the host names the config's own boot source (its `image`, say, of
+      // another kind): the setup then starts from the config as it is.
+      const configValues = Object.values(params.config as Record<string, unknown>);
+      if (source && params.sourceTemplateKind && params.sourceTemplateKind !== templates.refKind && configValues.includes(source)) source = null;
       if (source && params.sourceTemplateKind && params.sourceTemplateKind !== templates.refKind) {
         throw new TemplateRefError(`sourceTemplateKind: ${deps.driverKey} starts only from a ${templates.refKind}, not a ${params.sourceTemplateKind}`);
       }
