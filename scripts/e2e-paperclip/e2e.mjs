@@ -616,7 +616,10 @@ async function customImageScenario(p, cid, agentId, eid) {
     check(r.session.providerLeaseId, "the setup session names no sandbox");
     const got = await apiOk("GET", `/environment-custom-image-setup-sessions/${r.session.id}?${q}`);
     check(got.session?.status === "waiting_for_user", `refreshed setup session is ${got.session?.status}`);
-    return { session: r.session, detail: `session ${r.session.id}, sandbox ${r.session.providerLeaseId}, connection ${JSON.stringify(r.connectionPayload ?? null)}` };
+    return {
+      session: r.session,
+      detail: `session ${r.session.id}, sandbox ${r.session.providerLeaseId}, connection ${r.connectionPayload?.type ?? "none"} (its command carries a credential: not printed)`,
+    };
   });
   if (!started) return;
   const { session } = started;
