@@ -141,18 +141,9 @@ export const PROVIDERS = [
     leaseDir: () => null,
     // Every sandbox the runs made is gone: no jail directory left in the emulator's state dir.
     leftovers: (ctx) => listDirs(path.join(ctx.runDir, "daytona")).flatMap((state) => listDirs(path.join(ctx.runDir, "daytona", state, "b", "leases")).map((id) => `daytona sandbox jail ${id}`)),
-    // Custom images: no setup connection yet, so the file is written into the setup sandbox's home on
-    // the emulator's disk (its jail), owned like the home; templates are the organization's snapshots.
+    // Custom images: the file is installed through the host's browser terminal (the kit's ssh setup
+    // connection over the sandbox's PTY), so no `install` here.
     customImage: {
-      install: (ctx, providerLeaseId, name, content) => {
-        const [home] = listDirs(path.join(ctx.runDir, "daytona"))
-          .map((state) => path.join(ctx.runDir, "daytona", state, "b", "leases", providerLeaseId, "disk", "home"))
-          .filter((dir) => fs.existsSync(dir));
-        if (!home) throw new Error(`no jail of daytona sandbox ${providerLeaseId} under ${path.join(ctx.runDir, "daytona")}`);
-        const owner = fs.statSync(home);
-        fs.writeFileSync(path.join(home, name), content, { mode: 0o644 });
-        fs.chownSync(path.join(home, name), owner.uid, owner.gid);
-      },
       templates: async (ctx) => {
         const answer = await fetch(`${ctx.emulator.url}/snapshots?limit=200`, { headers: { authorization: `Bearer ${ctx.emulator.credentials.apiKey}` } });
         const page = /** @type {{ items: { name: string }[] }} */ (await answer.json());
@@ -303,15 +294,9 @@ PROVIDERS.push({
   duplex: { runs: 1 },
   leaseDir: () => null,
   leftovers: envdLeftovers,
-  // Custom images: no setup connection yet, so the file is written into the setup sandbox's home on
-  // the emulator's disk (its jail), owned like the home; templates are the team's snapshot templates.
+  // Custom images: the file is installed through the host's browser terminal (the kit's ssh setup
+  // connection over the sandbox's PTY), so no `install` here.
   customImage: {
-    install: (ctx, providerLeaseId, name, content) => {
-      const home = path.join(ctx.emulator.env.ENVD_EMULATOR_STATE_DIR, "leases", providerLeaseId, "disk", "home");
-      const owner = fs.statSync(home);
-      fs.writeFileSync(path.join(home, name), content, { mode: 0o644 });
-      fs.chownSync(path.join(home, name), owner.uid, owner.gid);
-    },
     templates: async (ctx) => {
       const answer = await fetch(`${ctx.emulator.url}/snapshots`, { headers: { "x-api-key": ctx.emulator.credentials.apiKey } });
       const snapshots = /** @type {{ snapshotID: string }[]} */ (await answer.json());
@@ -450,19 +435,9 @@ PROVIDERS.push({
       ...listDirs(path.join(parent, scratch, "snapshots")).map((id) => `boxd emulator snapshot ${id}`),
     ]);
   },
-  // Custom images: no setup connection yet (README), so the file is written into the setup
-  // machine's home on the emulator's disk (its jail), owned like the home; templates are snapshots.
+  // Custom images: the file is installed through the host's browser terminal (the kit's ssh setup
+  // connection over the sandbox's PTY), so no `install` here.
   customImage: {
-    install: (ctx, providerLeaseId, name, content) => {
-      const parent = ctx.emulator.scratchParent;
-      const home = listDirs(parent)
-        .map((scratch) => path.join(parent, scratch, "b", "leases", providerLeaseId, "disk", "home"))
-        .find((dir) => fs.existsSync(dir));
-      if (!home) throw new Error(`no home of boxd emulator machine ${providerLeaseId} under ${parent}`);
-      const owner = fs.statSync(home);
-      fs.writeFileSync(path.join(home, name), content, { mode: 0o644 });
-      fs.chownSync(path.join(home, name), owner.uid, owner.gid);
-    },
     templates: async (ctx) => (await ctx.emulator.leftovers()).flatMap((item) => /^snapshot [^/]+\/(\S+) v\d+$/.exec(item)?.[1] ?? []),
   },
   ui: (ctx) => ({

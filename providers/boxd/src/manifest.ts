@@ -15,7 +15,7 @@ export const BOXD_TEMPLATES: TemplateContract = {
   configField: "templateRef",
   unsetFields: ["snapshot"],
   identityPaths: ["apiUrl", "exchangeUrl", "org"],
-  connectionTypes: [],
+  connectionTypes: ["ssh"],
   deletes: true,
 };
 /** Streamed exec over one bidi Exec per command, login terminals (Exec with tty), kept (suspended) leases, and snapshot templates. */

@@ -19,7 +19,7 @@ export const DAYTONA_TEMPLATES: TemplateContract = {
   configField: "snapshot",
   unsetFields: ["image", "cpu", "memory", "disk", "gpu"],
   identityPaths: ["apiUrl", "target"],
-  connectionTypes: [],
+  connectionTypes: ["ssh"],
   deletes: true,
 };
 export const DAYTONA_SHAPE: DeclaredProviderShape = {

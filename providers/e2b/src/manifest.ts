@@ -9,7 +9,7 @@ export const E2B_PLUGIN_ID = "paperclip-sandbox.e2b";
  * team namespace), written into `template`. Snapshots belong to the team behind the endpoint: a
  * change of `apiUrl` detaches it. No remote connection yet (connection types []).
  */
-export const E2B_TEMPLATES: TemplateContract = { refKind: "snapshot", configField: "template", identityPaths: ["apiUrl"], connectionTypes: [], deletes: true };
+export const E2B_TEMPLATES: TemplateContract = { refKind: "snapshot", configField: "template", identityPaths: ["apiUrl"], connectionTypes: ["ssh"], deletes: true };
 export const E2B_SHAPE: DeclaredProviderShape = { transport: ENVD_TRANSPORT, keepsLeases: true, commandChannel: true, templates: E2B_TEMPLATES };
 
 export default defineSandboxProviderManifest({
