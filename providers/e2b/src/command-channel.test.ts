@@ -1,8 +1,9 @@
 // The kit's command channel in e2b sandboxes (the envd emulator, the real SDK, in process): what envd
 // adds, the channel's stdin on one StreamInput stream and SendInput when envd refuses it. The faults
 // every channel provider shares (multiplexer killed, stream cut, flood) are conformance cases.
-import { randomUUID } from "node:crypto";
+import type { PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { hostFor } from "@paperclip-sandbox/conformance";
 import { runEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "@paperclip-sandbox/emulator-envd";
 import { COMMAND_CHANNEL_SWITCH, commandChannelStatus } from "@paperclip-sandbox/kit";
@@ -21,35 +22,18 @@ afterAll(async () => {
 });
 afterEach(() => emu.faults.clear());
 
-type Hooks = Required<ReturnType<typeof createE2bPlugin>["plugin"]["definition"]>;
-interface Lease {
-  providerLeaseId: string | null;
-  metadata?: Record<string, unknown>;
-}
-interface Result {
-  exitCode: number | null;
-  stdout: string;
-  stderr: string;
-}
+const config = { apiKey: emu.credentials.apiKey!, apiUrl: emu.url, sandboxUrl: emu.url, timeoutMs: 120_000 };
 
 function harness() {
-  const hooks = createE2bPlugin().plugin.definition as Hooks;
-  const suffix = randomUUID().slice(0, 8);
-  const base = {
-    driverKey: "e2b",
-    companyId: `company-${suffix}`,
-    environmentId: `environment-${suffix}`,
-    config: { apiKey: emu.credentials.apiKey!, apiUrl: emu.url, sandboxUrl: emu.url, timeoutMs: 120_000 },
-  };
+  const host = hostFor(createE2bPlugin().plugin, config, { driverKey: "e2b" });
   return {
-    acquire: () => hooks.onEnvironmentAcquireLease({ ...base, runId: `run-${suffix}` }) as Promise<Lease>,
-    sh: (lease: Lease, script: string) =>
-      hooks.onEnvironmentExecute({ ...base, lease, command: "sh", args: ["-c", script], cwd: lease.metadata?.remoteCwd as string, timeoutMs: 60_000 }) as Promise<Result>,
-    release: (lease: Lease) => hooks.onEnvironmentReleaseLease({ ...base, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata }),
+    acquire: () => host.acquire(),
+    sh: (lease: PluginEnvironmentLease, script: string) => host.sh(lease, script, { timeoutMs: 60_000 }),
+    release: (lease: PluginEnvironmentLease) => host.release(lease),
   };
 }
 
-const ready = (lease: Lease) => vi.waitFor(() => expect(commandChannelStatus(lease.providerLeaseId!).state).toBe("ready"), { timeout: 30_000, interval: 50 });
+const ready = (lease: PluginEnvironmentLease) => vi.waitFor(() => expect(commandChannelStatus(lease.providerLeaseId!).state).toBe("ready"), { timeout: 30_000, interval: 50 });
 
 describe("e2b: the command channel under faults", () => {
   it("a steady command is no vendor call: the channel's input rides its one StreamInput stream", async () => {
