@@ -632,7 +632,7 @@ async function customImageScenario(p, cid, agentId, eid) {
     const r = await apiOk("POST", `/environment-custom-image-setup-sessions/${session.id}/finish?${q}`, {}, { timeoutMs: 130_000 });
     check(r.session?.status === "promoted", `setup session is ${r.session?.status} after finish`);
     check(r.template?.status === "active" && r.template.templateRef, `no active template: ${redactText(JSON.stringify(r.template ?? r)).slice(0, 300)}`);
-    check(p.customImage.templates(ctx).includes(r.template.templateRef), `the provider keeps no template ${r.template.templateRef}`);
+    check((await p.customImage.templates(ctx)).includes(r.template.templateRef), `the provider keeps no template ${r.template.templateRef}`);
     const dir = p.leaseDir?.(ctx, { providerLeaseId: session.providerLeaseId });
     await waitFor("the setup sandbox gone", async () => !dir || !fs.existsSync(dir), { timeoutMs: 30_000 });
     return { template: r.template, detail: `template ${r.template.templateRef} (${r.template.templateKind})` };
@@ -647,7 +647,7 @@ async function customImageScenario(p, cid, agentId, eid) {
   await step("custom image: template deleted, its copy gone, the next run clean", async () => {
     const t = await apiOk("DELETE", `/environments/${eid}/custom-image-template?deleteProviderTemplate=true&${q}`);
     check(t.status === "revoked", `template is ${t.status} after delete`);
-    check(!p.customImage.templates(ctx).includes(captured.template.templateRef), `the provider still keeps ${captured.template.templateRef}`);
+    check(!(await p.customImage.templates(ctx)).includes(captured.template.templateRef), `the provider still keeps ${captured.template.templateRef}`);
     const r = await taskRun({ agentId, environmentId: eid });
     await checkRunResult(p, r, { expectMarkerBefore: "none" });
     await checkReleased(p, r);

@@ -423,6 +423,21 @@ PROVIDERS.push({
       ...listDirs(path.join(parent, scratch, "snapshots")).map((id) => `boxd emulator snapshot ${id}`),
     ]);
   },
+  // Custom images: no setup connection yet (README), so the file is written into the setup
+  // machine's home on the emulator's disk (its jail), owned like the home; templates are snapshots.
+  customImage: {
+    install: (ctx, providerLeaseId, name, content) => {
+      const parent = ctx.emulator.scratchParent;
+      const home = listDirs(parent)
+        .map((scratch) => path.join(parent, scratch, "b", "leases", providerLeaseId, "disk", "home"))
+        .find((dir) => fs.existsSync(dir));
+      if (!home) throw new Error(`no home of boxd emulator machine ${providerLeaseId} under ${parent}`);
+      const owner = fs.statSync(home);
+      fs.writeFileSync(path.join(home, name), content, { mode: 0o644 });
+      fs.chownSync(path.join(home, name), owner.uid, owner.gid);
+    },
+    templates: async (ctx) => (await ctx.emulator.leftovers()).flatMap((item) => /^snapshot [^/]+\/(\S+) v\d+$/.exec(item)?.[1] ?? []),
+  },
   ui: (ctx) => ({
     fill: { "API key": ctx.emulator.credentials.apiKey, "API URL": ctx.emulator.url, "Token exchange URL": ctx.emulator.endpoints.exchange },
     cleared: ["Org", "Snapshot"],

@@ -13,7 +13,7 @@ import type {
   PluginEnvironmentReleaseLeaseParams,
   PluginEnvironmentStartInteractiveSetupParams,
 } from "@paperclipai/plugin-sdk";
-import { assertOwnedBy, type LeaseOwner } from "../lease/ownership.js";
+import { assertOwnedBy, ownerLabels, type LeaseOwner } from "../lease/ownership.js";
 import { LeaseGoneError } from "./errors.js";
 import type { LeaseRef, SandboxHandle, SetupConnection, TemplateDeclaration } from "./types.js";
 
@@ -56,9 +56,10 @@ export function createTemplateHooks<H extends SandboxHandle, C>(deps: TemplateHo
 
   /** A template ref is this provider's, company's and environment's, or refused before anything uses it. */
   const assertTemplateOwned = async (templateRef: string, config: C, who: Pick<LeaseRef<C>, "companyId" | "environmentId">): Promise<boolean> => {
-    const labels = await templates.labels(templateRef, config);
+    const owner = deps.owner(who);
+    const labels = await templates.labels(templateRef, config, ownerLabels(owner));
     if (!labels) return false;
-    assertOwnedBy(labels, deps.owner(who), { resource: `${deps.driverKey} template ${templateRef}` });
+    assertOwnedBy(labels, owner, { resource: `${deps.driverKey} template ${templateRef}` });
     return true;
   };
 

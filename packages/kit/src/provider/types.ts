@@ -114,8 +114,12 @@ export interface TemplateDeclaration<H, C> extends TemplateContract {
     ref: LeaseRef<C>,
     input: { labels: Readonly<Record<string, string>>; label: string | null; signal: AbortSignal },
   ): Promise<{ templateRef: string; metadata?: Record<string, unknown> }>;
-  /** The labels `capture` gave a template; null when this config's store has no such template (or the ref is not one). */
-  labels(templateRef: string, config: C): Promise<Readonly<Record<string, string>> | null>;
+  /**
+   * The labels `capture` gave a template; null when this config's store has no such template (or the ref is not one).
+   * `expected` is the owner the kit is about to check them against (provider, company, environment labels), for a
+   * vendor that keeps no labels on a template and records its owner another way (e.g. a digest in its name).
+   */
+  labels(templateRef: string, config: C, expected: Readonly<Record<string, string>>): Promise<Readonly<Record<string, string>> | null>;
   /** Deletes a template (called only for one the kit checked is the caller's); needed when `deletes`. */
   delete?(templateRef: string, config: C): Promise<void>;
   /** The connection to a setup sandbox, for a provider that offers one (`connectionTypes`). */
