@@ -6,7 +6,8 @@
 //   execute     `true`; `cat` with 2 KiB of stdin (inline); `cat` with 64 KiB (staged by WriteFile)
 //   sync        syncIn / syncOut of one 64 KiB file through the worker (the kit's streamed tar sync)
 //   suspend     release of a reusable lease (SuspendVm) and its resume (ResumeVm + the sentinel check)
-//   stop        the stop hook (a cold StopVm, confirmed) and the resume that starts it again
+//   stop        a release with cancelActiveWork (what a host sends to end work: a cold StopVm,
+//               confirmed) and the resume that starts it again
 //   release     a plain release (DestroyVm, answered once GetVm no longer finds the machine)
 // Every figure comes with the gRPC calls the emulator's recorder saw (median per operation); the
 // token exchanges of the whole run are counted too. Needs the built packages (`npm run build`).
@@ -20,7 +21,7 @@ import { parseArgs } from "node:util";
 import { runEmulator } from "../packages/emulator-kit/dist/index.js";
 import { emulator } from "../emulators/boxd/dist/index.js";
 import { loadPluginPackage, startWorker } from "../packages/worker-client/dist/index.js";
-import { createBoxdApi, createTokenCache, createBoxdPlugin } from "../providers/boxd/dist/index.js";
+import { createBoxdApi, createTokenCache } from "../providers/boxd/dist/index.js";
 import { measured } from "./lib/recorded.mjs";
 import { summarize } from "./lib/stats.mjs";
 
@@ -37,11 +38,14 @@ const cycles = Number(args.cycles);
 if (!(runs >= 10)) throw new Error("--runs must be at least 10");
 if (!(cycles >= 3)) throw new Error("--cycles must be at least 3");
 
+/** @type {import("../emulators/boxd/dist/index.js").BoxdEmulatorControl} */
 let control;
 const emu = await runEmulator(emulator, { options: { expose: (c) => (control = c) } });
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "boxd-bench-"));
 const pkg = await loadPluginPackage(path.join(repoRoot, "providers/boxd"));
-const client = await startWorker(pkg, { env: { TMPDIR: os.tmpdir() } });
+// The command channel off: a channel is one Exec that lives as long as the lease, so the recorder
+// is never idle; bench/command-channel.mjs measures boxd with and without it.
+const client = await startWorker(pkg, { env: { TMPDIR: os.tmpdir(), PAPERCLIP_SANDBOX_COMMAND_CHANNEL: "off" } });
 const config = { apiKey: emu.credentials.apiKey, apiUrl: emu.url, exchangeUrl: emu.endpoints.exchange, timeoutMs: 120_000 };
 const reuseConfig = { ...config, reuseLease: true };
 const base = { driverKey: "boxd", companyId: "bench", environmentId: "bench", config };
@@ -103,8 +107,8 @@ try {
       api.close();
     }
 
-    // Reusable lease: suspend at release, resume; then the stop hook (cold) and its resume.
-    // (onEnvironmentStopLease is a newer host's hook: called in-process on the plugin itself.)
+    // Reusable lease: suspend at release, resume; then a release with cancelActiveWork (a cold stop,
+    // what a 2026.916.1 host sends to end work; newer hosts' onEnvironmentStopLease does the same) and its resume.
     let kept = await client.env.acquireLease({ ...reuseBase, runId: `bench-reuse-${latencyMs}`, agentId: "bench", executionWorkspaceId: "bench-ws" });
     const suspend = [];
     const resume = [];
@@ -119,22 +123,18 @@ try {
     row.resumeFromSuspend = { ms: summarize(resume.map((s) => s.ms)), calls: summarize(resume.map((s) => s.calls.length)).median, example: resume.at(-1).calls };
     await client.env.destroyLease({ ...reuseBase, providerLeaseId: kept.providerLeaseId, leaseMetadata: kept.metadata });
 
-    const inProcess = createBoxdPlugin({ env: {} });
-    const hooks = inProcess.plugin.definition;
-    await hooks.setup({ execution: { log: () => undefined }, logger: { info() {}, warn() {}, error() {}, debug() {} } });
-    let cold = await hooks.onEnvironmentAcquireLease({ ...reuseBase, runId: `bench-stop-${latencyMs}`, agentId: "bench", executionWorkspaceId: "bench-ws-2" });
+    let cold = await client.env.acquireLease({ ...reuseBase, runId: `bench-stop-${latencyMs}`, agentId: "bench", executionWorkspaceId: "bench-ws-2" });
     const stop = [];
     const start = [];
     for (let i = 0; i < cycles; i += 1) {
-      stop.push(await measured(emu, () => hooks.onEnvironmentStopLease({ ...reuseBase, providerLeaseId: cold.providerLeaseId, leaseMetadata: cold.metadata })));
-      const r = await measured(emu, () => hooks.onEnvironmentResumeLease({ ...reuseBase, providerLeaseId: cold.providerLeaseId, leaseMetadata: cold.metadata }));
+      stop.push(await measured(emu, () => client.env.releaseLease({ ...reuseBase, providerLeaseId: cold.providerLeaseId, leaseMetadata: cold.metadata, cancelActiveWork: true })));
+      const r = await measured(emu, () => client.env.resumeLease({ ...reuseBase, providerLeaseId: cold.providerLeaseId, leaseMetadata: cold.metadata }));
       start.push(r);
       cold = r.value;
     }
     row.stop = { ms: summarize(stop.map((s) => s.ms)), calls: summarize(stop.map((s) => s.calls.length)).median, example: stop.at(-1).calls };
     row.resumeFromStop = { ms: summarize(start.map((s) => s.ms)), calls: summarize(start.map((s) => s.calls.length)).median, example: start.at(-1).calls };
-    await hooks.onEnvironmentDestroyLease({ ...reuseBase, providerLeaseId: cold.providerLeaseId, leaseMetadata: cold.metadata });
-    await hooks.onShutdown();
+    await client.env.destroyLease({ ...reuseBase, providerLeaseId: cold.providerLeaseId, leaseMetadata: cold.metadata });
     results.latency[latencyMs] = row;
 
     const f = (s) => `${s.ms.median.toFixed(1)} ms (p95 ${s.ms.p95.toFixed(1)}), ${s.calls} calls`;
@@ -153,7 +153,7 @@ try {
     console.log(`resume from stop      ${f(row.resumeFromStop)}: ${row.resumeFromStop.example.join(" ")}`);
   }
   results.tokenExchanges = control.exchanges(config.apiKey);
-  console.log(`\ntoken exchanges in the whole run: ${results.tokenExchanges} (worker, in-process plugins and the baseline client, one each)`);
+  console.log(`\ntoken exchanges in the whole run: ${results.tokenExchanges} (the worker once, the baseline client once per latency)`);
   fs.mkdirSync(args.out, { recursive: true });
   const report = path.join(args.out, `boxd-${new Date().toISOString().replace(/[:.]/g, "-")}.json`);
   fs.writeFileSync(report, JSON.stringify(results, null, 2));

@@ -33,6 +33,8 @@ import { SessionPool } from "../providers/cloudflare/dist/sessions.js";
 import { makeTree, treeDigest } from "./lib/tree.mjs";
 import { summarize } from "./lib/stats.mjs";
 
+/** @typedef {[kind: string, syncIn: (ops: any) => Promise<unknown>, syncOut: (ops: any) => Promise<unknown>]} SyncPair */
+
 const repoRoot = fileURLToPath(new URL("..", import.meta.url));
 const { values: args } = parseArgs({
   options: {
@@ -99,7 +101,7 @@ const base = { driverKey: "cloudflare", companyId: "bench", environmentId: "benc
 let lease;
 try {
   lease = await client.env.acquireLease({ ...base, runId: `bench-${Date.now()}`, agentId: "bench" });
-  const ws = lease.metadata.remoteCwd;
+  const ws = /** @type {string} */ (lease.metadata.remoteCwd);
   const exec = (command, argv = [], extra = {}) => client.env.execute({ ...base, lease, command, args: argv, cwd: ws, timeoutMs: 60_000, ...extra });
   for (let i = 0; i < 3; i += 1) await exec("true"); // warm-up (the health answer is fetched once per worker)
 
@@ -164,17 +166,18 @@ try {
   // Side by side in this process, on the same sandbox through the same bridge: what a bridge without
   // the file routes gets (base64 over POST /exec) vs the file routes.
   const bridge = new BridgeClient(cloudflareConfig.parse(config));
-  const target = { providerLeaseId: lease.providerLeaseId, sessionStrategy: "named", sessions: new SessionPool("bench") };
+  const target = { providerLeaseId: lease.providerLeaseId, sessionStrategy: /** @type {const} */ ("named"), sessions: new SessionPool("bench") };
   const legacy = legacyBridgeRunner(bridge, target);
   const streamed = bridgeProcessRunner(bridge, target);
   const files = bridgeFiles(bridge, lease.providerLeaseId);
   const opts = { roots: [ws] };
+  /** @type {Record<string, any>} */
   const rows = { base64: { in: [], out: [] }, fileApi: { in: [], out: [] } };
   for (let i = 0; i < syncRuns; i += 1) {
-    for (const [kind, syncInFn, syncOutFn] of [
+    for (const [kind, syncInFn, syncOutFn] of /** @type {SyncPair[]} */ ([
       ["base64", (ops) => base64SyncIn(legacy, ops, opts), (ops) => base64SyncOut(legacy, ops, opts)],
       ["fileApi", (ops) => fileApiSyncIn(streamed, files, ops, opts), (ops) => fileApiSyncOut(streamed, files, ops, opts)],
-    ]) {
+    ])) {
       const row = rows[kind];
       mark = emu.requests.mark();
       let s = process.hrtime.bigint();
@@ -196,16 +199,16 @@ try {
     in: { ...summarize(row.in), bridge: row.inCalls.bridge, container: row.inCalls.container },
     out: { ...summarize(row.out), bridge: row.outCalls.bridge, container: row.outCalls.container },
   });
-  const side = (report.results.syncSideBySide = { base64: sb(rows.base64), fileApi: sb(rows.fileApi) });
-  side.speedup = { in: side.base64.in.median / side.fileApi.in.median, out: side.base64.out.median / side.fileApi.out.median };
+  const [b64, fileApi] = [sb(rows.base64), sb(rows.fileApi)];
+  report.results.syncSideBySide = { base64: b64, fileApi, speedup: { in: b64.in.median / fileApi.in.median, out: b64.out.median / fileApi.out.median } };
 
   // The small tree, side by side: base64 with every chunk inside the command vs the file routes (one run each).
   const inline = legacyBridgeRunner(bridge, target, { stdinField: false });
   const small = {};
-  for (const [kind, syncInFn, syncOutFn] of [
+  for (const [kind, syncInFn, syncOutFn] of /** @type {SyncPair[]} */ ([
     ["base64Inline", (ops) => base64SyncIn(inline, ops, { ...opts, chunkBytes: base64ChunkFor(inline) }), (ops) => base64SyncOut(inline, ops, { ...opts, chunkBytes: base64ChunkFor(inline) })],
     ["fileApi", (ops) => fileApiSyncIn(streamed, files, ops, opts), (ops) => fileApiSyncOut(streamed, files, ops, opts)],
-  ]) {
+  ])) {
     mark = emu.requests.mark();
     let s = process.hrtime.bigint();
     await syncInFn([{ operationId: `${kind}-small-in`, files: [{ sourcePath: smallTree, targetPath: `${ws}/${kind}-small`, kind: "directory" }] }]);

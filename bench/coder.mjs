@@ -67,9 +67,9 @@ try {
   const stdin = "x".repeat(100 * 1024);
   results["stdin 100 KiB app-proxy"] = await measureRepeated(emu, Math.ceil(runs / 3), () => exec(lease, config, "cat >/dev/null", { stdin }));
   results["stdin 100 KiB rpty"] = await measureRepeated(emu, Math.ceil(runs / 3), () => exec(ptyLease, rpty, "cat >/dev/null", { stdin }));
-  for (const [name, cfg, held] of [
-    ["app-proxy", config, lease],
-    ["rpty", rpty, ptyLease],
+  for (const { name, cfg, held } of [
+    { name: "app-proxy", cfg: config, held: lease },
+    { name: "rpty", cfg: rpty, held: ptyLease },
   ]) {
     const target = `${held.metadata.remoteCwd}/tree`;
     results[`sync-in ${name}`] = await measureRepeated(emu, Math.ceil(runs / 3), (i) =>

@@ -120,6 +120,7 @@ for (const name of args.providers.split(",")) {
     for (const latencyMs of spec.latencies ?? latencies) {
       emu.faults.clear();
       if (latencyMs > 0) emu.faults.inject({ kind: "latency", ms: latencyMs, route: "*" });
+      /** @type {Record<string, any>} */
       const row = (report.results[name][`${latencyMs}ms`] = {});
       const leases = {};
       for (const mode of MODES) {
@@ -128,9 +129,9 @@ for (const name of args.providers.split(",")) {
         await workers[mode].env.execute({ ...base, lease: leases[mode], command: "true", args: [], cwd: leases[mode].metadata.remoteCwd });
       }
       await new Promise((resolve) => setTimeout(resolve, 2_000 + 10 * latencyMs));
-      for (const [kind, extra] of [
-        ["execute", {}],
-        ["stdin", { stdin: "x".repeat(1024) }],
+      for (const { kind, extra } of [
+        { kind: "execute", extra: {} },
+        { kind: "stdin", extra: { stdin: "x".repeat(1024) } },
       ]) {
         const samples = { exec: { ms: [], calls: [] }, channel: { ms: [], calls: [] } };
         for (let i = 0; i < (kind === "execute" ? runs : Math.ceil(runs / 2)); i += 1) {

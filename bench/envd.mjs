@@ -14,7 +14,6 @@
 //   node bench/envd.mjs [--provider e2b|novita|both] [--runs 100] [--sync-runs 3] [--latency 0,40]
 //                       [--sync-files 10000] [--sync-mib 100] [--task-runs 3] [--out bench/results]
 //                       [--scratch DIR]   (host side: tree, targets, worker TMPDIR; default the OS temp dir)
-import { createHash } from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -25,6 +24,7 @@ import { runEmulator } from "../packages/emulator-kit/dist/index.js";
 import { emulator, SANDBOX_HOME } from "../emulators/envd/dist/index.js";
 import { base64SyncIn, base64SyncOut, createStreamedProcessRunner, envdFileTransport, envdProcessApi, fileApiSyncIn, fileApiSyncOut, withRemoteGroupKill } from "../packages/kit/dist/index.js";
 import { summarize } from "./lib/stats.mjs";
+import { makeTree, treeDigest } from "./lib/tree.mjs";
 
 const repoRoot = fileURLToPath(new URL("..", import.meta.url));
 const { values: args } = parseArgs({
@@ -67,29 +67,6 @@ const withoutKeepalive = (calls) => {
 };
 
 const scratch = fs.mkdtempSync(path.join(args.scratch, "envd-bench-"));
-function makeTree(dir, files, totalBytes) {
-  const fileBytes = Math.floor(totalBytes / files);
-  for (let i = 0; i < files; i += 1) {
-    const sub = path.join(dir, `d${i % 100}`);
-    if (i < 100) fs.mkdirSync(sub, { recursive: true });
-    // Distinct contents (no two files alike), so nothing along the way can shortcut the bytes.
-    const chunk = Buffer.alloc(fileBytes, i % 251);
-    chunk.writeUInt32BE(i, 0);
-    fs.writeFileSync(path.join(sub, `f${i}.bin`), chunk);
-  }
-}
-function treeDigest(dir) {
-  const hash = createHash("sha256");
-  const walk = (d) => {
-    for (const name of fs.readdirSync(d).sort()) {
-      const p = path.join(d, name);
-      if (fs.statSync(p).isDirectory()) walk(p);
-      else hash.update(name).update(fs.readFileSync(p));
-    }
-  };
-  walk(dir);
-  return hash.digest("hex");
-}
 const syncFiles = Number(args["sync-files"]);
 const syncBytes = Number(args["sync-mib"]) * 1024 * 1024;
 const tree = path.join(scratch, "tree");

@@ -1,6 +1,6 @@
 import type { CoverageEntry, CoverageSpec, SdkOperation } from "@paperclip-sandbox/emulator-kit";
 
-export const SERVICE_PATH = "/boxd.api.v1.BoxdApi";
+const SERVICE_PATH = "/boxd.api.v1.BoxdApi";
 
 const served = (reason?: string): CoverageEntry => ({ status: "served", ...(reason ? { reason } : {}) });
 const refused = (reason: string): CoverageEntry => ({ status: "refused", reason });

@@ -20,7 +20,7 @@ interface VmConfigWire {
 
 const seconds = (ms: number | null) => (ms === null ? 0 : Math.floor(ms / 1000));
 
-export function machineView(m: Machine) {
+function machineView(m: Machine) {
   return {
     vm_id: m.id,
     name: m.name,

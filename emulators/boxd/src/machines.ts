@@ -5,7 +5,7 @@ import { createSerial, GrpcError, GrpcStatus, type VendorClock } from "@papercli
 import { captureDisk, restoreDisk, type Sandbox, type SandboxBackend } from "@paperclip-sandbox/sandbox-backend";
 import type { BoxdAccount } from "./options.js";
 
-export type MachineStatus = "running" | "suspended" | "hibernated" | "stopped" | "destroying";
+type MachineStatus = "running" | "suspended" | "hibernated" | "stopped" | "destroying";
 
 const GIB = 1024 ** 3;
 /** boxd's size classes: vcpu → memory. */
@@ -17,7 +17,7 @@ export const SIZE_CLASSES: ReadonlyMap<number, number> = new Map([
 ]);
 const DEFAULT_VCPU = 2;
 export const DISK_BYTES = 100 * GIB;
-export const DEFAULT_IMAGE = "ubuntu:24.04";
+const DEFAULT_IMAGE = "ubuntu:24.04";
 /** boxd's default auto-hibernate after 4 h idle; auto-suspend is off by default. */
 const DEFAULT_AUTO_HIBERNATE_SECS = 4 * 3600;
 /** Machine names are DNS labels used in `https://<name>.boxd.sh` (the whole host at most 63). */

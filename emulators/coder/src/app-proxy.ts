@@ -12,7 +12,7 @@ import type { Deployment } from "./deployment.js";
 import { buildStatus, latestBuild, type AppRecord } from "./model.js";
 import { appTarget, type AppTarget, type WorkspaceAgentPool } from "./workspace-net.js";
 
-export const APP_ROUTE = "/:owner/:workspace/apps/:slug/*rest";
+const APP_ROUTE = "/:owner/:workspace/apps/:slug/*rest";
 
 export interface AppProxyDeps {
   deployment: Deployment;

@@ -9,7 +9,7 @@ import type { IncomingHttpHeaders } from "node:http";
 import { coderError } from "./errors.js";
 
 export const SESSION_COOKIE = "coder_session_token";
-export const SESSION_HEADER = "coder-session-token";
+const SESSION_HEADER = "coder-session-token";
 const SIGNED_OUT = "You are signed out or your session has expired. Please sign in again to continue.";
 const ALPHANUMERIC = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 
@@ -20,7 +20,7 @@ export function newSessionToken(): string {
 }
 
 /** The cookies of a request, by name (the first value wins). */
-export function cookiesOf(headers: IncomingHttpHeaders): Map<string, string> {
+function cookiesOf(headers: IncomingHttpHeaders): Map<string, string> {
   const jar = new Map<string, string>();
   for (const part of String(headers.cookie ?? "").split(";")) {
     const eq = part.indexOf("=");
@@ -32,7 +32,7 @@ export function cookiesOf(headers: IncomingHttpHeaders): Map<string, string> {
 }
 
 /** The token a request carries, looked up where Coder looks. */
-export function tokenOf(headers: IncomingHttpHeaders, query: URLSearchParams): string | undefined {
+function tokenOf(headers: IncomingHttpHeaders, query: URLSearchParams): string | undefined {
   const cookie = cookiesOf(headers).get(SESSION_COOKIE);
   if (cookie) return cookie;
   const fromQuery = query.get(SESSION_COOKIE);

@@ -8,9 +8,9 @@ import type { AppSpec, ParameterSpec, TemplateSpec } from "./options.js";
 
 export type Transition = "start" | "stop" | "delete";
 export type JobStatus = "pending" | "running" | "succeeded" | "canceling" | "canceled" | "failed";
-export type AgentStatus = "connecting" | "connected" | "disconnected" | "timeout";
-export type AgentLifecycle = "created" | "starting" | "start_timeout" | "start_error" | "ready" | "shutting_down" | "shutdown_timeout" | "shutdown_error" | "off";
-export type AppHealth = "disabled" | "initializing" | "healthy" | "unhealthy";
+type AgentStatus = "connecting" | "connected" | "disconnected" | "timeout";
+type AgentLifecycle = "created" | "starting" | "start_timeout" | "start_error" | "ready" | "shutting_down" | "shutdown_timeout" | "shutdown_error" | "off";
+type AppHealth = "disabled" | "initializing" | "healthy" | "unhealthy";
 
 export interface UserRecord {
   id: string;
@@ -242,7 +242,7 @@ export function parameterJson(parameter: ParameterSpec) {
   };
 }
 
-export function jobJson(job: JobRecord) {
+function jobJson(job: JobRecord) {
   return {
     id: job.id,
     created_at: job.createdAt,
@@ -260,7 +260,7 @@ export function jobJson(job: JobRecord) {
   };
 }
 
-export function appJson(app: AppRecord, agentName: string) {
+function appJson(app: AppRecord, agentName: string) {
   return {
     id: app.id,
     url: app.spec.url,

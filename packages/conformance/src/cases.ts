@@ -1,5 +1,6 @@
 import type { ConformanceCase } from "./case.js";
 import { configAndProbeCases } from "./cases/config-and-probe.js";
+import { commandChannelCases } from "./cases/command-channel.js";
 import { duplexCases } from "./cases/duplex.js";
 import { loginPtyCases } from "./cases/login-pty.js";
 import { executeCases } from "./cases/execute.js";
@@ -12,7 +13,10 @@ import { ConformanceSkip } from "./skip.js";
 import type { ConformanceWorld } from "./world.js";
 
 const ALL_CASES = new Map<ConformanceCaseName, ConformanceCase>(
-  [...configAndProbeCases, ...leaseLifecycleCases, ...executeCases, ...syncCases, ...duplexCases, ...loginPtyCases, ...templateCases, ...hostedFailureCases].map((c) => [c.name, c]),
+  [...configAndProbeCases, ...leaseLifecycleCases, ...executeCases, ...syncCases, ...duplexCases, ...commandChannelCases, ...loginPtyCases, ...templateCases, ...hostedFailureCases].map((c) => [
+    c.name,
+    c,
+  ]),
 );
 
 /**

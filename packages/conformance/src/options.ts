@@ -20,6 +20,10 @@ export const CONFORMANCE_CASE_NAMES = [
   "sync-concurrent-operations",
   "sync-all-byte-values-roundtrip",
   "duplex-channel",
+  "command-channel-multiplexer-killed",
+  "command-channel-cut-before-hello",
+  "command-channel-steady-command-no-vendor-call",
+  "command-channel-flood-holds-no-other",
   "login-pty-session",
   "login-pty-bytes",
   "login-pty-exit-and-signals",
@@ -70,6 +74,17 @@ interface ConformanceFaults {
   reset?(): Promise<void>;
 }
 
+/** What the command-channel cases need from the provider's emulator; an absent hook skips its case. */
+interface CommandChannelHooks {
+  /**
+   * Arms a cut of the next lease's channel stream after it starts, before the multiplexer's hello
+   * (the acquire's first command waits for it). Returns how many streams have been cut since.
+   */
+  cutBeforeHello?(): Promise<() => number>;
+  /** Starts counting vendor calls (running ones included, background keep-alives left out): the routes since, when called. */
+  vendorCalls?(): () => Promise<string[]>;
+}
+
 export interface ConformanceOptions {
   name: string;
   pluginDir: string;
@@ -85,6 +100,8 @@ export interface ConformanceOptions {
   /** Provider-specific: what is still there (dirs, processes). `[]` is expected at the end. */
   leftovers?: (context: LeftoversContext) => Promise<string[]>;
   faults?: ConformanceFaults;
+  /** Run with `workerEnv: {PAPERCLIP_SANDBOX_COMMAND_CHANNEL: "always"}`: the `command-channel-*` cases. */
+  commandChannel?: CommandChannelHooks;
   /** The labels the provider's resource carries at the vendor (e.g. from its `listLeases`); absent skips `resource-labels`. */
   labelsOf?: (providerLeaseId: string, config: Record<string, unknown>) => Promise<Record<string, string> | undefined>;
   /** The provider cannot bound a sandbox at a requested deadline (it returns no expiry, so the host fails closed). */

@@ -105,7 +105,7 @@ export interface BoxdApiOptions {
 
 const DEFAULT_TIMEOUT_MS = 30_000;
 /** Bytes per stdin or upload message: well under boxd's (and grpc-js's default) 4 MiB message limit. */
-export const MESSAGE_CHUNK_BYTES = 1024 * 1024;
+const MESSAGE_CHUNK_BYTES = 1024 * 1024;
 /** What a retried idempotent call may spend in all. */
 const RETRY = { attempts: 4, totalMs: 60_000 } as const;
 

@@ -7,8 +7,8 @@ const MACHINE = "Machine";
 const TUNING = "Tuning";
 
 export const API_KEY_ENV = "BOXD_API_KEY";
-export const DEFAULT_TIMEOUT_MS = 3_600_000;
-export const DEFAULT_NAME_PREFIX = "paperclip";
+const DEFAULT_TIMEOUT_MS = 3_600_000;
+const DEFAULT_NAME_PREFIX = "paperclip";
 /** boxd's size classes: vcpu → memory (GiB). */
 export const VCPU_SIZES = [1, 2, 4, 8] as const;
 export const MEMORY_GIB: Readonly<Record<number, number>> = { 1: 4, 2: 8, 4: 16, 8: 32 };

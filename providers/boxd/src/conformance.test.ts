@@ -30,6 +30,18 @@ for (const channel of ["always", "off"] as const) {
     reuseConfig: { ...config, reuseLease: true },
     leftovers: () => emu.leftovers(),
     labelsOf: async (providerLeaseId, leaseConfig) => (await listLeases(leaseConfig, { env: {} })).find((lease) => lease.providerLeaseId === providerLeaseId)?.labels,
+    // The lease's first Exec is its channel's: cut before any output.
+    commandChannel: {
+      cutBeforeHello: async () => {
+        const mark = emu.requests.mark();
+        emu.faults.inject({ kind: "drop-stream", route: "/boxd.api.v1.BoxdApi/Exec", afterMessages: 0, times: 1 });
+        return () => emu.requests.list({ since: mark, includeRunning: true }).filter((r) => r.faults.includes("drop-stream")).length;
+      },
+      vendorCalls: () => {
+        const mark = emu.requests.mark();
+        return async () => emu.requests.list({ since: mark, includeRunning: true }).map((r) => r.route ?? r.path);
+      },
+    },
     faults: {
       // The acquire's first call after the create (the workspace's Exec): refused, non-retryably
       // (with the channel, the channel's own Exec comes first and fails over to that Exec).

@@ -2,7 +2,7 @@ import grpc from "@grpc/grpc-js";
 import { apiErrorFromFailure, classifyNetworkError, grpcCodeName, isProviderApiError, ProviderApiError, type Redactor } from "@paperclip-sandbox/kit";
 
 /** A grpc-js failure: `code` and `details` (a ServiceError), else nothing we can read. */
-export function grpcCodeOf(error: unknown): number | undefined {
+function grpcCodeOf(error: unknown): number | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === "number" && grpcCodeName(code) !== undefined ? code : undefined;
 }

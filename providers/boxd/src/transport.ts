@@ -63,13 +63,7 @@ function commandOf(argv: readonly string[]): string {
  * Writes a private file in the machine: the file API creates it 0600; a machine whose agent
  * predates that API gets a 0700 directory first (one Exec) and the old upload (0644, inside it).
  */
-export async function stageFile(
-  target: BoxdTarget,
-  where: { dir: string; path: string },
-  bytes: Buffer,
-  signal: AbortSignal | undefined,
-  run: (command: string) => Promise<number | null>,
-): Promise<void> {
+async function stageFile(target: BoxdTarget, where: { dir: string; path: string }, bytes: Buffer, signal: AbortSignal | undefined, run: (command: string) => Promise<number | null>): Promise<void> {
   if (!target.agent.legacy) {
     try {
       await target.api.writeFile(target.id, where.path, bytes, 0o600, signal);

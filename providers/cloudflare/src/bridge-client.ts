@@ -3,7 +3,7 @@ import { Readable } from "node:stream";
 import { createVendorClient, type ServerSentEvent, type VendorClient, type VendorErrorExtractor } from "@paperclip-sandbox/kit";
 import type { CloudflareConfig } from "./config.js";
 
-export const API_PREFIX = "/api/paperclip-sandbox/v1";
+const API_PREFIX = "/api/paperclip-sandbox/v1";
 /** Extra time a command's request gets over the command's own timeout. */
 const EXEC_MARGIN_MS = 30_000;
 
@@ -17,8 +17,6 @@ export interface BridgeExtensions {
   /** Streamed processes: binary-safe live output, stdin in parts, a kill that reaches the group. */
   streams: boolean;
 }
-
-export const NO_EXTENSIONS: BridgeExtensions = Object.freeze({ files: false, leaseLabels: false, stdinBase64: false, streamDeadline: false, expiry: false, streams: false });
 
 /** What starting a streamed process sends besides the command (the `streams` extension). */
 export interface ProcessBody extends ExecBody {

@@ -1,8 +1,8 @@
 import { z } from "zod";
 import { defineProviderConfig, fields } from "@paperclip-sandbox/kit";
 
-export const DEFAULT_CWD = "/workspace/paperclip";
-export const DEFAULT_SESSION_ID = "paperclip";
+const DEFAULT_CWD = "/workspace/paperclip";
+const DEFAULT_SESSION_ID = "paperclip";
 export const REUSE_NEEDS_KEEP_ALIVE = "Reuse lease: needs Keep alive on (a Cloudflare sandbox's files live only while its container runs; without keep-alive it sleeps and loses them)";
 export const NAMED_NEEDS_SESSION_ID = `Session ID: required when Session strategy is named (leave the field out for the default, ${DEFAULT_SESSION_ID})`;
 

@@ -4,7 +4,7 @@ import type { BridgeClient } from "./bridge-client.js";
 import { inSession, type RunnerTarget } from "./sessions.js";
 
 /** Largest file one upload carries (base64 in upstream's `stdin` text field: a third more on the wire). */
-export const EXEC_UPLOAD_MAX_BYTES = 16 * 1024 * 1024;
+const EXEC_UPLOAD_MAX_BYTES = 16 * 1024 * 1024;
 const UPLOAD_TIMEOUT_MS = 600_000;
 
 /**

@@ -5,14 +5,14 @@
 import { createVendorClient, isProviderApiError, type VendorClient, type VendorErrorExtractor } from "@paperclip-sandbox/kit";
 
 export type JobStatus = "pending" | "running" | "succeeded" | "canceling" | "canceled" | "failed";
-export type BuildStatus = "pending" | "starting" | "running" | "stopping" | "stopped" | "failed" | "canceling" | "canceled" | "deleting" | "deleted";
+type BuildStatus = "pending" | "starting" | "running" | "stopping" | "stopped" | "failed" | "canceling" | "canceled" | "deleting" | "deleted";
 
 export interface User {
   id: string;
   username: string;
 }
 
-export interface Organization {
+interface Organization {
   id: string;
   name: string;
 }
@@ -33,7 +33,7 @@ export interface RichParameter {
   default_value: string;
 }
 
-export interface WorkspaceApp {
+interface WorkspaceApp {
   id: string;
   slug: string;
   subdomain: boolean;
@@ -76,7 +76,7 @@ export interface Workspace {
   latest_build: WorkspaceBuild;
 }
 
-export interface CreateWorkspaceRequest {
+interface CreateWorkspaceRequest {
   name: string;
   template_id: string;
   rich_parameter_values: Array<{ name: string; value: string }>;

@@ -1,7 +1,7 @@
 // The kit's command channel in Coder workspaces over the default transport (the runner app's stream
-// route through the Coder emulator's app proxy, the provider in process), with faults made for
-// real: the in-workspace multiplexer killed mid-command, its stream cut before its hello, a command
-// flooding its output while others run; and a reused lease's release ending its channel.
+// route through the Coder emulator's app proxy, the provider in process): its stream cut before its
+// hello (a channel closed first: the app proxy's first stream is not the channel's), and a reused
+// lease's release ending its channel. The shared faults are conformance cases.
 import type { PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { hostFor } from "@paperclip-sandbox/conformance";
@@ -31,34 +31,6 @@ const ready = (lease: PluginEnvironmentLease) => vi.waitFor(() => expect(command
 const openStreams = () => emu.requests.list({ includeRunning: true }).filter((r) => r.protocol === "ws" && r.route === APP_ROUTE && !r.done);
 
 describe("coder (app-proxy): the command channel under faults", () => {
-  it("the multiplexer killed mid-command: that command fails as lost with its group ended; the next runs; the channel comes back", async () => {
-    const h = host();
-    const lease = await h.acquire();
-    try {
-      await ready(lease);
-      const victim = h.sh(lease, "echo $$ > victim.pid; sleep 60");
-      await vi.waitFor(async () => expect((await h.sh(lease, "cat victim.pid 2>/dev/null")).stdout).toMatch(/^\d+\n$/), { timeout: 20_000, interval: 100 });
-      const pid = (await h.sh(lease, "cat victim.pid")).stdout.trim();
-      // The killer runs over the channel too: its parent is the multiplexer.
-      await expect(h.sh(lease, "kill -9 $PPID")).rejects.toThrow(/command channel broke/);
-      await expect(victim).rejects.toThrow(/command channel broke/);
-      expect((await h.sh(lease, `kill -0 ${pid} 2>/dev/null && echo alive || echo gone`)).stdout).toBe("gone\n");
-      // It comes back on a later command (after its restart delay), not on its own.
-      await vi.waitFor(
-        async () => {
-          expect((await h.sh(lease, "true")).exitCode).toBe(0);
-          expect(commandChannelStatus(id(lease)).state).toBe("ready");
-        },
-        { timeout: 30_000, interval: 200 },
-      );
-      expect(commandChannelStatus(id(lease)).breaks).toBe(1);
-      expect((await h.sh(lease, "echo over")).stdout).toBe("over\n");
-    } finally {
-      await h.release(lease);
-    }
-    expect(await emu.leftovers()).toEqual([]);
-  });
-
   it("the channel's stream cut before its hello: the command runs over a stream of its own, once", async () => {
     const h = host();
     const lease = await h.acquire();
@@ -78,41 +50,6 @@ describe("coder (app-proxy): the command channel under faults", () => {
         { timeout: 30_000, interval: 200 },
       );
       expect((await h.sh(lease, "cat ran.log")).stdout).toBe("once\n");
-    } finally {
-      await h.release(lease);
-    }
-    expect(await emu.leftovers()).toEqual([]);
-  });
-
-  it("a steady command is no vendor call: its stdin and output ride the channel's one stream", async () => {
-    const h = host();
-    const lease = await h.acquire();
-    try {
-      await ready(lease);
-      await h.sh(lease, "true");
-      const mark = emu.requests.mark();
-      const outs = [];
-      for (const word of ["one", "two", "three"]) outs.push((await h.sh(lease, `echo ${word}; cat`, { stdin: word })).stdout);
-      expect(outs).toEqual(["one\none", "two\ntwo", "three\nthree"]);
-      expect(emu.requests.list({ since: mark, includeRunning: true }).map((r) => r.route)).toEqual([]);
-    } finally {
-      await h.release(lease);
-    }
-    expect(await emu.leftovers()).toEqual([]);
-  });
-
-  it("a command flooding its output does not hold the others, and every byte arrives", async () => {
-    const h = host();
-    const lease = await h.acquire();
-    try {
-      await ready(lease);
-      const flood = h.sh(lease, "head -c 8388608 /dev/zero | tr '\\0' a; echo");
-      const quick = await Promise.all([1, 2, 3].map((i) => h.sh(lease, `echo quick${i}`)));
-      expect(quick.map((q) => q.stdout)).toEqual(["quick1\n", "quick2\n", "quick3\n"]);
-      const big = await flood;
-      expect(big.exitCode).toBe(0);
-      expect(big.stdout.length).toBe(8 * 1024 * 1024 + 1);
-      expect(commandChannelStatus(id(lease)).overChannel).toBeGreaterThanOrEqual(4);
     } finally {
       await h.release(lease);
     }

@@ -4,13 +4,12 @@ import { defineProviderConfig, fields, resolveSecretRef } from "@paperclip-sandb
 export const URL_ENV = "CODER_URL";
 export const TOKEN_ENV = "CODER_SESSION_TOKEN";
 export const WORKSPACE_HOME = "/home/coder";
-export const DEFAULT_REMOTE_CWD = `${WORKSPACE_HOME}/workspace`;
+const DEFAULT_REMOTE_CWD = `${WORKSPACE_HOME}/workspace`;
 export const DEFAULT_RUNNER_SLUG = "paperclip-runner";
-export const DEFAULT_NAME_PREFIX = "paperclip";
+const DEFAULT_NAME_PREFIX = "paperclip";
 /** Coder's workspace names are at most 32 characters; a name is the prefix, `-` and 16 characters of ours. */
-export const MAX_NAME_PREFIX = 15;
-export const TRANSPORTS = ["app-proxy", "rpty", "ssh"] as const;
-export type CommandTransport = (typeof TRANSPORTS)[number];
+const MAX_NAME_PREFIX = 15;
+const TRANSPORTS = ["app-proxy", "rpty", "ssh"] as const;
 
 export const DIRECT_RUNNER_REFUSED =
   "Direct runner URL is not supported: commands reach the runner app only through Coder's app proxy (the session token authenticates them there). Remove directRunnerUrl and set Runner app slug.";

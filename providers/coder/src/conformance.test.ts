@@ -46,6 +46,13 @@ for (const channel of ["always", "off"] as const) {
       { config: { ...config, stopAfterHours: 0 }, error: /^Stop after \(hours\): / },
     ],
     reuseConfig: { ...config, reuseLease: true },
+    // The channel's cut before its hello is command-channel.test.ts's: the app proxy's first stream is not the channel's.
+    commandChannel: {
+      vendorCalls: () => {
+        const mark = emu.requests.mark();
+        return async () => emu.requests.list({ since: mark, includeRunning: true }).map((r) => r.route ?? r.path);
+      },
+    },
   });
 }
 

@@ -9,7 +9,7 @@ import { execFile } from "node:child_process";
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const COMMAND_TIMEOUT_MS = 10_000;
 
-export class HeaderConfigError extends Error {
+class HeaderConfigError extends Error {
   override name = "HeaderConfigError";
 }
 
@@ -29,13 +29,13 @@ function parsePairs(pairs: string[], source: string): Record<string, string> {
 }
 
 /** `CODER_HEADER`: `a=1,b=2` (one entry per comma, as the CLI reads a string array from its environment). */
-export function headersFromEnv(env: NodeJS.ProcessEnv): Record<string, string> {
+function headersFromEnv(env: NodeJS.ProcessEnv): Record<string, string> {
   const value = env.CODER_HEADER;
   return value ? parsePairs(value.split(","), "CODER_HEADER") : {};
 }
 
 /** `CODER_HEADER_COMMAND`'s output headers (the command's text never appears in an error: it may hold secrets). */
-export async function headersFromCommand(env: NodeJS.ProcessEnv, platform: NodeJS.Platform = process.platform): Promise<Record<string, string>> {
+async function headersFromCommand(env: NodeJS.ProcessEnv, platform: NodeJS.Platform = process.platform): Promise<Record<string, string>> {
   const command = env.CODER_HEADER_COMMAND;
   if (!command) return {};
   if (platform === "win32") throw new HeaderConfigError("CODER_HEADER_COMMAND is not supported on Windows (unset it, or use CODER_HEADER)");

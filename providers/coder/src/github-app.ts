@@ -8,7 +8,7 @@ import { createSign } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createVendorClient } from "@paperclip-sandbox/kit";
 
-export const GITHUB_API_URL = "https://api.github.com";
+const GITHUB_API_URL = "https://api.github.com";
 
 export interface GitHubAppCredentials {
   appId: string;
@@ -32,7 +32,7 @@ export interface RepositoryToken {
   header: string;
 }
 
-export class GitHubAppError extends Error {
+class GitHubAppError extends Error {
   override name = "GitHubAppError";
 }
 

@@ -11,10 +11,10 @@ const OWNER_HEX = 6;
 const RUN_HEX = 6;
 const NONCE_HEX = 4;
 
-export const PROVIDER_LABEL = "paperclip-provider";
-export const COMPANY_LABEL = "paperclip-company";
-export const ENVIRONMENT_LABEL = "paperclip-environment";
-export const RUN_LABEL = "paperclip-run";
+const PROVIDER_LABEL = "paperclip-provider";
+const COMPANY_LABEL = "paperclip-company";
+const ENVIRONMENT_LABEL = "paperclip-environment";
+const RUN_LABEL = "paperclip-run";
 
 export interface NameOwner {
   driverKey: string;
@@ -43,13 +43,13 @@ export function workspaceNameFor(prefix: string, labels: Readonly<Record<string,
   return `${prefix}-${ownerPart(labels)}${runPart(labels[RUN_LABEL] ?? "")}${nonce}`;
 }
 
-export interface ParsedName {
+interface ParsedName {
   owner: string;
   run: string;
 }
 
 /** The hashes in a name this prefix made; undefined for any other name. */
-export function parseWorkspaceName(name: string, prefix: string): ParsedName | undefined {
+function parseWorkspaceName(name: string, prefix: string): ParsedName | undefined {
   const match = new RegExp(`^${prefix}-([0-9a-f]{${OWNER_HEX}})([0-9a-f]{${RUN_HEX}})[0-9a-f]{${NONCE_HEX}}$`).exec(name);
   return match ? { owner: match[1]!, run: match[2]! } : undefined;
 }

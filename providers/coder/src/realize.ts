@@ -33,7 +33,7 @@ export function sourceOf(metadata: Record<string, unknown> | undefined): Realiza
 
 const REF = /^[A-Za-z0-9._/-]{1,255}$/;
 
-export function cloneScript(repository: GitHubRepository, cwd: string): string {
+function cloneScript(repository: GitHubRepository, cwd: string): string {
   const dir = shellQuote(cwd);
   return [
     "set -e",

@@ -15,8 +15,8 @@ export const STREAM_CAPABILITIES: TransportCapabilities = Object.freeze({
   remoteTimeout: true,
 });
 
-export const HEALTH_PROTOCOL = "paperclip-runner/1";
-export const STREAM_PROTOCOL = "paperclip-runner.stream.v1";
+const HEALTH_PROTOCOL = "paperclip-runner/1";
+const STREAM_PROTOCOL = "paperclip-runner.stream.v1";
 
 export const MSG_START = 0x01;
 export const MSG_STDIN = 0x02;

@@ -27,7 +27,7 @@ export interface SessionDeps {
 }
 
 /** Missing URL or token: named by field and variable, before any call. */
-export class CoderConfigError extends Error {
+class CoderConfigError extends Error {
   override name = "CoderConfigError";
 }
 

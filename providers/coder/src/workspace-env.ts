@@ -6,8 +6,8 @@
  */
 import { WORKSPACE_HOME } from "./config.js";
 
-export const WORKSPACE_USER = "coder";
-export const WORKSPACE_PATH = `${WORKSPACE_HOME}/.local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`;
+const WORKSPACE_USER = "coder";
+const WORKSPACE_PATH = `${WORKSPACE_HOME}/.local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`;
 
 const VALID_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 

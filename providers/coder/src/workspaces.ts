@@ -22,7 +22,7 @@ export interface CoderHandle extends SandboxHandle {
   labels: Readonly<Record<string, string>>;
 }
 
-export class WorkspaceStateError extends Error {
+class WorkspaceStateError extends Error {
   override name = "WorkspaceStateError";
 }
 

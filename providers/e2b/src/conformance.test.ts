@@ -30,6 +30,19 @@ for (const channel of ["always", "off"] as const) {
     reuseConfig: { ...config, reuseLease: true },
     leftovers: () => emu.leftovers(),
     labelsOf: async (providerLeaseId, leaseConfig) => (await listLeases(leaseConfig, { env: {} })).find((lease) => lease.providerLeaseId === providerLeaseId)?.labels,
+    // The lease's first process start is its channel's: cut after the start event, before any output.
+    commandChannel: {
+      cutBeforeHello: async () => {
+        const mark = emu.requests.mark();
+        emu.faults.inject({ kind: "drop-stream", route: "/process.Process/Start", afterMessages: 1, times: 1 });
+        return () => emu.requests.list({ since: mark, includeRunning: true }).filter((r) => r.faults.includes("drop-stream")).length;
+      },
+      // The lease's timeout refreshes run on their own timer.
+      vendorCalls: () => {
+        const mark = emu.requests.mark();
+        return async () => emu.requests.list({ since: mark, includeRunning: true }).flatMap((r) => (r.route === "/sandboxes/:id/timeout" ? [] : [r.route ?? r.path]));
+      },
+    },
     faults: {
       // The first call after the create is the process start that makes the workspace (with the
       // channel, the channel's own start comes first and fails over to that process start).

@@ -14,6 +14,15 @@ const TUNING = "Tuning";
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const dnsLabel = (max: number) => (value: string) =>
   value.length > max ? `must be at most ${max} characters` : DNS_LABEL.test(value) ? undefined : "must be lower-case letters, digits and dashes, starting and ending with a letter or digit";
+/** A trimmed string that must be a DNS label of at most `max` characters. */
+const dnsLabelString = (max: number) =>
+  z
+    .string()
+    .trim()
+    .superRefine((value, ctx) => {
+      const problem = dnsLabel(max)(value);
+      if (problem) ctx.addIssue({ code: "custom", message: problem });
+    });
 const cidrItem = (value: string) => {
   const [address, prefix, extra] = value.split("/");
   const family = isIP(address ?? "");
@@ -62,21 +71,12 @@ export const kubernetesConfigSchema = z.object({
     )
     .default("paperclip-"),
   companySlug: fields
-    .ui(
-      z
-        .string()
-        .trim()
-        .superRefine((v, ctx) => {
-          const p = dnsLabel(43)(v);
-          if (p) ctx.addIssue({ code: "custom", message: p });
-        }),
-      {
-        title: "Company slug",
-        description: "The tenant namespace's suffix. Empty: derived from the company id.",
-        group: TENANT,
-        advanced: true,
-      },
-    )
+    .ui(dnsLabelString(43), {
+      title: "Company slug",
+      description: "The tenant namespace's suffix. Empty: derived from the company id.",
+      group: TENANT,
+      advanced: true,
+    })
     .optional(),
   adapterType: fields
     .oneOf(ADAPTER_TYPES, {
@@ -140,16 +140,7 @@ export const kubernetesConfigSchema = z.object({
   egressAllowFqdns: fields.stringList({ title: "Allowed host names", description: "Hosts every pod of this environment may reach, besides the adapter's API host.", group: NETWORK, item: fqdnItem }),
   egressAllowCidrs: fields.stringList({ title: "Allowed IP ranges", description: "IP ranges (CIDR) every pod of the company may reach.", group: NETWORK, item: cidrItem }),
   serverNamespace: fields
-    .ui(
-      z
-        .string()
-        .trim()
-        .superRefine((v, ctx) => {
-          const p = dnsLabel(63)(v);
-          if (p) ctx.addIssue({ code: "custom", message: p });
-        }),
-      { title: "Paperclip server namespace", description: "Namespace of the Paperclip server pods, which the pods may call back.", group: NETWORK, advanced: true },
-    )
+    .ui(dnsLabelString(63), { title: "Paperclip server namespace", description: "Namespace of the Paperclip server pods, which the pods may call back.", group: NETWORK, advanced: true })
     .default("paperclip"),
   serverPodLabels: fields
     .ui(z.record(z.string(), z.string()), { title: "Paperclip server pod labels", description: "Labels selecting the Paperclip server pods.", group: NETWORK, advanced: true })

@@ -44,6 +44,12 @@ export function tenantNamespaceManifest({ namespace, companyLabel }: TenantInput
   };
 }
 
+/** One pod's requests and limits: the container's own, and the tenant's LimitRange defaults. */
+const podResources = (config: KubernetesConfig) => ({
+  requests: { cpu: config.cpuRequest, memory: config.memoryRequest },
+  limits: { cpu: config.cpuLimit, memory: config.memoryLimit },
+});
+
 const meta = (name: string, namespace: string, extra: Record<string, unknown> = {}) => ({ name, namespace, labels: { ...MANAGED_BY }, ...extra });
 
 /** The tenant's objects besides the namespace, in creation order. */
@@ -101,8 +107,8 @@ export function tenantObjects({ namespace, config }: TenantInput): Array<{ kind:
               type: "Container",
               max: { cpu: "8", memory: "16Gi" },
               min: { cpu: "10m", memory: "16Mi" },
-              default: { cpu: config.cpuLimit, memory: config.memoryLimit },
-              defaultRequest: { cpu: config.cpuRequest, memory: config.memoryRequest },
+              default: podResources(config).limits,
+              defaultRequest: podResources(config).requests,
             },
           ],
         },
@@ -176,7 +182,7 @@ export function podSpec({ config, image, secretName, command, restartPolicy }: P
           { name: "XDG_CACHE_HOME", value: POD_PATHS.cache },
         ],
         envFrom: [{ secretRef: { name: secretName } }],
-        resources: { requests: { cpu: config.cpuRequest, memory: config.memoryRequest }, limits: { cpu: config.cpuLimit, memory: config.memoryLimit } },
+        resources: podResources(config),
         securityContext: {
           runAsUser: POD_UID,
           runAsGroup: POD_UID,

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { COMMAND_CHANNEL_SWITCH } from "@paperclip-sandbox/kit";
-import type { PluginContext, PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
+import { hostFor, type InProcessHost } from "@paperclip-sandbox/conformance";
 import { runEmulator, type RunningEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "@paperclip-sandbox/emulator-modal";
 import { execTimeoutSeconds, MODAL_ARGV_LIMIT } from "./transport.js";
@@ -14,7 +14,6 @@ import { createModalPlugin } from "./plugin.js";
 
 let emu: RunningEmulator;
 let config: Record<string, unknown>;
-const scope = { driverKey: "modal", companyId: "company-1", environmentId: "env-1" };
 const plugins: Array<ReturnType<typeof createModalPlugin>> = [];
 
 beforeAll(async () => {
@@ -27,33 +26,12 @@ afterAll(async () => {
   await emu?.close();
 });
 
-async function start() {
+/** A fresh plugin (a fresh worker) driven as the host does; `after` keeps another host's identity (the worker after a restart). */
+function start(leaseConfig: Record<string, unknown> = config, after?: InProcessHost): InProcessHost {
   const plugin = createModalPlugin({ env: {} });
   plugins.push(plugin);
-  const hooks = plugin.provider.plugin.definition as Required<typeof plugin.provider.plugin.definition>;
-  const warnings: string[] = [];
-  const ctx = {
-    execution: { log: () => undefined },
-    logger: { info: () => undefined, warn: (m: string) => warnings.push(m), error: () => undefined, debug: () => undefined },
-  } as unknown as PluginContext;
-  await hooks.setup(ctx);
-  return hooks;
+  return after ? after.withPlugin(plugin.provider.plugin) : hostFor(plugin.provider.plugin, leaseConfig, { driverKey: "modal" });
 }
-
-type Hooks = Awaited<ReturnType<typeof start>>;
-
-async function acquire(hooks: Hooks, leaseConfig: Record<string, unknown>, extra: Record<string, unknown> = {}) {
-  const lease = await hooks.onEnvironmentAcquireLease({ ...scope, config: leaseConfig, runId: "run-1", agentId: "agent-1", executionWorkspaceId: "ws-1", ...extra });
-  return lease;
-}
-
-const exec = (hooks: Hooks, leaseConfig: Record<string, unknown>, lease: PluginEnvironmentLease, command: string, args: string[] = [], more: Record<string, unknown> = {}) =>
-  hooks.onEnvironmentExecute({ ...scope, config: leaseConfig, lease, command, args, ...more });
-
-const release = (hooks: Hooks, leaseConfig: Record<string, unknown>, lease: PluginEnvironmentLease) =>
-  hooks.onEnvironmentReleaseLease({ ...scope, config: leaseConfig, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
-const destroy = (hooks: Hooks, leaseConfig: Record<string, unknown>, lease: PluginEnvironmentLease) =>
-  hooks.onEnvironmentDestroyLease({ ...scope, config: leaseConfig, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
 
 /**
  * The calls `work` made. Not `requests.idle()`: a lease's command channel is an exec that runs as
@@ -90,36 +68,36 @@ describe("modal plugin against the emulator", () => {
   it("rounds command timeouts up to whole seconds (at least one) and reports them as timedOut", async () => {
     expect([1, 999, 1000, 1001, 1200, 59_999].map(execTimeoutSeconds)).toEqual([1, 1, 1, 2, 2, 60]);
     channelSwitch("off"); // Modal's own exec deadline (over the command channel the deadline is exact)
-    const hooks = await start();
-    const lease = await acquire(hooks, config);
+    const host = start();
+    const lease = await host.acquire();
     try {
       // 1.2 s becomes Modal's 2 s: the command is ended at 2 s, not at 1 s.
       let started = Date.now();
-      const rounded = await exec(hooks, config, lease, "sh", ["-c", "echo started; sleep 10"], { timeoutMs: 1_200 });
+      const rounded = await host.execute(lease, "sh", ["-c", "echo started; sleep 10"], { timeoutMs: 1_200 });
       const roundedMs = Date.now() - started;
       expect(rounded).toMatchObject({ exitCode: null, timedOut: true, stdout: "started\n" });
       expect(roundedMs).toBeGreaterThanOrEqual(1_900);
       expect(roundedMs).toBeLessThan(8_000);
       // 300 ms becomes the 1 s minimum.
       started = Date.now();
-      const minimum = await exec(hooks, config, lease, "sleep", ["10"], { timeoutMs: 300 });
+      const minimum = await host.execute(lease, "sleep", ["10"], { timeoutMs: 300 });
       expect(minimum).toMatchObject({ exitCode: null, timedOut: true });
       expect(Date.now() - started).toBeGreaterThanOrEqual(950);
       // The whole group ended with it.
-      const after = await exec(hooks, config, lease, "sh", ["-c", "ps -eo args | grep -c '[s]leep 10' || true"]);
+      const after = await host.execute(lease, "sh", ["-c", "ps -eo args | grep -c '[s]leep 10' || true"]);
       expect(after.stdout.trim()).toBe("0");
     } finally {
-      await destroy(hooks, config, lease);
+      await host.destroy(lease);
     }
   });
 
   it("refuses a command over Modal's 64 KiB argv before any vendor call", async () => {
-    const hooks = await start();
-    const lease = await acquire(hooks, config);
+    const host = start();
+    const lease = await host.acquire();
     try {
       const huge = "x".repeat(MODAL_ARGV_LIMIT);
       const { result, calls } = await callsDuring(() =>
-        exec(hooks, config, lease, "echo", [huge]).then(
+        host.execute(lease, "echo", [huge]).then(
           () => "ran",
           (error: Error) => error.message,
         ),
@@ -127,21 +105,21 @@ describe("modal plugin against the emulator", () => {
       expect(result).toMatch(/bytes of arguments; Modal's exec takes at most 65536 \(nothing was sent\)/);
       expect(calls).toEqual([]);
       // Just under the limit still runs.
-      const fits = await exec(hooks, config, lease, "sh", ["-c", 'printf %s "$1" | wc -c', "sh", "y".repeat(50_000)]);
+      const fits = await host.execute(lease, "sh", ["-c", 'printf %s "$1" | wc -c', "sh", "y".repeat(50_000)]);
       expect(fits.stdout.trim()).toBe("50000");
     } finally {
-      await destroy(hooks, config, lease);
+      await host.destroy(lease);
     }
   });
 
   it("costs 4 gRPC calls per plain execute, 5 with stdin, and one exec per sync operation of a file", async () => {
     channelSwitch("off");
-    const hooks = await start();
-    const lease = await acquire(hooks, config);
+    const host = start();
+    const lease = await host.acquire();
     try {
-      const plain = await callsDuring(() => exec(hooks, config, lease, "true"));
+      const plain = await callsDuring(() => host.execute(lease, "true"));
       expect(plain.calls.sort()).toEqual(["TaskExecStart", "TaskExecStdioRead", "TaskExecStdioRead", "TaskExecWait"]);
-      const withStdin = await callsDuring(() => exec(hooks, config, lease, "cat", [], { stdin: "hello" }));
+      const withStdin = await callsDuring(() => host.execute(lease, "cat", [], { stdin: "hello" }));
       expect(withStdin.result.stdout).toBe("hello");
       expect(withStdin.calls.sort()).toEqual(["TaskExecStart", "TaskExecStdinWriteStream", "TaskExecStdioRead", "TaskExecStdioRead", "TaskExecWait"]);
 
@@ -149,12 +127,14 @@ describe("modal plugin against the emulator", () => {
       try {
         writeFileSync(join(dir, "in.txt"), "synced");
         const remote = `${lease.metadata?.remoteCwd as string}/in.txt`;
+        const hooks = await host.hooks();
+        const scope = { driverKey: "modal", companyId: host.identity.companyId, environmentId: host.identity.environmentId, config };
         const syncIn = await callsDuring(() =>
-          hooks.onEnvironmentSyncIn({ ...scope, config, lease, operations: [{ operationId: "in", files: [{ sourcePath: join(dir, "in.txt"), targetPath: remote, kind: "file" }] }] }),
+          hooks.onEnvironmentSyncIn({ ...scope, lease, operations: [{ operationId: "in", files: [{ sourcePath: join(dir, "in.txt"), targetPath: remote, kind: "file" }] }] }),
         );
         expect(syncIn.calls.filter((call) => call === "TaskExecStart")).toHaveLength(1);
         const syncOut = await callsDuring(() =>
-          hooks.onEnvironmentSyncOut({ ...scope, config, lease, operations: [{ operationId: "out", files: [{ sourcePath: remote, targetPath: join(dir, "out.txt"), kind: "file" }] }] }),
+          hooks.onEnvironmentSyncOut({ ...scope, lease, operations: [{ operationId: "out", files: [{ sourcePath: remote, targetPath: join(dir, "out.txt"), kind: "file" }] }] }),
         );
         expect(syncOut.calls.filter((call) => call === "TaskExecStart")).toHaveLength(1);
         expect(readFileSync(join(dir, "out.txt"), "utf8")).toBe("synced");
@@ -162,57 +142,57 @@ describe("modal plugin against the emulator", () => {
         rmSync(dir, { recursive: true, force: true });
       }
     } finally {
-      await destroy(hooks, config, lease);
+      await host.destroy(lease);
     }
   });
 
   it("over the command channel a warm execute, with stdin or without, costs no gRPC call, and a timeout ends its group", async () => {
     channelSwitch("always");
-    const hooks = await start();
-    const lease = await acquire(hooks, config);
+    const host = start();
+    const lease = await host.acquire();
     try {
-      const plain = await callsDuring(() => exec(hooks, config, lease, "true"));
+      const plain = await callsDuring(() => host.execute(lease, "true"));
       expect(plain.result.exitCode).toBe(0);
       expect(plain.calls).toEqual([]);
-      const withStdin = await callsDuring(() => exec(hooks, config, lease, "cat", [], { stdin: "hello" }));
+      const withStdin = await callsDuring(() => host.execute(lease, "cat", [], { stdin: "hello" }));
       expect(withStdin.result.stdout).toBe("hello");
       expect(withStdin.calls).toEqual([]);
-      const timed = await exec(hooks, config, lease, "sh", ["-c", "echo started; sleep 10 & sleep 10"], { timeoutMs: 1_200 });
+      const timed = await host.execute(lease, "sh", ["-c", "echo started; sleep 10 & sleep 10"], { timeoutMs: 1_200 });
       expect(timed).toMatchObject({ exitCode: null, timedOut: true, stdout: "started\n" });
-      const after = await exec(hooks, config, lease, "sh", ["-c", "ps -eo args | grep -c '[s]leep 10' || true"]);
+      const after = await host.execute(lease, "sh", ["-c", "ps -eo args | grep -c '[s]leep 10' || true"]);
       expect(after.stdout.trim()).toBe("0");
     } finally {
-      await destroy(hooks, config, lease);
+      await host.destroy(lease);
     }
   });
 
   it("keeps a reused lease running at release (billed), warns about it in the probe, and resumes it by id", async () => {
-    const hooks = await start();
     const reuse = { ...config, reuseLease: true };
-    const probe = await hooks.onEnvironmentProbe({ ...scope, config: reuse });
+    const host = start(reuse);
+    const probe = await host.probe();
     expect(probe.ok).toBe(true);
     expect(probe.summary).toBe("modal sandbox ready — reused leases keep running and are billed while idle (Modal has no pause)");
     expect(probe.diagnostics?.find((d) => d.code === "MODAL_REUSE_BILLS_WHILE_IDLE")?.message).toMatch(/billed until its sandbox timeout \(3600 s\)/);
-    expect((await hooks.onEnvironmentProbe({ ...scope, config: { ...reuse, reuseVia: "snapshot" } })).summary).toBe("modal sandbox ready");
+    expect((await host.probe({ reuseVia: "snapshot" })).summary).toBe("modal sandbox ready");
 
-    const lease = await acquire(hooks, reuse);
-    expect(await exec(hooks, reuse, lease, "sh", ["-c", "nohup sleep 300 >/dev/null 2>&1 & echo started"])).toMatchObject({ exitCode: 0 });
-    expect(await release(hooks, reuse, lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "stopped" });
+    const lease = await host.acquire();
+    expect(await host.sh(lease, "nohup sleep 300 >/dev/null 2>&1 & echo started")).toMatchObject({ exitCode: 0 });
+    expect(await host.release(lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "stopped" });
     expect(await emu.leftovers()).toHaveLength(1); // still running, still billed
 
-    const fresh = await start();
-    const resumed = await fresh.onEnvironmentResumeLease({ ...scope, config: reuse, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
+    const fresh = start(reuse, host);
+    const resumed = await fresh.resume(lease);
     expect(resumed.providerLeaseId).toBe(lease.providerLeaseId);
-    const still = await exec(fresh, reuse, resumed, "sh", ["-c", "ps -eo args | grep -c '[s]leep 300'"]);
+    const still = await fresh.sh(resumed, "ps -eo args | grep -c '[s]leep 300'");
     expect(still.stdout.trim()).toBe("1"); // processes survive: the sandbox never stopped
-    await destroy(fresh, reuse, resumed);
+    await fresh.destroy(resumed);
     expect(await emu.leftovers()).toEqual([]);
   });
 
   it("with reuseVia snapshot: release snapshots and ends the sandbox; resume keeps a file and a tool from the first run, not its processes", async () => {
-    const hooks = await start();
     const snap = { ...config, reuseLease: true, reuseVia: "snapshot" };
-    const lease = await acquire(hooks, snap);
+    const host = start(snap);
+    const lease = await host.acquire();
     expect(lease.providerLeaseId).toMatch(/^snapshot:pc-[0-9a-f]{20}$/);
     const install = [
       "echo 'kept across runs' > notes.txt",
@@ -221,31 +201,31 @@ describe("modal plugin against the emulator", () => {
       "chmod +x $HOME/.local/bin/mytool",
       "nohup sleep 300 >/dev/null 2>&1 &",
     ].join(" && ");
-    expect(await exec(hooks, snap, lease, "sh", ["-c", install])).toMatchObject({ exitCode: 0 });
+    expect(await host.sh(lease, install)).toMatchObject({ exitCode: 0 });
 
-    expect(await release(hooks, snap, lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "stopped" });
+    expect(await host.release(lease)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "stopped" });
     const kept = await emu.leftovers();
     expect(kept).toHaveLength(1);
     expect(kept[0]).toMatch(/^image im-\S+ \(filesystem snapshot\)$/); // no sandbox runs (none billed), one image
 
-    const fresh = await start();
-    const resumed = await fresh.onEnvironmentResumeLease({ ...scope, config: snap, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
+    const fresh = start(snap, host);
+    const resumed = await fresh.resume(lease);
     expect(resumed.providerLeaseId).toBe(lease.providerLeaseId);
     expect(resumed.metadata?.sandboxId).not.toBe(lease.metadata?.sandboxId);
-    const check = await exec(fresh, snap, resumed, "sh", ["-c", "cat notes.txt; $HOME/.local/bin/mytool; ps -eo args | grep -c '[s]leep 300' || true"]);
+    const check = await fresh.sh(resumed, "cat notes.txt; $HOME/.local/bin/mytool; ps -eo args | grep -c '[s]leep 300' || true");
     expect(check).toMatchObject({ exitCode: 0, stdout: "kept across runs\ntool v1 works\n0\n" });
 
     // A second cycle: a newer snapshot replaces the one the sandbox started from.
-    expect(await exec(fresh, snap, resumed, "sh", ["-c", "echo second >> notes.txt"])).toMatchObject({ exitCode: 0 });
-    expect(await release(fresh, snap, resumed)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "stopped" });
+    expect(await fresh.sh(resumed, "echo second >> notes.txt")).toMatchObject({ exitCode: 0 });
+    expect(await fresh.release(resumed)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "stopped" });
     const second = await emu.leftovers();
     expect(second).toHaveLength(1);
     expect(second).not.toEqual(kept);
-    const third = await start();
-    const again = await third.onEnvironmentResumeLease({ ...scope, config: snap, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata });
-    expect((await exec(third, snap, again, "cat", ["notes.txt"])).stdout).toBe("kept across runs\nsecond\n");
+    const third = start(snap, host);
+    const again = await third.resume(lease);
+    expect((await third.execute(again, "cat", ["notes.txt"])).stdout).toBe("kept across runs\nsecond\n");
 
-    await destroy(third, snap, again);
+    await third.destroy(again);
     expect(await emu.leftovers()).toEqual([]);
   });
 });

@@ -5,7 +5,7 @@ import { CONTROL_SESSION_ID, DEFAULT_SESSION_ID, DEFAULT_TIMEOUT_MS, destroyQuie
 import { assertEnvKeys, buildCommandScript, killGroupScript, loginShell } from "./shell.js";
 
 /** Host commands that carry machine-read payloads: never streamed (a streamed exec can lose its last chunk). */
-export const EXEC_CHANNEL_ENV = "PAPERCLIP_SANDBOX_EXEC_CHANNEL";
+const EXEC_CHANNEL_ENV = "PAPERCLIP_SANDBOX_EXEC_CHANNEL";
 
 export interface ExecResult {
   exitCode: number | null;

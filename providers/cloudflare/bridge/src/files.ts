@@ -5,7 +5,7 @@ import { CONTROL_SESSION_ID, controlExec } from "./sandboxes.js";
 import { quote } from "./shell.js";
 
 /** Bytes per `writeFile` (base64 in a JSON body to the container): bounded Worker memory per upload. */
-export const UPLOAD_PART_BYTES = 4 * 1024 * 1024;
+const UPLOAD_PART_BYTES = 4 * 1024 * 1024;
 
 export function absolutePath(raw: string | null): string {
   if (!raw || !raw.startsWith("/") || raw.includes("\0")) throw new BridgeError(400, "invalid_request", "path must be an absolute POSIX path.");

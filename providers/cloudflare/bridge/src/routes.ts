@@ -22,13 +22,13 @@ import {
 import { openSse } from "./sse.js";
 import { PROCESS_SIGNALS, quote, type ProcessSignal } from "./shell.js";
 
-export const BRIDGE_VERSION = "0.2.0";
+const BRIDGE_VERSION = "0.2.0";
 
 /**
  * What this bridge adds to upstream's v1 contract. A client finds them in the health answer and
  * uses them only when present, so it also works against a bridge deployed from upstream's template.
  */
-export const EXTENSIONS = {
+const EXTENSIONS = {
   /** `PUT`/`GET /files`: a file's bytes streamed in one request each way. */
   files: true,
   /** `labels` on acquire, `GET /leases?label=k=v`, `GET /leases/{id}`. */

@@ -23,7 +23,7 @@ export interface LeaseSettings {
   timeoutMs: number;
 }
 
-export function normalizeSandboxId(raw: string): string {
+function normalizeSandboxId(raw: string): string {
   return raw
     .trim()
     .toLowerCase()
@@ -48,7 +48,7 @@ export function sandboxFor(env: Env, id: string, options: { keepAlive?: boolean;
  * so a resume then finds the state "lost"; this bridge keeps it inside `.paperclip-runtime`, and a
  * resume also accepts one at the old place (a sandbox an older bridge made).
  */
-export const sentinelPath = (remoteCwd: string): string => `${remoteCwd.replace(/\/+$/, "") || ""}/.paperclip-runtime/.paperclip-lease.json`;
+const sentinelPath = (remoteCwd: string): string => `${remoteCwd.replace(/\/+$/, "") || ""}/.paperclip-runtime/.paperclip-lease.json`;
 const templateSentinelPath = (remoteCwd: string): string => `${remoteCwd.replace(/\/+$/, "") || ""}/.paperclip-lease.json`;
 
 /** Runs a housekeeping command in the control session; a non-zero exit is an error naming `action`. */
@@ -99,8 +99,4 @@ export async function destroyQuietly(sandbox: Sandbox): Promise<void> {
   } catch {
     // gone is what a destroy wants
   }
-}
-
-export function notFound(message: string): BridgeError {
-  return new BridgeError(404, "not_found", message);
 }

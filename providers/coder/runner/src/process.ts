@@ -16,7 +16,7 @@ export interface CommandSpec {
   killGraceMs: number;
 }
 
-export interface CommandExit {
+interface CommandExit {
   exitCode: number | null;
   signal: string | null;
   timedOut: boolean;
@@ -34,9 +34,9 @@ export interface RunningCommand {
 }
 
 /** After exit, output still open but silent this long is held by a background child: stop waiting. */
-export const DRAIN_AFTER_EXIT_MS = 200;
-export const BASH = "/bin/bash";
-export const BASH_ARGS = ["--noprofile", "--norc", "-c"];
+const DRAIN_AFTER_EXIT_MS = 200;
+const BASH = "/bin/bash";
+const BASH_ARGS = ["--noprofile", "--norc", "-c"];
 
 /** Starts the command; rejects when it cannot start (a missing cwd, no bash). */
 export function startCommand(spec: CommandSpec): Promise<RunningCommand> {

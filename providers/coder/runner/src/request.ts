@@ -21,7 +21,7 @@ export class RequestError extends Error {
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** A day: longer than any command Paperclip runs. */
-export const MAX_TIMEOUT_MS = 24 * 60 * 60 * 1000;
+const MAX_TIMEOUT_MS = 24 * 60 * 60 * 1000;
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
 

@@ -45,7 +45,7 @@ export const DEFAULT_OPTIONS: Omit<RunnerOptions, "defaultCwd"> = {
 };
 
 /** What `/healthz` says: the plugin uses the stream route only when this names it. */
-export const HEALTH = { ok: true, protocol: "paperclip-runner/1", stream: STREAM_PROTOCOL, encodings: ["utf8", "base64"] } as const;
+const HEALTH = { ok: true, protocol: "paperclip-runner/1", stream: STREAM_PROTOCOL, encodings: ["utf8", "base64"] } as const;
 
 export interface RunnerServer {
   server: http.Server;

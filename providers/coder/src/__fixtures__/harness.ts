@@ -1,20 +1,13 @@
-// The plugin in this process, its hooks called as the host calls them.
+// The plugin in this process, its hooks called as the host calls them. Not conformance's hostFor:
+// these calls may name another company or a whole other config per call, and carry no agent or
+// execution workspace unless a test gives them (hostFor's host always sends its own).
 import { randomUUID } from "node:crypto";
 import type { PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
+import { configAfterAcquire } from "@paperclip-sandbox/conformance";
 import { createCoderPlugin, type CoderPluginDeps } from "../plugin.js";
 
 export const COMPANY = "company-1";
 export const ENVIRONMENT = "environment-1";
-
-/** Keys the host strips from every config it sends a plugin (its own lease and envelope fields). */
-const HOST_INTERNAL = ["driver", "executionWorkspaceMode", "pluginId", "pluginKey", "providerMetadata", "remoteCwd", "shellCommand"];
-
-/** The config as the host sends it: after acquire merged with the lease's metadata, host-internal keys stripped. */
-export function hostConfig(config: Record<string, unknown>, metadata: Record<string, unknown> = {}): Record<string, unknown> {
-  const merged = { ...config, ...metadata };
-  for (const key of HOST_INTERNAL) delete merged[key];
-  return merged;
-}
 
 export function harness(config: Record<string, unknown>, deps: CoderPluginDeps = {}) {
   const plugin = createCoderPlugin({ env: {}, ...deps });
@@ -23,7 +16,7 @@ export function harness(config: Record<string, unknown>, deps: CoderPluginDeps =
     driverKey: "coder",
     companyId: extra.companyId ?? COMPANY,
     environmentId: ENVIRONMENT,
-    config: hostConfig(extra.config ?? config, extra.lease?.metadata),
+    config: configAfterAcquire(extra.config ?? config, extra.lease?.metadata),
   });
   const leaseParams = (lease: PluginEnvironmentLease, extra: { companyId?: string; config?: Record<string, unknown> } = {}) => ({
     ...base({ ...extra, lease }),

@@ -38,8 +38,6 @@ import {
   type RunnerHealth,
 } from "../runner-protocol.js";
 
-export { STREAM_CAPABILITIES };
-
 export interface AppProxyTarget {
   coderUrl: string;
   token: string;
@@ -52,7 +50,7 @@ export interface AppProxyTarget {
 const SESSION_COOKIE = "coder_session_token";
 
 /** The app's root URL (with its trailing slash, which Coder's proxy insists on). */
-export function appUrl(target: AppProxyTarget): string {
+function appUrl(target: AppProxyTarget): string {
   return `${target.coderUrl}/@${target.owner}/${target.workspace}.${target.agent}/apps/${target.slug}/`;
 }
 

@@ -31,11 +31,11 @@ export interface PtyTarget {
 }
 
 /** Stdin up to this rides inside the command (the command travels in the URL's query). */
-export const RPTY_INLINE_STDIN = 32 * 1024;
+const RPTY_INLINE_STDIN = 32 * 1024;
 /** The longest command we put in a URL (Go's server allows 1 MB of request head). */
-export const RPTY_MAX_COMMAND = 512 * 1024;
+const RPTY_MAX_COMMAND = 512 * 1024;
 /** Largest file one upload spools and types. */
-export const RPTY_MAX_UPLOAD = 256 * 1024 * 1024;
+const RPTY_MAX_UPLOAD = 256 * 1024 * 1024;
 const TYPE_PIECE = 64 * 1024;
 
 interface PtySession {
@@ -197,12 +197,12 @@ export function rptyTerminals(target: PtyTarget, control: ScriptRunner): PtyTran
 }
 
 /** A terminal prints `\r\n` for every `\n` (ONLCR): undo it, markers and base64 are line-based. */
-export function terminalText(output: Buffer): string {
+function terminalText(output: Buffer): string {
   return output.toString("latin1").replace(/\r\n/g, "\n");
 }
 
 /** Runs one command in a fresh terminal and returns what it printed, line ends as the command wrote them. */
-export async function ptyExec(target: PtyTarget, command: string, signal?: AbortSignal): Promise<string> {
+async function ptyExec(target: PtyTarget, command: string, signal?: AbortSignal): Promise<string> {
   return terminalText(await openPty(target, command, signal).output);
 }
 
