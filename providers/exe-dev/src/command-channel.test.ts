@@ -2,10 +2,11 @@
 // process), with faults made for real: the in-sandbox multiplexer killed mid-command, its SSH
 // channel refused before its hello, the connection cut under it, a command flooding its output
 // while others run.
+import { readdirSync, readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
-import { COMMAND_CHANNEL_SWITCH, commandChannelStatus } from "@paperclip-sandbox/kit";
-import { startHarness, type Harness } from "./__fixtures__/harness.js";
+import { closeCommandChannel, COMMAND_CHANNEL_SWITCH, commandChannelStatus } from "@paperclip-sandbox/kit";
+import { runIdentity, startHarness, type Harness } from "./__fixtures__/harness.js";
 
 let h: Harness;
 const switchBefore = process.env[COMMAND_CHANNEL_SWITCH];
@@ -35,6 +36,19 @@ const comesBack = (lease: PluginEnvironmentLease) =>
     },
     { timeout: 30_000, interval: 200 },
   );
+
+/** This worker's ssh processes (masters and channel clients) for the harness's runtime directory. */
+const sshProcesses = () =>
+  readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .map((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ");
+      } catch {
+        return "";
+      }
+    })
+    .filter((cmdline) => /^\S*ssh /.test(cmdline) && cmdline.includes(h.runtimeParent));
 
 describe("exe-dev: the command channel under faults", () => {
   it(
@@ -169,6 +183,37 @@ describe("exe-dev: the command channel under faults", () => {
         expect(status(lease).overChannel).toBeGreaterThanOrEqual(4);
       } finally {
         await h.release(lease);
+      }
+      expect(await h.emu.leftovers()).toEqual([]);
+    },
+    TEST_MS,
+  );
+
+  it(
+    "reuse: the release of a kept lease lets a command of the run that resumed it finish, and destroy leaves no ssh process",
+    async () => {
+      // The host's warm handoff: the next run resumes the kept lease and runs commands while the
+      // previous run's release is still arriving; that release ends the channel (what it does to the
+      // lease's channel, without the drain of the entry's own work). Longer than the close timeout (5 s).
+      const config = { ...h.config, reuseLease: true };
+      const lease = await h.acquire(config, runIdentity);
+      let destroyed = false;
+      try {
+        await ready(lease);
+        const resumed = await h.resume(lease, config);
+        expect(resumed.providerLeaseId).toBe(lease.providerLeaseId);
+        const long = h.sh(resumed, "echo $$ > long.pid; sleep 7; echo survived", { config });
+        await vi.waitFor(async () => expect((await h.sh(resumed, "cat long.pid 2>/dev/null", { config })).stdout).toMatch(/^\d+\n$/), { timeout: 20_000, interval: 100 });
+        await closeCommandChannel(lease.providerLeaseId!);
+        const result = await long;
+        expect({ exitCode: result.exitCode, stdout: result.stdout }).toEqual({ exitCode: 0, stdout: "survived\n" });
+        // The resumed run goes on (its next channel starts on a later command).
+        expect((await h.sh(resumed, "echo next", { config })).stdout).toBe("next\n");
+        await h.destroy(resumed, config);
+        destroyed = true;
+        await vi.waitFor(() => expect(sshProcesses()).toEqual([]), { timeout: 20_000, interval: 200 });
+      } finally {
+        if (!destroyed) await h.destroy(lease, config).catch(() => undefined);
       }
       expect(await h.emu.leftovers()).toEqual([]);
     },
