@@ -616,14 +616,22 @@ async function customImageScenario(p, cid, agentId, eid) {
     check(r.session.providerLeaseId, "the setup session names no sandbox");
     const got = await apiOk("GET", `/environment-custom-image-setup-sessions/${r.session.id}?${q}`);
     check(got.session?.status === "waiting_for_user", `refreshed setup session is ${got.session?.status}`);
-    return { session: r.session, detail: `session ${r.session.id}, sandbox ${r.session.providerLeaseId}, connection ${JSON.stringify(r.connectionPayload ?? null)}` };
+    return {
+      session: r.session,
+      detail: `session ${r.session.id}, sandbox ${r.session.providerLeaseId}, connection ${r.connectionPayload?.type ?? "none"} (its command carries a credential: not printed)`,
+    };
   });
   if (!started) return;
   const { session } = started;
-  const installed = await step("custom image: a file installed in the setup sandbox", async () => {
-    p.customImage.install(ctx, session.providerLeaseId, ".paperclip-e2e-marker", `${token}\n`);
-    return { detail: "$HOME/.paperclip-e2e-marker" };
-  });
+  const installed = p.customImage.install
+    ? await step("custom image: a file installed in the setup sandbox", async () => {
+        await p.customImage.install(ctx, session.providerLeaseId, ".paperclip-e2e-marker", `${token}\n`);
+        return { detail: "$HOME/.paperclip-e2e-marker" };
+      })
+    : await step("custom image: a file installed through the host's browser terminal", async () => {
+        const seen = await terminalInstall(session.id, q, token);
+        return { detail: `$HOME/.paperclip-e2e-marker typed over ${seen}` };
+      });
   if (!installed) {
     await api("POST", `/environment-custom-image-setup-sessions/${session.id}/cancel?${q}`, { reason: "e2e install failed" });
     return;
@@ -632,7 +640,7 @@ async function customImageScenario(p, cid, agentId, eid) {
     const r = await apiOk("POST", `/environment-custom-image-setup-sessions/${session.id}/finish?${q}`, {}, { timeoutMs: 130_000 });
     check(r.session?.status === "promoted", `setup session is ${r.session?.status} after finish`);
     check(r.template?.status === "active" && r.template.templateRef, `no active template: ${redactText(JSON.stringify(r.template ?? r)).slice(0, 300)}`);
-    check(p.customImage.templates(ctx).includes(r.template.templateRef), `the provider keeps no template ${r.template.templateRef}`);
+    check((await p.customImage.templates(ctx)).includes(r.template.templateRef), `the provider keeps no template ${r.template.templateRef}`);
     const dir = p.leaseDir?.(ctx, { providerLeaseId: session.providerLeaseId });
     await waitFor("the setup sandbox gone", async () => !dir || !fs.existsSync(dir), { timeoutMs: 30_000 });
     return { template: r.template, detail: `template ${r.template.templateRef} (${r.template.templateKind})` };
@@ -647,12 +655,71 @@ async function customImageScenario(p, cid, agentId, eid) {
   await step("custom image: template deleted, its copy gone, the next run clean", async () => {
     const t = await apiOk("DELETE", `/environments/${eid}/custom-image-template?deleteProviderTemplate=true&${q}`);
     check(t.status === "revoked", `template is ${t.status} after delete`);
-    check(!p.customImage.templates(ctx).includes(captured.template.templateRef), `the provider still keeps ${captured.template.templateRef}`);
+    check(!(await p.customImage.templates(ctx)).includes(captured.template.templateRef), `the provider still keeps ${captured.template.templateRef}`);
     const r = await taskRun({ agentId, environmentId: eid });
     await checkRunResult(p, r, { expectMarkerBefore: "none" });
     await checkReleased(p, r);
     return { detail: "marker_before=none" };
   });
+}
+
+/**
+ * The operator's way into a setup sandbox (HOST-CALLS.md §8): a terminal-session token from the host,
+ * then the host's terminal websocket, which connects to the setup session's `ssh` payload with ssh2
+ * and relays the shell. Types the install, checks a resize reaches the terminal, exits the shell.
+ */
+async function terminalInstall(sessionId, q, token) {
+  const minted = await apiOk("POST", `/environment-custom-image-setup-sessions/${sessionId}/terminal-session-token?${q}`, {});
+  check(minted.connectionType === "ssh" && typeof minted.token === "string" && minted.websocketPath, `terminal token answer: ${redactText(JSON.stringify(minted)).slice(0, 300)}`);
+  const url = `${API.replace(/^http/, "ws").replace(/\/api$/, "")}${minted.websocketPath}&cols=120&rows=30`;
+  const ws = new WebSocket(url);
+  const frames = [];
+  let output = "";
+  const waiters = [];
+  const settle = () => {
+    for (const w of [...waiters]) if (w.test()) waiters.splice(waiters.indexOf(w), 1), w.resolve();
+  };
+  ws.addEventListener("message", (event) => {
+    let frame;
+    try {
+      frame = JSON.parse(String(event.data));
+    } catch {
+      frame = { type: "raw" };
+    }
+    frames.push(frame.type);
+    if (frame.type === "output") output += frame.data;
+    if (frame.type === "closed" || frame.type === "error") frames.push(`${frame.type}:${frame.reason ?? frame.message}`);
+    settle();
+  });
+  ws.addEventListener("close", (event) => (frames.push(`ws-close:${event.code}`), settle()));
+  const until = (what, test, timeoutMs = 60_000) =>
+    new Promise((resolve, reject) => {
+      if (test()) return resolve();
+      const timer = setTimeout(() => reject(new Error(`terminal: timed out waiting for ${what}; frames ${frames.join(",")}; output ${JSON.stringify(output.slice(-300))}`)), timeoutMs);
+      waiters.push({ test, resolve: () => (clearTimeout(timer), resolve()) });
+    });
+  try {
+    await new Promise((resolve, reject) => {
+      ws.addEventListener("open", resolve, { once: true });
+      ws.addEventListener("error", () => reject(new Error("terminal websocket did not open")), { once: true });
+    });
+    const t0 = now();
+    ws.send(JSON.stringify({ type: "auth", token: minted.token }));
+    await until("ready", () => frames.includes("ready") || frames.some((f) => f.startsWith("error") || f.startsWith("ws-close")));
+    check(frames.includes("ready"), `the terminal did not get ready: ${frames.join(",")}`);
+    const readyMs = now() - t0;
+    ws.send(JSON.stringify({ type: "input", data: `printf '%s\\n' ${token} > "$HOME/.paperclip-e2e-marker" && echo installed-$((6*7))\r` }));
+    await until("the typed install to run", () => output.includes("installed-42"));
+    ws.send(JSON.stringify({ type: "resize", cols: 100, rows: 20 }));
+    ws.send(JSON.stringify({ type: "input", data: "echo size-$(stty size | tr ' ' x)\r" }));
+    await until("the resized terminal's size", () => /size-20x100/.test(output));
+    ws.send(JSON.stringify({ type: "input", data: "exit\r" }));
+    await until("the terminal to close after exit", () => frames.some((f) => f.startsWith("closed") || f.startsWith("ws-close")));
+    const types = [...new Set(frames)].join(",");
+    return `the host's terminal (ready ${readyMs} ms; frames ${types})`;
+  } finally {
+    ws.close();
+  }
 }
 
 /**

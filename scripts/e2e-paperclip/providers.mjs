@@ -87,15 +87,9 @@ export const PROVIDERS = [
     acp: true,
     leaseDir: (ctx, lease) => (lease.providerLeaseId ? path.join(ctx.runDir, "bwrap", "leases", lease.providerLeaseId) : null),
     leftovers: (ctx) => listDirs(path.join(ctx.runDir, "bwrap", "leases")).map((name) => `lease dir bwrap/leases/${name}`),
-    // Custom images: bubblewrap offers no setup connection (README), so the file is installed on the
-    // worker's machine, in the setup sandbox's home on disk (as its operator could), owned like the home.
+    // Custom images: the file is installed through the host's browser terminal (bubblewrap declares the
+    // kit's ssh setup connection), so no `install` here.
     customImage: {
-      install: (ctx, providerLeaseId, name, content) => {
-        const home = path.join(ctx.runDir, "bwrap", "leases", providerLeaseId, "disk", "home");
-        const owner = fs.statSync(home);
-        fs.writeFileSync(path.join(home, name), content, { mode: 0o644 });
-        fs.chownSync(path.join(home, name), owner.uid, owner.gid);
-      },
       templates: (ctx) => listDirs(path.join(ctx.runDir, "bwrap", "templates")),
     },
     ui: (ctx) => ({
@@ -146,7 +140,25 @@ export const PROVIDERS = [
     timingRuns: 3,
     leaseDir: () => null,
     // Every sandbox the runs made is gone: no jail directory left in the emulator's state dir.
-    leftovers: (ctx) => listDirs(path.join(ctx.runDir, "daytona")).flatMap((state) => listDirs(path.join(ctx.runDir, "daytona", state, "leases")).map((id) => `daytona sandbox jail ${id}`)),
+    leftovers: (ctx) => listDirs(path.join(ctx.runDir, "daytona")).flatMap((state) => listDirs(path.join(ctx.runDir, "daytona", state, "b", "leases")).map((id) => `daytona sandbox jail ${id}`)),
+    // Custom images: no setup connection yet, so the file is written into the setup sandbox's home on
+    // the emulator's disk (its jail), owned like the home; templates are the organization's snapshots.
+    customImage: {
+      install: (ctx, providerLeaseId, name, content) => {
+        const [home] = listDirs(path.join(ctx.runDir, "daytona"))
+          .map((state) => path.join(ctx.runDir, "daytona", state, "b", "leases", providerLeaseId, "disk", "home"))
+          .filter((dir) => fs.existsSync(dir));
+        if (!home) throw new Error(`no jail of daytona sandbox ${providerLeaseId} under ${path.join(ctx.runDir, "daytona")}`);
+        const owner = fs.statSync(home);
+        fs.writeFileSync(path.join(home, name), content, { mode: 0o644 });
+        fs.chownSync(path.join(home, name), owner.uid, owner.gid);
+      },
+      templates: async (ctx) => {
+        const answer = await fetch(`${ctx.emulator.url}/snapshots?limit=200`, { headers: { authorization: `Bearer ${ctx.emulator.credentials.apiKey}` } });
+        const page = /** @type {{ items: { name: string }[] }} */ (await answer.json());
+        return page.items.map((snapshot) => snapshot.name);
+      },
+    },
     ui: (ctx) => ({
       fill: { "API key": ctx.emulator.credentials.apiKey, "API URL": ctx.emulator.url },
       cleared: ["Snapshot", "Target"],
@@ -291,6 +303,21 @@ PROVIDERS.push({
   duplex: { runs: 1 },
   leaseDir: () => null,
   leftovers: envdLeftovers,
+  // Custom images: no setup connection yet, so the file is written into the setup sandbox's home on
+  // the emulator's disk (its jail), owned like the home; templates are the team's snapshot templates.
+  customImage: {
+    install: (ctx, providerLeaseId, name, content) => {
+      const home = path.join(ctx.emulator.env.ENVD_EMULATOR_STATE_DIR, "leases", providerLeaseId, "disk", "home");
+      const owner = fs.statSync(home);
+      fs.writeFileSync(path.join(home, name), content, { mode: 0o644 });
+      fs.chownSync(path.join(home, name), owner.uid, owner.gid);
+    },
+    templates: async (ctx) => {
+      const answer = await fetch(`${ctx.emulator.url}/snapshots`, { headers: { "x-api-key": ctx.emulator.credentials.apiKey } });
+      const snapshots = /** @type {{ snapshotID: string }[]} */ (await answer.json());
+      return snapshots.map((snapshot) => snapshot.snapshotID);
+    },
+  },
   ui: (ctx) => ({
     // The API key is a secret picker in the form (not typed here), so Test reaches no sandbox: the
     // SDK refuses to call without a key, and the summary says so.
@@ -422,6 +449,21 @@ PROVIDERS.push({
       ...listDirs(path.join(parent, scratch, "b", "leases")).map((id) => `boxd emulator machine ${id} still there`),
       ...listDirs(path.join(parent, scratch, "snapshots")).map((id) => `boxd emulator snapshot ${id}`),
     ]);
+  },
+  // Custom images: no setup connection yet (README), so the file is written into the setup
+  // machine's home on the emulator's disk (its jail), owned like the home; templates are snapshots.
+  customImage: {
+    install: (ctx, providerLeaseId, name, content) => {
+      const parent = ctx.emulator.scratchParent;
+      const home = listDirs(parent)
+        .map((scratch) => path.join(parent, scratch, "b", "leases", providerLeaseId, "disk", "home"))
+        .find((dir) => fs.existsSync(dir));
+      if (!home) throw new Error(`no home of boxd emulator machine ${providerLeaseId} under ${parent}`);
+      const owner = fs.statSync(home);
+      fs.writeFileSync(path.join(home, name), content, { mode: 0o644 });
+      fs.chownSync(path.join(home, name), owner.uid, owner.gid);
+    },
+    templates: async (ctx) => (await ctx.emulator.leftovers()).flatMap((item) => /^snapshot [^/]+\/(\S+) v\d+$/.exec(item)?.[1] ?? []),
   },
   ui: (ctx) => ({
     fill: { "API key": ctx.emulator.credentials.apiKey, "API URL": ctx.emulator.url, "Token exchange URL": ctx.emulator.endpoints.exchange },

@@ -393,6 +393,8 @@ export function createMachineManager(deps: MachineManagerDeps) {
       try {
         await mkdir(join(deps.scratch, "snapshots"), { recursive: true, mode: 0o700 });
         record.sizeBytes = await captureDisk(m.jail, record.dir);
+        // Deleted (or saved again) while it was being copied: the copy is nobody's.
+        if (snapshots.get(key) !== record) return await rm(record.dir, { recursive: true, force: true });
         record.status = "ready";
         if (previous) await rm(previous.dir, { recursive: true, force: true });
       } catch (error) {

@@ -3,7 +3,9 @@
 import grpc from "@grpc/grpc-js";
 import protoLoader from "@grpc/proto-loader";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { coverageReport, coverageTable, createManualClock, runEmulator, withCoverageTable, type RunningEmulator } from "@paperclip-sandbox/emulator-kit";
 import { BOXD_COVERAGE, BOXD_PROTO_PATH, boxdOperations, emulator, newApiKey, type BoxdEmulatorControl } from "./index.js";
 
@@ -12,6 +14,10 @@ const definition = protoLoader.loadSync(BOXD_PROTO_PATH, { keepCase: true, longs
 const Service = (grpc.loadPackageDefinition(definition) as unknown as { boxd: { api: { v1: { BoxdApi: grpc.ServiceClientConstructor } } } }).boxd.api.v1.BoxdApi;
 
 const other = { apiKey: newApiKey(), userId: "someone", org: "other-org" };
+/** Where the emulator keeps its jails and snapshot copies (read by the snapshot-copy test). */
+const scratchParent = mkdtempSync(join(tmpdir(), "bxp-"));
+// Jails run as other uids: they must be able to pass through it.
+chmodSync(scratchParent, 0o711);
 let emu: RunningEmulator;
 let control: BoxdEmulatorControl;
 let client: Client;
@@ -61,7 +67,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 beforeAll(async () => {
   emu = await runEmulator(emulator, {
-    options: { maxMachinesPerOrg: 4, accounts: [{ apiKey: newApiKey(), userId: "octo", org: "personal", displayName: "Octo" }, other], expose: (c) => (control = c) },
+    options: { maxMachinesPerOrg: 4, scratchParent, accounts: [{ apiKey: newApiKey(), userId: "octo", org: "personal", displayName: "Octo" }, other], expose: (c) => (control = c) },
   });
   client = new Service(emu.url.replace("http://", ""), grpc.credentials.createInsecure()) as Client;
   token = ((await (await exchange(emu.credentials.apiKey!)).json()) as { token: string }).token;
@@ -69,6 +75,7 @@ beforeAll(async () => {
 afterAll(async () => {
   client?.close();
   await emu?.close();
+  rmSync(scratchParent, { recursive: true, force: true });
 });
 
 describe("boxd emulator: token exchange and auth", () => {
@@ -322,6 +329,18 @@ describe("boxd emulator: files and snapshots", () => {
     await call("DeleteSnapshot", { name: "snap-one" });
     await expect(call("GetSnapshot", { name: "snap-one" })).rejects.toEqual(code("NOT_FOUND"));
     for (const id of [vm.vm_id, restored.vm_id]) await call("DestroyVm", { vm_id: id });
+  });
+
+  it("a snapshot deleted while it is being saved leaves no copy on disk", async () => {
+    const vm = await create({ name: "snap-gone" });
+    await exec(vm.vm_id, "head -c 1048576 /dev/zero > $HOME/blob");
+    expect(await call("CreateSnapshot", { vm: vm.vm_id, name: "snap-gone" })).toMatchObject({ status: "pending" });
+    await call("DeleteSnapshot", { name: "snap-gone" });
+    // The machine's next command runs after the copy (one machine's work is serial).
+    await exec(vm.vm_id, "true");
+    const snapshotsDirs = readdirSync(scratchParent).map((root) => join(scratchParent, root, "snapshots"));
+    expect(snapshotsDirs.flatMap((dir) => readdirSync(dir, { withFileTypes: true }).map((e) => e.name))).toEqual([]);
+    await call("DestroyVm", { vm_id: vm.vm_id });
   });
 
   it("records every call with its gRPC code, and leaves nothing behind", async () => {

@@ -5,7 +5,7 @@ const refused = (reason: string): CoverageEntry => ({ status: "refused", reason 
 
 const NO_NETWORK = "jails have no network and expose no port: preview, signed and SSH URLs would point nowhere";
 const NO_BUILDS = "one image (the host's tree): nothing is built, so there are no build logs";
-const NO_FORKS = "no copy-on-write sandbox copies (fork, backup, snapshot of a running sandbox); archive keeps a stopped sandbox's disk";
+const NO_FORKS = "no copy-on-write sandbox copies (fork, backup); archive keeps a stopped sandbox's disk";
 const NO_TELEMETRY = "no OpenTelemetry collector behind the emulator";
 const RUNNER_ONLY = "called by Daytona's runners and proxy, not by clients";
 
@@ -79,7 +79,7 @@ export const DAYTONA_COVERAGE: CoverageSpec = {
     "api/sandbox.updatePublicStatus": served("recorded only"),
     "api/sandbox.getToolboxProxyUrl": served(),
     "api/sandbox.createBackup": refused(NO_FORKS),
-    "api/sandbox.createSandboxSnapshot": refused(NO_FORKS),
+    "api/sandbox.createSandboxSnapshot": served("a copy of the jail's writable trees (workspace, home, cache, /tmp), taken frozen; the image tree is the host's"),
     "api/sandbox.forkSandbox": refused(NO_FORKS),
     "api/sandbox.getSandboxAncestors": refused(NO_FORKS),
     "api/sandbox.getSandboxForks": refused(NO_FORKS),

@@ -180,6 +180,33 @@ describe("snapshots and listing", () => {
     await expect(sdk.snapshot.get("fidelity-snap")).rejects.toMatchObject({ statusCode: 404 });
   });
 
+  it("a sandbox's snapshot (createSnapshot): snapshotting, back to started, its files in a sandbox made from it; deleted, gone", async () => {
+    const source = await sdk.create({ autoStopInterval: 0 });
+    await source.fs.uploadFile(Buffer.from("captured\n"), "/workspace/tool.txt");
+    await source.process.executeCommand('mkdir -p "$HOME/work" && echo in-home > "$HOME/work/a.txt"');
+    const mark = emu.requests.mark();
+    await source.createSnapshot("fidelity-from-sandbox");
+    expect(source.state).toBe("started");
+    expect(emu.requests.list({ since: mark }).map((r) => `${r.method} ${r.route}`)).toContain("POST /api/sandbox/:sandboxIdOrName/snapshot");
+    await expect(source.createSnapshot("fidelity-from-sandbox")).rejects.toMatchObject({ statusCode: 409 });
+    const snapshot = await sdk.snapshot.get("fidelity-from-sandbox");
+    expect(snapshot).toMatchObject({ name: "fidelity-from-sandbox", state: "active", sourceSandboxId: source.id });
+    // Written after the snapshot: not part of it.
+    await source.fs.uploadFile(Buffer.from("later\n"), "/workspace/later.txt");
+    const copy = await sdk.create({ snapshot: "fidelity-from-sandbox", autoStopInterval: 0 });
+    expect((await copy.process.executeCommand('cat /workspace/tool.txt "$HOME/work/a.txt"; test -e /workspace/later.txt || echo no-later')).result).toBe("captured\nin-home\nno-later\n");
+    await Promise.all([copy.delete(60, true), source.delete(60, true)]);
+    await sdk.snapshot.delete("fidelity-from-sandbox");
+    await expect(sdk.snapshot.get("fidelity-from-sandbox")).rejects.toMatchObject({ statusCode: 404 });
+  });
+
+  it("a snapshot of a missing sandbox is 404; a nameless one 400", async () => {
+    const answer = await fetch(`${emu.url}/sandbox/nope/snapshot`, { method: "POST", headers: { ...auth(), "content-type": "application/json" }, body: JSON.stringify({ name: "x" }) });
+    expect(answer.status).toBe(404);
+    const nameless = await fetch(`${emu.url}/sandbox/${box.id}/snapshot`, { method: "POST", headers: { ...auth(), "content-type": "application/json" }, body: JSON.stringify({}) });
+    expect(nameless.status).toBe(400);
+  });
+
   it("lists by labels and states across cursor pages", async () => {
     const a = await sdk.create({ labels: { fid: "list" } });
     const b = await sdk.create({ labels: { fid: "list" } });

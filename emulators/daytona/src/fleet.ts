@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { createSerial, HttpError, type VendorClock } from "@paperclip-sandbox/emulator-kit";
-import { SANDBOX_USER, type SandboxBackend } from "@paperclip-sandbox/sandbox-backend";
+import { restoreDisk, SANDBOX_USER, type Sandbox as Jail, type SandboxBackend } from "@paperclip-sandbox/sandbox-backend";
 import type { ResolvedOptions } from "./options.js";
 import { DISK_STATES, RUNNING_STATES, type SandboxRecord, type SandboxState } from "./records.js";
+import type { SnapshotStore } from "./snapshot-routes.js";
 
 /** What `POST /sandbox` may ask for (the fields of `CreateSandbox` this emulator honours). */
 export interface CreateRequest {
@@ -46,6 +47,8 @@ export interface Fleet {
   remove(record: SandboxRecord): Promise<void>;
   /** `resize`: cpu and memory of a started or stopped sandbox, disk only stopped (only up). */
   resize(record: SandboxRecord, to: { cpu?: number; memory?: number; disk?: number }): Promise<void>;
+  /** `createSandboxSnapshot`: `work` copies the jail while the sandbox is `snapshotting`; then it returns to its state. */
+  snapshot(record: SandboxRecord, work: (jail: Jail) => Promise<void>): Promise<void>;
   /** The sandbox was used (toolbox call, API action): the auto-stop clock restarts. */
   touch(record: SandboxRecord): void;
   /** Applies the auto-stop/pause/archive/delete intervals and TTLs due now. */
@@ -61,7 +64,7 @@ export interface Fleet {
  * take `transitionMs` in their transitional state (0: the call answers in the final state); one
  * change at a time per sandbox (another answers 409). Intervals run on the vendor clock.
  */
-export function createFleet(backend: SandboxBackend, options: ResolvedOptions, clock: VendorClock): Fleet {
+export function createFleet(backend: SandboxBackend, options: ResolvedOptions, clock: VendorClock, snapshots: SnapshotStore): Fleet {
   const records = new Map<string, SandboxRecord>();
   const listeners = new Set<(event: FleetEvent) => void>();
   const serial = createSerial();
@@ -132,6 +135,9 @@ export function createFleet(backend: SandboxBackend, options: ResolvedOptions, c
       labels: { "daytona-sandbox": record.id },
     });
     record.jail = jail;
+    // A sandbox made from a sandbox's snapshot starts with that snapshot's disk, before anything runs in it.
+    const disk = record.boots === 0 && record.snapshot !== undefined ? snapshots.diskOf(record.snapshot) : undefined;
+    if (disk !== undefined) await restoreDisk(disk, jail);
     record.boots += 1;
   };
 
@@ -141,7 +147,7 @@ export function createFleet(backend: SandboxBackend, options: ResolvedOptions, c
     clock,
     async create(request) {
       if (closed) throw new HttpError(503, "the emulator is shutting down");
-      if (request.snapshot !== undefined && options.snapshots && !options.snapshots.has(request.snapshot)) {
+      if (request.snapshot !== undefined && (options.snapshots || snapshots.diskOf(request.snapshot) !== undefined) && !snapshots.exists(request.snapshot)) {
         throw new HttpError(404, `Snapshot ${request.snapshot} not found`);
       }
       const name = request.name ?? undefined;
@@ -280,6 +286,14 @@ export function createFleet(backend: SandboxBackend, options: ResolvedOptions, c
         // Cgroup limits are set when a jail starts: a started sandbox keeps its running limits until its next boot.
         Object.assign(record, next);
       });
+    },
+
+    async snapshot(record, work) {
+      fleet.touch(record);
+      if (record.state !== "started" && record.state !== "stopped") throw busyAnswer(record, `Sandbox must be started or stopped to snapshot (it is ${record.state})`);
+      const jail = record.jail;
+      if (!jail) throw new HttpError(400, "Sandbox has no disk to snapshot");
+      await transition(record, "snapshotting", record.state, () => work(jail));
     },
 
     touch(record) {

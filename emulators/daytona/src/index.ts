@@ -1,3 +1,4 @@
+import { join } from "node:path";
 import { createRouter, createVendorClock, HttpError, requireBearer, type EmulatorDefinition, type HttpContext, type RawAnswer } from "@paperclip-sandbox/emulator-kit";
 import { registerApiRoutes } from "./api-routes.js";
 import { apiErrorEnvelope, daemonErrorEnvelope } from "./errors.js";
@@ -10,7 +11,7 @@ import { sandboxDto } from "./records.js";
 import { registerPtyRoutes } from "./pty-routes.js";
 import { registerRefusals } from "./refusals.js";
 import { registerSessionRoutes } from "./session-routes.js";
-import { registerSnapshotRoutes } from "./snapshot-routes.js";
+import { createSnapshotStore, registerSnapshotRoutes } from "./snapshot-routes.js";
 
 export type { DaytonaEmulatorOptions, DaytonaQuota } from "./options.js";
 export { DAYTONA_COVERAGE } from "./coverage.js";
@@ -37,9 +38,11 @@ export const emulator: EmulatorDefinition<DaytonaEmulatorOptions> = {
   async start(kit, options) {
     const resolved = resolveOptions(options);
     const apiKey = options.apiKey ?? kit.credential("dtn_");
-    const { backend } = await kit.backend({ parentDir: options.stateParentDir, prefix: "dte" });
+    // Jails under <root>/b, sandbox snapshots' disk copies beside them under <root>/snapshots.
+    const { backend, root } = await kit.backend({ parentDir: options.stateParentDir, prefix: "dte", stateSubdir: "b" });
     const clock = options.clock ?? createVendorClock({ timeScale: resolved.timeScale });
-    const fleet = createFleet(backend, resolved, clock);
+    const snapshots = createSnapshotStore({ clock, dir: join(root, "snapshots"), initial: resolved.snapshots ? [...resolved.snapshots] : ["daytonaio/sandbox:emulator"] });
+    const fleet = createFleet(backend, resolved, clock, snapshots);
     kit.onClose(() => fleet.close());
 
     const authorize = (ctx: Pick<HttpContext, "header" | "query">) => void requireBearer(ctx, { accept: [apiKey], missingMessage: "Unauthorized", invalidMessage: "Unauthorized" });
@@ -58,7 +61,7 @@ export const emulator: EmulatorDefinition<DaytonaEmulatorOptions> = {
     // Refusals first: some of their paths would otherwise match a served pattern (`/api/sandbox/for-runner`).
     registerRefusals(router, { authorize, apiEnvelope: apiErrorEnvelope, daemonEnvelope: daemonErrorEnvelope });
     registerApiRoutes(router, { fleet, authorize, toolboxUrl });
-    registerSnapshotRoutes(router, { fleet, authorize, organizationId: resolved.organizationId, initial: resolved.snapshots ? [...resolved.snapshots] : ["daytonaio/sandbox:emulator"] });
+    registerSnapshotRoutes(router, { fleet, store: snapshots, authorize, organizationId: resolved.organizationId, sandboxDto: (record) => sandboxDto(record, toolboxUrl()) });
     registerProcessRoutes(router, { fleet, authorize });
     registerCodeRunRoute(router, { fleet, authorize });
     const sessions = registerSessionRoutes(router, { fleet, authorize });

@@ -16,6 +16,7 @@ export type SandboxState =
   | "paused"
   | "resuming"
   | "resizing"
+  | "snapshotting"
   | "error";
 
 /** One sandbox as the control plane keeps it; `jail` is its backend sandbox (real processes and files). */
@@ -64,7 +65,7 @@ export interface SandboxRecord {
 }
 
 /** States that hold CPU and memory of the organization's quota. */
-export const RUNNING_STATES: ReadonlySet<SandboxState> = new Set(["creating", "starting", "restoring", "started", "stopping", "pausing", "paused", "resuming", "resizing"]);
+export const RUNNING_STATES: ReadonlySet<SandboxState> = new Set(["creating", "starting", "restoring", "started", "stopping", "pausing", "paused", "resuming", "resizing", "snapshotting"]);
 /** States whose disk still counts (everything but archived and gone). */
 export const DISK_STATES: ReadonlySet<SandboxState> = new Set([
   "creating",
@@ -78,6 +79,7 @@ export const DISK_STATES: ReadonlySet<SandboxState> = new Set([
   "paused",
   "resuming",
   "resizing",
+  "snapshotting",
   "error",
 ]);
 
@@ -136,6 +138,7 @@ function desiredState(state: SandboxState): string {
     case "restoring":
     case "resuming":
     case "resizing":
+    case "snapshotting":
     case "started":
       return "started";
     case "pausing":

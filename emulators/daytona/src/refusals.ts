@@ -13,7 +13,6 @@ const REFUSED_ROUTES: ReadonlyArray<[string, string, string]> = [
   ["POST", "/toolbox/:sandboxId/env", "toolbox/server.updateEnv"],
   ["GET", "/toolbox/:sandboxId/system/metrics", "toolbox/system.getSystemMetrics"],
   ["POST", "/api/sandbox/:id/backup", "api/sandbox.createBackup"],
-  ["POST", "/api/sandbox/:id/snapshot", "api/sandbox.createSandboxSnapshot"],
   ["POST", "/api/sandbox/:id/fork", "api/sandbox.forkSandbox"],
   ["GET", "/api/sandbox/:id/ancestors", "api/sandbox.getSandboxAncestors"],
   ["GET", "/api/sandbox/:id/forks", "api/sandbox.getSandboxForks"],

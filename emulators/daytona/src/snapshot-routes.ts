@@ -1,7 +1,11 @@
 import { randomUUID } from "node:crypto";
-import { HttpError, queryInt, type HttpContext, type Router } from "@paperclip-sandbox/emulator-kit";
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import { HttpError, queryInt, type HttpContext, type Router, type VendorClock } from "@paperclip-sandbox/emulator-kit";
+import { captureDisk } from "@paperclip-sandbox/sandbox-backend";
 import { apiErrorEnvelope } from "./errors.js";
 import type { Fleet } from "./fleet.js";
+import type { SandboxRecord } from "./records.js";
 
 interface SnapshotRecord {
   id: string;
@@ -11,38 +15,114 @@ interface SnapshotRecord {
   createdAt: number;
   updatedAt: number;
   lastUsedAt: number | null;
+  /** A snapshot of a sandbox (`POST /sandbox/{id}/snapshot`): its id and the copy of its disk. */
+  source?: {
+    sandboxId: string;
+    dir: string;
+    cpu: number;
+    memory: number;
+    disk: number;
+  };
+}
+
+/** The organization's snapshots, shared by the registry routes and the fleet (which starts sandboxes from them). */
+export interface SnapshotStore {
+  /** An active snapshot of that name exists. */
+  exists(name: string): boolean;
+  /** The disk copy a sandbox made from this snapshot starts with; undefined for a registered (image) snapshot. */
+  diskOf(name: string): string | undefined;
+}
+
+export interface SnapshotStoreOptions {
+  clock: VendorClock;
+  /** Where sandbox snapshots' disk copies are kept (one directory per snapshot, 0700). */
+  dir: string;
+  /** Names that exist from the start (the `snapshots` option), else the default one. */
+  initial: readonly string[];
+}
+
+interface Store extends SnapshotStore {
+  records: Map<string, SnapshotRecord>;
+  add(
+    name: string,
+    made?: {
+      imageName?: string;
+      id?: string;
+      source?: SnapshotRecord["source"];
+    },
+  ): SnapshotRecord;
+  remove(record: SnapshotRecord): Promise<void>;
+  dirFor(id: string): string;
+  clock: VendorClock;
+}
+
+export function createSnapshotStore(options: SnapshotStoreOptions): Store {
+  const records = new Map<string, SnapshotRecord>();
+  const byName = (name: string) => [...records.values()].find((s) => s.name === name);
+  const store: Store = {
+    records,
+    clock: options.clock,
+    dirFor: (id) => join(options.dir, id),
+    add(name, made = {}) {
+      const now = options.clock.now();
+      const { imageName, source } = made;
+      const record: SnapshotRecord = {
+        id: made.id ?? randomUUID(),
+        name,
+        imageName,
+        state: "active",
+        createdAt: now,
+        updatedAt: now,
+        lastUsedAt: null,
+        ...(source ? { source } : {}),
+      };
+      records.set(record.id, record);
+      return record;
+    },
+    async remove(record) {
+      records.delete(record.id);
+      if (record.source) await rm(record.source.dir, { recursive: true, force: true });
+    },
+    exists: (name) => byName(name)?.state === "active",
+    diskOf(name) {
+      const found = byName(name);
+      if (found) found.lastUsedAt = options.clock.now();
+      return found?.source?.dir;
+    },
+  };
+  for (const name of options.initial) store.add(name);
+  return store;
 }
 
 export interface SnapshotDeps {
   fleet: Fleet;
+  store: Store;
   authorize(ctx: HttpContext): void;
   organizationId: string;
-  /** Names that exist from the start (the `snapshots` option), else the default one. */
-  initial: readonly string[];
+  /** The `Sandbox` DTO the snapshot call answers with. */
+  sandboxDto(record: SandboxRecord): Record<string, unknown>;
 }
 
 const opts = { errorEnvelope: apiErrorEnvelope };
 
 /**
- * The snapshot registry (`SnapshotsApi`): names only, as every sandbox runs on the same tree here;
- * a registered snapshot is `active` at once (no build), can be deactivated, activated and removed,
- * and a sandbox made from it records its name. `SnapshotDto` fields from `@daytona/api-client`.
+ * The snapshot registry (`SnapshotsApi`) and the snapshot of a sandbox (`SandboxApi.createSandboxSnapshot`).
+ * A registered snapshot is a name only (every sandbox runs on the same image tree here), `active` at
+ * once; a sandbox's snapshot is a copy of its writable trees (the backend's `captureDisk`), taken
+ * while the sandbox is `snapshotting`, after which it returns to its state; a sandbox created from it
+ * starts with that copy. `SnapshotDto` fields from `@daytona/api-client`.
  */
-export function registerSnapshotRoutes(router: Router, deps: SnapshotDeps): { exists(name: string): boolean } {
-  const snapshots = new Map<string, SnapshotRecord>();
-  const add = (name: string, imageName?: string) => {
-    const now = deps.fleet.clock.now();
-    const record: SnapshotRecord = { id: randomUUID(), name, imageName, state: "active", createdAt: now, updatedAt: now, lastUsedAt: null };
-    snapshots.set(record.id, record);
-    return record;
-  };
-  for (const name of deps.initial) add(name);
+export function registerSnapshotRoutes(router: Router, deps: SnapshotDeps): void {
+  const { store } = deps;
   const byIdOrName = (ctx: HttpContext) => {
     deps.authorize(ctx);
     const key = ctx.params.id!;
-    const found = snapshots.get(key) ?? [...snapshots.values()].find((s) => s.name === key);
+    const found = store.records.get(key) ?? [...store.records.values()].find((s) => s.name === key);
     if (!found) throw new HttpError(404, `Snapshot with ID or name ${key} not found`);
     return found;
+  };
+  const taken = (name: string) => {
+    if ([...store.records.values()].some((s) => s.name === name)) throw new HttpError(409, `Snapshot with name ${name} already exists`);
   };
   const dto = (s: SnapshotRecord) => ({
     id: s.id,
@@ -53,15 +133,15 @@ export function registerSnapshotRoutes(router: Router, deps: SnapshotDeps): { ex
     state: s.state,
     size: null,
     entrypoint: null,
-    cpu: 1,
+    cpu: s.source?.cpu ?? 1,
     gpu: 0,
-    mem: 1,
-    disk: 3,
+    mem: s.source?.memory ?? 1,
+    disk: s.source?.disk ?? 3,
     errorReason: null,
     createdAt: new Date(s.createdAt).toISOString(),
     updatedAt: new Date(s.updatedAt).toISOString(),
     lastUsedAt: s.lastUsedAt === null ? null : new Date(s.lastUsedAt).toISOString(),
-    sourceSandboxId: null,
+    sourceSandboxId: s.source?.sandboxId ?? null,
     sandboxClass: "linux-vm",
   });
 
@@ -72,8 +152,17 @@ export function registerSnapshotRoutes(router: Router, deps: SnapshotDeps): { ex
       const page = queryInt(ctx.query, "page", { min: 1 }) ?? 1;
       const limit = queryInt(ctx.query, "limit", { min: 1, max: 200 }) ?? 100;
       const name = ctx.query.get("name");
-      const all = [...snapshots.values()].filter((s) => !name || s.name.includes(name)).sort((a, b) => b.createdAt - a.createdAt);
-      return { items: all.slice((page - 1) * limit, page * limit).map(dto), total: all.length, page, totalPages: Math.max(1, Math.ceil(all.length / limit)) };
+      const sourceSandboxId = ctx.query.get("sourceSandboxId");
+      const all = [...store.records.values()]
+        .filter((s) => !name || s.name.includes(name))
+        .filter((s) => !sourceSandboxId || s.source?.sandboxId === sourceSandboxId)
+        .sort((a, b) => b.createdAt - a.createdAt);
+      return {
+        items: all.slice((page - 1) * limit, page * limit).map(dto),
+        total: all.length,
+        page,
+        totalPages: Math.max(1, Math.ceil(all.length / limit)),
+      };
     },
     opts,
   );
@@ -81,18 +170,21 @@ export function registerSnapshotRoutes(router: Router, deps: SnapshotDeps): { ex
     "/api/snapshots",
     async (ctx) => {
       deps.authorize(ctx);
-      const body = await ctx.readJson<{ name?: unknown; imageName?: unknown }>();
+      const body = await ctx.readJson<{
+        name?: unknown;
+        imageName?: unknown;
+      }>();
       if (typeof body?.name !== "string" || body.name === "") throw new HttpError(400, "name must be a non-empty string");
-      if ([...snapshots.values()].some((s) => s.name === body.name)) throw new HttpError(409, `Snapshot with name ${body.name} already exists`);
-      return dto(add(body.name, typeof body.imageName === "string" ? body.imageName : undefined));
+      taken(body.name);
+      return dto(store.add(body.name, typeof body.imageName === "string" ? { imageName: body.imageName } : {}));
     },
     opts,
   );
   router.get("/api/snapshots/:id", (ctx) => dto(byIdOrName(ctx)), opts);
   router.delete(
     "/api/snapshots/:id",
-    (ctx) => {
-      snapshots.delete(byIdOrName(ctx).id);
+    async (ctx) => {
+      await store.remove(byIdOrName(ctx));
       ctx.send(200);
     },
     opts,
@@ -106,13 +198,43 @@ export function registerSnapshotRoutes(router: Router, deps: SnapshotDeps): { ex
       (ctx) => {
         const snapshot = byIdOrName(ctx);
         snapshot.state = state;
-        snapshot.updatedAt = deps.fleet.clock.now();
+        snapshot.updatedAt = store.clock.now();
         return dto(snapshot);
       },
       opts,
     );
   }
-  return {
-    exists: (name) => [...snapshots.values()].some((s) => s.name === name && s.state === "active"),
-  };
+
+  // `CreateSandboxSnapshot {name}` → the `Sandbox` DTO, `snapshotting` until the copy is made (the SDK
+  // then polls the sandbox until it has left that state).
+  router.post(
+    "/api/sandbox/:sandboxIdOrName/snapshot",
+    async (ctx) => {
+      deps.authorize(ctx);
+      const idOrName = ctx.params.sandboxIdOrName!;
+      const sandbox = deps.fleet.find(idOrName);
+      if (!sandbox || sandbox.state === "destroyed") throw new HttpError(404, `Sandbox with ID or name ${idOrName} not found`);
+      const body = await ctx.readJson<{ name?: unknown }>();
+      if (typeof body?.name !== "string" || body.name.trim() === "") throw new HttpError(400, "name must be a non-empty string");
+      const name = body.name;
+      taken(name);
+      const id = randomUUID();
+      const dir = store.dirFor(id);
+      await deps.fleet.snapshot(sandbox, async (jail) => {
+        await captureDisk(jail, dir);
+        store.add(name, {
+          id,
+          source: {
+            sandboxId: sandbox.id,
+            dir,
+            cpu: sandbox.cpu,
+            memory: sandbox.memory,
+            disk: sandbox.disk,
+          },
+        });
+      });
+      return deps.sandboxDto(sandbox);
+    },
+    opts,
+  );
 }

@@ -149,6 +149,49 @@ describe("sandbox timeouts on the vendor clock", () => {
   });
 });
 
+describe("snapshot templates (e2b SDK)", () => {
+  it("a named snapshot of a sandbox is a template in the team namespace; a sandbox from it has the copied files (not later ones); listed by sandbox and name; deleted, gone", async () => {
+    const source = await e2b.Sandbox.create("base", opts());
+    try {
+      await source.commands.run('echo captured > "$HOME/tool.txt"');
+      const made = await e2b.Sandbox.createSnapshot(source.sandboxId, { ...opts(), name: "my-snap" });
+      expect(made).toEqual({ snapshotId: "emulator-team/my-snap:default", names: ["emulator-team/my-snap:default"] });
+      // A nameless one is known by its template id.
+      const nameless = await e2b.Sandbox.createSnapshot(source.sandboxId, opts());
+      expect(nameless).toEqual({ snapshotId: expect.stringMatching(/^[0-9a-f]{20}:default$/), names: [] });
+      await source.commands.run('echo later > "$HOME/later.txt"');
+      expect((await source.commands.run("echo still-running")).stdout).toBe("still-running\n");
+      const bySandbox = await e2b.Sandbox.listSnapshots({ ...opts(), sandboxId: source.sandboxId }).nextItems();
+      expect(bySandbox.map((s) => s.snapshotId).sort()).toEqual([made.snapshotId, nameless.snapshotId].sort());
+      expect((await e2b.Sandbox.listSnapshots({ ...opts(), name: "my-snap" }).nextItems()).map((s) => s.snapshotId)).toEqual([made.snapshotId]);
+      for (const ref of [made.snapshotId, "my-snap", nameless.snapshotId]) {
+        const copy = await e2b.Sandbox.create(ref, opts());
+        try {
+          expect((await copy.commands.run('cat "$HOME/tool.txt"; test -e "$HOME/later.txt" || echo no-later')).stdout).toBe("captured\nno-later\n");
+        } finally {
+          await copy.kill();
+        }
+      }
+      expect(await e2b.Sandbox.deleteSnapshot(made.snapshotId, opts())).toBe(true);
+      expect(await e2b.Sandbox.deleteSnapshot(made.snapshotId, opts())).toBe(false);
+      expect(await e2b.Sandbox.deleteSnapshot(nameless.snapshotId, opts())).toBe(true);
+      await expect(e2b.Sandbox.create(made.snapshotId, opts())).rejects.toThrow(/not found/);
+    } finally {
+      await source.kill();
+    }
+  });
+
+  it("a snapshot of a missing sandbox is 404 (SandboxNotFoundError); a name outside E2B's alphabet is 400", async () => {
+    await expect(e2b.Sandbox.createSnapshot("missing", opts())).rejects.toMatchObject({ name: "SandboxNotFoundError" });
+    const answer = await fetch(`${emu.url}/sandboxes/missing/snapshots`, {
+      method: "POST",
+      headers: { "x-api-key": emu.credentials.apiKey!, "content-type": "application/json" },
+      body: JSON.stringify({ name: "Bad Name" }),
+    });
+    expect(answer.status).toBe(400);
+  });
+});
+
 describe("control plane (novita-sandbox SDK)", () => {
   it("creates through v1 POST /sandboxes (secure: an access token), connects through v1, pauses without a body", async () => {
     const mark = emu.requests.mark();

@@ -2,6 +2,7 @@ import { HttpError, queryInt, requireApiKey, type HttpContext, type Router } fro
 import { noDelay } from "./envd-access.js";
 import type { ResolvedEnvdOptions } from "./options.js";
 import type { EnvdSandbox, SandboxRegistry } from "./sandboxes.js";
+import type { SnapshotTemplates } from "./snapshots.js";
 
 /** E2B's (and Novita's) longest sandbox life, in seconds: 24 hours. */
 const MAX_TIMEOUT_SECONDS = 24 * 60 * 60;
@@ -25,7 +26,7 @@ interface CreateBody {
  * and kill. Errors always carry the JSON body `{code, message}`: both SDKs read `code`, and an
  * empty error body is success to Novita's.
  */
-export function controlPlaneRoutes(router: Router, deps: { sandboxes: SandboxRegistry; options: ResolvedEnvdOptions; apiKey: string }): void {
+export function controlPlaneRoutes(router: Router, deps: { sandboxes: SandboxRegistry; snapshots: SnapshotTemplates; options: ResolvedEnvdOptions; apiKey: string }): void {
   const { sandboxes, options, apiKey } = deps;
   const auth = (ctx: HttpContext) => (noDelay(ctx), requireApiKey(ctx, { header: "x-api-key", accept: [apiKey], missingMessage: "missing API key (X-API-KEY)", invalidMessage: "invalid API key" }));
 
@@ -37,7 +38,9 @@ export function controlPlaneRoutes(router: Router, deps: { sandboxes: SandboxReg
     const timeoutSeconds = timeoutOf(body.timeout, DEFAULT_TIMEOUT_SECONDS);
     const metadata = stringMap(body.metadata, "metadata");
     const envVars = stringMap(body.envVars, "envVars");
-    if (!options.templates.has(templateId)) throw new HttpError(404, `template '${templateId}' not found`);
+    // A snapshot template starts with its sandbox's copied trees.
+    const snapshot = options.templates.has(templateId) ? undefined : deps.snapshots.find(templateId);
+    if (!options.templates.has(templateId) && !snapshot) throw new HttpError(404, `template '${templateId}' not found`);
     if (sandboxes.size >= options.maxSandboxes) {
       throw new HttpError(429, `you have reached the maximum number of concurrent sandboxes (${options.maxSandboxes}); kill some before creating more`);
     }
@@ -51,6 +54,7 @@ export function controlPlaneRoutes(router: Router, deps: { sandboxes: SandboxReg
       secure,
       autoPause: body.autoPause === undefined ? false : booleanOf(body.autoPause, "autoPause"),
       allowInternetAccess: body.allow_internet_access === undefined ? true : booleanOf(body.allow_internet_access, "allow_internet_access"),
+      ...(snapshot ? { disk: snapshot.dir } : {}),
     });
     ctx.sendJson(201, sandboxView(sandbox, options));
   };

@@ -4,7 +4,8 @@ import type { CoverageEntry, CoverageSpec } from "@paperclip-sandbox/emulator-ki
 const served = (reason?: string): CoverageEntry => ({ status: "served", ...(reason ? { reason } : {}) });
 const refused = (reason: string): CoverageEntry => ({ status: "refused", reason });
 
-const NO_SNAPSHOTS = "no sandbox snapshots or forks (memory and filesystem copies as templates); pause/resume is served";
+const NO_SNAPSHOTS = "no sandbox forks (memory and filesystem copies); pause/resume and filesystem snapshots are served";
+const SNAPSHOTS = "a snapshot is a template holding a copy of the sandbox's writable trees (workspace, home, cache, /tmp), taken frozen; memory is not kept";
 const NO_TEMPLATES = "templates are names (the `templates` option): nothing is built or administered";
 const NO_METRICS = "no resource metrics";
 const NO_WATCH = "no filesystem watchers (no inotify bridge into the jails)";
@@ -30,8 +31,8 @@ export const ENVD_COVERAGE: CoverageSpec = {
     "api.POST /v2/sandboxes": served(),
     "api.POST /v2/sandboxes/{sandboxID}/connect": served("resumes a paused sandbox (201)"),
     "api.POST /sandboxes/{sandboxID}/fork": refused(NO_SNAPSHOTS),
-    "api.POST /sandboxes/{sandboxID}/snapshots": refused(NO_SNAPSHOTS),
-    "api.GET /snapshots": refused(NO_SNAPSHOTS),
+    "api.POST /sandboxes/{sandboxID}/snapshots": served(SNAPSHOTS),
+    "api.GET /snapshots": served("filters sandboxID and name; one page"),
     "api.GET /sandboxes/{sandboxID}/logs": refused("no sandbox logs are kept (command output goes to its stream)"),
     "api.GET /v2/sandboxes/{sandboxID}/logs": refused("no sandbox logs are kept (command output goes to its stream)"),
     "api.GET /sandboxes/{sandboxID}/metrics": refused(NO_METRICS),
@@ -51,7 +52,7 @@ export const ENVD_COVERAGE: CoverageSpec = {
     "api.DELETE /volumes/{volumeID}": refused("no volumes: a sandbox's disk is its own"),
     "api.GET /templates": refused(NO_TEMPLATES),
     "api.GET /templates/{templateID}": refused(NO_TEMPLATES),
-    "api.DELETE /templates/{templateID}": refused(NO_TEMPLATES),
+    "api.DELETE /templates/{templateID}": served("snapshot templates only; named templates (the `templates` option) are not administered"),
     "api.PATCH /templates/{templateID}": refused(NO_TEMPLATES),
     "api.POST /templates/{templateID}/builds/{buildID}": refused(NO_TEMPLATES),
     "api.GET /templates/{templateID}/builds/{buildID}/logs": refused(NO_TEMPLATES),

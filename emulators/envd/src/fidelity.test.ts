@@ -113,11 +113,12 @@ describe("Novita's SDK on the same service", () => {
 });
 
 describe("refusals", () => {
-  it("refused operations answer with the reason: snapshots (501), watchers (unimplemented)", async () => {
-    await expect(e2b.Sandbox.createSnapshot(sbx.sandboxId, opts())).rejects.toThrow(/501: emulator limit: no sandbox snapshots/);
+  it("refused operations answer with the reason: forks (501), watchers (unimplemented)", async () => {
+    const fork = await fetch(`${emu.url}/sandboxes/${sbx.sandboxId}/fork`, { method: "POST", headers: { "x-api-key": emu.credentials.apiKey!, "content-type": "application/json" }, body: "{}" });
+    expect([fork.status, ((await fork.json()) as { message: string }).message]).toEqual([501, expect.stringMatching(/^emulator limit: no sandbox forks/)]);
     await expect(sbx.files.watchDir("/home/user", () => undefined)).rejects.toThrow(/watchers are not emulated|unimplemented/i);
     await emu.requests.idle();
-    expect(emu.requests.unserved().map((u) => u.target)).toEqual(expect.arrayContaining(["/sandboxes/:sandboxID/snapshots"]));
+    expect(emu.requests.unserved().map((u) => u.target)).toEqual(expect.arrayContaining(["/sandboxes/:sandboxID/fork"]));
   });
 });
 

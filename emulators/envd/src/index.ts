@@ -1,4 +1,5 @@
-import { createRouter, createVendorClock, requireApiKey, type EmulatorDefinition, type ErrorEnvelope } from "@paperclip-sandbox/emulator-kit";
+import { join } from "node:path";
+import { createRouter, createVendorClock, requireApiKey, type EmulatorDefinition, type ErrorEnvelope, type HttpContext } from "@paperclip-sandbox/emulator-kit";
 import { controlPlaneRoutes } from "./control-plane.js";
 import { refusalRoutes } from "./coverage.js";
 import { filesRoutes } from "./files-rest.js";
@@ -6,6 +7,7 @@ import { filesystemRoutes } from "./filesystem-service.js";
 import { resolveEnvdOptions, type EnvdEmulatorOptions } from "./options.js";
 import { processRoutes } from "./process-service.js";
 import { SandboxRegistry } from "./sandboxes.js";
+import { SnapshotTemplates, snapshotRoutes } from "./snapshots.js";
 
 export type { EnvdEmulatorOptions } from "./options.js";
 export { SANDBOX_HOME } from "./envd-access.js";
@@ -27,14 +29,18 @@ export const emulator: EmulatorDefinition<EnvdEmulatorOptions> = {
   async start(kit, raw) {
     const options = resolveEnvdOptions(raw ?? {});
     const apiKey = options.apiKey ?? kit.credential("e2b_");
-    const { backend, stateDir } = await kit.backend();
+    const { backend, stateDir, root } = await kit.backend();
     const clock = options.clock ?? createVendorClock({ timeScale: options.timeScale });
     const sandboxes = new SandboxRegistry(backend, options, clock);
+    // Snapshot templates' copies beside the jails (removed with the state directory at close).
+    const snapshots = new SnapshotTemplates(join(root, "snapshots"));
 
     const router = createRouter({ errorEnvelope: envdErrorEnvelope, bodyLimit: 1024 * 1024 });
     // Refusals first: `/sandboxes/metrics` would otherwise be taken for a sandbox id.
-    refusalRoutes(router, (ctx) => void requireApiKey(ctx, { header: "x-api-key", accept: [apiKey], missingMessage: "missing API key (X-API-KEY)", invalidMessage: "invalid API key" }));
-    controlPlaneRoutes(router, { sandboxes, options, apiKey });
+    const auth = (ctx: HttpContext) => void requireApiKey(ctx, { header: "x-api-key", accept: [apiKey], missingMessage: "missing API key (X-API-KEY)", invalidMessage: "invalid API key" });
+    refusalRoutes(router, auth);
+    controlPlaneRoutes(router, { sandboxes, snapshots, options, apiKey });
+    snapshotRoutes(router, { registry: sandboxes, snapshots, auth });
     filesRoutes(router, sandboxes);
     processRoutes(router, sandboxes);
     filesystemRoutes(router, sandboxes);

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { createSerial, type VendorClock } from "@paperclip-sandbox/emulator-kit";
-import type { Sandbox as Jail, SandboxBackend } from "@paperclip-sandbox/sandbox-backend";
+import { restoreDisk, type Sandbox as Jail, type SandboxBackend } from "@paperclip-sandbox/sandbox-backend";
 import type { ResolvedEnvdOptions } from "./options.js";
 import { ProcessTable } from "./process-table.js";
 
@@ -37,6 +37,8 @@ export interface CreateInput {
   secure: boolean;
   autoPause: boolean;
   allowInternetAccess: boolean;
+  /** A snapshot template's copy of a sandbox's writable trees, restored before anything runs. */
+  disk?: string;
 }
 
 export type ConnectOutcome = { sandbox: EnvdSandbox; resumed: boolean };
@@ -100,6 +102,14 @@ export class SandboxRegistry {
       labels: {},
       metadata: { templateId: input.templateId },
     });
+    if (input.disk !== undefined) {
+      try {
+        await restoreDisk(input.disk, jail);
+      } catch (error) {
+        await this.backend.destroy(id).catch(() => undefined);
+        throw error;
+      }
+    }
     const sandbox: EnvdSandbox = {
       id,
       templateId: input.templateId,
@@ -120,6 +130,14 @@ export class SandboxRegistry {
     this.sandboxes.set(id, sandbox);
     this.arm(sandbox);
     return sandbox;
+  }
+
+  /** Runs `work` on a sandbox with its transitions held off (a snapshot's copy); undefined when there is none. */
+  withSandbox<T>(id: string, work: (sandbox: EnvdSandbox) => Promise<T>): Promise<T | undefined> {
+    return this.locked(id, async () => {
+      const sandbox = this.sandboxes.get(id);
+      return sandbox ? work(sandbox) : undefined;
+    });
   }
 
   /** `POST /sandboxes/{id}/timeout`: the timeout from now, shorter or longer. */

@@ -27,6 +27,7 @@ export const CONFORMANCE_CASE_NAMES = [
   "template-setup-cancel",
   "template-capture-and-start",
   "template-delete",
+  "template-setup-terminal",
   "release-receipt-after-execution",
   "release-receipt-ends-every-process",
   "resume-reusable-lease",

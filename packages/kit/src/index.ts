@@ -10,6 +10,7 @@ export * from "./redact/index.js";
 export * from "./plugin/index.js";
 export * from "./duplex/index.js";
 export * from "./login/index.js";
+export * from "./setup-terminal/index.js";
 export * from "./transports/index.js";
 export * from "./provider/index.js";
 export * from "./vendor/index.js";

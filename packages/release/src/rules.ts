@@ -24,7 +24,7 @@ export const LINUX_ONLY = new Set(["@paperclip-sandbox/sandbox-backend", "@paper
  * Third-party runtime dependencies a package outside providers/ may have. A vendor SDK belongs to
  * its provider alone: a shared package that wants another dependency adds it here, in review.
  */
-export const SHARED_THIRD_PARTY = new Set(["@paperclipai/plugin-sdk", "zod", "tar", "yaml", "better-sqlite3", "ws", "@grpc/grpc-js", "@grpc/proto-loader"]);
+export const SHARED_THIRD_PARTY = new Set(["@paperclipai/plugin-sdk", "zod", "tar", "yaml", "better-sqlite3", "ws", "@grpc/grpc-js", "@grpc/proto-loader", "ssh2"]);
 /** Top-level entries a tarball may hold besides dist/ (bin shims, data files a package reads). */
 export const EXTRA_SHIPPED_DIRS = new Set(["bin", "proto"]);
 

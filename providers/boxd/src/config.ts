@@ -15,6 +15,8 @@ export const MEMORY_GIB: Readonly<Record<number, number>> = { 1: 4, 2: 8, 4: 16,
 /** A machine name is `<prefix>-<8 of the run>-<6 random>` and at most 55 characters (it is a host name). */
 const PREFIX_MAX = 38;
 const DNS = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
+/** A captured template's snapshot name (see templates.ts). */
+const TEMPLATE_REF = /^pc-[0-9a-f]{16}-[0-9a-f]{8}$/;
 
 /** A field whose value must pass a parser (the parser's message is the rule). */
 function parsed(check: (value: string) => unknown, ui: Parameters<typeof fields.ui>[1]) {
@@ -50,6 +52,15 @@ export const boxdConfigSchema = z
         title: "Snapshot",
         description: "Start every machine from this boxd snapshot (its disk and size). Empty: boxd's default image (Ubuntu 24.04 with Node, git, Docker and the agent CLIs).",
         group: MACHINE,
+      })
+      .optional(),
+    templateRef: fields
+      .ui(z.string().regex(TEMPLATE_REF, { error: "must be a template Paperclip captured (pc-, 16 hex digits, a dash and 8 more)" }), {
+        title: "Custom image template",
+        description:
+          "The boxd snapshot Paperclip captured as this environment's custom image; machines start from it (its disk and size). Paperclip sets it when you capture a custom image; empty: Snapshot, else boxd's default image.",
+        group: MACHINE,
+        advanced: true,
       })
       .optional(),
     vcpu: fields

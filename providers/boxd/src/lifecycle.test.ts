@@ -381,6 +381,40 @@ function describeList() {
     snapshots.delete(name);
   });
 
+  it(`[${mode}] a custom image: setup, capture as a snapshot, a run from it has the file and its size, delete removes it`, { timeout: T }, async () => {
+    const sized = { ...config, vcpu: 4 };
+    const session = await hooks.onEnvironmentStartInteractiveSetup({
+      ...scope,
+      config: sized,
+      sessionId: `s-${tag}`,
+      connectionExpiresInMinutes: 15,
+      expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+    });
+    made.add(session.providerLeaseId!);
+    const setup = { providerLeaseId: session.providerLeaseId, metadata: session.metadata ?? {} };
+    expect((await sh(setup, 'echo from-template > "$HOME/tpl-note"', { cfg: sized })).exitCode).toBe(0);
+    const captured = await hooks.onEnvironmentCaptureTemplate({
+      ...scope,
+      config: sized,
+      providerLeaseId: session.providerLeaseId,
+      setupMetadata: session.metadata,
+      timeoutMs: LIVE ? 240_000 : 30_000,
+    });
+    snapshots.add(captured.templateRef);
+    expect(await api.getSnapshot(captured.templateRef)).toMatchObject({ status: "ready", vcpu: 4 });
+    await hooks.onEnvironmentCancelInteractiveSetup({ ...scope, config: sized, providerLeaseId: session.providerLeaseId, reason: "promoted" });
+    made.delete(session.providerLeaseId!);
+
+    const bound = { ...sized, templateRef: captured.templateRef };
+    const run = await acquire(bound);
+    expect((await sh(run, 'cat "$HOME/tpl-note"', { cfg: bound })).stdout).toBe("from-template\n");
+    expect(await api.getMachine(run.providerLeaseId!)).toMatchObject({ vcpu: 4 });
+    await destroy(run, bound);
+    expect(await hooks.onEnvironmentDeleteTemplate({ ...scope, config, templateRef: captured.templateRef, reason: "disabled" })).toEqual({ deleted: true });
+    expect(await api.getSnapshot(captured.templateRef)).toBeNull();
+    snapshots.delete(captured.templateRef);
+  });
+
   it(`[${mode}] resume after destroy is an expired lease`, { timeout: T }, async () => {
     const lease = await acquire(reuseConfig);
     expect(await destroy(lease, reuseConfig)).toEqual({ providerLeaseId: lease.providerLeaseId, state: "destroyed" });

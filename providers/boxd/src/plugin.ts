@@ -18,6 +18,7 @@ import { createBoxdApi, type BoxdApi, type BoxdApiOptions, type BoxdMachine } fr
 import { apiKeyOf, boxdConfig, MEMORY_GIB, MISSING_KEY, type BoxdConfig, type boxdConfigSchema } from "./config.js";
 import { confirmGone, isGoneStatus, machineName, makeRunning, settled, stateOf, WORKSPACE_DIR, type BoxdHandle } from "./machines.js";
 import { BOXD_DRIVER_KEY } from "./manifest.js";
+import { boxdTemplates } from "./templates.js";
 import { createTokenCache, type TokenCache } from "./tokens.js";
 import { BOXD_PTY_TRANSPORT, boxdTerminals, createBoxdRunner } from "./transport.js";
 
@@ -99,7 +100,10 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
   async function create({ config, params, labels, expiresAt, signal, created }: CreateInput<BoxdConfig>): Promise<BoxdHandle> {
     const api = apiOf(config);
     const account = await api.account(signal);
-    const made = await api.createMachine({ name: machineName(config.namePrefix, params.runId), labels: { ...labels }, org: config.org, vcpu: config.vcpu, snapshot: config.snapshot }, signal);
+    // A template (checked by the kit to be this company's and environment's) wins over Snapshot; a restore keeps its size.
+    const snapshot = config.templateRef ?? config.snapshot;
+    const vcpu = config.templateRef ? undefined : config.vcpu;
+    const made = await api.createMachine({ name: machineName(config.namePrefix, params.runId), labels: { ...labels }, org: config.org, vcpu, snapshot }, signal);
     created(made.id);
     // The delete timer: boxd itself deletes the machine at or before the deadline, even if we are gone.
     let deadline: Date | null = null;
@@ -118,7 +122,7 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
             name: made.name,
             status: "running",
             imageRef: "",
-            vcpu: config.vcpu ?? 0,
+            vcpu: vcpu ?? 0,
             memoryBytes: 0,
             labels: { ...labels },
             org: config.org ?? "",
@@ -194,7 +198,7 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
     // `$HOME/paperclip-workspace` (/home/boxd/paperclip-workspace on boxd), made by the kit with one Exec.
     workspace: { homeSubdir: WORKSPACE_DIR },
     // A change of any of these means another machine (resume then provisions a fresh one).
-    shape: (config) => ({ snapshot: config.snapshot ?? null, vcpu: config.vcpu ?? null, org: config.org ?? null, apiUrl: config.apiUrl }),
+    shape: (config) => ({ snapshot: config.snapshot ?? null, templateRef: config.templateRef ?? null, vcpu: config.vcpu ?? null, org: config.org ?? null, apiUrl: config.apiUrl }),
     // A reused lease is kept by `stop`: suspended at a plain release, stopped cold when work must end.
     keep: { reusable: (config) => config.reuseLease, by: "stop" },
     options: { commandTimeoutMs: (config) => config.timeoutMs },
@@ -204,6 +208,7 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
       ...(handle.machine.org ? { org: handle.machine.org } : {}),
       ...(handle.machine.vcpu ? { vcpu: handle.machine.vcpu } : {}),
     }),
+    templates: boxdTemplates((config) => apiOf(config)),
     validate: (config) => ({ errors: apiKeyOf(config, env) ? [] : [MISSING_KEY] }),
     create,
     get,

@@ -9,14 +9,14 @@ export const BUBBLEWRAP_PLUGIN_ID = "paperclip-sandbox.bubblewrap";
  */
 /**
  * Custom images: a template is a copy of a setup sandbox's writable trees in the state directory
- * (src/templates.ts), so it belongs to that directory and that root filesystem. No remote connection:
- * the host's setup terminal needs an SSH server it can reach, which a local jail does not run (README).
+ * (src/templates.ts), so it belongs to that directory and that root filesystem. The setup terminal is
+ * the kit's SSH gateway in the worker (on the host's machine), over the jail's PTY (README).
  */
 export const BUBBLEWRAP_TEMPLATES: TemplateContract = {
   refKind: "snapshot",
   configField: "templateRef",
   identityPaths: ["stateDir", "rootfs"],
-  connectionTypes: [],
+  connectionTypes: ["ssh"],
   deletes: true,
 };
 export const BUBBLEWRAP_SHAPE: DeclaredProviderShape = { transport: { ...STREAM_TRANSPORT, remoteTimeout: true, pty: true }, keepsLeases: true, templates: BUBBLEWRAP_TEMPLATES };

@@ -1,4 +1,4 @@
-import { defineSandboxProviderManifest, packageVersionOf, type DeclaredProviderShape } from "@paperclip-sandbox/kit";
+import { defineSandboxProviderManifest, packageVersionOf, type DeclaredProviderShape, type TemplateContract } from "@paperclip-sandbox/kit";
 import { daytonaConfig } from "./config.js";
 
 export const DAYTONA_DRIVER_KEY = "daytona";
@@ -8,9 +8,24 @@ export const DAYTONA_PLUGIN_ID = "paperclip-sandbox.daytona";
  * (base64 between markers), no live output, group kill by a second call; pseudo-terminals from the
  * toolbox's PTY sessions (login terminals). Sandboxes can be stopped.
  */
+/**
+ * Custom images: a template is a Daytona snapshot of the setup sandbox (src/templates.ts), written
+ * into `snapshot` as upstream's provider does; `image` and the resource settings (which need an image)
+ * go. Snapshots belong to the Daytona organization behind the endpoint (and region): changing those
+ * detaches the template. No remote connection yet (connection types []).
+ */
+export const DAYTONA_TEMPLATES: TemplateContract = {
+  refKind: "snapshot",
+  configField: "snapshot",
+  unsetFields: ["image", "cpu", "memory", "disk", "gpu"],
+  identityPaths: ["apiUrl", "target"],
+  connectionTypes: [],
+  deletes: true,
+};
 export const DAYTONA_SHAPE: DeclaredProviderShape = {
   transport: { stdin: "buffered", stdinEof: true, binarySafe: true, liveOutput: false, separateStderr: true, signals: "group", remoteTimeout: false, pty: true },
   keepsLeases: true,
+  templates: DAYTONA_TEMPLATES,
 };
 
 export default defineSandboxProviderManifest({

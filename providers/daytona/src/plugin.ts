@@ -7,6 +7,7 @@ import { DAYTONA_DRIVER_KEY, DAYTONA_SHAPE } from "./manifest.js";
 import { daytonaPty } from "./pty.js";
 import { createParams, createSandbox, deleteSandbox, findByLabels, getSandbox, handleOf, listedResource, startSandbox, stateOf, stopSandbox } from "./sandboxes.js";
 import { createSessionRunner, daytonaSessionApi } from "./session-runner.js";
+import { daytonaTemplates } from "./templates.js";
 
 export interface DaytonaPluginDeps {
   /** Where the DAYTONA_API_KEY fallback is read (default the worker's environment). */
@@ -64,6 +65,7 @@ export function createDaytonaProvider(deps: DaytonaPluginDeps = {}) {
     },
     files: (handle, config) => daytonaFiles(clientFor(config), handle),
     list: async (config, labels, { env }) => (await findByLabels(clientFor(config, env), labels)).map(listedResource),
+    templates: daytonaTemplates((config) => clientFor(config)),
   });
 }
 

@@ -50,6 +50,19 @@ export const e2bControlPlane: EnvdControlPlane<E2bConnection> = {
   // false means it did not exist: gone is what a kill wants.
   kill: (conn, sandboxId) => call("killSandbox", true, async () => void (await Sandbox.kill(sandboxId, conn))),
 
+  // Custom images: E2B snapshot templates, named (the name carries the template's owner).
+  snapshots: {
+    create: (conn, sandboxId, name) => call("createSnapshot", false, async () => (await Sandbox.createSnapshot(sandboxId, { ...conn, name })).snapshotId),
+    exists: (conn, ref) =>
+      call("listSnapshots", true, async () => {
+        const paginator = Sandbox.listSnapshots({ ...conn, name: ref.replace(/:[^/:]*$/, "").replace(/^.*\//, ""), limit: 100 });
+        while (paginator.hasNext) if ((await paginator.nextItems()).some((s) => s.snapshotId === ref || s.names.includes(ref))) return true;
+        return false;
+      }),
+    // false: it was not there, which is what a delete wants.
+    delete: (conn, ref) => call("deleteSnapshot", true, async () => void (await Sandbox.deleteSnapshot(ref, conn))),
+  },
+
   list: (conn, metadata) =>
     call("listSandboxes", true, async () => {
       const paginator = Sandbox.list({ ...conn, query: { metadata, state: ["running", "paused"] }, limit: 100 });

@@ -1,7 +1,7 @@
 import { defineEnvdSandboxProvider, envdRpcEndpointOf, type EnvdSandboxLike } from "@paperclip-sandbox/kit";
 import { e2bConfig, type E2bConfig } from "./config.js";
 import { E2B_REQUEST_TIMEOUT_MS, e2bConnection, e2bControlPlane } from "./control-plane.js";
-import { E2B_DRIVER_KEY } from "./manifest.js";
+import { E2B_DRIVER_KEY, E2B_TEMPLATES } from "./manifest.js";
 
 export interface E2bPluginDeps {
   /** The clock of lease deadlines (tests). */
@@ -26,6 +26,7 @@ const spec = {
   rpcEndpoint: (sandbox: EnvdSandboxLike) => envdRpcEndpointOf(sandbox, "E2b", "user-agent"),
   // The SDK streams a ReadableStream upload as one octet-stream request.
   upload: "stream" as const,
+  templates: E2B_TEMPLATES,
 };
 
 export function createE2bPlugin(deps: E2bPluginDeps = {}) {

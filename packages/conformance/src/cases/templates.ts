@@ -1,4 +1,6 @@
 import { randomUUID } from "node:crypto";
+import ssh2 from "ssh2";
+import type { ClientChannel } from "ssh2";
 import type {
   PluginEnvironmentCancelInteractiveSetupResult,
   PluginEnvironmentCaptureTemplateResult,
@@ -123,6 +125,28 @@ async function captureOne(world: ConformanceWorld, token: string): Promise<strin
   }
 }
 
+/** The host's parse of an ssh payload (environment-custom-image-terminal-sessions.js): exactly these shapes. */
+function hostSshTarget(command: string | null | undefined): { host: string; port: number; username: string } {
+  const tokens = (command ?? "").trim().split(/\s+/);
+  const [user, host] = (tokens.length === 4 && tokens[0] === "ssh" && tokens[1] === "-p" ? (tokens[3] ?? "") : tokens.length === 2 && tokens[0] === "ssh" ? (tokens[1] ?? "") : "").split("@");
+  const port = tokens.length === 4 ? Number(tokens[2]) : 22;
+  assert.ok(user && host && Number.isInteger(port) && port > 0 && port < 65536, `the ssh payload must be "ssh <user>@<host>" or "ssh -p <port> <user>@<host>", got ${JSON.stringify(command)}`);
+  return { host, port, username: user };
+}
+
+/** The host's ssh2 connection: the user name is the credential, no password or key, the host key pinned (here: accepted). */
+function sshConnect(target: { host: string; port: number; username: string }): Promise<InstanceType<typeof ssh2.Client>> {
+  return new Promise((resolve, reject) => {
+    const client = new ssh2.Client();
+    client.once("ready", () => resolve(client));
+    client.once("error", (error) => {
+      client.end();
+      reject(error);
+    });
+    client.connect({ ...target, hostHash: "sha256", hostVerifier: () => true, readyTimeout: 120_000 });
+  });
+}
+
 async function refused(work: Promise<unknown>, what: string): Promise<Error> {
   try {
     await work;
@@ -220,6 +244,64 @@ export const templateCases: ConformanceCase[] = [
       const field = bindingField(world);
       const gone = await refused(world.acquire({ ...world.options.config, [field]: templateRef }), "a run from a deleted template");
       assert.ok(gone.message.includes(field), `the error names the config field ${field}: ${gone.message}`);
+    },
+  },
+  {
+    name: "template-setup-terminal",
+    async run(world) {
+      requireTemplates(world);
+      const types = world.driver?.interactiveSetupConnectionTypes ?? [];
+      if (!types.includes("ssh")) throw new ConformanceSkip(`${world.options.driverKey} declares no "ssh" setup connection: the host's browser terminal offers it none`);
+      const host = hostCalls(world);
+      const token = `ssh${randomUUID().slice(0, 8)}`;
+      const session = await host.start();
+      setupLease(world, session);
+      let templateRef: string | undefined;
+      try {
+        assert.equal(session.connectionSummary?.type, "ssh", `the setup session's summary names the ssh connection, got ${JSON.stringify(session.connectionSummary)}`);
+        const target = hostSshTarget(session.connectionPayload?.command);
+        // A name that is not the token is refused before any shell exists.
+        await refused(sshConnect({ ...target, username: `${target.username}x` }), "an SSH login with a wrong token");
+        // The host's refresh answers a fresh token for the same sandbox.
+        const refreshed = hostSshTarget((await host.get(session)).connectionPayload?.command);
+        assert.notEqual(refreshed.username, target.username, "each payload carries a fresh token");
+        const client = await sshConnect(refreshed);
+        try {
+          await refused(
+            new Promise((resolve, reject) => client.exec("true", (error, stream) => (error ? reject(error) : resolve(stream)))),
+            "an exec request on the setup terminal (only a shell is served)",
+          );
+          const shell = await new Promise<ClientChannel>((resolve, reject) =>
+            client.shell({ term: "xterm-256color", cols: 120, rows: 30 }, { env: { LANG: "C.UTF-8", LC_CTYPE: "C.UTF-8" } }, (error, stream) => (error ? reject(error) : resolve(stream))),
+          );
+          const exit = new Promise<number | null>((resolve) => shell.once("exit", (code: number | null) => resolve(code)));
+          let output = "";
+          shell.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")));
+          // Typed as an operator types it: the terminal echoes, the shell runs it, then exits 3.
+          shell.write(`mkdir -p "$HOME/.${MARK}" && echo ${token} > "$HOME/.${MARK}/typed" && echo wrote-$((40+2))\r`);
+          shell.write("exit 3\r");
+          assert.equal(await exit, 3, `the shell's exit status ends the channel; the terminal showed ${JSON.stringify(output.slice(-400))}`);
+          assert.ok(output.includes("wrote-42"), `the typed command ran on the terminal: ${JSON.stringify(output.slice(-400))}`);
+        } finally {
+          client.end();
+        }
+        const captured = await host.capture(session);
+        templateRef = captured.templateRef;
+      } finally {
+        await host.cancel(session, "promoted");
+      }
+      try {
+        await world.withLease(
+          async (run) => {
+            const found = await world.sh(run, `cat "$HOME/.${MARK}/typed"`);
+            expectOk(found, "read the file typed in the setup terminal, in a run started from the template");
+            assert.equal(found.stdout, `${token}\n`);
+          },
+          { ...world.options.config, [bindingField(world)]: templateRef },
+        );
+      } finally {
+        if (world.driver?.supportsTemplateDelete && templateRef) await host.remove(templateRef).catch(() => undefined);
+      }
     },
   },
 ];

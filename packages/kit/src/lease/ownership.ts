@@ -28,15 +28,19 @@ export class LeaseOwnershipError extends Error {
   }
 }
 
+/** The owner's labels (provider, company, environment) as `leaseLabels` writes them. */
+export function ownerLabels(owner: LeaseOwner, policy: LabelPolicy = DEFAULT_LABEL_POLICY): Readonly<Record<"paperclip-provider" | "paperclip-company" | "paperclip-environment", string>> {
+  return {
+    "paperclip-provider": labelValue(owner.driverKey, policy),
+    "paperclip-company": labelValue(owner.companyId, policy),
+    "paperclip-environment": labelValue(owner.environmentId, policy),
+  };
+}
+
 /** The labels (provider, company, environment) that do not match `expected`, compared as `leaseLabels` wrote them. */
 export function ownershipMismatches(labels: Readonly<Record<string, string | undefined>> | undefined, expected: LeaseOwner, policy: LabelPolicy = DEFAULT_LABEL_POLICY): OwnershipMismatch[] {
-  const wanted: Array<[string, string]> = [
-    ["paperclip-provider", labelValue(expected.driverKey, policy)],
-    ["paperclip-company", labelValue(expected.companyId, policy)],
-    ["paperclip-environment", labelValue(expected.environmentId, policy)],
-  ];
   const mismatches: OwnershipMismatch[] = [];
-  for (const [label, value] of wanted) {
+  for (const [label, value] of Object.entries(ownerLabels(expected, policy))) {
     const actual = labels?.[label] ?? null;
     if (actual !== value) mismatches.push({ label, expected: value, actual });
   }

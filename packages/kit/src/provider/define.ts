@@ -36,6 +36,7 @@ import type { TransportCapabilities } from "../transport.js";
 import { knownWorkspace, makeWorkspace } from "./workspace.js";
 import { templateContractProblems } from "./template-contract.js";
 import { createTemplateHooks } from "./templates.js";
+import { createSshSetupGateway, type SshSetupGateway } from "../setup-terminal/ssh-gateway.js";
 
 const DEFAULT_RELEASE_DRAIN_MS = 30_000;
 
@@ -282,7 +283,15 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     : undefined;
 
   const templateProblems = def.templates ? templateContractProblems(def.templates, def.config.jsonSchema) : [];
+  // A declared `ssh` connection without the provider's own: the kit's terminal, over the transport's PTY.
+  const kitSshTerminal = def.templates !== undefined && def.templates.connectionTypes.includes("ssh") && !def.templates.connection;
+  if (kitSshTerminal && !supportsLoginPty(def.transport)) {
+    templateProblems.push('the "ssh" setup connection needs a transport with a pseudo-terminal (transport.pty) or the provider\'s own templates.connection');
+  }
   if (templateProblems.length > 0) throw new Error(`${def.driverKey}: ${templateProblems.join("; ")}`);
+  // One per worker, listening only while a setup sandbox has a terminal.
+  let sshGateway: SshSetupGateway | undefined;
+  const gateway = () => (sshGateway ??= createSshSetupGateway({ log: (message) => info(message) }));
   // Built lazily from the hooks below (acquire, destroy), which exist once `hooks` does.
   let templateHooks: ReturnType<typeof createTemplateHooks<H, C>> | undefined;
 
@@ -298,6 +307,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       const entry = registry.held(id);
       await duplex?.closeLease(id);
       await login?.closeLease(id);
+      await sshGateway?.closeLease(id);
       const disposition = params.resourceDisposition;
       const keep = mode === "stop" || disposition === "stop_and_retain" || (mode === "release" && disposition !== "destroy" && def.keep !== undefined && ref.metadata.reusable === true);
       if (entry) {
@@ -338,6 +348,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
 
     async onShutdown() {
       keepers.stopAll();
+      await sshGateway?.close();
       await closeAllCommandChannels();
       await def.shutdown?.();
     },
@@ -521,6 +532,30 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       },
       acquire: (params) => hooks.onEnvironmentAcquireLease(params),
       destroy: (params) => finishLease(params, "destroy"),
+      ...(kitSshTerminal
+        ? {
+            sshTerminal: {
+              connection: (params, ref, input) =>
+                gateway().connection(
+                  {
+                    providerLeaseId: ref.providerLeaseId,
+                    // Each shell finds the lease as an execute does (held, or looked up, checked and started).
+                    openPty: async (spec) => {
+                      const entry = await activeLease(params, { providerLeaseId: ref.providerLeaseId, metadata: ref.metadata }, ref.config);
+                      const pty = runnerOf(entry).pty;
+                      if (!pty) throw new Error(`${def.driverKey} lease ${ref.providerLeaseId}: its transport has no pseudo-terminal`);
+                      // The shell is the lease's work: the keepalive sees it, a cancel ends it.
+                      const process = await registry.track(entry, pty.open({ ...spec, signal: entry.abort.signal }));
+                      void registry.track(entry, process.exited);
+                      return process;
+                    },
+                  },
+                  input,
+                ),
+              closeLease: async (id) => sshGateway?.closeLease(id),
+            },
+          }
+        : {}),
     });
     // Defining them advertises them; the host also gates on the manifest's custom-image flags.
     const { checkConfiguredTemplate: _check, ...templateMethods } = templateHooks;

@@ -186,6 +186,27 @@ describe("custom images in the lifecycle layer", () => {
     expect(v.calls.filter((c) => c.startsWith("create")).length).toBe(creates);
   });
 
+  it("hands labels() the owner it checks, for a vendor that keeps a template's owner in its name", async () => {
+    const seen: Array<Readonly<Record<string, string>>> = [];
+    const byName = vendor({
+      templates: {
+        ...CONTRACT,
+        capture: async () => ({ templateRef: "unused" }),
+        delete: async () => undefined,
+        // No labels stored: the owner is answered from what the kit expects, only for a ref that says so.
+        labels: async (ref, _config, expected) => {
+          seen.push(expected);
+          return ref === "owned-by-env-1" ? { ...expected } : { "paperclip-provider": "memory", "paperclip-company": "someone", "paperclip-environment": "else" };
+        },
+      },
+    });
+    await byName.setup();
+    await expect(byName.hooks.onEnvironmentAcquireLease!({ ...scope, config: { snapshotId: "not-ours" }, runId: "run-1" })).rejects.toThrow(/refusing to touch memory template not-ours/);
+    expect(seen).toEqual([{ "paperclip-provider": "memory", "paperclip-company": "company-1", "paperclip-environment": "env-1" }]);
+    expect(await byName.hooks.onEnvironmentDeleteTemplate!({ ...other, config: {}, templateRef: "owned-by-env-1", reason: "disabled" })).toEqual({ deleted: true });
+    expect(seen[1]).toEqual({ "paperclip-provider": "memory", "paperclip-company": "company-1", "paperclip-environment": "env-2" });
+  });
+
   it("refuses a run from a template that does not exist, naming the config field", async () => {
     const v = vendor();
     await v.setup();

@@ -13,7 +13,7 @@ import type {
   PluginEnvironmentReleaseLeaseParams,
   PluginEnvironmentStartInteractiveSetupParams,
 } from "@paperclipai/plugin-sdk";
-import { assertOwnedBy, type LeaseOwner } from "../lease/ownership.js";
+import { assertOwnedBy, ownerLabels, type LeaseOwner } from "../lease/ownership.js";
 import { LeaseGoneError } from "./errors.js";
 import type { LeaseRef, SandboxHandle, SetupConnection, TemplateDeclaration } from "./types.js";
 
@@ -39,7 +39,19 @@ export interface TemplateHookDeps<H extends SandboxHandle, C> {
   track<T>(providerLeaseId: string, work: Promise<T>): Promise<T>;
   acquire(params: PluginEnvironmentAcquireLeaseParams): Promise<PluginEnvironmentLease>;
   destroy(params: PluginEnvironmentReleaseLeaseParams): Promise<unknown>;
+  /**
+   * The kit's SSH setup terminal (a declared `ssh` connection without the provider's own
+   * `connection`): a fresh token for this setup sandbox. Absent: no kit terminal.
+   */
+  sshTerminal?: {
+    connection(params: PluginEnvironmentDriverBaseParams, ref: LeaseRef<C>, input: { expiresAt: Date | null; minutes: number | null }): Promise<SetupConnection>;
+    /** Ends the sandbox's terminals and revokes its tokens (before a capture; release/destroy do it too). */
+    closeLease(providerLeaseId: string): Promise<void>;
+  };
 }
+
+/** What the host stores of a kit terminal when it asked for no payload (tokens are minted only when asked). */
+const SSH_SUMMARY = { type: "ssh", username: null, hostRedacted: true, portRedacted: true, commandRedacted: true } as const;
 
 /** A setup sandbox's run label: not a run of any agent, so never matched for reuse. */
 const SETUP_RUN_PREFIX = "setup-";
@@ -56,14 +68,19 @@ export function createTemplateHooks<H extends SandboxHandle, C>(deps: TemplateHo
 
   /** A template ref is this provider's, company's and environment's, or refused before anything uses it. */
   const assertTemplateOwned = async (templateRef: string, config: C, who: Pick<LeaseRef<C>, "companyId" | "environmentId">): Promise<boolean> => {
-    const labels = await templates.labels(templateRef, config);
+    const owner = deps.owner(who);
+    const labels = await templates.labels(templateRef, config, ownerLabels(owner));
     if (!labels) return false;
-    assertOwnedBy(labels, deps.owner(who), { resource: `${deps.driverKey} template ${templateRef}` });
+    assertOwnedBy(labels, owner, { resource: `${deps.driverKey} template ${templateRef}` });
     return true;
   };
 
-  const connectionOf = async (handle: H, config: C, minutes: number | null | undefined): Promise<SetupConnection | null> =>
-    templates.connection ? templates.connection(handle, config, { expiresAt: handle.expiresAt ?? null, minutes: minutes ?? null }) : null;
+  const connectionOf = async (params: PluginEnvironmentDriverBaseParams, handle: H, ref: LeaseRef<C>, minutes: number | null | undefined, include: boolean): Promise<SetupConnection | null> => {
+    const input = { expiresAt: handle.expiresAt ?? null, minutes: minutes ?? null };
+    if (templates.connection) return templates.connection(handle, ref.config, input);
+    if (!deps.sshTerminal) return null;
+    return include ? deps.sshTerminal.connection(params, ref, input) : { summary: { ...SSH_SUMMARY }, payload: { type: "ssh" } };
+  };
 
   const session = (handle: H, connection: SetupConnection | null, include: boolean, metadata: Record<string, unknown>): PluginEnvironmentInteractiveSetupSession => ({
     providerLeaseId: handle.providerLeaseId,
@@ -79,6 +96,7 @@ export function createTemplateHooks<H extends SandboxHandle, C>(deps: TemplateHo
     async checkConfiguredTemplate(config: C, who: Pick<LeaseRef<C>, "companyId" | "environmentId">): Promise<void> {
       const value = (config as Record<string, unknown>)[templates.configField];
       if (typeof value !== "string" || value.trim() === "") return;
+      if (templates.isTemplateRef && !templates.isTemplateRef(value)) return;
       if (!(await assertTemplateOwned(value, config, who))) {
         throw new TemplateRefError(
           `${templates.configField}: ${deps.driverKey} has no template "${value.slice(0, 80)}" in this config's store (deleted, or captured under another state directory or account); capture a new one`,
@@ -88,7 +106,11 @@ export function createTemplateHooks<H extends SandboxHandle, C>(deps: TemplateHo
 
     async onEnvironmentStartInteractiveSetup(params: PluginEnvironmentStartInteractiveSetupParams): Promise<PluginEnvironmentInteractiveSetupSession> {
       if (typeof params.sessionId !== "string" || params.sessionId.trim() === "") throw new TemplateRefError("sessionId: the setup session needs an id");
-      const source = params.sourceTemplateRef?.trim() || null;
+      let source = params.sourceTemplateRef?.trim() || null;
+      // With no template yet, the host names the config's own boot source (its `image`, say, of
+      // another kind): the setup then starts from the config as it is.
+      const configValues = Object.values(params.config as Record<string, unknown>);
+      if (source && params.sourceTemplateKind && params.sourceTemplateKind !== templates.refKind && configValues.includes(source)) source = null;
       if (source && params.sourceTemplateKind && params.sourceTemplateKind !== templates.refKind) {
         throw new TemplateRefError(`sourceTemplateKind: ${deps.driverKey} starts only from a ${templates.refKind}, not a ${params.sourceTemplateKind}`);
       }
@@ -111,10 +133,11 @@ export function createTemplateHooks<H extends SandboxHandle, C>(deps: TemplateHo
           const ref = deps.refOf(params, id, baseConfig, lease.metadata);
           const handle = await deps.handleOf(ref);
           if (!handle) throw new LeaseGoneError(`${sandboxName(id)} ended as it started`);
-          const connection = await connectionOf(handle, baseConfig, params.connectionExpiresInMinutes);
+          const connection = await connectionOf(params, handle, ref, params.connectionExpiresInMinutes, true);
           return { ...session(handle, connection, true, { ...lease.metadata, setupSessionId: params.sessionId }), expiresAt: lease.expiresAt ?? null };
         } catch (error) {
           // Never a setup sandbox left running that the host does not know about.
+          await deps.sshTerminal?.closeLease(id).catch(() => undefined);
           await deps.destroy({ ...params, providerLeaseId: id, leaseMetadata: lease.metadata, cancelActiveWork: true }).catch(() => undefined);
           throw error;
         }
@@ -131,7 +154,7 @@ export function createTemplateHooks<H extends SandboxHandle, C>(deps: TemplateHo
         if (!handle || deps.unusable(handle)) return missing;
         assertOwnedBy(handle.labels, deps.owner(ref), { resource: sandboxName(id) });
         const include = params.includeConnectionPayload === true;
-        const connection = include || templates.connection ? await connectionOf(handle, config, params.connectionExpiresInMinutes) : null;
+        const connection = await connectionOf(params, handle, ref, params.connectionExpiresInMinutes, include);
         return session(handle, connection, include, params.setupMetadata ?? {});
       });
     },
@@ -145,6 +168,8 @@ export function createTemplateHooks<H extends SandboxHandle, C>(deps: TemplateHo
         if (!found || deps.unusable(found)) throw new LeaseGoneError(`${sandboxName(id)} is gone (cancelled, expired or destroyed): start a new setup`);
         assertOwnedBy(found.labels, deps.owner(ref), { resource: sandboxName(id) });
         const handle = await deps.running(found, ref);
+        // The operator pressed finish: their terminals end, so nothing writes while the trees are copied.
+        await deps.sshTerminal?.closeLease(id);
         const label = params.templateLabel?.trim() || null;
         const timeoutMs = typeof params.timeoutMs === "number" && params.timeoutMs > 0 ? params.timeoutMs : null;
         const signal = timeoutMs ? AbortSignal.timeout(timeoutMs) : new AbortController().signal;

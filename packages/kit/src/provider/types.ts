@@ -114,8 +114,18 @@ export interface TemplateDeclaration<H, C> extends TemplateContract {
     ref: LeaseRef<C>,
     input: { labels: Readonly<Record<string, string>>; label: string | null; signal: AbortSignal },
   ): Promise<{ templateRef: string; metadata?: Record<string, unknown> }>;
-  /** The labels `capture` gave a template; null when this config's store has no such template (or the ref is not one). */
-  labels(templateRef: string, config: C): Promise<Readonly<Record<string, string>> | null>;
+  /**
+   * Whether a value of the bound config field names one of this provider's captured templates; a
+   * value that does not (a vendor snapshot the operator chose, when the field is also the vendor's
+   * own) is started from as it is, unchecked. Absent: every value is a template ref, checked.
+   */
+  isTemplateRef?(value: string): boolean;
+  /**
+   * The labels `capture` gave a template; null when this config's store has no such template (or the ref is not one).
+   * `expected` is the owner the kit is about to check them against (provider, company, environment labels), for a
+   * vendor that keeps no labels on a template and records its owner another way (e.g. a digest in its name).
+   */
+  labels(templateRef: string, config: C, expected: Readonly<Record<string, string>>): Promise<Readonly<Record<string, string>> | null>;
   /** Deletes a template (called only for one the kit checked is the caller's); needed when `deletes`. */
   delete?(templateRef: string, config: C): Promise<void>;
   /** The connection to a setup sandbox, for a provider that offers one (`connectionTypes`). */

@@ -2,7 +2,7 @@
 // /files API as a FileTransport, SDK errors as ProviderApiError, and the lifecycle on the kit's layer.
 export { defineEnvdSandboxProvider, ENVD_EXPIRES_AT_KEY, ENVD_TRANSPORT } from "./provider.js";
 export { envdPty, type EnvdPtyOptions } from "./pty.js";
-export type { EnvdControlPlane, EnvdHandle, EnvdListedSandbox, EnvdProviderSpec, EnvdSandboxInfo } from "./provider.js";
+export type { EnvdControlPlane, EnvdHandle, EnvdListedSandbox, EnvdProviderSpec, EnvdSandboxInfo, EnvdSnapshots } from "./provider.js";
 export { envdProcessApi, envdExitOf, type EnvdProcessApiOptions } from "./process-api.js";
 export { envdFileTransport, type EnvdFileTransportOptions } from "./file-transport.js";
 export { envdApiError, envdCall, SANDBOX_NOT_RUNNING, type EnvdCallOptions, type EnvdErrorContext } from "./errors.js";

@@ -5,7 +5,9 @@ import { cappedTtlMs, SECOND_MS } from "../../lease/ttl-keeper.js";
 import type { ListedResource } from "../../lease/lister.js";
 import { defineSandboxProvider, type SandboxProvider } from "../../provider/define.js";
 import { LeaseGoneError } from "../../provider/errors.js";
-import type { HookContext, SandboxHandle, WorkspaceDeclaration } from "../../provider/types.js";
+import type { TemplateContract } from "../../provider/template-contract.js";
+import { isOwnedTemplateName, ownedTemplateName, templateNameOwner } from "../../provider/template-names.js";
+import type { HookContext, SandboxHandle, TemplateDeclaration, WorkspaceDeclaration } from "../../provider/types.js";
 import { STREAM_TRANSPORT, type FileTransport, type ScriptRunner } from "../../transport.js";
 import { withRemoteGroupKill } from "../../transports/remote-group-kill.js";
 import { createStreamedProcessRunner } from "../../transports/streamed-process-runner.js";
@@ -55,6 +57,21 @@ export interface EnvdControlPlane<Conn> {
   kill(conn: Conn, sandboxId: string): Promise<void>;
   /** Sandboxes (running and paused) carrying all these metadata entries. */
   list(conn: Conn, metadata: Record<string, string>): Promise<EnvdListedSandbox[]>;
+  /** Snapshot templates (custom images), for a vendor whose API names them. */
+  snapshots?: EnvdSnapshots<Conn>;
+}
+
+/**
+ * A vendor's snapshot templates: a snapshot of a sandbox's current state kept as a template that
+ * later sandboxes are created from (E2B's `POST /sandboxes/{id}/snapshots`).
+ */
+export interface EnvdSnapshots<Conn> {
+  /** Snapshots the sandbox under `name`; the ref a create names as its template (`team/name:tag`). */
+  create(conn: Conn, sandboxId: string, name: string): Promise<string>;
+  /** Whether the snapshot `ref` names (as `create` returned it) exists. */
+  exists(conn: Conn, ref: string): Promise<boolean>;
+  /** Deletes it; already gone is success. */
+  delete(conn: Conn, ref: string): Promise<void>;
 }
 
 export interface EnvdProviderSpec<S extends z.ZodObject, Conn> {
@@ -100,6 +117,12 @@ export interface EnvdProviderSpec<S extends z.ZodObject, Conn> {
   idleKeepaliveMs?(config: z.output<S>): number;
   /** For tests: the clock of lease deadlines. */
   now?: () => number;
+  /**
+   * Custom images (needs `controlPlane.snapshots`): the contract the manifest states. A template is a
+   * vendor snapshot of the setup sandbox whose name carries its owner (`ownedTemplateName`); its ref
+   * goes into `configField`, which `template(config)` must return.
+   */
+  templates?: TemplateContract;
 }
 
 /** What the kit keeps per lease. `sandbox` is the connected SDK object; absent while paused. */
@@ -273,7 +296,26 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
     async list(config, labels, { env }) {
       return (await cp.list(conn(config, env), labels)).map(listedResource);
     },
+    ...(spec.templates && cp.snapshots ? { templates: envdTemplates(spec.driverKey, spec.templates, cp.snapshots, (config: C) => conn(config)) } : {}),
   });
+}
+
+/** The snapshot's own name in a ref: `team/name:tag` → `name`. */
+const snapshotNameOf = (ref: string): string => ref.replace(/:[^/:]*$/, "").replace(/^.*\//, "");
+
+function envdTemplates<C, Conn>(driverKey: string, contract: TemplateContract, snapshots: EnvdSnapshots<Conn>, conn: (config: C) => Conn): TemplateDeclaration<EnvdHandle, C> {
+  return {
+    ...contract,
+    isTemplateRef: (value) => isOwnedTemplateName(snapshotNameOf(value)),
+    async capture(handle, ref, { labels }) {
+      return { templateRef: await snapshots.create(conn(ref.config), handle.sandboxId, ownedTemplateName(labels)) };
+    },
+    async labels(templateRef, config) {
+      const owner = templateNameOwner(snapshotNameOf(templateRef), driverKey);
+      return owner && (await snapshots.exists(conn(config), templateRef)) ? owner : null;
+    },
+    delete: (templateRef, config) => snapshots.delete(conn(config), templateRef),
+  };
 }
 
 function listedResource(sandbox: EnvdListedSandbox): ListedResource {

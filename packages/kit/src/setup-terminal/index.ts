@@ -1,0 +1,1 @@
+export { createSshSetupGateway, type SetupShellTarget, type SshSetupGateway, type SshSetupGatewayOptions } from "./ssh-gateway.js";

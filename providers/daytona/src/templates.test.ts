@@ -1,0 +1,163 @@
+// Custom images on Daytona against the emulator, in-process: a template is a Daytona snapshot of the
+// setup sandbox whose name carries its owner; vendor calls per capture, start-from and delete; an
+// operator's own snapshot is never taken for a template; a forged or foreign name is refused.
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { PluginEnvironmentInteractiveSetupSession } from "@paperclipai/plugin-sdk";
+import { startHarness, scope, type Harness } from "./__fixtures__/harness.js";
+import { ownedTemplateName as templateName, templateNameOwner } from "@paperclip-sandbox/kit";
+
+const owner = {
+  "paperclip-provider": "daytona",
+  "paperclip-company": "company-1",
+  "paperclip-environment": "env-1",
+};
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness({ minuteMs: 60_000 });
+});
+afterAll(() => h?.close(), 60_000);
+
+const base = (config: Record<string, unknown> = h.config) => ({
+  ...scope,
+  config,
+});
+const startSetup = (config?: Record<string, unknown>, sourceTemplateRef: string | null = null) =>
+  h.hooks.onEnvironmentStartInteractiveSetup({
+    ...base(config),
+    issueId: null,
+    sessionId: randomUUID(),
+    sourceTemplateRef,
+    sourceTemplateKind: sourceTemplateRef ? "snapshot" : null,
+    connectionExpiresInMinutes: 15,
+    expiresAt: new Date(Date.now() + 60 * 60_000).toISOString(),
+  } as never);
+const capture = (session: PluginEnvironmentInteractiveSetupSession) =>
+  h.hooks.onEnvironmentCaptureTemplate({
+    ...base(),
+    issueId: null,
+    providerLeaseId: session.providerLeaseId,
+    setupMetadata: session.metadata,
+    templateLabel: "t",
+    timeoutMs: null,
+  } as never);
+const cancel = (session: PluginEnvironmentInteractiveSetupSession) =>
+  h.hooks.onEnvironmentCancelInteractiveSetup({
+    ...base(),
+    issueId: null,
+    providerLeaseId: session.providerLeaseId,
+    setupMetadata: session.metadata,
+    reason: "promoted",
+  } as never);
+const remove = (templateRef: string, companyId = scope.companyId) =>
+  h.hooks.onEnvironmentDeleteTemplate({
+    ...base(),
+    companyId,
+    issueId: null,
+    templateRef,
+    templateKind: "snapshot",
+    reason: "disabled",
+  } as never);
+const asLease = (session: PluginEnvironmentInteractiveSetupSession) => ({
+  providerLeaseId: session.providerLeaseId,
+  metadata: session.metadata ?? {},
+});
+
+describe("capture, start from, delete", () => {
+  it("captures in 2 calls, starts a run from the snapshot with 1 call more than a plain acquire, deletes in 3", async () => {
+    const session = await startSetup();
+    expect(session.status).toBe("waiting_for_user");
+    expect((await h.sh(asLease(session), 'echo from-setup > "$HOME/tool.txt"')).exitCode).toBe(0);
+
+    let mark = h.emu.requests.mark();
+    const captured = await capture(session);
+    expect(await h.calls(mark)).toEqual(["POST /api/sandbox/:sandboxIdOrName/snapshot 200", "GET /api/snapshots/:id 200"]);
+    expect(captured).toMatchObject({
+      templateKind: "snapshot",
+      metadata: { snapshotId: expect.any(String) },
+    });
+    expect(templateNameOwner(captured.templateRef, "daytona")).toEqual(owner);
+    expect(await h.stateOf(session.providerLeaseId!)).toBe("started");
+    await cancel(session);
+    expect(await h.stateOf(session.providerLeaseId!)).toBe("gone");
+
+    // The host writes the ref into `snapshot` and drops `image` (and the resources that need it).
+    mark = h.emu.requests.mark();
+    const run = await h.acquire({ snapshot: captured.templateRef });
+    expect(await h.calls(mark)).toEqual(["GET /api/snapshots/:id 200", "POST /api/sandbox 200", "POST /toolbox/:sandboxId/process/execute 200"]);
+    expect((await h.sdk.get(run.providerLeaseId!)).snapshot).toBe(captured.templateRef);
+    expect((await h.sh(run, 'cat "$HOME/tool.txt"')).stdout).toBe("from-setup\n");
+    await h.destroy(run);
+
+    mark = h.emu.requests.mark();
+    expect(await remove(captured.templateRef)).toEqual({ deleted: true });
+    expect(await h.calls(mark)).toEqual(["GET /api/snapshots/:id 200", "GET /api/snapshots/:id 200", "DELETE /api/snapshots/:id 200"]);
+    await expect(h.sdk.snapshot.get(captured.templateRef)).rejects.toMatchObject({ statusCode: 404 });
+    expect(await remove(captured.templateRef)).toEqual({ deleted: false });
+  });
+
+  it("a setup from a template drops the environment's image and resources (they need an image) and starts from the snapshot", async () => {
+    const first = await startSetup();
+    await h.sh(asLease(first), "echo base > marker.txt");
+    const { templateRef } = await capture(first);
+    await cancel(first);
+    const again = await startSetup({ ...h.config, image: "python:3.12-slim", cpu: 2, memory: 4 }, templateRef);
+    try {
+      const sandbox = await h.sdk.get(again.providerLeaseId!);
+      expect([sandbox.snapshot, sandbox.buildInfo]).toEqual([templateRef, undefined]);
+      expect((await h.sh(asLease(again), "cat marker.txt")).stdout).toBe("base\n");
+    } finally {
+      await cancel(again);
+      await remove(templateRef);
+    }
+  });
+
+  it("a first setup of an image-based environment (the host names its image, kind image) starts from that image", async () => {
+    const hooks = h.hooks;
+    const session = await hooks.onEnvironmentStartInteractiveSetup({
+      ...base({ ...h.config, image: "python:3.12-slim" }),
+      issueId: null,
+      sessionId: randomUUID(),
+      sourceTemplateRef: "python:3.12-slim",
+      sourceTemplateKind: "image",
+      connectionExpiresInMinutes: 15,
+      expiresAt: new Date(Date.now() + 60 * 60_000).toISOString(),
+    } as never);
+    try {
+      expect((await h.sdk.get(session.providerLeaseId!)).buildInfo?.dockerfileContent).toContain("FROM python:3.12-slim");
+    } finally {
+      await cancel(session);
+    }
+  });
+
+  it("an operator's own snapshot is started from as it is: no template lookup, nothing refused", async () => {
+    const mark = h.emu.requests.mark();
+    const lease = await h.acquire({ snapshot: "daytonaio/sandbox:emulator" });
+    expect(await h.calls(mark)).toEqual(["POST /api/sandbox 200", "POST /toolbox/:sandboxId/process/execute 200"]);
+    await h.destroy(lease);
+  });
+
+  it("refuses another company's template, a forged owner name and a deleted one before any sandbox is made, and never deletes another's", async () => {
+    const session = await startSetup();
+    const { templateRef } = await capture(session);
+    await cancel(session);
+    try {
+      await expect(remove(templateRef, "company-2")).rejects.toThrow(/does not belong/);
+      expect((await h.sdk.snapshot.get(templateRef)).state).toBe("active");
+      // Someone with the account key names a snapshot after another company: its name says whose it is.
+      const forged = templateName({
+        ...owner,
+        "paperclip-company": "company-2",
+      });
+      await h.sdk.snapshot.create({ name: forged, image: "python:3.12-slim" });
+      const mark = h.emu.requests.mark();
+      await expect(h.acquire({ snapshot: forged })).rejects.toThrow(/does not belong/);
+      await expect(h.acquire({ snapshot: templateName(owner) })).rejects.toThrow(/^snapshot: daytona has no template/);
+      expect((await h.calls(mark)).filter((call) => call.startsWith("POST /api/sandbox "))).toEqual([]);
+      await h.sdk.snapshot.delete(forged);
+    } finally {
+      await remove(templateRef);
+    }
+  });
+});
