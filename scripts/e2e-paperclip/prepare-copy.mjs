@@ -8,6 +8,8 @@
 // usage: prepare-copy.mjs <repoRoot> <destRoot> <pluginDir>...   (plugin dirs relative to repoRoot)
 // Optionally wraps each plugin's worker entry with a JSON-RPC call recorder:
 //   E2E_RECORD_DIR=<dir writable by the server user>  (unset: no recorder)
+// and, with the recorder, sets the kit's command-channel switch in the worker (a measurement only):
+//   E2E_COMMAND_CHANNEL=off|always  (unset: the plugin's default)
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -18,6 +20,11 @@ if (!repoRoot || !destRoot || pluginDirs.length === 0) {
   process.exit(2);
 }
 const recordDir = process.env.E2E_RECORD_DIR || "";
+const commandChannel = process.env.E2E_COMMAND_CHANNEL || "";
+if (commandChannel && !recordDir) {
+  console.error("[copy] E2E_COMMAND_CHANNEL needs the call recorder (E2E_RECORD_CALLS=1): the recorder's wrapper sets it");
+  process.exit(2);
+}
 const rel = (p) => path.relative(repoRoot, p);
 const readJson = (p) => JSON.parse(fs.readFileSync(p, "utf8"));
 
@@ -121,7 +128,13 @@ for (const dir of plugins) {
     const real = worker.replace(/\.(m?js)$/, ".e2e-real.$1");
     fs.renameSync(worker, real);
     const template = fs.readFileSync(new URL("./recorder.mjs", import.meta.url), "utf8");
-    fs.writeFileSync(worker, template.replace("__REAL_WORKER__", JSON.stringify(real)).replace("__RECORD_FILE__", JSON.stringify(path.join(recordDir, `${manifest.id}.ndjson`))));
+    fs.writeFileSync(
+      worker,
+      template
+        .replace("__REAL_WORKER__", JSON.stringify(real))
+        .replace("__RECORD_FILE__", JSON.stringify(path.join(recordDir, `${manifest.id}.ndjson`)))
+        .replace("__COMMAND_CHANNEL__", JSON.stringify(commandChannel)),
+    );
   }
   console.log(`${manifest.id}\t${dir}`);
 }

@@ -117,6 +117,10 @@ process.stdout.write = (chunk, ...rest) => {
   return originalWrite(chunk, ...rest);
 };
 // runWorker() starts the RPC host only when process.argv[1] is the worker module itself.
+// An e2e-only measurement switch (run.sh E2E_COMMAND_CHANNEL): the host passes plugin workers no
+// environment of ours, so the wrapper sets the kit's command-channel switch before the real worker loads.
+const COMMAND_CHANNEL = __COMMAND_CHANNEL__;
+if (COMMAND_CHANNEL) process.env.PAPERCLIP_SANDBOX_COMMAND_CHANNEL = COMMAND_CHANNEL;
 process.argv[1] = REAL_WORKER;
 await import(pathToFileURL(REAL_WORKER).href);
 // Listen only after the worker's own reader is attached: stdin stays paused (buffered) until then,

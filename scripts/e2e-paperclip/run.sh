@@ -28,6 +28,9 @@
 #      E2E_CLI              1 (default, with name): the CLI from the local registry (npm install -g, npx); 0: skip
 #      E2E_EMULATOR_LATENCY_MS  delay each hosted provider's emulator adds before every vendor call (default 0)
 #      E2E_TIMING_RUNS      timed runs per provider, instead of its own count
+#      E2E_COMMAND_CHANNEL  off|always: the kit's command-channel switch in the copied plugins' workers (set by
+#                           the call recorder's wrapper, so installs by path only: E2E_INSTALL=path); a measurement
+#                           of the channel against a fresh exec per command (bench/README.md), not an operator knob
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -172,7 +175,7 @@ RECORD_DIR=""
 PLUGINS=""
 if [ "$BY_PATH" = 1 ]; then
   # shellcheck disable=SC2086
-  PLUGINS=$(E2E_RECORD_DIR="$RECORD_DIR" "$NODE24" "$HERE/prepare-copy.mjs" "$SRC" "$RUN_DIR/copy" $PLUGIN_DIRS)
+  PLUGINS=$(E2E_RECORD_DIR="$RECORD_DIR" E2E_COMMAND_CHANNEL="${E2E_COMMAND_CHANNEL:-}" "$NODE24" "$HERE/prepare-copy.mjs" "$SRC" "$RUN_DIR/copy" $PLUGIN_DIRS)
   chmod -R o+rX,o-w "$RUN_DIR/copy"
 fi
 # The fake Claude CLI must exist inside every sandbox BEFORE any sync (the host runs `command -v` first):

@@ -403,6 +403,22 @@ describe("command channel: lifetime", () => {
     expect(fs.readdirSync(box.tmp)).toEqual([]);
     expect(commandChannelStatus(box.lease).state).toBe("none");
   });
+
+  it("closeCommandChannel lets a command in flight finish, even past the close timeout (5 s), then ends the multiplexer", async () => {
+    const box = sandbox();
+    const runner = channel(box);
+    const muxPid = await warm(box, runner);
+    let stdout = "";
+    const long = runner.run("echo started; sleep 6; echo survived", { stdout: (chunk) => (stdout += chunk.toString("utf8")) });
+    // Running over the channel (its first line arrived) when the release closes it.
+    await vi.waitFor(() => expect(stdout).toBe("started\n"), { timeout: 20_000, interval: 20 });
+    await closeCommandChannel(box.lease);
+    const exit = await long;
+    expect({ exitCode: exit.exitCode, stdout }).toEqual({ exitCode: 0, stdout: "started\nsurvived\n" });
+    expect(commandChannelStatus(box.lease).state).toBe("none");
+    expect(alive(muxPid)).toBe(false);
+    expect(findMarkedProcesses(MARKER, box.lease)).toEqual([]);
+  });
 });
 
 function isChannel(pid: number): boolean {

@@ -76,7 +76,7 @@ export function setCommandChannelLog(log: ((message: string) => void) | undefine
   defaultLog = log;
 }
 
-const DEFAULTS = { idleMs: 60_000, startTimeoutMs: 30_000, ackTimeoutMs: 10_000, closeTimeoutMs: 5_000 };
+const DEFAULTS = { idleMs: 60_000, startTimeoutMs: 30_000, ackTimeoutMs: 10_000, closeTimeoutMs: 5_000, closeDrainMs: 30_000 };
 /** Restart delays after a failed start or a break: 1 s doubling to 5 minutes. */
 const BACKOFF_BASE_MS = 1_000;
 const BACKOFF_MAX_MS = 5 * 60_000;
@@ -158,18 +158,23 @@ export function withCommandChannel(inner: ScriptRunner, given: CommandChannelOpt
   };
 }
 
-/** Ends a lease's channel (commands in flight finish first); the lifecycle layer calls it before release. */
-export async function closeCommandChannel(lease: string): Promise<void> {
+/**
+ * Ends a lease's channel; the lifecycle layer calls it before release. Commands in flight finish
+ * first, waited for up to `drainMs` (default 30 s, the release's own drain): the host may resume a
+ * kept lease for its next run before the previous run's release arrives, and that release must not
+ * end the new run's commands (a fresh exec per command would not).
+ */
+export async function closeCommandChannel(lease: string, drainMs = DEFAULTS.closeDrainMs): Promise<void> {
   const channel = channels.get(lease);
   if (!channel) return;
   channels.delete(lease);
   clearTimeout(channel.idle);
-  await channel.session?.close();
+  await channel.session?.close(drainMs);
 }
 
-/** Ends every channel of this process (worker shutdown, tests). */
+/** Ends every channel of this process (worker shutdown, tests): commands in flight are not waited for. */
 export async function closeAllCommandChannels(): Promise<void> {
-  await Promise.all([...channels.keys()].map((lease) => closeCommandChannel(lease)));
+  await Promise.all([...channels.keys()].map((lease) => closeCommandChannel(lease, 0)));
 }
 
 export function commandChannelStatus(lease: string): CommandChannelStatus {

@@ -133,6 +133,8 @@ export class ChannelSession {
   private rejectReady!: (error: Error) => void;
   private resolveEnded!: () => void;
   private dying: Promise<void> | undefined;
+  /** Waiters for the last command in flight to settle (a draining close). */
+  private drained: Array<() => void> = [];
   private watchdog: NodeJS.Timeout | undefined;
   private startTimer: NodeJS.Timeout | undefined;
 
@@ -230,6 +232,7 @@ export class ChannelSession {
         },
         detach: () => {
           this.jobs.delete(id);
+          if (this.jobs.size === 0) for (const resolve of this.drained.splice(0)) resolve();
           this.markSettled(id);
           io.signal?.removeEventListener("abort", onAbort);
           job.stopStdin?.();
@@ -254,13 +257,29 @@ export class ChannelSession {
     });
   }
 
-  /** Ends the channel: no new commands; commands in flight finish; the multiplexer exits at EOF. */
-  async close(): Promise<void> {
+  /**
+   * Ends the channel: no new commands; commands in flight finish (waited for up to `drainMs`: a
+   * release that keeps the lease must not end the work of a run that resumed it meanwhile); the
+   * multiplexer exits at EOF once they are done, or is ended `closeTimeoutMs` later.
+   */
+  async close(drainMs = 0): Promise<void> {
     if (this.state === "dead") return this.ended;
     if (this.state !== "closing") {
       this.state = "closing";
       this.write(ackLine(this.settledUpTo));
       this.input.end();
+    }
+    if (drainMs > 0 && this.jobs.size > 0) {
+      let drainTimer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        new Promise<void>((resolve) => this.drained.push(resolve)),
+        this.ended,
+        new Promise<void>((resolve) => {
+          drainTimer = setTimeout(resolve, drainMs);
+          drainTimer.unref?.();
+        }),
+      ]);
+      clearTimeout(drainTimer);
     }
     const timer = setTimeout(() => void this.die(new ChannelUnavailableError("the command channel did not exit when closed", false)), this.opts.closeTimeoutMs);
     timer.unref?.();
