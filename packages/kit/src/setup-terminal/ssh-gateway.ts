@@ -228,7 +228,7 @@ export function createSshSetupGateway(opts: SshSetupGatewayOptions = {}): SshSet
 
   const start = (): Promise<number> => {
     listening ??= new Promise<number>((resolve, reject) => {
-      hostKey ??= ssh2.utils.generateKeyPairSync("ed25519").private;
+      hostKey ??= generateHostKey();
       const made = new ssh2.Server({ hostKeys: [hostKey], ident: "paperclip-setup-terminal" }, onConnection);
       made.once("error", reject);
       made.listen(0, LISTEN_HOST, () => {
@@ -310,4 +310,17 @@ export function createSshSetupGateway(opts: SshSetupGatewayOptions = {}): SshSet
 function sizeOf(info: { cols: number; rows: number }, fallback: PtySize): PtySize {
   const ok = (n: number) => Number.isInteger(n) && n > 0 && n <= 1000;
   return ok(info.cols) && ok(info.rows) ? { cols: info.cols, rows: info.rows } : fallback;
+}
+
+/**
+ * An ed25519 host key ssh2 can load. ssh2 1.17's own generator writes a key its parser refuses about
+ * once in 200 (measured: 15 of 3000), which would fail a setup start; a refused key is made again.
+ */
+export function generateHostKey(): string {
+  for (let attempt = 0; ; attempt++) {
+    const key = ssh2.utils.generateKeyPairSync("ed25519").private;
+    const parsed = ssh2.utils.parseKey(key);
+    if (!(parsed instanceof Error)) return key;
+    if (attempt >= 20) throw new Error(`could not make an SSH host key for the setup terminal: ${parsed.message}`);
+  }
 }
