@@ -1,0 +1,97 @@
+import { createHash, randomBytes } from "node:crypto";
+import type { Image } from "modal";
+import type { TemplateDeclaration } from "@paperclip-sandbox/kit";
+import { isGone, type ModalAccount } from "./client.js";
+import type { ModalConfig } from "./config.js";
+import { MODAL_TEMPLATES } from "./manifest.js";
+import { deleteImage, type ModalHandle } from "./sandboxes.js";
+
+/** The owner labels a template name's digest covers, in this order. */
+const OWNER_LABELS = ["paperclip-provider", "paperclip-company", "paperclip-environment"] as const;
+/** `pc-<16 hex: digest of the owner labels>-<8 hex random>`: a Modal image name, unique per capture. */
+export const TEMPLATE_NAME = /^pc-([0-9a-f]{16})-[0-9a-f]{8}$/;
+/** The tag a name is published under (the SDK's default when a name has none). */
+const TAG = "latest";
+
+/** Whether an Image value is a custom image Paperclip captured (a published name), not a registry tag. */
+export const isTemplateName = (value: string): boolean => TEMPLATE_NAME.test(value);
+
+/**
+ * A Modal image keeps no tags or labels, so a template's owner is written into the name it is
+ * published under: a digest of the provider, company and environment labels.
+ */
+function ownerDigest(labels: Readonly<Record<string, string | undefined>>): string {
+  return createHash("sha256")
+    .update(OWNER_LABELS.map((key) => labels[key] ?? "").join("\0"))
+    .digest("hex")
+    .slice(0, 16);
+}
+
+/** The image a template name points at now; null when the name is gone (or its image deleted). */
+export async function templateImage(account: ModalAccount, name: string): Promise<Image | null> {
+  try {
+    // The client carries the config's environment: the name is looked up there.
+    return await account.call("findTemplateImage", () => account.client.images.fromName(`${name}:${TAG}`), { idempotent: true });
+  } catch (error) {
+    if (isGone(error)) return null;
+    throw error;
+  }
+}
+
+/**
+ * Custom images on Modal: capture snapshots the setup sandbox's filesystem (`TaskSnapshotFilesystem`,
+ * no expiry) and publishes the image under a name holding its owner (`ImagePublish`, in the config's
+ * environment); a run starts from the image the name points at (`ImageGetByTag`, see plugin.ts);
+ * delete removes the image (`ImageDelete`), then the name (`ImageNameDelete`).
+ */
+export function modalTemplates(accountOf: (config: ModalConfig) => Promise<ModalAccount>): TemplateDeclaration<ModalHandle, ModalConfig> {
+  return {
+    ...MODAL_TEMPLATES,
+    isTemplateRef: isTemplateName,
+    async capture(handle, _ref, { labels, signal }) {
+      const { account, sandbox } = handle;
+      const image = await account.call("snapshotFilesystem", () => sandbox.snapshotFilesystem({ ttlMs: null }), { idempotent: false });
+      const name = `pc-${ownerDigest(labels)}-${randomBytes(4).toString("hex")}`;
+      try {
+        signal.throwIfAborted();
+        await account.call("publishImage", () => image.publish(`${name}:${TAG}`), { idempotent: true });
+      } catch (error) {
+        // Never an image the host does not know about.
+        await deleteImage(account, image.imageId).catch(() => undefined);
+        throw error;
+      }
+      return { templateRef: name, metadata: { imageId: image.imageId } };
+    },
+    async labels(templateRef, config, expected) {
+      const digest = TEMPLATE_NAME.exec(templateRef)?.[1];
+      // Not a name this provider gives (a registry tag, say): no template of Paperclip's.
+      if (!digest) return null;
+      if (!(await templateImage(await accountOf(config), templateRef))) return null;
+      if (digest === ownerDigest(expected)) return { ...expected };
+      // Another owner's: which one is not recoverable from a digest, so both ids differ.
+      return {
+        "paperclip-provider": expected["paperclip-provider"] ?? "",
+        "paperclip-company": `digest ${digest}`,
+        "paperclip-environment": `digest ${digest}`,
+      };
+    },
+    async delete(templateRef, config) {
+      const account = await accountOf(config);
+      const image = await templateImage(account, templateRef);
+      // The image first: a delete that stops half way leaves at most a name pointing at nothing.
+      if (image) await deleteImage(account, image.imageId);
+      try {
+        await account.call(
+          "deleteImageName",
+          () =>
+            account.client.cpClient.imageNameDelete({
+              tag: `${templateRef}:${TAG}`,
+            }),
+          { idempotent: true },
+        );
+      } catch (error) {
+        if (!isGone(error)) throw error;
+      }
+    },
+  };
+}
