@@ -20,7 +20,7 @@ import { MODAL_DRIVER_KEY, MODAL_SHAPE } from "./manifest.js";
 import { createSandbox, deleteImage, handleOf, inspect, sandboxesLabelled, TAGS, terminate, type ModalHandle } from "./sandboxes.js";
 import { modalPty } from "./pty.js";
 import { createModalRunner } from "./transport.js";
-import { isTemplateName, modalTemplates, templateImage } from "./templates.js";
+import { createTemplateImages, isTemplateName, modalTemplates } from "./templates.js";
 
 export interface ModalPluginDeps {
   /** The worker's environment (token fallbacks MODAL_TOKEN_ID / MODAL_TOKEN_SECRET). */
@@ -84,10 +84,11 @@ export function createModalPlugin(deps: ModalPluginDeps = {}) {
     return handleOf(account, ref, sandbox, seen.tags, "stopped");
   }
 
+  const templateImages = createTemplateImages();
   /** The config's image: a registry tag, or a custom image (the kit has checked it is this company's and environment's). */
   async function imageOf(account: ModalAccount, config: ModalConfig) {
     if (!isTemplateName(config.image)) return account.registryImage(config.image);
-    const image = await templateImage(account, config.image);
+    const image = await templateImages.take(account, config.image);
     if (!image) throw new TemplateRefError(`image: the custom image ${config.image} is gone (deleted since the run was checked); capture a new one`);
     return image;
   }
@@ -202,7 +203,7 @@ export function createModalPlugin(deps: ModalPluginDeps = {}) {
       return probeResult("modal sandbox", findings);
     },
 
-    templates: modalTemplates((config) => accountOf(config)),
+    templates: modalTemplates((config) => accountOf(config), templateImages),
 
     setup(context) {
       ctx = context;

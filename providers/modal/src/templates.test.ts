@@ -109,8 +109,8 @@ describe("modal custom images", () => {
     mark = emu.requests.mark();
     const run = await hooks.onEnvironmentAcquireLease({ ...scope, config: bound, runId: "run-from-template" });
     const start = callsSince(mark);
-    // The owner check looks the name up, and so does the create (between them a delete may come).
-    expect(start.ImageGetByTag).toBe(2);
+    // One look-up of the name: the owner check's, whose image the create then uses.
+    expect(start.ImageGetByTag).toBe(1);
     expect(start.SandboxCreateV2).toBe(1);
     expect(start.ImageGetOrCreate ?? 0).toBe(0);
     expect((await sh(run, 'cat "$HOME/bin/tool"', bound)).stdout).toBe("tool-v1\n");
@@ -120,7 +120,7 @@ describe("modal custom images", () => {
 
     mark = emu.requests.mark();
     expect(await hooks.onEnvironmentDeleteTemplate({ ...scope, config, templateRef: captured.templateRef, templateKind: "image", reason: "disabled" })).toEqual({ deleted: true });
-    expect(callsSince(mark)).toEqual({ ImageGetByTag: 2, ImageDelete: 1, ImageNameDelete: 1 });
+    expect(callsSince(mark)).toEqual({ ImageGetByTag: 1, ImageDelete: 1, ImageNameDelete: 1 });
     expect(await emu.leftovers()).toEqual([]);
     // Gone: a run bound to it is refused before any sandbox exists, naming the field.
     mark = emu.requests.mark();

@@ -38,13 +38,50 @@ export async function templateImage(account: ModalAccount, name: string): Promis
   }
 }
 
+/** How many checked names an account remembers for the call that follows the check. */
+const CHECKED_PER_ACCOUNT = 64;
+
+/**
+ * The images the kit's owner check just found, by account and name, so the create (or delete) that
+ * follows the check uses it instead of looking the name up again. A name is never published twice
+ * (each capture makes a new one), so its image never changes; only a delete ends it, which the
+ * check before each use sees.
+ */
+export function createTemplateImages() {
+  const checked = new WeakMap<ModalAccount, Map<string, Image>>();
+  return {
+    /** Looks the name up (and remembers what it found). */
+    async find(account: ModalAccount, name: string): Promise<Image | null> {
+      const image = await templateImage(account, name);
+      if (image) {
+        let names = checked.get(account);
+        if (!names) checked.set(account, (names = new Map()));
+        names.delete(name);
+        names.set(name, image);
+        if (names.size > CHECKED_PER_ACCOUNT) names.delete(names.keys().next().value!);
+      }
+      return image;
+    },
+    /** The image the last check found, once; else a fresh look-up. */
+    take(account: ModalAccount, name: string): Promise<Image | null> {
+      const names = checked.get(account);
+      const image = names?.get(name);
+      if (!image) return templateImage(account, name);
+      names!.delete(name);
+      return Promise.resolve(image);
+    },
+  };
+}
+
+export type TemplateImages = ReturnType<typeof createTemplateImages>;
+
 /**
  * Custom images on Modal: capture snapshots the setup sandbox's filesystem (`TaskSnapshotFilesystem`,
  * no expiry) and publishes the image under a name holding its owner (`ImagePublish`, in the config's
- * environment); a run starts from the image the name points at (`ImageGetByTag`, see plugin.ts);
- * delete removes the image (`ImageDelete`), then the name (`ImageNameDelete`).
+ * environment); a run starts from the image the name points at (`ImageGetByTag` in the owner check,
+ * see plugin.ts); delete removes the image (`ImageDelete`), then the name (`ImageNameDelete`).
  */
-export function modalTemplates(accountOf: (config: ModalConfig) => Promise<ModalAccount>): TemplateDeclaration<ModalHandle, ModalConfig> {
+export function modalTemplates(accountOf: (config: ModalConfig) => Promise<ModalAccount>, images: TemplateImages): TemplateDeclaration<ModalHandle, ModalConfig> {
   return {
     ...MODAL_TEMPLATES,
     isTemplateRef: isTemplateName,
@@ -66,7 +103,7 @@ export function modalTemplates(accountOf: (config: ModalConfig) => Promise<Modal
       const digest = TEMPLATE_NAME.exec(templateRef)?.[1];
       // Not a name this provider gives (a registry tag, say): no template of Paperclip's.
       if (!digest) return null;
-      if (!(await templateImage(await accountOf(config), templateRef))) return null;
+      if (!(await images.find(await accountOf(config), templateRef))) return null;
       if (digest === ownerDigest(expected)) return { ...expected };
       // Another owner's: which one is not recoverable from a digest, so both ids differ.
       return {
@@ -77,7 +114,7 @@ export function modalTemplates(accountOf: (config: ModalConfig) => Promise<Modal
     },
     async delete(templateRef, config) {
       const account = await accountOf(config);
-      const image = await templateImage(account, templateRef);
+      const image = await images.take(account, templateRef);
       // The image first: a delete that stops half way leaves at most a name pointing at nothing.
       if (image) await deleteImage(account, image.imageId);
       try {
