@@ -2,7 +2,7 @@ import { GrpcError, GrpcStatus } from "@paperclip-sandbox/emulator-kit";
 import type { ImageStore } from "./images.js";
 
 /** The environment an empty `environment_name` means (the workspace's default, as EnvironmentGetOrCreate names it). */
-export const DEFAULT_ENVIRONMENT = "main";
+const DEFAULT_ENVIRONMENT = "main";
 
 /** An object name as the SDK checks it (`checkObjectName`): letters, digits, `-`, `.`, `_`, shorter than 64. */
 const OBJECT_NAME = /^[A-Za-z0-9._-]{1,63}$/;

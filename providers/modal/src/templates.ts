@@ -9,7 +9,7 @@ import { deleteImage, type ModalHandle } from "./sandboxes.js";
 /** The owner labels a template name's digest covers, in this order. */
 const OWNER_LABELS = ["paperclip-provider", "paperclip-company", "paperclip-environment"] as const;
 /** `pc-<16 hex: digest of the owner labels>-<8 hex random>`: a Modal image name, unique per capture. */
-export const TEMPLATE_NAME = /^pc-([0-9a-f]{16})-[0-9a-f]{8}$/;
+const TEMPLATE_NAME = /^pc-([0-9a-f]{16})-[0-9a-f]{8}$/;
 /** The tag a name is published under (the SDK's default when a name has none). */
 const TAG = "latest";
 
@@ -28,7 +28,7 @@ function ownerDigest(labels: Readonly<Record<string, string | undefined>>): stri
 }
 
 /** The image a template name points at now; null when the name is gone (or its image deleted). */
-export async function templateImage(account: ModalAccount, name: string): Promise<Image | null> {
+async function templateImage(account: ModalAccount, name: string): Promise<Image | null> {
   try {
     // The client carries the config's environment: the name is looked up there.
     return await account.call("findTemplateImage", () => account.client.images.fromName(`${name}:${TAG}`), { idempotent: true });
