@@ -1,31 +1,19 @@
-import { createHash, randomBytes } from "node:crypto";
 import type { Image } from "modal";
-import type { TemplateDeclaration } from "@paperclip-sandbox/kit";
+import { digestTemplateName, digestTemplateNameOwner, isDigestTemplateName, type TemplateDeclaration } from "@paperclip-sandbox/kit";
 import { isGone, type ModalAccount } from "./client.js";
 import type { ModalConfig } from "./config.js";
 import { MODAL_TEMPLATES } from "./manifest.js";
 import { deleteImage, type ModalHandle } from "./sandboxes.js";
 
-/** The owner labels a template name's digest covers, in this order. */
-const OWNER_LABELS = ["paperclip-provider", "paperclip-company", "paperclip-environment"] as const;
-/** `pc-<16 hex: digest of the owner labels>-<8 hex random>`: a Modal image name, unique per capture. */
-const TEMPLATE_NAME = /^pc-([0-9a-f]{16})-[0-9a-f]{8}$/;
 /** The tag a name is published under (the SDK's default when a name has none). */
 const TAG = "latest";
 
-/** Whether an Image value is a custom image Paperclip captured (a published name), not a registry tag. */
-export const isTemplateName = (value: string): boolean => TEMPLATE_NAME.test(value);
-
 /**
+ * Whether an Image value is a custom image Paperclip captured (a published name), not a registry tag.
  * A Modal image keeps no tags or labels, so a template's owner is written into the name it is
- * published under: a digest of the provider, company and environment labels.
+ * published under: the kit's digest names (`pc-<owner digest>-<random>`, under Modal's 64 characters).
  */
-function ownerDigest(labels: Readonly<Record<string, string | undefined>>): string {
-  return createHash("sha256")
-    .update(OWNER_LABELS.map((key) => labels[key] ?? "").join("\0"))
-    .digest("hex")
-    .slice(0, 16);
-}
+export const isTemplateName = isDigestTemplateName;
 
 /** The image a template name points at now; null when the name is gone (or its image deleted). */
 async function templateImage(account: ModalAccount, name: string): Promise<Image | null> {
@@ -88,7 +76,7 @@ export function modalTemplates(accountOf: (config: ModalConfig) => Promise<Modal
     async capture(handle, _ref, { labels, signal }) {
       const { account, sandbox } = handle;
       const image = await account.call("snapshotFilesystem", () => sandbox.snapshotFilesystem({ ttlMs: null }), { idempotent: false });
-      const name = `pc-${ownerDigest(labels)}-${randomBytes(4).toString("hex")}`;
+      const name = digestTemplateName(labels);
       try {
         signal.throwIfAborted();
         await account.call("publishImage", () => image.publish(`${name}:${TAG}`), { idempotent: true });
@@ -100,17 +88,10 @@ export function modalTemplates(accountOf: (config: ModalConfig) => Promise<Modal
       return { templateRef: name, metadata: { imageId: image.imageId } };
     },
     async labels(templateRef, config, expected) {
-      const digest = TEMPLATE_NAME.exec(templateRef)?.[1];
       // Not a name this provider gives (a registry tag, say): no template of Paperclip's.
-      if (!digest) return null;
-      if (!(await images.find(await accountOf(config), templateRef))) return null;
-      if (digest === ownerDigest(expected)) return { ...expected };
-      // Another owner's: which one is not recoverable from a digest, so both ids differ.
-      return {
-        "paperclip-provider": expected["paperclip-provider"] ?? "",
-        "paperclip-company": `digest ${digest}`,
-        "paperclip-environment": `digest ${digest}`,
-      };
+      const owner = digestTemplateNameOwner(templateRef, expected);
+      if (!owner) return null;
+      return (await images.find(await accountOf(config), templateRef)) ? owner : null;
     },
     async delete(templateRef, config) {
       const account = await accountOf(config);

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { isOwnedTemplateName, ownedTemplateName, templateNameOwner } from "./template-names.js";
+import { digestTemplateName, digestTemplateNameOwner, isDigestTemplateName, isOwnedTemplateName, ownedTemplateName, templateNameOwner } from "./template-names.js";
 
 const owner = { "paperclip-provider": "daytona", "paperclip-company": "company-1", "paperclip-environment": "env-1" };
 
@@ -28,5 +28,29 @@ describe("template names that carry their owner", () => {
 
   it("a setup sandbox without its owner labels gets no name", () => {
     expect(() => ownedTemplateName({ "paperclip-company": "c" })).toThrow(/paperclip-environment/);
+  });
+});
+
+describe("short template names that carry a digest of their owner", () => {
+  it("fresh each time, under 64 characters, checked against their owner only", () => {
+    const ids = { ...owner, "paperclip-company": randomUUID(), "paperclip-environment": randomUUID() };
+    const name = digestTemplateName(ids);
+    expect(name).toMatch(/^pc-[0-9a-f]{16}-[0-9a-f]{8}$/);
+    expect(isDigestTemplateName(name)).toBe(true);
+    expect(digestTemplateName(ids)).not.toBe(name);
+    expect(digestTemplateNameOwner(name, ids)).toEqual(ids);
+  });
+
+  it("another company, environment or provider reads as another owner; another shape as no template", () => {
+    const name = digestTemplateName(owner);
+    for (const key of ["paperclip-provider", "paperclip-company", "paperclip-environment"]) {
+      const other = { ...owner, [key]: "someone-else" };
+      const read = digestTemplateNameOwner(name, other);
+      expect(read).not.toBeNull();
+      expect(read).not.toEqual(other);
+    }
+    expect(digestTemplateNameOwner("node:22", owner)).toBeNull();
+    expect(digestTemplateNameOwner(`${name}0`, owner)).toBeNull();
+    expect(isDigestTemplateName("pc-0123")).toBe(false);
   });
 });
