@@ -27,13 +27,21 @@ if (!(runs >= 5)) throw new Error("--runs must be at least 5");
 const emu = await runEmulator(emulator, {});
 const modal = createModalPlugin({ env: {} });
 const hooks = modal.provider.plugin.definition;
-await hooks.setup({ execution: { log: () => undefined }, logger: { info() {}, warn() {}, error() {}, debug() {} } });
+// Only the logger and the execution log are read by the provider in process.
+const context = /** @type {import("@paperclipai/plugin-sdk").PluginContext} */ (
+  /** @type {unknown} */ ({ execution: { log: () => undefined }, logger: { info() {}, warn() {}, error() {}, debug() {} } })
+);
+await hooks.setup(context);
 const config = { tokenId: emu.credentials.tokenId, tokenSecret: emu.credentials.tokenSecret, serverUrl: emu.url, appName: "bench-templates", execTimeoutMs: 120_000 };
 const scope = { driverKey: "modal", companyId: "bench", environmentId: "bench", issueId: null };
 const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
 
 /** gRPC calls since `mark` by method, without the exec family (commands and the command channel). */
-const callsSince = (mark) => emu.requests.list({ since: mark, includeRunning: true }).map((r) => r.path.split("/").pop()).filter((name) => !name.startsWith("TaskExec"));
+const callsSince = (mark) =>
+  emu.requests
+    .list({ since: mark, includeRunning: true })
+    .map((r) => r.path.split("/").pop())
+    .filter((name) => !name.startsWith("TaskExec"));
 
 async function timedAcquire(withConfig) {
   const mark = emu.requests.mark();
@@ -93,4 +101,6 @@ for (const [name, s] of [
   console.log(`${name.padEnd(70)} ${fmt(s.median).padStart(7)} ${fmt(s.min).padStart(7)} ${fmt(s.max).padStart(7)}`);
 }
 console.log(`template / plain (medians): ${results.ratioTemplateVsPlain}; capture: ${results.captureMs} ms`);
-console.log(`gRPC calls: capture ${results.captureCalls.join(", ")}; plain acquire ${results.plainCalls.join(", ")}; from template ${results.templateCalls.join(", ")}; delete ${results.deleteCalls.join(", ")}`);
+console.log(
+  `gRPC calls: capture ${results.captureCalls.join(", ")}; plain acquire ${results.plainCalls.join(", ")}; from template ${results.templateCalls.join(", ")}; delete ${results.deleteCalls.join(", ")}`,
+);
