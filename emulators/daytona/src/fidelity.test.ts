@@ -200,6 +200,55 @@ describe("snapshots and listing", () => {
     await expect(sdk.snapshot.get("fidelity-from-sandbox")).rejects.toMatchObject({ statusCode: 404 });
   });
 
+  it("the registry list pages, filters by partial name (any case), sorts as asked (default: last used first, never used last)", async () => {
+    const api = (path: string) => fetch(`${emu.url}${path}`, { headers: auth() });
+    const made = [];
+    for (const name of ["pager-b", "pager-a", "PAGER-c"]) made.push(await sdk.snapshot.create({ name, image: "python:3.12-slim" }));
+    try {
+      const first = await (await api("/snapshots?name=pager&limit=2")).json();
+      expect(first).toMatchObject({ total: 3, page: 1, totalPages: 2 });
+      expect(first.items).toHaveLength(2);
+      const second = await (await api("/snapshots?name=pager&limit=2&page=2")).json();
+      expect(second.items).toHaveLength(1);
+      expect(new Set([...first.items, ...second.items].map((s: { name: string }) => s.name))).toEqual(new Set(["pager-a", "pager-b", "PAGER-c"]));
+      const byName = await (await api("/snapshots?name=pager&sort=name&order=asc")).json();
+      expect(byName.items.map((s: { name: string }) => s.name.toLowerCase())).toEqual(["pager-a", "pager-b", "pager-c"]);
+      // Used by a sandbox: first by default; the others (never used) after it.
+      const used = await sdk.create({ snapshot: "pager-a" });
+      await used.delete(60, true);
+      expect((await (await api("/snapshots?name=pager")).json()).items[0].name).toBe("pager-a");
+      expect(await (await api("/snapshots?name=no-such-snapshot")).json()).toEqual({ items: [], total: 0, page: 1, totalPages: 0 });
+      const badSort = await api("/snapshots?sort=size");
+      expect(badSort.status).toBe(400);
+      expect((await badSort.json()).message).toMatch(/^sort must be one of/);
+    } finally {
+      for (const snapshot of made) await sdk.snapshot.delete(snapshot);
+    }
+  });
+
+  it("delete, activate and deactivate take the id (a name is 400; the SDK resolves names first); deactivate is 204; the API's own 404, 409 and 400 bodies", async () => {
+    const post = (path: string, body?: unknown) =>
+      fetch(`${emu.url}${path}`, { method: "POST", headers: { ...auth(), "content-type": "application/json" }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    const made = await sdk.snapshot.create({ name: "by-id-only", image: "python:3.12-slim" });
+    const byName = await post("/snapshots/by-id-only/deactivate");
+    expect([byName.status, (await byName.json()).message]).toEqual([400, "Validation failed (uuid is expected)"]);
+    expect((await fetch(`${emu.url}/snapshots/by-id-only`, { method: "DELETE", headers: auth() })).status).toBe(400);
+    const off = await post(`/snapshots/${made.id}/deactivate`);
+    expect([off.status, await off.text()]).toEqual([204, ""]);
+    expect((await sdk.snapshot.get("by-id-only")).state).toBe("inactive");
+    expect(await sdk.snapshot.activate("by-id-only")).toMatchObject({ id: made.id, state: "active" });
+    // Again: an active snapshot is answered as it is.
+    expect((await (await post(`/snapshots/${made.id}/activate`)).json()).state).toBe("active");
+    const duplicate = await post("/snapshots", { name: "by-id-only", imageName: "python:3.12-slim" });
+    expect([duplicate.status, (await duplicate.json()).message]).toEqual([409, 'Snapshot with name "by-id-only" already exists']);
+    const badName = await post("/snapshots", { name: "two words", imageName: "python:3.12-slim" });
+    expect([badName.status, (await badName.json()).message]).toEqual([400, "Invalid snapshot name format. May contain letters, digits, dots, colons, and dashes"]);
+    await sdk.snapshot.delete("by-id-only");
+    const gone = await fetch(`${emu.url}/snapshots/by-id-only`, { headers: auth() });
+    expect([gone.status, (await gone.json()).message]).toEqual([404, "Snapshot by-id-only not found"]);
+    expect((await fetch(`${emu.url}/snapshots/${made.id}`, { method: "DELETE", headers: auth() })).status).toBe(404);
+  });
+
   it("a snapshot of a missing sandbox is 404; a nameless one 400", async () => {
     const answer = await fetch(`${emu.url}/sandbox/nope/snapshot`, { method: "POST", headers: { ...auth(), "content-type": "application/json" }, body: JSON.stringify({ name: "x" }) });
     expect(answer.status).toBe(404);
