@@ -192,7 +192,7 @@ describe("snapshot templates (e2b SDK)", () => {
       const second = await paginator.nextItems();
       expect([second.map((s) => s.snapshotId), paginator.hasNext]).toEqual([[made[0]], false]);
       const forged = await fetch(`${emu.url}/snapshots?nextToken=not-a-cursor`, { headers: { "x-api-key": emu.credentials.apiKey! } });
-      expect([forged.status, (await forged.json()).message]).toEqual([400, "Invalid next token"]);
+      expect([forged.status, ((await forged.json()) as { message: string }).message]).toEqual([400, "Invalid next token"]);
     } finally {
       for (const ref of made) await e2b.Sandbox.deleteSnapshot(ref, opts());
       await source.kill();
@@ -213,7 +213,7 @@ describe("snapshot templates (e2b SDK)", () => {
       const answers = [];
       for (const name of ["other-team/theirs", "dotted.name", "tagged:v1"]) {
         const answer = await post(name);
-        answers.push([answer.status, (await answer.json()).message]);
+        answers.push([answer.status, ((await answer.json()) as { message: string }).message]);
       }
       expect(answers).toEqual([
         [400, "namespace 'other-team' must match your team 'emulator-team'"],
