@@ -1,5 +1,5 @@
 import type { Image } from "modal";
-import { digestTemplateName, digestTemplateNameOwner, isDigestTemplateName, type TemplateDeclaration } from "@paperclip-sandbox/kit";
+import { ownedTemplateName, templateNameOwner, type TemplateDeclaration } from "@paperclip-sandbox/kit";
 import { isGone, type ModalAccount } from "./client.js";
 import type { ModalConfig } from "./config.js";
 import { MODAL_TEMPLATES } from "./manifest.js";
@@ -8,12 +8,15 @@ import { deleteImage, type ModalHandle } from "./sandboxes.js";
 /** The tag a name is published under (the SDK's default when a name has none). */
 const TAG = "latest";
 
+/** The kit's owner-digest template names (`ownedTemplateName`), under Modal's 64 characters. */
+const TEMPLATE_NAME = /^pc-[0-9a-f]{16}-[0-9a-f]{8}$/;
+
 /**
  * Whether an Image value is a custom image Paperclip captured (a published name), not a registry tag.
  * A Modal image keeps no tags or labels, so a template's owner is written into the name it is
- * published under: the kit's digest names (`pc-<owner digest>-<random>`, under Modal's 64 characters).
+ * published under: the kit's digest form only (its older long form is no Modal image name).
  */
-export const isTemplateName = isDigestTemplateName;
+export const isTemplateName = (value: string): boolean => TEMPLATE_NAME.test(value);
 
 /** The image a template name points at now; null when the name is gone (or its image deleted). */
 async function templateImage(account: ModalAccount, name: string): Promise<Image | null> {
@@ -76,7 +79,7 @@ export function modalTemplates(accountOf: (config: ModalConfig) => Promise<Modal
     async capture(handle, _ref, { labels, signal }) {
       const { account, sandbox } = handle;
       const image = await account.call("snapshotFilesystem", () => sandbox.snapshotFilesystem({ ttlMs: null }), { idempotent: false });
-      const name = digestTemplateName(labels);
+      const name = ownedTemplateName(labels);
       try {
         signal.throwIfAborted();
         await account.call("publishImage", () => image.publish(`${name}:${TAG}`), { idempotent: true });
@@ -89,7 +92,7 @@ export function modalTemplates(accountOf: (config: ModalConfig) => Promise<Modal
     },
     async labels(templateRef, config, expected) {
       // Not a name this provider gives (a registry tag, say): no template of Paperclip's.
-      const owner = digestTemplateNameOwner(templateRef, expected);
+      const owner = isTemplateName(templateRef) ? templateNameOwner(templateRef, expected) : null;
       if (!owner) return null;
       return (await images.find(await accountOf(config), templateRef)) ? owner : null;
     },
