@@ -20,6 +20,8 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { loadPluginPackage, startWorker } from "../packages/worker-client/dist/index.js";
 import { createLocalScriptRunner, withScriptPty } from "../packages/kit/dist/index.js";
+import { summarize } from "./lib/stats.mjs";
+import { Screen, typeAndTime } from "./lib/terminal.mjs";
 
 const repoRoot = fileURLToPath(new URL("..", import.meta.url));
 const { values: args } = parseArgs({
@@ -35,47 +37,6 @@ const warmup = Number(args.warmup);
 if (!(keys >= 100)) throw new Error("--keys must be at least 100");
 
 const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
-function summarize(samples) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
-  return { n: sorted.length, median: at(0.5), p95: at(0.95), min: sorted[0], max: sorted.at(-1) };
-}
-const ALPHABET = "abcdefghijklmnopqrstuvwxyz";
-
-/** Terminal output as it arrives, with a wait for a character to show up after a given offset. */
-class Screen {
-  text = "";
-  waiter = null;
-  push(chunk) {
-    this.text += chunk;
-    if (this.waiter && this.text.slice(this.waiter.from).includes(this.waiter.ch)) {
-      const { resolve } = this.waiter;
-      this.waiter = null;
-      resolve(process.hrtime.bigint());
-    }
-  }
-  next(ch) {
-    const from = this.text.length;
-    return new Promise((resolve) => (this.waiter = { ch, from, resolve }));
-  }
-  async until(marker) {
-    while (!this.text.includes(marker)) await new Promise((resolve) => setTimeout(resolve, 1));
-  }
-}
-
-/** Sends one character at a time and times until its echo arrives (the arrival's own timestamp). */
-async function typeAndTime(send, screen, count) {
-  const samples = [];
-  for (let i = 0; i < count; i += 1) {
-    const ch = ALPHABET[i % ALPHABET.length];
-    const echoed = screen.next(ch);
-    const start = process.hrtime.bigint();
-    await send(ch);
-    samples.push(Number((await echoed) - start) / 1e6);
-  }
-  return samples;
-}
-
 const FAKE = (mode) => `#!/bin/sh
 ${mode === "raw" ? "stty raw -echo; printf 'ready\\n'; exec cat" : "printf 'ready\\n'; exec cat >/dev/null"}
 `;

@@ -19,6 +19,8 @@ import { parseArgs } from "node:util";
 import ssh2 from "ssh2";
 import { loadPluginPackage, startWorker } from "../packages/worker-client/dist/index.js";
 import { createLocalScriptRunner, createSshSetupGateway, withScriptPty } from "../packages/kit/dist/index.js";
+import { summarize } from "./lib/stats.mjs";
+import { Screen, typeAndTime } from "./lib/terminal.mjs";
 
 const repoRoot = fileURLToPath(new URL("..", import.meta.url));
 const { values: args } = parseArgs({
@@ -31,46 +33,6 @@ const { values: args } = parseArgs({
 const keys = Number(args.keys);
 const warmup = Number(args.warmup);
 if (!(keys >= 100)) throw new Error("--keys must be at least 100");
-
-function summarize(samples) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
-  return { n: sorted.length, median: at(0.5), p95: at(0.95), min: sorted[0], max: sorted.at(-1) };
-}
-const ALPHABET = "abcdefghijklmnopqrstuvwxyz";
-
-/** Terminal output as it arrives, with a wait for a character to show up after a given offset. */
-class Screen {
-  text = "";
-  waiter = null;
-  push(chunk) {
-    this.text += chunk;
-    if (this.waiter && this.text.slice(this.waiter.from).includes(this.waiter.ch)) {
-      const { resolve } = this.waiter;
-      this.waiter = null;
-      resolve(process.hrtime.bigint());
-    }
-  }
-  next(ch) {
-    const from = this.text.length;
-    return new Promise((resolve) => (this.waiter = { ch, from, resolve }));
-  }
-  async until(marker) {
-    while (!this.text.includes(marker)) await new Promise((resolve) => setTimeout(resolve, 1));
-  }
-}
-
-async function typeAndTime(send, screen, count) {
-  const samples = [];
-  for (let i = 0; i < count; i += 1) {
-    const ch = ALPHABET[i % ALPHABET.length];
-    const echoed = screen.next(ch);
-    const start = process.hrtime.bigint();
-    send(ch);
-    samples.push(Number((await echoed) - start) / 1e6);
-  }
-  return samples;
-}
 
 /** Connects as the host does, opens a shell, times keystrokes at its prompt, exits it. */
 async function measure(command) {

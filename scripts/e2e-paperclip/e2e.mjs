@@ -600,9 +600,21 @@ async function runProvider(p, plugin) {
   if (plugin.mode === "name" && first) await upgradeScenario(p, plugin, { agentId, eid, cid });
 
   await step("no leftovers after scenario", async () => {
-    const extra = (await p.leftovers?.(ctx)) ?? [];
-    const procs = leftoverProcesses();
-    check(extra.length === 0 && procs.length === 0, [...extra, ...procs.map((q) => `process ${q.pid} ${q.cmdline.slice(0, 120)}`)].join("; "));
+    // A sandbox process killed by the last release may still be exiting (its cmdline already empty):
+    // give the kernel a few seconds before calling it a leftover.
+    let extra = [];
+    let procs = [];
+    await waitFor(
+      "leftovers to clear",
+      async () => {
+        extra = (await p.leftovers?.(ctx)) ?? [];
+        procs = leftoverProcesses();
+        return extra.length === 0 && procs.length === 0;
+      },
+      { timeoutMs: 10_000, intervalMs: 200 },
+    ).catch(() => {});
+    const describe = (q) => `process ${q.pid} (state ${q.state}, ppid ${q.ppid}${q.exe ? `, ${q.exe}` : ""}) ${q.cmdline.slice(0, 120)}`;
+    check(extra.length === 0 && procs.length === 0, [...extra, ...procs.map(describe)].join("; "));
   });
 }
 
