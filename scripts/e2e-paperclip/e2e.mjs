@@ -608,7 +608,7 @@ async function runProvider(p, plugin) {
         await checkRunResult(p, r);
         await checkReleased(p, r);
         samples.push(r.toReleaseMs);
-        return { ms: r.toReleaseMs, detail: `acquired ${fmtMs(r.toAcquireMs)}, done ${fmtMs(r.toDoneMs)}, released ${fmtMs(r.toReleaseMs)}` };
+        return { ms: r.toReleaseMs, detail: `acquired ${fmtMs(r.toAcquireMs)}, done ${fmtMs(r.toDoneMs)}, released ${fmtMs(r.toReleaseMs)}; lease ${r.lease.providerLeaseId}` };
       });
       if (!ok) break;
     }
