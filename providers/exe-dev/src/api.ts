@@ -119,7 +119,7 @@ export function createExeDevApi(opts: { apiUrl: string; apiKey: string; onRetry?
 }
 
 /** exe.dev's answer to a `new` whose name another VM (or a launch still under way) holds. */
-export function isNameTaken(error: unknown, name: string): boolean {
+function isNameTaken(error: unknown, name: string): boolean {
   return isProviderApiError(error) && error.status === 422 && error.detail.includes(`VM name ${JSON.stringify(name)} is not available`);
 }
 
@@ -159,7 +159,7 @@ function flag(name: string, value: string): string {
 }
 
 /** A VM object from `new` or an `ls` entry (also nested under `vm`/`data`, as some answers are). */
-export function vmRecordOf(value: unknown, depth = 0): VmRecord | undefined {
+function vmRecordOf(value: unknown, depth = 0): VmRecord | undefined {
   if (!value || typeof value !== "object" || depth > 3) return undefined;
   const raw = value as Record<string, unknown>;
   const text = (key: string) => (typeof raw[key] === "string" && (raw[key] as string).trim() !== "" ? (raw[key] as string).trim() : undefined);

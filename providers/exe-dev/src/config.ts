@@ -1,8 +1,8 @@
 import { z } from "zod";
 import { checkPrivateKey, defineProviderConfig, fields, looksLikeKeyMaterial, resolveSecretRef } from "@paperclip-sandbox/kit";
 
-export const API_KEY_ENV = "EXE_API_KEY";
-export const DEFAULT_API_URL = "https://exe.dev/exec";
+const API_KEY_ENV = "EXE_API_KEY";
+const DEFAULT_API_URL = "https://exe.dev/exec";
 /** The lifecycle commands the API token must list (exe.dev answers 403 for one it does not). */
 export const REQUIRED_TOKEN_CMDS = ["new", "ls", "rm"] as const;
 
@@ -12,7 +12,7 @@ const VM = "VM";
 const TUNING = "Tuning";
 
 /** exe.dev's tag rule. */
-export const TAG_RULE = /^[a-z][a-z0-9_-]*$/;
+const TAG_RULE = /^[a-z][a-z0-9_-]*$/;
 /** exe.dev's VM name grammar; a prefix must fit it and leave room for the generated part. */
 const PREFIX_RULE = /^[a-z][a-z0-9]*(-[a-z0-9]+)*$/;
 const SIZE_RULE = /^\d+(\.\d+)?\s*([KMGT]i?B?)?$/i;

@@ -22,34 +22,39 @@ afterAll(async () => {
 const config = { apiKey: emu.credentials.apiKey!, apiUrl: emu.url, sshPrivateKey: emu.credentials.sshPrivateKey!, timeoutMs: 60_000 };
 const exact = (message: string) => new RegExp(`^${message.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`);
 
-describeConformance({
-  name: "exe-dev (emulator: HTTPS API, OpenSSH per VM)",
-  pluginDir: fileURLToPath(new URL("..", import.meta.url)),
-  driverKey: "exe-dev",
-  config,
-  // The worker trusts the emulator's self-signed certificate as a host would trust exe.dev's.
-  workerEnv: { NODE_EXTRA_CA_CERTS: emu.env.NODE_EXTRA_CA_CERTS!, TMPDIR: workerTmp },
-  invalidConfigs: [
-    { config: { apiKey: config.apiKey, apiUrl: config.apiUrl }, error: exact(KEY_REQUIRED) },
-    { config: { ...config, sshIdentityFile: "/root/.ssh/id_ed25519" }, error: exact(KEY_AND_FILE) },
-    { config: { ...config, sshPrivateKey: emu.credentials.sshPublicKey! }, error: /^SSH private key: is a public key/ },
-    { config: { ...config, namePrefix: "Paperclip" }, error: /^VM name prefix: must start with a lower-case letter/ },
-    { config: { ...config, tags: ["ok", "9bad"] }, error: /^Tags, item 2: must start with a lower-case letter/ },
-    { config: { ...config, apiUrl: "http://exe.example/exec" }, error: /^API URL: must use https/ },
-  ],
-  reuseConfig: { ...config, reuseLease: true },
-  leftovers: () => emu.leftovers(),
-  // From the test process, which does not trust the emulator's certificate: its plain-http endpoint.
-  labelsOf: async (providerLeaseId, leaseConfig) => (await listLeases({ ...leaseConfig, apiUrl: emu.endpoints.http }, { env: {} })).find((lease) => lease.providerLeaseId === providerLeaseId)?.labels,
-  faults: {
-    // What follows the create is the first SSH session (the workspace): it breaks.
-    failAfterCreate: async () => emu.control.failSessions(1),
-    transient: async (kind: "429" | "503", count: number) =>
-      void emu.faults.inject(kind === "429" ? { kind: "rate-limit", route: "/exec", times: count, retryAfterSeconds: 1 } : { kind: "status", status: 503, route: "/exec", times: count }),
-    reset: async () => {
-      emu.faults.clear();
-      emu.control.failSessions(0);
+// Both paths: every command over the kit's command channel, and every command an SSH channel of its own.
+for (const channel of ["always", "off"] as const) {
+  describeConformance({
+    name: `exe-dev (emulator: HTTPS API, OpenSSH per VM, command channel ${channel})`,
+    pluginDir: fileURLToPath(new URL("..", import.meta.url)),
+    driverKey: "exe-dev",
+    config,
+    // The worker trusts the emulator's self-signed certificate as a host would trust exe.dev's.
+    workerEnv: { NODE_EXTRA_CA_CERTS: emu.env.NODE_EXTRA_CA_CERTS!, TMPDIR: workerTmp, PAPERCLIP_SANDBOX_COMMAND_CHANNEL: channel },
+    invalidConfigs: [
+      { config: { apiKey: config.apiKey, apiUrl: config.apiUrl }, error: exact(KEY_REQUIRED) },
+      { config: { ...config, sshIdentityFile: "/root/.ssh/id_ed25519" }, error: exact(KEY_AND_FILE) },
+      { config: { ...config, sshPrivateKey: emu.credentials.sshPublicKey! }, error: /^SSH private key: is a public key/ },
+      { config: { ...config, namePrefix: "Paperclip" }, error: /^VM name prefix: must start with a lower-case letter/ },
+      { config: { ...config, tags: ["ok", "9bad"] }, error: /^Tags, item 2: must start with a lower-case letter/ },
+      { config: { ...config, apiUrl: "http://exe.example/exec" }, error: /^API URL: must use https/ },
+    ],
+    reuseConfig: { ...config, reuseLease: true },
+    leftovers: () => emu.leftovers(),
+    // From the test process, which does not trust the emulator's certificate: its plain-http endpoint.
+    labelsOf: async (providerLeaseId, leaseConfig) =>
+      (await listLeases({ ...leaseConfig, apiUrl: emu.endpoints.http }, { env: {} })).find((lease) => lease.providerLeaseId === providerLeaseId)?.labels,
+    faults: {
+      // What follows the create is the first SSH session (the workspace): it breaks (with the channel,
+      // the channel's own start comes first and falls back to that session).
+      failAfterCreate: async () => emu.control.failSessions(channel === "always" ? 2 : 1),
+      transient: async (kind: "429" | "503", count: number) =>
+        void emu.faults.inject(kind === "429" ? { kind: "rate-limit", route: "/exec", times: count, retryAfterSeconds: 1 } : { kind: "status", status: 503, route: "/exec", times: count }),
+      reset: async () => {
+        emu.faults.clear();
+        emu.control.failSessions(0);
+      },
     },
-  },
-  unboundedExpiry: "exe.dev VMs live until they are deleted: the provider can bound none, so the host fails closed",
-});
+    unboundedExpiry: "exe.dev VMs live until they are deleted: the provider can bound none, so the host fails closed",
+  });
+}

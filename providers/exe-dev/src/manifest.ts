@@ -12,6 +12,8 @@ export const EXE_DEV_PLUGIN_ID = "paperclip-sandbox.exe-dev";
 export const EXE_DEV_SHAPE: DeclaredProviderShape = {
   transport: { stdin: "stream", stdinEof: true, binarySafe: true, liveOutput: true, separateStderr: true, signals: "group", remoteTimeout: false, pty: true },
   keepsLeases: true,
+  // Later commands of a lease ride one long-lived SSH channel (the kit's command channel).
+  commandChannel: true,
 };
 
 export default defineSandboxProviderManifest({

@@ -1,6 +1,15 @@
 import { rm } from "node:fs/promises";
 import type { PluginContext } from "@paperclipai/plugin-sdk";
-import { createIdempotently, defaultProbe, type SandboxProviderDefinition, defineSandboxProvider, withInlineEnv, type SandboxHandle, type SshDestination } from "@paperclip-sandbox/kit";
+import {
+  createIdempotently,
+  defaultProbe,
+  type SandboxProviderDefinition,
+  defineSandboxProvider,
+  withCommandChannel,
+  withInlineEnv,
+  type SandboxHandle,
+  type SshDestination,
+} from "@paperclip-sandbox/kit";
 import { createExeDevApi, newOwnVm, type ExeDevApi, type VmRecord } from "./api.js";
 import { apiKeyOf, configProblems, envOf, exeDevConfig, exeDevConfigSchema, normalizeApiUrl, sshIdentityOf, type ExeDevConfig } from "./config.js";
 import { EXE_DEV_DRIVER_KEY, EXE_DEV_SHAPE } from "./manifest.js";
@@ -212,10 +221,16 @@ export function createExeDevProvider(deps: ExeDevPluginDeps = {}) {
         });
       };
       // The session's runner ends a command's remote process group itself on abort (a second channel);
-      // its terminals are `ssh -tt` channels on the same connection.
+      // its terminals are `ssh -tt` channels on the same connection. Commands go over the kit's
+      // command channel once it is up (one long-lived SSH channel: no channel open per command); a
+      // signalled command reports 128 + n there too, as the fresh channel's shell reports it.
+      const channel = withCommandChannel(
+        { capabilities: EXE_DEV_SHAPE.transport, run: (script, io) => using(async () => (await connectionFor(handle, config)).session.runner.run(script, io)) },
+        { lease: name, signalsAsExitStatus: true },
+      );
       return withInlineEnv({
-        capabilities: EXE_DEV_SHAPE.transport,
-        run: (script, io) => using(async () => (await connectionFor(handle, config)).session.runner.run(script, io)),
+        capabilities: channel.capabilities,
+        run: (script, io) => channel.run(script, io),
         pty: {
           open: async (spec) => {
             const terminal = await using(async () => (await connectionFor(handle, config)).session.pty.open(spec));

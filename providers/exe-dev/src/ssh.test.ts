@@ -4,13 +4,21 @@
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { COMMAND_CHANNEL_SWITCH } from "@paperclip-sandbox/kit";
 import { startHarness, type Harness } from "./__fixtures__/harness.js";
 
 let h: Harness;
+const switchBefore = process.env[COMMAND_CHANNEL_SWITCH];
 beforeAll(async () => {
+  // Every command an SSH channel of its own: what this file tests (the command channel has command-channel.test.ts).
+  process.env[COMMAND_CHANNEL_SWITCH] = "off";
   h = await startHarness();
 }, 60_000);
-afterAll(() => h?.close(), 60_000);
+afterAll(async () => {
+  if (switchBefore === undefined) delete process.env[COMMAND_CHANNEL_SWITCH];
+  else process.env[COMMAND_CHANNEL_SWITCH] = switchBefore;
+  await h?.close();
+}, 60_000);
 
 const vmOf = (lease: { providerLeaseId: string | null }) => h.emu.control.sshHost(lease.providerLeaseId!)!;
 const sessions = (vm: string, since: number) => h.emu.requests.list({ since, protocol: "ssh", method: "EXEC", includeRunning: true }).filter((r) => r.path === vm).length;

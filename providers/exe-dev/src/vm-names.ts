@@ -5,7 +5,7 @@ import { createHash } from "node:crypto";
  * lower-case letters and digits with single hyphens, starting with a letter, and must not end in
  * `-<digits>`; tags are `[a-z][a-z0-9_-]*` words without values.
  */
-export const VM_NAME_RULE = /^[a-z][a-z0-9]*(-[a-z0-9]+)*$/;
+const VM_NAME_RULE = /^[a-z][a-z0-9]*(-[a-z0-9]+)*$/;
 
 /** `<prefix>-<environment hash>-v<nonce>`: the last part starts with a letter, so it is never all digits. */
 export function vmNameFor(prefix: string, environmentId: string, nonce: string): string {
