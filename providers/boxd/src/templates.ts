@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import type { TemplateDeclaration } from "@paperclip-sandbox/kit";
+import { pollUntil, type TemplateDeclaration } from "@paperclip-sandbox/kit";
 import type { BoxdApi } from "./api.js";
 import type { BoxdConfig } from "./config.js";
 import type { BoxdHandle } from "./machines.js";
@@ -29,21 +29,6 @@ function templateName(labels: Readonly<Record<string, string | undefined>>): str
   return `pc-${ownerDigest(labels)}-${randomBytes(4).toString("hex")}`;
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", abort);
-      resolve();
-    }, ms);
-    const abort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    signal.addEventListener("abort", abort, { once: true });
-  });
-}
-
 /**
  * Custom images on boxd: a template is a boxd snapshot of the setup machine (`CreateSnapshot`,
  * polled with `GetSnapshot` until `ready`), runs start from it (`CreateVmFromSnapshot`, see
@@ -58,22 +43,21 @@ export function boxdTemplates(apiOf: (config: BoxdConfig) => BoxdApi): TemplateD
       const name = templateName(labels);
       await api.createSnapshot(handle.machine.id, name, signal);
       try {
-        for (let pause = POLL_FIRST_MS; ; pause = Math.min(pause * 2, POLL_MAX_MS)) {
-          const snapshot = await api.getSnapshot(name, ref.config.org, signal);
-          if (!snapshot) throw new Error(`boxd: snapshot ${name} disappeared while it was being saved`);
-          if (snapshot.status === "ready") {
-            return {
-              templateRef: name,
-              metadata: {
-                version: snapshot.version,
-                sizeBytes: snapshot.sizeBytes,
-                vcpu: snapshot.vcpu,
-              },
-            };
-          }
-          if (snapshot.status === "failed") throw new Error(`boxd: saving snapshot ${name} of machine ${handle.machine.id} failed`);
-          await sleep(pause, signal);
-        }
+        const snapshot = await pollUntil(
+          () => api.getSnapshot(name, ref.config.org, signal),
+          (seen) => !seen || seen.status === "ready" || seen.status === "failed",
+          { what: `boxd snapshot ${name} to be saved`, intervalMs: POLL_FIRST_MS, maxIntervalMs: POLL_MAX_MS, signal },
+        );
+        if (!snapshot) throw new Error(`boxd: snapshot ${name} disappeared while it was being saved`);
+        if (snapshot.status === "failed") throw new Error(`boxd: saving snapshot ${name} of machine ${handle.machine.id} failed`);
+        return {
+          templateRef: name,
+          metadata: {
+            version: snapshot.version,
+            sizeBytes: snapshot.sizeBytes,
+            vcpu: snapshot.vcpu,
+          },
+        };
       } catch (error) {
         // Never a half-made template the host does not know about.
         await api.deleteSnapshot(name, ref.config.org).catch(() => undefined);
