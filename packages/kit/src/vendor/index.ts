@@ -4,6 +4,7 @@ export { isRetryableStatus, isGoneStatus, isNotFoundCode } from "./classify.js";
 export { defaultErrorExtractor, requestIdFromHeaders } from "./error-extract.js";
 export type { VendorErrorBody, VendorErrorFields, VendorErrorExtractor } from "./error-extract.js";
 export { apiErrorFromResponse } from "./response-error.js";
+export { apiErrorFromUpgradeRefusal, type UpgradeRefusalInput } from "./upgrade-refusal.js";
 export type { ResponseErrorInput } from "./response-error.js";
 export { apiErrorFromFailure, classifyNetworkError } from "./network-error.js";
 export type { FailureInput, NetworkFailure } from "./network-error.js";
