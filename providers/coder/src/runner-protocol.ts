@@ -2,18 +2,10 @@
  * The runner app's wire contract as the plugin speaks it (the runner's own copy is
  * runner/src/stream-protocol.ts; the tests run the real runner against this one).
  */
-import type { TransportCapabilities } from "@paperclip-sandbox/kit";
+import { STREAM_TRANSPORT, type TransportCapabilities } from "@paperclip-sandbox/kit";
 
 /** What the stream route can do (the runner ends the whole group and enforces the deadline). */
-export const STREAM_CAPABILITIES: TransportCapabilities = Object.freeze({
-  stdin: "stream",
-  stdinEof: true,
-  binarySafe: true,
-  liveOutput: true,
-  separateStderr: true,
-  signals: "group",
-  remoteTimeout: true,
-});
+export const STREAM_CAPABILITIES: TransportCapabilities = Object.freeze({ ...STREAM_TRANSPORT, remoteTimeout: true });
 
 const HEALTH_PROTOCOL = "paperclip-runner/1";
 const STREAM_PROTOCOL = "paperclip-runner.stream.v1";
