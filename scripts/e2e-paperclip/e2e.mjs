@@ -24,6 +24,9 @@
 //      E2E_EMULATOR_LATENCY_MS  optional delay each hosted provider's emulator adds before every vendor
 //                         call (its latency fault on every route), to time runs at a vendor's distance
 //      E2E_TIMING_RUNS    optional: timed runs per provider instead of its timingRuns
+//      E2E_ACP_POLL       1: after a provider's scenarios (install by path), the ACP task again on a copy of
+//                         the plugin whose manifest leaves incrementalSessionOutput out (the host's output-file
+//                         poll), for the stream vs poll figure of HOST-CALLS.md §9; off by default
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -592,6 +595,7 @@ async function runProvider(p, plugin) {
   if (p.customImage && first) await customImageScenario(p, cid, agentId, eid);
   if (p.reuse) await reuseScenario(p, cid, baseConfig);
   if (plugin.mode === "name" && first) await upgradeScenario(p, plugin, { agentId, eid, cid });
+  if (env.E2E_ACP_POLL === "1" && p.acp && FAKE_ACP && first && plugin.mode === "path") await acpPollScenario(p, plugin, cid, baseConfig);
 
   await step("no leftovers after scenario", async () => {
     // A sandbox process killed by the last release may still be exiting (its cmdline already empty):
@@ -1003,13 +1007,13 @@ async function duplexScenario(p, agentId, eid) {
  * the session in the background and polls its output files with an execute about every 100 ms.
  * Reports the trivial-task time and the executes the worker saw for the run's lease.
  */
-async function acpScenario(p, cid, eid) {
+async function acpScenario(p, cid, eid, options = {}) {
   const manifest = (await import(pathToFileURL(path.join(env.E2E_REPO, p.dir, "dist", "manifest.js")).href)).default;
-  const declared = manifest.environmentDrivers?.find((d) => d.driverKey === p.driverKey)?.sandboxCapabilities?.incrementalSessionOutput === true;
+  const declared = options.declared ?? manifest.environmentDrivers?.find((d) => d.driverKey === p.driverKey)?.sandboxCapabilities?.incrementalSessionOutput === true;
   const mode = declared ? "streamed session output" : "output-file poll";
-  const agent = await step("create claude_local agent (engine acp, fake ACP agent)", async () => ({
+  const agent = await step(`create claude_local agent (engine acp, fake ACP agent${declared ? "" : ", poll"})`, async () => ({
     agent: await apiOk("POST", `/companies/${cid}/agents`, {
-      name: `FakeAcp-${p.driverKey}`,
+      name: `FakeAcp-${p.driverKey}${declared ? "" : "-poll"}`,
       role: "engineer",
       adapterType: "claude_local",
       defaultEnvironmentId: eid,
@@ -1033,6 +1037,57 @@ async function acpScenario(p, cid, eid) {
     }
     return { ms: r.toDoneMs, detail };
   });
+}
+
+/**
+ * The ACP task on the output-file poll (E2E_ACP_POLL=1, HOST-CALLS.md §9): the host reads only the
+ * installed manifest, so the plugin is swapped for a copy whose manifest leaves incrementalSessionOutput
+ * out (a wrapper module over the built one), the task runs on a new environment, and the original
+ * install is put back (its new id replaces the old in `plugin`) for whatever follows.
+ */
+async function acpPollScenario(p, plugin, cid, baseConfig) {
+  const pollDir = `${plugin.dir}-acp-poll`;
+  const made = await step("acp poll: a copy of the plugin without incrementalSessionOutput", async () => {
+    fs.rmSync(pollDir, { recursive: true, force: true });
+    fs.cpSync(plugin.dir, pollDir, { recursive: true, verbatimSymlinks: true });
+    const pkgFile = path.join(pollDir, "package.json");
+    const pkg = readJson(pkgFile);
+    const base = pkg.paperclipPlugin.manifest;
+    const wrapper = base.replace(/\.(m?js)$/, ".e2e-poll.$1");
+    fs.writeFileSync(
+      path.join(pollDir, wrapper),
+      [
+        `import manifest from ${JSON.stringify(`./${path.basename(base)}`)};`,
+        "const drop = ({ incrementalSessionOutput, ...rest }) => rest;",
+        "export default { ...manifest, environmentDrivers: (manifest.environmentDrivers ?? []).map((d) => (d.sandboxCapabilities ? { ...d, sandboxCapabilities: drop(d.sandboxCapabilities) } : d)) };",
+        "",
+      ].join("\n"),
+    );
+    fs.writeFileSync(pkgFile, JSON.stringify({ ...pkg, paperclipPlugin: { ...pkg.paperclipPlugin, manifest: wrapper } }, null, 2));
+    fs.chmodSync(pollDir, 0o755);
+    for (const f of [pkgFile, path.join(pollDir, wrapper)]) fs.chmodSync(f, 0o644);
+    return { detail: path.relative(RUN_DIR, pollDir) };
+  });
+  if (!made) return;
+  const swap = async (dir, label) =>
+    step(`acp poll: install ${label} (local path)`, async () => {
+      await apiOk("DELETE", `/plugins/${plugin.id}?purge=true`, undefined, { timeoutMs: 120_000 });
+      const r = await apiOk("POST", "/plugins/install", { packageName: dir, isLocalPath: true }, { timeoutMs: 120_000 });
+      check(r.status === "ready", `plugin status ${r.status}: ${redactText(r.lastError ?? "")}`);
+      pluginIds.add(r.id);
+      plugin.id = r.id;
+      const caps = r.manifestJson?.environmentDrivers?.find((d) => d.driverKey === p.driverKey)?.sandboxCapabilities ?? {};
+      return { detail: `incrementalSessionOutput ${caps.incrementalSessionOutput === true ? "declared" : "not declared"}` };
+    });
+  if (await swap(pollDir, "the poll copy")) {
+    const envRes = await step("acp poll: sandbox environment", async () => {
+      const e = await apiOk("POST", `/companies/${cid}/environments`, { name: instanceName(p, "-acp-poll"), driver: "sandbox", config: baseConfig });
+      current.environmentIds.push(e.id);
+      return { env: e };
+    });
+    if (envRes) await acpScenario(p, cid, envRes.env.id, { declared: false });
+  }
+  await swap(plugin.dir, "the original again");
 }
 
 /**

@@ -28,6 +28,8 @@
 #      E2E_CLI              1 (default, with name): the CLI from the local registry (npm install -g, npx); 0: skip
 #      E2E_EMULATOR_LATENCY_MS  delay each hosted provider's emulator adds before every vendor call (default 0)
 #      E2E_TIMING_RUNS      timed runs per provider, instead of its own count
+#      E2E_ACP_POLL         1: the ACP task again on a copy of the plugin without incrementalSessionOutput (the
+#                           host's output-file poll; install by path; HOST-CALLS.md §9); off by default
 #      E2E_COMMAND_CHANNEL  off|always: the kit's command-channel switch in the copied plugins' workers (set by
 #                           the call recorder's wrapper, so installs by path only: E2E_INSTALL=path); a measurement
 #                           of the channel against a fresh exec per command (bench/README.md), not an operator knob

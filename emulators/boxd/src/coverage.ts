@@ -44,6 +44,7 @@ export const BOXD_COVERAGE: CoverageSpec = {
       CreateSnapshot: served("a copy of the disk (not the memory)"),
       GetSnapshot: served(),
       DeleteSnapshot: served(),
+      ListSnapshots: served("the key's org, by name; each name's latest version"),
       ResizeVm: served("a cold reboot of a running machine"),
       ...Object.fromEntries(Object.entries(REFUSED_RPCS).map(([name, reason]) => [name, refused(reason)])),
     }).map(([name, entry]) => [`BoxdApi.${name}`, entry]),

@@ -151,6 +151,7 @@ export function boxdHandlers(deps: { machines: MachineManager; tokens: JwtIssuer
       return { snapshot_id: s.id, name: s.name, version: s.version, status: s.status };
     },
     GetSnapshot: (request: { name: string; org: string }, call: GrpcCall) => ({ snapshot: snapshotView(machines.getSnapshot(accountOf(call), request.name, request.org)) }),
+    ListSnapshots: (request: { org: string }, call: GrpcCall) => ({ snapshots: machines.listSnapshots(accountOf(call), request.org).map(snapshotView) }),
     async DeleteSnapshot(request: { name: string; org: string }, call: GrpcCall) {
       await machines.deleteSnapshot(accountOf(call), request.name, request.org);
       return {};

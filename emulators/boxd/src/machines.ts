@@ -411,6 +411,12 @@ export function createMachineManager(deps: MachineManagerDeps) {
     return found;
   }
 
+  /** The org's snapshots (each name's latest version, pending and failed ones too), by name. */
+  function listSnapshots(account: BoxdAccount, org: string): SnapshotRecord[] {
+    const own = orgOf(account, org);
+    return [...snapshots.values()].filter((s) => s.org === own).sort((a, b) => a.name.localeCompare(b.name));
+  }
+
   async function deleteSnapshot(account: BoxdAccount, name: string, org: string): Promise<void> {
     const found = getSnapshot(account, name, org);
     snapshots.delete(`${found.org}/${found.name}`);
@@ -432,6 +438,7 @@ export function createMachineManager(deps: MachineManagerDeps) {
     resize,
     createSnapshot,
     getSnapshot,
+    listSnapshots,
     deleteSnapshot,
     all: () => [...machines.values()],
     byId: (id: string) => machines.get(id),

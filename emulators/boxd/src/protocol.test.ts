@@ -331,6 +331,28 @@ describe("boxd emulator: files and snapshots", () => {
     for (const id of [vm.vm_id, restored.vm_id]) await call("DestroyVm", { vm_id: id });
   });
 
+  it("ListSnapshots answers the key's org only, by name, each name's latest version; another org is fenced", async () => {
+    const vm = await create({ name: "snap-list" });
+    await call("CreateSnapshot", { vm: vm.vm_id, name: "list-b" });
+    await call("CreateSnapshot", { vm: vm.vm_id, name: "list-a" });
+    await call("CreateSnapshot", { vm: vm.vm_id, name: "list-b" });
+    // One machine's work is serial: its next command runs after the copies.
+    await exec(vm.vm_id, "true");
+    try {
+      const listed = (await call<{ snapshots: Array<{ name: string; version: number; status: string }> }>("ListSnapshots", {})).snapshots.filter((s) => s.name.startsWith("list-"));
+      expect(listed.map(({ name, version, status }) => ({ name, version, status }))).toEqual([
+        { name: "list-a", version: 1, status: "ready" },
+        { name: "list-b", version: 2, status: "ready" },
+      ]);
+      const otherToken = ((await (await exchange(other.apiKey)).json()) as { token: string }).token;
+      expect((await call<{ snapshots: unknown[] }>("ListSnapshots", {}, otherToken)).snapshots).toEqual([]);
+      await expect(call("ListSnapshots", { org: other.org })).rejects.toEqual(code("PERMISSION_DENIED"));
+    } finally {
+      for (const name of ["list-a", "list-b"]) await call("DeleteSnapshot", { name });
+      await call("DestroyVm", { vm_id: vm.vm_id });
+    }
+  });
+
   it("a snapshot deleted while it is being saved leaves no copy on disk", async () => {
     const vm = await create({ name: "snap-gone" });
     await exec(vm.vm_id, "head -c 1048576 /dev/zero > $HOME/blob");

@@ -27,6 +27,9 @@ afterAll(async () => {
 
 const origin = () => emu.url.replace(/\/api$/, "");
 const auth = () => ({ authorization: `Bearer ${emu.credentials.apiKey}` });
+/** A raw answer's JSON body: the API's error body by default. */
+const json = async <T = { message: string }>(answer: Response): Promise<T> => (await answer.json()) as T;
+type SnapshotPage = { items: Array<{ name: string }>; total: number; page: number; totalPages: number };
 
 describe("files and folders (FileSystem)", () => {
   it("createFolder answers 201 with the mode asked for; listFiles and getFileDetails see it", async () => {
@@ -198,6 +201,55 @@ describe("snapshots and listing", () => {
     await Promise.all([copy.delete(60, true), source.delete(60, true)]);
     await sdk.snapshot.delete("fidelity-from-sandbox");
     await expect(sdk.snapshot.get("fidelity-from-sandbox")).rejects.toMatchObject({ statusCode: 404 });
+  });
+
+  it("the registry list pages, filters by partial name (any case), sorts as asked (default: last used first, never used last)", async () => {
+    const api = (path: string) => fetch(`${emu.url}${path}`, { headers: auth() });
+    const made = [];
+    for (const name of ["pager-b", "pager-a", "PAGER-c"]) made.push(await sdk.snapshot.create({ name, image: "python:3.12-slim" }));
+    try {
+      const first = await json<SnapshotPage>(await api("/snapshots?name=pager&limit=2"));
+      expect(first).toMatchObject({ total: 3, page: 1, totalPages: 2 });
+      expect(first.items).toHaveLength(2);
+      const second = await json<SnapshotPage>(await api("/snapshots?name=pager&limit=2&page=2"));
+      expect(second.items).toHaveLength(1);
+      expect(new Set([...first.items, ...second.items].map((s) => s.name))).toEqual(new Set(["pager-a", "pager-b", "PAGER-c"]));
+      const byName = await json<SnapshotPage>(await api("/snapshots?name=pager&sort=name&order=asc"));
+      expect(byName.items.map((s) => s.name.toLowerCase())).toEqual(["pager-a", "pager-b", "pager-c"]);
+      // Used by a sandbox: first by default; the others (never used) after it.
+      const used = await sdk.create({ snapshot: "pager-a" });
+      await used.delete(60, true);
+      expect((await json<SnapshotPage>(await api("/snapshots?name=pager"))).items[0]?.name).toBe("pager-a");
+      expect(await json<SnapshotPage>(await api("/snapshots?name=no-such-snapshot"))).toEqual({ items: [], total: 0, page: 1, totalPages: 0 });
+      const badSort = await api("/snapshots?sort=size");
+      expect(badSort.status).toBe(400);
+      expect((await json(badSort)).message).toMatch(/^sort must be one of/);
+    } finally {
+      for (const snapshot of made) await sdk.snapshot.delete(snapshot);
+    }
+  });
+
+  it("delete, activate and deactivate take the id (a name is 400; the SDK resolves names first); deactivate is 204; the API's own 404, 409 and 400 bodies", async () => {
+    const post = (path: string, body?: unknown) =>
+      fetch(`${emu.url}${path}`, { method: "POST", headers: { ...auth(), "content-type": "application/json" }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    const made = await sdk.snapshot.create({ name: "by-id-only", image: "python:3.12-slim" });
+    const byName = await post("/snapshots/by-id-only/deactivate");
+    expect([byName.status, (await json(byName)).message]).toEqual([400, "Validation failed (uuid is expected)"]);
+    expect((await fetch(`${emu.url}/snapshots/by-id-only`, { method: "DELETE", headers: auth() })).status).toBe(400);
+    const off = await post(`/snapshots/${made.id}/deactivate`);
+    expect([off.status, await off.text()]).toEqual([204, ""]);
+    expect((await sdk.snapshot.get("by-id-only")).state).toBe("inactive");
+    expect(await sdk.snapshot.activate("by-id-only")).toMatchObject({ id: made.id, state: "active" });
+    // Again: an active snapshot is answered as it is.
+    expect((await json<{ state: string }>(await post(`/snapshots/${made.id}/activate`))).state).toBe("active");
+    const duplicate = await post("/snapshots", { name: "by-id-only", imageName: "python:3.12-slim" });
+    expect([duplicate.status, (await json(duplicate)).message]).toEqual([409, 'Snapshot with name "by-id-only" already exists']);
+    const badName = await post("/snapshots", { name: "two words", imageName: "python:3.12-slim" });
+    expect([badName.status, (await json(badName)).message]).toEqual([400, "Invalid snapshot name format. May contain letters, digits, dots, colons, and dashes"]);
+    await sdk.snapshot.delete("by-id-only");
+    const gone = await fetch(`${emu.url}/snapshots/by-id-only`, { headers: auth() });
+    expect([gone.status, (await json(gone)).message]).toEqual([404, "Snapshot by-id-only not found"]);
+    expect((await fetch(`${emu.url}/snapshots/${made.id}`, { method: "DELETE", headers: auth() })).status).toBe(404);
   });
 
   it("a snapshot of a missing sandbox is 404; a nameless one 400", async () => {

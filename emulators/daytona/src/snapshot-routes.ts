@@ -105,6 +105,20 @@ export interface SnapshotDeps {
 
 const opts = { errorEnvelope: apiErrorEnvelope };
 
+/** What the API accepts as a snapshot name (its image-name alphabet, no length bound). */
+const SNAPSHOT_NAME = /^[a-zA-Z0-9_.\-:]+(\/[a-zA-Z0-9_.\-:]+)*(@sha256:[a-f0-9]{64})?$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** `ListSnapshotsQuery`'s sort fields and directions (default `lastUsedAt` `desc`). */
+const SORT_FIELDS = ["name", "state", "lastUsedAt", "createdAt"] as const;
+const SORT_ORDERS = ["asc", "desc"] as const;
+
+function oneOf<T extends string>(query: URLSearchParams, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = query.get(name);
+  if (raw === null || raw === "") return fallback;
+  if (!(allowed as readonly string[]).includes(raw)) throw new HttpError(400, `${name} must be one of the following values: ${allowed.join(", ")}`);
+  return raw as T;
+}
+
 /**
  * The snapshot registry (`SnapshotsApi`) and the snapshot of a sandbox (`SandboxApi.createSandboxSnapshot`).
  * A registered snapshot is a name only (every sandbox runs on the same image tree here), `active` at
@@ -114,15 +128,28 @@ const opts = { errorEnvelope: apiErrorEnvelope };
  */
 export function registerSnapshotRoutes(router: Router, deps: SnapshotDeps): void {
   const { store } = deps;
+  // `GET /snapshots/{id}` takes an id or a name; the operations that change one take its id only
+  // (the SDK resolves a name with a get first).
   const byIdOrName = (ctx: HttpContext) => {
     deps.authorize(ctx);
     const key = ctx.params.id!;
-    const found = store.records.get(key) ?? [...store.records.values()].find((s) => s.name === key);
-    if (!found) throw new HttpError(404, `Snapshot with ID or name ${key} not found`);
+    const found = [...store.records.values()].find((s) => s.name === key) ?? (UUID.test(key) ? store.records.get(key) : undefined);
+    if (!found) throw new HttpError(404, `Snapshot ${key} not found`);
     return found;
   };
-  const taken = (name: string) => {
-    if ([...store.records.values()].some((s) => s.name === name)) throw new HttpError(409, `Snapshot with name ${name} already exists`);
+  const byId = (ctx: HttpContext) => {
+    deps.authorize(ctx);
+    const key = ctx.params.id!;
+    if (!UUID.test(key)) throw new HttpError(400, "Validation failed (uuid is expected)");
+    const found = store.records.get(key);
+    if (!found) throw new HttpError(404, `Snapshot ${key} not found`);
+    return found;
+  };
+  const named = (raw: unknown): string => {
+    if (typeof raw !== "string" || raw.trim() === "") throw new HttpError(400, "name must be a non-empty string");
+    if (!SNAPSHOT_NAME.test(raw)) throw new HttpError(400, "Invalid snapshot name format. May contain letters, digits, dots, colons, and dashes");
+    if ([...store.records.values()].some((s) => s.name === raw)) throw new HttpError(409, `Snapshot with name "${raw}" already exists`);
+    return raw;
   };
   const dto = (s: SnapshotRecord) => ({
     id: s.id,
@@ -151,17 +178,19 @@ export function registerSnapshotRoutes(router: Router, deps: SnapshotDeps): void
       deps.authorize(ctx);
       const page = queryInt(ctx.query, "page", { min: 1 }) ?? 1;
       const limit = queryInt(ctx.query, "limit", { min: 1, max: 200 }) ?? 100;
-      const name = ctx.query.get("name");
+      const name = ctx.query.get("name")?.toLowerCase();
       const sourceSandboxId = ctx.query.get("sourceSandboxId");
+      const sort = oneOf(ctx.query, "sort", SORT_FIELDS, "lastUsedAt");
+      const order = oneOf(ctx.query, "order", SORT_ORDERS, "desc");
       const all = [...store.records.values()]
-        .filter((s) => !name || s.name.includes(name))
+        .filter((s) => !name || s.name.toLowerCase().includes(name))
         .filter((s) => !sourceSandboxId || s.source?.sandboxId === sourceSandboxId)
-        .sort((a, b) => b.createdAt - a.createdAt);
+        .sort((a, b) => compareBy(a, b, sort, order) || b.createdAt - a.createdAt);
       return {
         items: all.slice((page - 1) * limit, page * limit).map(dto),
         total: all.length,
         page,
-        totalPages: Math.max(1, Math.ceil(all.length / limit)),
+        totalPages: Math.ceil(all.length / limit),
       };
     },
     opts,
@@ -174,9 +203,8 @@ export function registerSnapshotRoutes(router: Router, deps: SnapshotDeps): void
         name?: unknown;
         imageName?: unknown;
       }>();
-      if (typeof body?.name !== "string" || body.name === "") throw new HttpError(400, "name must be a non-empty string");
-      taken(body.name);
-      return dto(store.add(body.name, typeof body.imageName === "string" ? { imageName: body.imageName } : {}));
+      const name = named(body?.name);
+      return dto(store.add(name, typeof body?.imageName === "string" ? { imageName: body.imageName } : {}));
     },
     opts,
   );
@@ -184,26 +212,36 @@ export function registerSnapshotRoutes(router: Router, deps: SnapshotDeps): void
   router.delete(
     "/api/snapshots/:id",
     async (ctx) => {
-      await store.remove(byIdOrName(ctx));
+      await store.remove(byId(ctx));
       ctx.send(200);
     },
     opts,
   );
-  for (const [path, state] of [
-    ["activate", "active"],
-    ["deactivate", "inactive"],
-  ] as const) {
-    router.post(
-      `/api/snapshots/:id/${path}`,
-      (ctx) => {
-        const snapshot = byIdOrName(ctx);
-        snapshot.state = state;
+  router.post(
+    "/api/snapshots/:id/activate",
+    (ctx) => {
+      const snapshot = byId(ctx);
+      if (snapshot.state !== "active") {
+        snapshot.state = "active";
         snapshot.updatedAt = store.clock.now();
-        return dto(snapshot);
-      },
-      opts,
-    );
-  }
+      }
+      return dto(snapshot);
+    },
+    opts,
+  );
+  // 204, no body; an inactive one stays so.
+  router.post(
+    "/api/snapshots/:id/deactivate",
+    (ctx) => {
+      const snapshot = byId(ctx);
+      if (snapshot.state !== "inactive") {
+        snapshot.state = "inactive";
+        snapshot.updatedAt = store.clock.now();
+      }
+      ctx.send(204);
+    },
+    opts,
+  );
 
   // `CreateSandboxSnapshot {name}` → the `Sandbox` DTO, `snapshotting` until the copy is made (the SDK
   // then polls the sandbox until it has left that state).
@@ -215,9 +253,7 @@ export function registerSnapshotRoutes(router: Router, deps: SnapshotDeps): void
       const sandbox = deps.fleet.find(idOrName);
       if (!sandbox || sandbox.state === "destroyed") throw new HttpError(404, `Sandbox with ID or name ${idOrName} not found`);
       const body = await ctx.readJson<{ name?: unknown }>();
-      if (typeof body?.name !== "string" || body.name.trim() === "") throw new HttpError(400, "name must be a non-empty string");
-      const name = body.name;
-      taken(name);
+      const name = named(body?.name);
       const id = randomUUID();
       const dir = store.dirFor(id);
       await deps.fleet.snapshot(sandbox, async (jail) => {
@@ -237,4 +273,22 @@ export function registerSnapshotRoutes(router: Router, deps: SnapshotDeps): void
     },
     opts,
   );
+}
+
+/** `ListSnapshotsQuery`'s order: by the field, never-used (null `lastUsedAt`) last either way. */
+function compareBy(a: SnapshotRecord, b: SnapshotRecord, field: (typeof SORT_FIELDS)[number], order: (typeof SORT_ORDERS)[number]): number {
+  const sign = order === "asc" ? 1 : -1;
+  switch (field) {
+    case "name":
+      return sign * a.name.localeCompare(b.name);
+    case "state":
+      return sign * a.state.localeCompare(b.state);
+    case "createdAt":
+      return sign * (a.createdAt - b.createdAt);
+    case "lastUsedAt":
+      if (a.lastUsedAt === b.lastUsedAt) return 0;
+      if (a.lastUsedAt === null) return 1;
+      if (b.lastUsedAt === null) return -1;
+      return sign * (a.lastUsedAt - b.lastUsedAt);
+  }
 }

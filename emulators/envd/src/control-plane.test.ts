@@ -155,7 +155,7 @@ describe("snapshot templates (e2b SDK)", () => {
     try {
       await source.commands.run('echo captured > "$HOME/tool.txt"');
       const made = await e2b.Sandbox.createSnapshot(source.sandboxId, { ...opts(), name: "my-snap" });
-      expect(made).toEqual({ snapshotId: "emulator-team/my-snap:default", names: ["emulator-team/my-snap:default"] });
+      expect(made).toEqual({ snapshotId: "emulator-team/my-snap:default", names: ["emulator-team/my-snap"] });
       // A nameless one is known by its template id.
       const nameless = await e2b.Sandbox.createSnapshot(source.sandboxId, opts());
       expect(nameless).toEqual({ snapshotId: expect.stringMatching(/^[0-9a-f]{20}:default$/), names: [] });
@@ -177,6 +177,54 @@ describe("snapshot templates (e2b SDK)", () => {
       expect(await e2b.Sandbox.deleteSnapshot(nameless.snapshotId, opts())).toBe(true);
       await expect(e2b.Sandbox.create(made.snapshotId, opts())).rejects.toThrow(/not found/);
     } finally {
+      await source.kill();
+    }
+  });
+
+  it("lists newest first in cursor pages the SDK's paginator walks (X-Next-Token); a forged token is 400", async () => {
+    const source = await e2b.Sandbox.create("base", opts());
+    const made: string[] = [];
+    try {
+      for (const name of ["page-1", "page-2", "page-3"]) made.push((await e2b.Sandbox.createSnapshot(source.sandboxId, { ...opts(), name })).snapshotId);
+      const paginator = e2b.Sandbox.listSnapshots({ ...opts(), sandboxId: source.sandboxId, limit: 2 });
+      const first = await paginator.nextItems();
+      expect([first.map((s) => s.snapshotId), paginator.hasNext]).toEqual([[made[2], made[1]], true]);
+      const second = await paginator.nextItems();
+      expect([second.map((s) => s.snapshotId), paginator.hasNext]).toEqual([[made[0]], false]);
+      const forged = await fetch(`${emu.url}/snapshots?nextToken=not-a-cursor`, { headers: { "x-api-key": emu.credentials.apiKey! } });
+      expect([forged.status, ((await forged.json()) as { message: string }).message]).toEqual([400, "Invalid next token"]);
+    } finally {
+      for (const ref of made) await e2b.Sandbox.deleteSnapshot(ref, opts());
+      await source.kill();
+    }
+  });
+
+  it("names as E2B parses them: folded to lowercase, the team's namespace taken, another team's or a dot refused, another tag not kept; Template.exists finds the alias", async () => {
+    const source = await e2b.Sandbox.create("base", opts());
+    const post = (name: string) =>
+      fetch(`${emu.url}/sandboxes/${source.sandboxId}/snapshots`, {
+        method: "POST",
+        headers: { "x-api-key": emu.credentials.apiKey!, "content-type": "application/json" },
+        body: JSON.stringify({ name }),
+      });
+    try {
+      expect((await e2b.Sandbox.createSnapshot(source.sandboxId, { ...opts(), name: " Mixed-Case " })).snapshotId).toBe("emulator-team/mixed-case:default");
+      expect((await e2b.Sandbox.createSnapshot(source.sandboxId, { ...opts(), name: "emulator-team/in-team:default" })).snapshotId).toBe("emulator-team/in-team:default");
+      const answers = [];
+      for (const name of ["other-team/theirs", "dotted.name", "tagged:v1"]) {
+        const answer = await post(name);
+        answers.push([answer.status, ((await answer.json()) as { message: string }).message]);
+      }
+      expect(answers).toEqual([
+        [400, "namespace 'other-team' must match your team 'emulator-team'"],
+        [400, "Invalid name: invalid template ID: dotted.name"],
+        [501, expect.stringMatching(/^emulator limit: /)],
+      ]);
+      expect(await e2b.Template.exists("mixed-case", opts())).toBe(true);
+      expect(await e2b.Template.exists("base", opts())).toBe(true);
+      expect(await e2b.Template.exists("never-made", opts())).toBe(false);
+    } finally {
+      for (const ref of ["mixed-case", "in-team"]) await e2b.Sandbox.deleteSnapshot(ref, opts());
       await source.kill();
     }
   });

@@ -40,7 +40,7 @@ export const emulator: EmulatorDefinition<EnvdEmulatorOptions> = {
     const auth = (ctx: HttpContext) => void requireApiKey(ctx, { header: "x-api-key", accept: [apiKey], missingMessage: "missing API key (X-API-KEY)", invalidMessage: "invalid API key" });
     refusalRoutes(router, auth);
     controlPlaneRoutes(router, { sandboxes, snapshots, options, apiKey });
-    snapshotRoutes(router, { registry: sandboxes, snapshots, auth });
+    snapshotRoutes(router, { registry: sandboxes, snapshots, templates: options.templates, auth });
     filesRoutes(router, sandboxes);
     processRoutes(router, sandboxes);
     filesystemRoutes(router, sandboxes);

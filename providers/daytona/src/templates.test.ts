@@ -77,7 +77,7 @@ describe("capture, start from, delete", () => {
       templateKind: "snapshot",
       metadata: { snapshotId: expect.any(String) },
     });
-    expect(templateNameOwner(captured.templateRef, "daytona")).toEqual(owner);
+    expect(templateNameOwner(captured.templateRef, owner)).toEqual(owner);
     expect(await h.stateOf(session.providerLeaseId!)).toBe("started");
     await cancel(session);
     expect(await h.stateOf(session.providerLeaseId!)).toBe("gone");
@@ -95,6 +95,29 @@ describe("capture, start from, delete", () => {
     expect(await h.calls(mark)).toEqual(["GET /api/snapshots/:id 200", "GET /api/snapshots/:id 200", "DELETE /api/snapshots/:id 200"]);
     await expect(h.sdk.snapshot.get(captured.templateRef)).rejects.toMatchObject({ statusCode: 404 });
     expect(await remove(captured.templateRef)).toEqual({ deleted: false });
+  });
+
+  it("a template the previous release captured (its long owner name) is still started from and deleted by its owner, and refused for another", async () => {
+    const session = await startSetup();
+    await h.sh(asLease(session), "echo old-release > marker.txt");
+    // What the previous release named a capture of company-1's env-1.
+    const legacy = `paperclip-tpl-9-company-1-5-env-1-${randomUUID().replaceAll("-", "").slice(0, 12)}`;
+    await (await h.sdk.get(session.providerLeaseId!)).createSnapshot(legacy);
+    await cancel(session);
+    try {
+      const run = await h.acquire({ snapshot: legacy });
+      expect((await h.sh(run, "cat marker.txt")).stdout).toBe("old-release\n");
+      await h.destroy(run);
+      const mark = h.emu.requests.mark();
+      await expect(h.acquire({ snapshot: legacy }, { companyId: "company-2" })).rejects.toThrow(/does not belong/);
+      expect((await h.calls(mark)).filter((call) => call.startsWith("POST /api/sandbox "))).toEqual([]);
+      await expect(remove(legacy, "company-2")).rejects.toThrow(/does not belong/);
+      expect((await h.sdk.snapshot.get(legacy)).state).toBe("active");
+      expect(await remove(legacy)).toEqual({ deleted: true });
+      await expect(h.sdk.snapshot.get(legacy)).rejects.toMatchObject({ statusCode: 404 });
+    } finally {
+      await h.sdk.snapshot.delete(legacy).catch(() => undefined);
+    }
   });
 
   it("a setup from a template drops the environment's image and resources (they need an image) and starts from the snapshot", async () => {

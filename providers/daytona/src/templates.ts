@@ -2,7 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { isOwnedTemplateName, ownedTemplateName, templateNameOwner, type TemplateDeclaration } from "@paperclip-sandbox/kit";
 import type { DaytonaClient } from "./client.js";
 import type { DaytonaConfig } from "./config.js";
-import { DAYTONA_DRIVER_KEY, DAYTONA_TEMPLATES } from "./manifest.js";
+import { DAYTONA_TEMPLATES } from "./manifest.js";
 import type { DaytonaHandle } from "./sandboxes.js";
 
 /**
@@ -51,8 +51,8 @@ export function daytonaTemplates(clientFor: (config: DaytonaConfig) => DaytonaCl
         await sleep(POLL_MS, undefined, { signal });
       }
     },
-    async labels(templateRef, config) {
-      const owner = templateNameOwner(templateRef, DAYTONA_DRIVER_KEY);
+    async labels(templateRef, config, expected) {
+      const owner = templateNameOwner(templateRef, expected);
       if (!owner) return null;
       return (await snapshotOf(clientFor(config), templateRef)) ? owner : null;
     },

@@ -18,6 +18,7 @@ const config = { ...sdk, timeoutMs: 60_000 };
 const identity = { companyId: "company-1", environmentId: "env-1" };
 const host = hostFor(createE2bPlugin().plugin, config, { driverKey: "e2b", identity });
 const base = { driverKey: "e2b", ...identity, config };
+const owner = { "paperclip-provider": "e2b", "paperclip-company": "company-1", "paperclip-environment": "env-1" };
 
 const calls = async (mark: number) => {
   // Control-plane calls only (the hooks awaited them); envd's process streams may still be open.
@@ -68,8 +69,8 @@ describe("e2b custom images (envd emulator)", () => {
       timeoutMs: null,
     } as never);
     expect(await calls(mark)).toEqual(["POST /sandboxes/:id/snapshots 201"]);
-    expect(captured.templateRef).toMatch(/^emulator-team\/paperclip-tpl-9-company-1-5-env-1-[0-9a-f]{12}:default$/);
-    expect(templateNameOwner(captured.templateRef.slice("emulator-team/".length, -":default".length), "e2b")).toMatchObject({ "paperclip-company": "company-1" });
+    expect(captured.templateRef).toMatch(/^emulator-team\/pc-[0-9a-f]{16}-[0-9a-f]{8}:default$/);
+    expect(templateNameOwner(captured.templateRef.slice("emulator-team/".length, -":default".length), owner)).toEqual(owner);
     await hooks.onEnvironmentCancelInteractiveSetup!({ ...base, issueId: null, providerLeaseId: session.providerLeaseId, setupMetadata: session.metadata, reason: "promoted" } as never);
 
     mark = emu.requests.mark();
@@ -98,13 +99,11 @@ describe("e2b custom images (envd emulator)", () => {
       await expect(remove(templateRef, "company-2")).rejects.toThrow(/does not belong/);
       // Someone with the team's key names a snapshot after another company: its name says whose it is.
       const other = await Sandbox.create("base", sdk);
-      const forged = (await Sandbox.createSnapshot(other.sandboxId, { ...sdk, name: ownedTemplateName({ "paperclip-company": "company-2", "paperclip-environment": "env-1" }) })).snapshotId;
+      const forged = (await Sandbox.createSnapshot(other.sandboxId, { ...sdk, name: ownedTemplateName({ ...owner, "paperclip-company": "company-2" }) })).snapshotId;
       await other.kill();
       const mark = emu.requests.mark();
       await expect(host.withConfig({ ...config, template: forged }).acquire()).rejects.toThrow(/does not belong/);
-      await expect(host.withConfig({ ...config, template: ownedTemplateName({ "paperclip-company": "company-1", "paperclip-environment": "env-1" }) }).acquire()).rejects.toThrow(
-        /^template: e2b has no template/,
-      );
+      await expect(host.withConfig({ ...config, template: ownedTemplateName(owner) }).acquire()).rejects.toThrow(/^template: e2b has no template/);
       expect((await calls(mark)).filter((call) => call.startsWith("POST /v2/sandboxes"))).toEqual([]);
       await Sandbox.deleteSnapshot(forged, sdk);
     } finally {

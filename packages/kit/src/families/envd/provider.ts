@@ -296,22 +296,22 @@ export function defineEnvdSandboxProvider<S extends z.ZodObject, Conn>(spec: Env
     async list(config, labels, { env }) {
       return (await cp.list(conn(config, env), labels)).map(listedResource);
     },
-    ...(spec.templates && cp.snapshots ? { templates: envdTemplates(spec.driverKey, spec.templates, cp.snapshots, (config: C) => conn(config)) } : {}),
+    ...(spec.templates && cp.snapshots ? { templates: envdTemplates(spec.templates, cp.snapshots, (config: C) => conn(config)) } : {}),
   });
 }
 
 /** The snapshot's own name in a ref: `team/name:tag` → `name`. */
 const snapshotNameOf = (ref: string): string => ref.replace(/:[^/:]*$/, "").replace(/^.*\//, "");
 
-function envdTemplates<C, Conn>(driverKey: string, contract: TemplateContract, snapshots: EnvdSnapshots<Conn>, conn: (config: C) => Conn): TemplateDeclaration<EnvdHandle, C> {
+function envdTemplates<C, Conn>(contract: TemplateContract, snapshots: EnvdSnapshots<Conn>, conn: (config: C) => Conn): TemplateDeclaration<EnvdHandle, C> {
   return {
     ...contract,
     isTemplateRef: (value) => isOwnedTemplateName(snapshotNameOf(value)),
     async capture(handle, ref, { labels }) {
       return { templateRef: await snapshots.create(conn(ref.config), handle.sandboxId, ownedTemplateName(labels)) };
     },
-    async labels(templateRef, config) {
-      const owner = templateNameOwner(snapshotNameOf(templateRef), driverKey);
+    async labels(templateRef, config, expected) {
+      const owner = templateNameOwner(snapshotNameOf(templateRef), expected);
       return owner && (await snapshots.exists(conn(config), templateRef)) ? owner : null;
     },
     delete: (templateRef, config) => snapshots.delete(conn(config), templateRef),
