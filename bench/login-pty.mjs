@@ -42,7 +42,7 @@ ${mode === "raw" ? "stty raw -echo; printf 'ready\\n'; exec cat" : "printf 'read
 `;
 
 const driverKey = args.provider;
-if (!["bubblewrap", "daytona", "modal"].includes(driverKey)) throw new Error("--provider must be bubblewrap, daytona or modal");
+if (!["bubblewrap", "daytona", "modal", "cloudflare"].includes(driverKey)) throw new Error("--provider must be bubblewrap, daytona, modal or cloudflare");
 const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), "bwrap-bench-login-"));
 /** The hosted providers run against their emulators (the emulator's jails on this machine). */
 let emu;
@@ -55,6 +55,7 @@ const configs = {
   bubblewrap: () => ({ stateDir, timeoutMs: 120_000 }),
   daytona: () => ({ apiKey: emu.credentials.apiKey, apiUrl: emu.url, timeoutMs: 120_000 }),
   modal: () => ({ tokenId: emu.credentials.tokenId, tokenSecret: emu.credentials.tokenSecret, serverUrl: emu.url, appName: "bench-login", image: "node:22" }),
+  cloudflare: () => ({ bridgeBaseUrl: emu.url, bridgeAuthToken: emu.credentials.token, timeoutMs: 120_000 }),
 };
 const pkg = await loadPluginPackage(path.join(repoRoot, `providers/${driverKey}`));
 const client = await startWorker(pkg, { env: { TMPDIR: os.tmpdir() } });
@@ -63,11 +64,19 @@ const base = { driverKey, companyId: "bench", environmentId: "bench", config };
 const results = {};
 let lease;
 
+/** Requests to the vendor's API (cloudflare: to the bridge, not the stand-in container behind it). */
+// Running ones too: a WebSocket's record finishes when it closes.
+const vendorRecords = (since = 0) => (emu ? emu.requests.list({ since, includeRunning: true }).filter((r) => !r.path.startsWith("/c/")) : []);
+/** The last record's id (the recorder keeps a bounded list: ids, not positions). */
+const lastId = () => (emu ? (emu.requests.list({ includeRunning: true }).at(-1)?.id ?? 0) : 0);
+const describe = (r) => `${r.protocol === "ws" ? "WS" : r.method} ${r.path}`;
+
 async function viaWorker(mode) {
   const install = `mkdir -p "$HOME/.local/bin" && cat > "$HOME/.local/bin/codex" <<'EOF'\n${FAKE(mode)}EOF\nchmod 0755 "$HOME/.local/bin/codex"`;
   const installed = await client.env.execute({ ...base, lease, command: "sh", args: ["-c", install] });
   if (installed.exitCode !== 0) throw new Error(`install failed: ${installed.stderr}`);
   const screen = new Screen();
+  const callsBefore = lastId();
   const opened = process.hrtime.bigint();
   const handle = await client.login.open(
     {
@@ -83,11 +92,15 @@ async function viaWorker(mode) {
   );
   await screen.until("ready");
   const openMs = ms(opened);
+  // Vendor requests the open made (the emulator's recorder; a WebSocket is one).
+  const openRequests = vendorRecords(callsBefore).map(describe);
   const send = (ch) => handle.input(ch);
   await typeAndTime(send, screen, warmup);
   const samples = await typeAndTime(send, screen, keys);
+  const beforeClose = lastId();
   await handle.close();
-  return { ...summarize(samples), openToReadyMs: openMs };
+  const closeRequests = vendorRecords(beforeClose).map(describe);
+  return { ...summarize(samples), openToReadyMs: openMs, openRequests, closeRequests };
 }
 
 async function baseline() {
@@ -136,6 +149,10 @@ for (const [name, s] of /** @type {[string, { median: number, p95: number, min: 
   console.log(`${name.padEnd(40)} ${fmt(s.median).padStart(7)} ${fmt(s.p95).padStart(7)} ${fmt(s.min).padStart(7)} ${fmt(s.max).padStart(7)}`);
 }
 console.log(`ratio (login terminal echo / baseline): ${results.ratioEchoVsBaseline.toFixed(2)}x; open -> prompt ${fmt(results.loginTerminalEcho.openToReadyMs)} ms`);
+if (emu) {
+  const { openRequests, closeRequests } = results.loginTerminalEcho;
+  console.log(`vendor requests per login (the emulator's recorder): open ${openRequests.length} [${openRequests.join(", ")}], close ${closeRequests.length} [${closeRequests.join(", ")}]`);
+}
 if (driverKey === "bubblewrap") console.log(`target: median < 50 ms on bubblewrap: ${results.loginTerminalEcho.median < 50 ? "PASS" : "FAIL"}`);
 else console.log(`${driverKey} against its emulator on loopback: the vendor's own distance is not included`);
 fs.mkdirSync(args.out, { recursive: true });

@@ -789,7 +789,7 @@ async function loginScenario(p, cid, eid) {
           .join(" | ")}`,
       );
     });
-    const extra = p.leftovers?.(ctx) ?? [];
+    const extra = (await p.leftovers?.(ctx)) ?? [];
     check(extra.length === 0, `provider leftovers after the login: ${extra.join("; ")}`);
     const calls = recordedCalls(current.pluginKey);
     if (!calls) return { lease, detail: `lease ${lease.providerLeaseId}` };
@@ -885,7 +885,7 @@ async function loginScenario(p, cid, eid) {
         },
         { timeoutMs: 30_000, intervalMs: 200 },
       );
-      const extra = p.leftovers?.(ctx) ?? [];
+      const extra = (await p.leftovers?.(ctx)) ?? [];
       check(extra.length === 0, `provider leftovers after the refused login: ${extra.join("; ")}`);
       return { detail: `${p.driverKey}: ${p.leasesWithoutExpiry}; HTTP 503, lease ${lease.providerLeaseId} released` };
     });

@@ -203,6 +203,12 @@ export const PROVIDERS = [
         ...listDirs(path.join(parent, scratch, "images")).map((id) => `modal emulator snapshot image ${id}`),
       ]);
     },
+    // Custom images: the file is installed through the host's browser terminal (the kit's ssh setup
+    // connection over Modal's PTY execs), so no `install` here. A template is a published image name
+    // whose image exists.
+    customImage: {
+      templates: async (ctx) => (await ctx.emulator.leftovers()).flatMap((item) => /^image name (\S+):latest in /.exec(item)?.[1] ?? []),
+    },
     ui: (ctx) => ({
       fill: { "Token ID": ctx.emulator.credentials.tokenId, "Token secret": ctx.emulator.credentials.tokenSecret, "API server URL": ctx.emulator.url },
       cleared: ["Modal environment"],

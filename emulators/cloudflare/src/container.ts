@@ -1,7 +1,8 @@
 import { Buffer } from "node:buffer";
 import type { ExecHandle, Sandbox as Jail, SandboxBackend } from "@paperclip-sandbox/sandbox-backend";
-import { openSse, type HttpContext, type Router, type VendorClock } from "@paperclip-sandbox/emulator-kit";
+import { HttpError, openSse, type HttpContext, type Router, type VendorClock } from "@paperclip-sandbox/emulator-kit";
 import { containerError } from "./container-errors.js";
+import { ContainerPty, ptyQueryOf, servePtyConnection } from "./pty.js";
 
 /** The container image's version the stand-in reports (the SDK only logs a mismatch). */
 export const CONTAINER_VERSION = "0.7.21";
@@ -30,6 +31,8 @@ class Session {
   /** Resolves when the shell is free again (the last command's process exited). */
   private idle: Promise<unknown> = Promise.resolve();
   readonly commands = new Set<Command>();
+  /** The session's terminal (`getPty`), made on its first connection. */
+  pty: Promise<ContainerPty> | undefined;
   deleted = false;
   constructor(
     readonly id: string,
@@ -94,6 +97,8 @@ class Container {
     this.sessions.delete(id);
     session.deleted = true;
     for (const command of session.commands) if (command.streamed) await command.handle.signal("SIGTERM").catch(() => undefined);
+    // Session.destroy() destroys its PTY.
+    await session.pty?.then((pty) => pty.destroy()).catch(() => undefined);
     return true;
   }
 
@@ -222,6 +227,28 @@ export function registerContainerRoutes(router: Router, fleet: ContainerFleet, o
     const sessionId = text((await json(ctx)).sessionId, "sessionId");
     if (!(await containerOf(ctx).deleteSession(sessionId))) throw containerError(404, "SESSION_NOT_FOUND", `Session '${sessionId}' not found`, { sessionId });
     return { success: true, sessionId, timestamp: now() };
+  });
+
+  // The terminal (`sandbox.terminal()`): see pty.ts.
+  router.ws(`${P}/ws/pty`, {
+    before(ctx) {
+      const query = ptyQueryOf(ctx.query);
+      if (typeof query === "string") throw new HttpError(400, query);
+    },
+    async onConnection(socket, ctx) {
+      const query = ptyQueryOf(ctx.query) as Exclude<ReturnType<typeof ptyQueryOf>, string>;
+      const container = fleet.get(ctx.params.cid!);
+      const session = container.session(query.sessionId);
+      try {
+        session.pty ??= container.sandbox().then((jail) => ContainerPty.start(jail, { shell: query.shell, cols: query.cols, rows: query.rows, cwd: session.cwd, env: session.env }));
+        servePtyConnection(socket, await session.pty);
+      } catch (error) {
+        session.pty = undefined;
+        const message = `Failed to create PTY: ${(error as Error).message}`;
+        socket.send(JSON.stringify({ type: "error", message }));
+        socket.close(1011, message.slice(0, 120));
+      }
+    },
   });
 
   router.post(`${P}/api/execute`, async (ctx) => {

@@ -1,6 +1,7 @@
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { HttpError, type HttpContext, type Router } from "@paperclip-sandbox/emulator-kit";
+import { WebSocket } from "ws";
 
 const PREFIX = "/api/paperclip-sandbox/v1";
 /** Headers that describe one hop, not the message. */
@@ -15,6 +16,7 @@ const EXTRA_ROUTES: Array<[string, RegExp]> = [
   ["PUT", /^\/exec\/[^/]+\/stdin$/],
   ["POST", /^\/exec\/[^/]+\/stdin\/close$/],
   ["POST", /^\/exec\/[^/]+\/kill$/],
+  ["GET", /^\/terminal$/],
 ];
 
 /** A command request's body at most (inline stdin is up to 48 KiB, base64 in JSON). */
@@ -94,6 +96,51 @@ export function registerFront(router: Router, options: FrontOptions): void {
     if (!response.body) return void ctx.res.end();
     await pipeline(Readable.fromWeb(response.body as import("node:stream/web").ReadableStream), ctx.res).catch(() => undefined);
   };
+  // The terminal route is a WebSocket: the Worker's socket opened first (its refusal, a status
+  // instead of 101, is the client's answer as is), then relayed frame for frame.
+  const opened = new WeakMap<object, { worker: WebSocket; early: Array<[Buffer, boolean]> }>();
+  router.ws(`${PREFIX}/terminal`, {
+    async before(ctx) {
+      if (options.legacy && ctx.header("authorization")) {
+        ctx.record.markUnserved("an upstream-template bridge has no such route");
+        throw new HttpError(404, `No bridge route matched GET ${PREFIX}/terminal.`, { code: "not_found" });
+      }
+      const target = new URL(ctx.req.url ?? "/", options.workerUrl().replace(/^http/, "ws"));
+      const authorization = ctx.header("authorization");
+      const worker = new WebSocket(target, { headers: authorization ? { authorization } : {}, perMessageDeflate: false, maxPayload: 64 * 1024 * 1024 });
+      const early: Array<[Buffer, boolean]> = [];
+      // Output the Worker sends before the client's socket exists is kept for it.
+      worker.on("message", (data: Buffer, isBinary: boolean) => early.push([data, isBinary]));
+      await new Promise<void>((resolve, reject) => {
+        worker.once("open", () => resolve());
+        worker.once("unexpected-response", (_request, response) => {
+          let body = "";
+          response.on("data", (chunk: Buffer) => (body += chunk.toString("utf8")));
+          response.on("end", () => {
+            let parsed: { error?: string; message?: string } = {};
+            try {
+              parsed = JSON.parse(body) as typeof parsed;
+            } catch {
+              // not the bridge's JSON
+            }
+            reject(new HttpError(response.statusCode ?? 502, parsed.message ?? `the Worker answered HTTP ${response.statusCode}`, parsed.error ? { code: parsed.error } : {}));
+          });
+        });
+        worker.once("error", (error) => reject(new HttpError(502, `the Worker did not answer: ${error.message}`)));
+      });
+      opened.set(ctx.req, { worker, early });
+    },
+    onConnection(socket, ctx) {
+      const { worker, early } = opened.get(ctx.req)!;
+      worker.removeAllListeners("message");
+      for (const [data, isBinary] of early.splice(0)) socket.send(data, { binary: isBinary });
+      worker.on("message", (data: Buffer, isBinary: boolean) => socket.readyState === socket.OPEN && socket.send(data, { binary: isBinary }));
+      socket.on("message", (data: Buffer, isBinary: boolean) => worker.readyState === worker.OPEN && worker.send(data, { binary: isBinary }));
+      worker.on("error", () => socket.readyState === socket.OPEN && socket.close(1011, "the Worker's socket failed"));
+      worker.on("close", (code: number, reason: Buffer) => socket.readyState === socket.OPEN && socket.close(code === 1005 || code === 1006 ? 1011 : code, reason));
+      socket.on("close", () => worker.close());
+    },
+  });
   for (const method of ["GET", "POST", "PUT", "DELETE"] as const) {
     router.route(method, `${PREFIX}/exec`, forward);
     router.route(method, `${PREFIX}/exec/:processId/stdin`, forward);

@@ -2,6 +2,7 @@ import { GrpcError, GrpcStatus, type GrpcCall, type GrpcHandler } from "@papercl
 import { getLogsV1, stdinWriteV1 } from "./entrypoint-stdio.js";
 import { ids } from "./ids.js";
 import { legacyFilesHandlers } from "./legacy-files.js";
+import type { ImageNames } from "./image-names.js";
 import type { ImageStore } from "./images.js";
 import { checkTags, type SandboxDefinition, type SandboxManager, type SandboxRecord } from "./sandboxes.js";
 import type { TokenIssuer } from "./tokens.js";
@@ -24,6 +25,8 @@ export interface ControlPlaneDeps {
   apps: Map<string, AppRecord>;
   sandboxes: SandboxManager;
   images: ImageStore;
+  /** Named (published) images, per environment. */
+  imageNames: ImageNames;
   issuer: TokenIssuer;
   tokenId: string;
   authTokenTtlSeconds: number;
@@ -196,6 +199,13 @@ export function controlPlaneHandlers(deps: ControlPlaneDeps): Record<string, Grp
 
     async ImageDelete({ image_id }: { image_id: string }) {
       await images.delete(image_id);
+      return {};
+    },
+
+    ImagePublish: ({ image_id, tag, environment_name }: { image_id: string; tag: string; environment_name: string }) => deps.imageNames.publish(image_id, tag, environment_name),
+    ImageGetByTag: ({ tag, environment_name }: { tag: string; environment_name: string }) => deps.imageNames.getByTag(tag, environment_name),
+    ImageNameDelete({ tag }: { tag: string }) {
+      deps.imageNames.delete(tag);
       return {};
     },
 

@@ -4,6 +4,7 @@ import { createVendorClock, GrpcError, GrpcStatus, requireGrpcCredential, type E
 import { controlPlaneHandlers, type AppRecord } from "./control-plane.js";
 import { refusedPaths } from "./coverage.js";
 import { ids } from "./ids.js";
+import { createImageNames } from "./image-names.js";
 import { createImageStore } from "./images.js";
 import { resolveOptions, type ModalEmulatorOptions } from "./options.js";
 import { routerHandlers } from "./router.js";
@@ -39,6 +40,7 @@ export const emulator: EmulatorDefinition<ModalEmulatorOptions> = {
     const clock = resolved.clock ?? createVendorClock({ timeScale: resolved.timeScale });
     const snapshots = createSnapshotStore(join(root, "images"));
     const images = createImageStore({ clock, snapshots });
+    const imageNames = createImageNames({ images });
     const issuer = createTokenIssuer();
     const apps = new Map<string, AppRecord>();
     const sandboxes = createSandboxManager({
@@ -84,6 +86,7 @@ export const emulator: EmulatorDefinition<ModalEmulatorOptions> = {
           apps,
           sandboxes,
           images,
+          imageNames,
           issuer,
           tokenId: resolved.tokenId,
           authTokenTtlSeconds: resolved.authTokenTtlSeconds,
@@ -101,7 +104,15 @@ export const emulator: EmulatorDefinition<ModalEmulatorOptions> = {
       credentials: { tokenId: resolved.tokenId, tokenSecret: resolved.tokenSecret },
       env: { MODAL_SERVER_URL: server.url, MODAL_TOKEN_ID: resolved.tokenId, MODAL_TOKEN_SECRET: resolved.tokenSecret },
       async leftovers() {
-        return [...sandboxes.running().map((s) => `sandbox ${s.id} (running)`), ...images.snapshots().map((image) => `image ${image.id} (filesystem snapshot)`)];
+        return [
+          ...sandboxes.running().map((s) => `sandbox ${s.id} (running)`),
+          ...images.snapshots().map((image) => `image ${image.id} (filesystem snapshot)`),
+          // A name whose image is gone holds nothing.
+          ...imageNames
+            .all()
+            .filter((name) => images.get(name.imageId))
+            .map((name) => `image name ${name.tag} in ${name.environment} (-> ${name.imageId})`),
+        ];
       },
       async close() {
         await sandboxes.close();

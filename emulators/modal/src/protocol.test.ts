@@ -138,6 +138,44 @@ describe("modal emulator through the real SDK", () => {
     expect(await emu.leftovers()).toEqual([]);
   });
 
+  it("named images: Image.publish and images.fromName per environment, ImageNameDelete, and NotFoundError for a missing name or a deleted image", async () => {
+    const mc = client();
+    const sb = await sandboxOf(mc);
+    const first = await sb.snapshotFilesystem({ ttlMs: null });
+    const second = await sb.snapshotFilesystem({ ttlMs: null });
+    await sb.terminate();
+    try {
+      await first.publish("emu-tpl");
+      await second.publish("emu-tpl", { environment: "staging" });
+      // The SDK adds `:latest`; each environment has its own name.
+      expect((await mc.images.fromName("emu-tpl")).imageId).toBe(first.imageId);
+      expect((await mc.images.fromName("emu-tpl:latest", { environment: "staging" })).imageId).toBe(second.imageId);
+      await expect(mc.images.fromName("emu-tpl", { environment: "prod" })).rejects.toMatchObject({ name: "NotFoundError" });
+      await expect(mc.images.fromName("emu-none")).rejects.toMatchObject({ name: "NotFoundError" });
+      // Publishing again moves the name.
+      await second.publish("emu-tpl");
+      expect((await mc.images.fromName("emu-tpl")).imageId).toBe(second.imageId);
+      await expect(mc.cpClient.imagePublish({ imageId: "im-missing", tag: "emu-x:latest", environmentName: "" })).rejects.toMatchObject({ code: 5 });
+      await expect(mc.cpClient.imageGetByTag({ tag: "im-bad:latest", environmentName: "" })).rejects.toMatchObject({ code: 3 });
+
+      // ImageNameDelete names no environment: the default one's name goes, the image stays.
+      await mc.cpClient.imageNameDelete({ tag: "emu-tpl:latest" });
+      await expect(mc.images.fromName("emu-tpl")).rejects.toMatchObject({ name: "NotFoundError" });
+      await expect(mc.cpClient.imageNameDelete({ tag: "emu-tpl:latest" })).rejects.toMatchObject({ code: 5 });
+      expect((await mc.images.fromId(second.imageId)).imageId).toBe(second.imageId);
+      expect(await emu.leftovers()).toContain(`image name emu-tpl:latest in staging (-> ${second.imageId})`);
+
+      // A name whose image is deleted finds nothing (and holds nothing).
+      await mc.images.delete(second.imageId);
+      await expect(mc.images.fromName("emu-tpl", { environment: "staging" })).rejects.toMatchObject({ name: "NotFoundError" });
+      await mc.images.delete(first.imageId);
+      expect(await emu.leftovers()).toEqual([]);
+    } finally {
+      await mc.images.delete(first.imageId).catch(() => undefined);
+      await mc.images.delete(second.imageId).catch(() => undefined);
+    }
+  });
+
   it("ends sandboxes at their timeout and idle timeout on the vendor clock (124 / idle)", async () => {
     const clock = createManualClock();
     const timedEmu = await runEmulator(emulator, { options: { clock } });

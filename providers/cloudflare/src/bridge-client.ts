@@ -16,6 +16,8 @@ export interface BridgeExtensions {
   expiry: boolean;
   /** Streamed processes: binary-safe live output, stdin in parts, a kill that reaches the group. */
   streams: boolean;
+  /** `GET /terminal`: a command on a pseudo-terminal over a WebSocket (login terminals). */
+  terminal: boolean;
 }
 
 /** What starting a streamed process sends besides the command (the `streams` extension). */
@@ -100,6 +102,7 @@ export class BridgeClient {
           streamDeadline: ext.streamDeadline === true,
           expiry: ext.expiry === true,
           streams: ext.streams === true,
+          terminal: ext.terminal === true,
         };
       })
       .catch((error: unknown) => {

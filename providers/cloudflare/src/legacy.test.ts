@@ -19,6 +19,7 @@ afterAll(() => emu.close(), 60_000);
 const pluginDir = fileURLToPath(new URL("..", import.meta.url));
 const config = { bridgeBaseUrl: emu.url, bridgeAuthToken: emu.credentials.token!, timeoutMs: 60_000 };
 const NO_STREAMS = "an upstream-template bridge has no streams extension: a command's output comes when it ends";
+const NO_TERMINAL = "an upstream-template bridge has no terminal route, so a login terminal's open is refused (tested below)";
 
 describeConformance({
   name: "cloudflare (upstream-template bridge in workerd)",
@@ -41,6 +42,10 @@ describeConformance({
     // incremental-output gate would rightly fail (no live output), and the kit refuses a streamed
     // agent session on this bridge at once (the kit's define tests).
     "declared-capabilities-match": `${NO_STREAMS}: incrementalSessionOutput is declared for this repository's bridge and refused on this one`,
+    "login-pty-session": NO_TERMINAL,
+    "login-pty-bytes": NO_TERMINAL,
+    "login-pty-exit-and-signals": NO_TERMINAL,
+    "login-pty-session-home-checks": NO_TERMINAL,
   },
 });
 
@@ -70,6 +75,33 @@ describe("against an upstream-template bridge", () => {
       await expect(worker.duplex.open({ hostRouteId: `route-${randomUUID()}`, driverKey: "cloudflare", ...ids, providerLeaseId: lease.providerLeaseId!, command: ["cat"] }, listener)).rejects.toThrow(
         /cannot carry a duplex channel \(it needs streamed stdin with EOF and binary-safe live output\)/,
       );
+      const result = await worker.env.execute({ ...base, lease, command: "printf", args: ["still %s", "here"] });
+      expect(result).toMatchObject({ exitCode: 0, stdout: "still here" });
+      await worker.env.releaseLease({ ...base, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata ?? {} });
+    } finally {
+      await worker.shutdown();
+    }
+  });
+
+  it("refuses a login terminal with a clear error naming the bridge to deploy, and the lease still works", async () => {
+    const worker = await startWorker(await loadPluginPackage(pluginDir));
+    const ids = { companyId: `company-${randomUUID().slice(0, 8)}`, environmentId: `environment-${randomUUID().slice(0, 8)}` };
+    const base = { driverKey: "cloudflare", ...ids, issueId: "issue-1", config };
+    try {
+      const lease = await worker.env.acquireLease({ ...base, runId: `run-${randomUUID()}`, agentId: "agent-1", executionWorkspaceId: "ws-1", adapterType: "claude_local" });
+      const listener = { onOutput: () => undefined, onExit: () => undefined };
+      const open = worker.login.open(
+        {
+          hostRouteId: `route-${randomUUID()}`,
+          driverKey: "cloudflare",
+          ...ids,
+          providerLeaseId: lease.providerLeaseId!,
+          loginCommandKey: "codex",
+          sessionHome: `/tmp/paperclip-adapter-login/${randomUUID()}`,
+        },
+        listener,
+      );
+      await expect(open).rejects.toThrow(/this bridge has no terminal route \(a bridge from upstream's template\): deploy the bridge from providers\/cloudflare\/bridge/);
       const result = await worker.env.execute({ ...base, lease, command: "printf", args: ["still %s", "here"] });
       expect(result).toMatchObject({ exitCode: 0, stdout: "still here" });
       await worker.env.releaseLease({ ...base, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata ?? {} });

@@ -9,10 +9,12 @@ export const CLOUDFLARE_PLUGIN_ID = "paperclip-sandbox.cloudflare";
  * channels are declared. Against a bridge from upstream's template the runner is the weaker
  * file-stdio one (its own capabilities: buffered stdin, output at the end) and a duplex open is
  * refused with a clear error: a manifest cannot depend on which bridge a config names.
+ * Login terminals (`supportsLoginPty`) are the bridge's `GET /terminal` (the SDK's `terminal()`);
+ * against a template bridge an open is refused with what to deploy.
  * Reusable leases are kept running (keep-alive sandboxes).
  */
 export const CLOUDFLARE_SHAPE: DeclaredProviderShape = {
-  transport: { stdin: "stream", stdinEof: true, binarySafe: true, liveOutput: true, separateStderr: true, signals: "group", remoteTimeout: true },
+  transport: { stdin: "stream", stdinEof: true, binarySafe: true, liveOutput: true, separateStderr: true, signals: "group", remoteTimeout: true, pty: true },
   keepsLeases: true,
 };
 

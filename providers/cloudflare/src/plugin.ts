@@ -5,6 +5,7 @@ import { CLOUDFLARE_DRIVER_KEY, CLOUDFLARE_SHAPE } from "./manifest.js";
 import { labelsProvenById, ownedRunId } from "./ownership.js";
 import { bridgeFiles, bridgeProcessRunner, legacyBridgeRunner } from "./runner.js";
 import { SessionPool } from "./sessions.js";
+import { bridgeTerminals, noTerminals } from "./terminal.js";
 
 export interface CloudflareHandle extends SandboxHandle {
   remoteCwd: string;
@@ -142,12 +143,15 @@ export function createCloudflareProvider(deps: CloudflarePluginDeps = {}) {
 
     destroy: (ref) => clientFor(ref.config).destroy(ref.providerLeaseId),
 
-    // This repository's bridge: streamed processes (unless live output is turned off) and its file
-    // routes. Upstream's template: one JSON exec per command (file-stdio), sync by base64 over exec.
+    // This repository's bridge: streamed processes (unless live output is turned off), its file
+    // routes and login terminals. Upstream's template: one JSON exec per command (file-stdio), sync
+    // by base64 over exec, and a terminal open refused with what to deploy.
     runner(handle, config) {
       const client = clientFor(config);
       const target = { providerLeaseId: handle.providerLeaseId, sessionStrategy: config.sessionStrategy, sessions: handle.sessions };
-      return handle.extensions.streams && config.liveOutput ? bridgeProcessRunner(client, target) : legacyBridgeRunner(client, target);
+      const runner = handle.extensions.streams && config.liveOutput ? bridgeProcessRunner(client, target) : legacyBridgeRunner(client, target);
+      const pty = handle.extensions.terminal ? bridgeTerminals(config, handle.providerLeaseId, runner) : noTerminals();
+      return { capabilities: Object.freeze({ ...runner.capabilities, pty: true }), run: (script, io) => runner.run(script, io), pty };
     },
     files: (handle, config) => (handle.extensions.files ? bridgeFiles(clientFor(config), handle.providerLeaseId) : undefined),
 

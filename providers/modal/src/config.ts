@@ -50,7 +50,8 @@ export const modalConfigSchema = z
     image: fields
       .ui(z.string().min(1).max(FIELD_MAX_LENGTH.image), {
         title: "Image",
-        description: "A container image from a public registry, e.g. node:22 or python:3.12-slim. It needs sh, tar and base64; Paperclip's bridge needs node. Empty: node:22.",
+        description:
+          "A container image from a public registry, e.g. node:22 or python:3.12-slim, or a custom image Paperclip captured (pc-, 16 hex digits, a dash and 8 more: written here by Environment → Custom image). It needs sh, tar and base64; Paperclip's bridge needs node. Empty: node:22.",
         group: SANDBOX,
       })
       .default("node:22"),

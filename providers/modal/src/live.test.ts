@@ -1,4 +1,5 @@
-// The conformance suite and the snapshot reuse cycle against the real Modal, when a token is given:
+// The conformance suite (its template-* cases included), the snapshot reuse cycle and a custom-image
+// cycle against the real Modal, when a token is given:
 //   MODAL_TOKEN_ID=ak-... MODAL_TOKEN_SECRET=as-... npx vitest run providers/modal/src/live.test.ts
 // Optional: MODAL_LIVE_APP (default paperclip-sandbox-live), MODAL_LIVE_IMAGE (default node:22),
 // MODAL_ENVIRONMENT. Sandboxes are billed while the suite runs; every one is terminated at the end.
@@ -61,6 +62,40 @@ if (!tokenId || !tokenSecret) {
         expect(await run("cat notes.txt; $HOME/.local/bin/t")).toMatchObject({ exitCode: 0, stdout: "kept\ntool ok\n" });
       } finally {
         await hooks.onEnvironmentDestroyLease({ ...scope, config: snap, providerLeaseId: lease.providerLeaseId!, leaseMetadata: current.metadata });
+        plugin.accounts.closeAll();
+      }
+    });
+  });
+
+  describe("modal live: custom image", () => {
+    it("captures a setup sandbox as a published image, starts a run from it with its file, and deletes it", { timeout: 600_000 }, async () => {
+      const plugin = createModalPlugin({ env: workerEnv });
+      const hooks = plugin.provider.plugin.definition as Required<typeof plugin.provider.plugin.definition>;
+      await hooks.setup({ execution: { log: () => undefined }, logger: console } as unknown as PluginContext);
+      const scope = { driverKey: "modal", companyId: "live-company", environmentId: `live-env-${Date.now()}` };
+      const session = await hooks.onEnvironmentStartInteractiveSetup({ ...scope, config, sessionId: `live-${Date.now()}`, expiresAt: new Date(Date.now() + 900_000).toISOString() });
+      let templateRef: string | undefined;
+      try {
+        const setup = { providerLeaseId: session.providerLeaseId, metadata: session.metadata ?? {} };
+        expect(await hooks.onEnvironmentExecute({ ...scope, config, lease: setup, command: "sh", args: ["-c", 'echo live-tool > "$HOME/.paperclip-live-marker"'] })).toMatchObject({ exitCode: 0 });
+        ({ templateRef } = await hooks.onEnvironmentCaptureTemplate({ ...scope, config, providerLeaseId: session.providerLeaseId, setupMetadata: session.metadata }));
+        expect(templateRef).toMatch(/^pc-[0-9a-f]{16}-[0-9a-f]{8}$/);
+        await hooks.onEnvironmentCancelInteractiveSetup({ ...scope, config, providerLeaseId: session.providerLeaseId, setupMetadata: session.metadata, reason: "promoted" });
+        const bound = { ...config, image: templateRef };
+        const run = await hooks.onEnvironmentAcquireLease({ ...scope, config: bound, runId: `live-tpl-${Date.now()}` });
+        try {
+          expect(await hooks.onEnvironmentExecute({ ...scope, config: bound, lease: run, command: "sh", args: ["-c", 'cat "$HOME/.paperclip-live-marker"'] })).toMatchObject({
+            exitCode: 0,
+            stdout: "live-tool\n",
+          });
+        } finally {
+          await hooks.onEnvironmentDestroyLease({ ...scope, config: bound, providerLeaseId: run.providerLeaseId!, leaseMetadata: run.metadata });
+        }
+        expect(await hooks.onEnvironmentDeleteTemplate({ ...scope, config, templateRef, reason: "disabled" })).toEqual({ deleted: true });
+        templateRef = undefined;
+      } finally {
+        await hooks.onEnvironmentCancelInteractiveSetup({ ...scope, config, providerLeaseId: session.providerLeaseId, setupMetadata: session.metadata, reason: "cancelled" }).catch(() => undefined);
+        if (templateRef) await hooks.onEnvironmentDeleteTemplate({ ...scope, config, templateRef, reason: "disabled" }).catch(() => undefined);
         plugin.accounts.closeAll();
       }
     });

@@ -4,6 +4,7 @@ import {
   defaultProbe,
   defineSandboxProvider,
   LeaseGoneError,
+  TemplateRefError,
   probeResult,
   secretFieldPaths,
   secretValuesOf,
@@ -19,6 +20,7 @@ import { MODAL_DRIVER_KEY, MODAL_SHAPE } from "./manifest.js";
 import { createSandbox, deleteImage, handleOf, inspect, sandboxesLabelled, TAGS, terminate, type ModalHandle } from "./sandboxes.js";
 import { modalPty } from "./pty.js";
 import { createModalRunner } from "./transport.js";
+import { createTemplateImages, isTemplateName, modalTemplates } from "./templates.js";
 
 export interface ModalPluginDeps {
   /** The worker's environment (token fallbacks MODAL_TOKEN_ID / MODAL_TOKEN_SECRET). */
@@ -82,6 +84,15 @@ export function createModalPlugin(deps: ModalPluginDeps = {}) {
     return handleOf(account, ref, sandbox, seen.tags, "stopped");
   }
 
+  const templateImages = createTemplateImages();
+  /** The config's image: a registry tag, or a custom image (the kit has checked it is this company's and environment's). */
+  async function imageOf(account: ModalAccount, config: ModalConfig) {
+    if (!isTemplateName(config.image)) return account.registryImage(config.image);
+    const image = await templateImages.take(account, config.image);
+    if (!image) throw new TemplateRefError(`image: the custom image ${config.image} is gone (deleted since the run was checked); capture a new one`);
+    return image;
+  }
+
   const definition: SandboxProviderDefinition<typeof modalConfigSchema, ModalHandle> = {
     driverKey: MODAL_DRIVER_KEY,
     config: modalConfig,
@@ -107,7 +118,7 @@ export function createModalPlugin(deps: ModalPluginDeps = {}) {
       // A lease kept by snapshots is a name: each resume starts a new sandbox under it.
       const name = reusable && config.reuseVia === "snapshot" ? newLeaseName() : undefined;
       const tags: Record<string, string> = { ...labels, ...(name ? { [TAGS.leaseName]: name } : {}) };
-      const made = await createSandbox(account, config, { image: account.registryImage(config.image), tags, expiresAt, ...(name ? { name } : {}) });
+      const made = await createSandbox(account, config, { image: await imageOf(account, config), tags, expiresAt, ...(name ? { name } : {}) });
       const ref: ModalLeaseRef = name ? { kind: "named", name } : { kind: "sandbox", sandboxId: made.sandbox.sandboxId };
       created(modalLeaseIds.encode(ref));
       return handleOf(account, ref, made.sandbox, made.tags);
@@ -191,6 +202,8 @@ export function createModalPlugin(deps: ModalPluginDeps = {}) {
       }
       return probeResult("modal sandbox", findings);
     },
+
+    templates: modalTemplates((config) => accountOf(config), templateImages),
 
     setup(context) {
       ctx = context;

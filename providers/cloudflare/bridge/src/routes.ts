@@ -20,6 +20,7 @@ import {
   type LeaseSettings,
 } from "./sandboxes.js";
 import { openSse } from "./sse.js";
+import { openTerminal } from "./terminal.js";
 import { PROCESS_SIGNALS, quote, type ProcessSignal } from "./shell.js";
 
 const BRIDGE_VERSION = "0.2.0";
@@ -47,6 +48,11 @@ const EXTENSIONS = {
    * the process group. A process whose client went away is ended.
    */
   streams: true,
+  /**
+   * `GET /terminal` (a WebSocket): a command on a pseudo-terminal; binary frames are its bytes both
+   * ways, `{"type":"resize","cols","rows"}` resizes it, `{"type":"exit","code"}` reports its end.
+   */
+  terminal: true,
 } as const;
 
 const DEFAULT_KEEPALIVE_MS = 15_000;
@@ -292,6 +298,7 @@ const routes: Array<[string, RegExp, Handler]> = [
       return json(200, { ok: true });
     },
   ],
+  ["GET", /^\/terminal$/, (request, env, _match, ctx) => openTerminal(request, env, ctx)],
   [
     "PUT",
     /^\/files$/,
