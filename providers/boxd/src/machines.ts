@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { LeaseGoneError, type SandboxHandle } from "@paperclip-sandbox/kit";
+import { LeaseGoneError, pollUntil, type SandboxHandle } from "@paperclip-sandbox/kit";
 import type { BoxdApi, BoxdMachine } from "./api.js";
 import type { BoxdTarget } from "./transport.js";
 
@@ -44,55 +44,30 @@ export function machineName(prefix: string, runId: string | undefined): string {
   return `${prefix}-${run}-${randomBytes(3).toString("hex")}`;
 }
 
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener(
-      "abort",
-      () => {
-        clearTimeout(timer);
-        reject(signal.reason);
-      },
-      { once: true },
-    );
-  });
-}
-
-/** Polls with a growing pause (25 ms doubling to 500 ms) until `done` says so or the deadline passes. */
-async function poll<T>(what: string, deadlineMs: number, step: () => Promise<T | undefined>, signal?: AbortSignal): Promise<T> {
-  const until = Date.now() + deadlineMs;
-  for (let pause = 25; ; pause = Math.min(pause * 2, 500)) {
-    const value = await step();
-    if (value !== undefined) return value;
-    if (Date.now() + pause > until) throw new Error(`boxd: ${what} (gave up after ${Math.round(deadlineMs / 1000)} s)`);
-    await sleep(pause, signal);
-  }
+/** Polls boxd (a growing pause, 25 ms doubling to 500 ms) until `done` holds or the deadline passes. */
+function poll(what: string, timeoutMs: number, read: () => Promise<BoxdMachine | null>, done: (machine: BoxdMachine | null) => boolean, signal?: AbortSignal): Promise<BoxdMachine | null> {
+  return pollUntil(read, done, { what: `boxd ${what}`, timeoutMs, intervalMs: 25, maxIntervalMs: 500, signal, describe: (machine) => (machine ? `it is ${machine.status}` : "it is gone") });
 }
 
 /** The machine once it is in a stable state (running, stopped, suspended, ...); null when it is gone. */
 export async function settled(api: BoxdApi, id: string, signal?: AbortSignal): Promise<BoxdMachine | null> {
-  return poll(
-    `machine ${id} stayed in a transitional state`,
+  const machine = await poll(
+    `machine ${id} to leave its transitional state`,
     SETTLE_MS,
-    async () => {
-      const machine = await api.getMachine(id, signal);
-      if (!machine || GONE.has(machine.status)) return null;
-      return STABLE.has(machine.status) ? machine : undefined;
-    },
+    () => api.getMachine(id, signal),
+    (seen) => !seen || STABLE.has(seen.status),
     signal,
   );
+  return !machine || GONE.has(machine.status) ? null : machine;
 }
 
 /** Resolves once boxd no longer has the machine (GetVm NOT_FOUND, or `destroyed`). */
 export async function confirmGone(api: BoxdApi, id: string, signal?: AbortSignal): Promise<void> {
   await poll(
-    `machine ${id} is still listed after its deletion was asked`,
+    `machine ${id} to be gone after its deletion was asked`,
     DELETE_CONFIRM_MS,
-    async () => {
-      const machine = await api.getMachine(id, signal);
-      return !machine || machine.status === "destroyed" || machine.status === "deleted" ? true : undefined;
-    },
+    () => api.getMachine(id, signal),
+    (seen) => !seen || seen.status === "destroyed" || seen.status === "deleted",
     signal,
   );
 }
@@ -107,15 +82,13 @@ export async function makeRunning(api: BoxdApi, machine: BoxdMachine, signal?: A
   }
   if (machine.status === "stopped") await api.startMachine(machine.id, signal);
   else if (machine.status === "failed") throw new LeaseGoneError(`boxd machine ${machine.id} has failed`);
-  const now = await poll(
-    `machine ${machine.id} did not come back to running`,
+  const seen = await poll(
+    `machine ${machine.id} to come back to running`,
     SETTLE_MS,
-    async () => {
-      const seen = await api.getMachine(machine.id, signal);
-      if (!seen || GONE.has(seen.status)) throw new LeaseGoneError(`boxd machine ${machine.id} is gone`);
-      return seen.status === "running" ? seen : undefined;
-    },
+    () => api.getMachine(machine.id, signal),
+    (now) => !now || GONE.has(now.status) || now.status === "running",
     signal,
   );
-  return now;
+  if (!seen || GONE.has(seen.status)) throw new LeaseGoneError(`boxd machine ${machine.id} is gone`);
+  return seen;
 }

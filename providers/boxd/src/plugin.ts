@@ -6,6 +6,7 @@ import {
   defineSandboxProvider,
   isProviderApiError,
   LeaseGoneError,
+  pollUntil,
   probeResult,
   createSecretRedactor,
   withCommandChannel,
@@ -179,14 +180,13 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
     };
     if (coldStop.getStore() === true) {
       await unlessAlready(api.stopMachine(id), ["stopped"]);
-      const deadline = Date.now() + STOP_CONFIRM_MS;
-      for (let pause = 25; ; pause = Math.min(pause * 2, 500)) {
-        const seen = await api.getMachine(id);
-        if (!seen || isGoneStatus(seen.status)) throw new LeaseGoneError(`boxd machine ${id} is gone`);
-        if (seen.status === "stopped") return;
-        if (Date.now() + pause > deadline) throw new Error(`boxd: machine ${id} did not report stopped (it is ${seen.status})`);
-        await new Promise((resolve) => setTimeout(resolve, pause));
-      }
+      const seen = await pollUntil(
+        () => api.getMachine(id),
+        (now) => !now || isGoneStatus(now.status) || now.status === "stopped",
+        { what: `boxd machine ${id} to report stopped`, timeoutMs: STOP_CONFIRM_MS, intervalMs: 25, maxIntervalMs: 500, describe: (now) => `it is ${now?.status}` },
+      );
+      if (!seen || isGoneStatus(seen.status)) throw new LeaseGoneError(`boxd machine ${id} is gone`);
+      return;
     }
     await unlessAlready(api.suspendMachine(id), ["suspended", "hibernated", "stopped"]);
   }

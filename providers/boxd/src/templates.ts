@@ -1,4 +1,4 @@
-import { ownedTemplateName, templateNameOwner, type TemplateDeclaration } from "@paperclip-sandbox/kit";
+import { ownedTemplateName, pollUntil, templateNameOwner, type TemplateDeclaration } from "@paperclip-sandbox/kit";
 import type { BoxdApi } from "./api.js";
 import type { BoxdConfig } from "./config.js";
 import type { BoxdHandle } from "./machines.js";
@@ -7,21 +7,6 @@ import { BOXD_TEMPLATES } from "./manifest.js";
 /** Polling a pending snapshot: from this pause, doubling, up to the cap. */
 const POLL_FIRST_MS = 100;
 const POLL_MAX_MS = 2_000;
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", abort);
-      resolve();
-    }, ms);
-    const abort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    signal.addEventListener("abort", abort, { once: true });
-  });
-}
 
 /**
  * Custom images on boxd: a template is a boxd snapshot of the setup machine (`CreateSnapshot`,
@@ -37,22 +22,21 @@ export function boxdTemplates(apiOf: (config: BoxdConfig) => BoxdApi): TemplateD
       const name = ownedTemplateName(labels);
       await api.createSnapshot(handle.machine.id, name, signal);
       try {
-        for (let pause = POLL_FIRST_MS; ; pause = Math.min(pause * 2, POLL_MAX_MS)) {
-          const snapshot = await api.getSnapshot(name, ref.config.org, signal);
-          if (!snapshot) throw new Error(`boxd: snapshot ${name} disappeared while it was being saved`);
-          if (snapshot.status === "ready") {
-            return {
-              templateRef: name,
-              metadata: {
-                version: snapshot.version,
-                sizeBytes: snapshot.sizeBytes,
-                vcpu: snapshot.vcpu,
-              },
-            };
-          }
-          if (snapshot.status === "failed") throw new Error(`boxd: saving snapshot ${name} of machine ${handle.machine.id} failed`);
-          await sleep(pause, signal);
-        }
+        const snapshot = await pollUntil(
+          () => api.getSnapshot(name, ref.config.org, signal),
+          (seen) => !seen || seen.status === "ready" || seen.status === "failed",
+          { what: `boxd snapshot ${name} to be saved`, intervalMs: POLL_FIRST_MS, maxIntervalMs: POLL_MAX_MS, signal },
+        );
+        if (!snapshot) throw new Error(`boxd: snapshot ${name} disappeared while it was being saved`);
+        if (snapshot.status === "failed") throw new Error(`boxd: saving snapshot ${name} of machine ${handle.machine.id} failed`);
+        return {
+          templateRef: name,
+          metadata: {
+            version: snapshot.version,
+            sizeBytes: snapshot.sizeBytes,
+            vcpu: snapshot.vcpu,
+          },
+        };
       } catch (error) {
         // Never a half-made template the host does not know about.
         await api.deleteSnapshot(name, ref.config.org).catch(() => undefined);

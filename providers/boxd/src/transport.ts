@@ -5,8 +5,10 @@ import {
   launchedPty,
   retryDelay,
   shellQuote,
+  STREAM_TRANSPORT,
   withInlineEnv,
   withRemoteGroupKill,
+  withRetry,
   withStagedStdin,
   type PtyTransport,
   type ScriptRunner,
@@ -31,16 +33,8 @@ const EXEC_ATTEMPTS = 4;
 
 const pause = (attempt: number, error: { retryAfterMs?: number }) => new Promise((resolve) => setTimeout(resolve, retryDelay(attempt, {}, Math.random, error.retryAfterMs)));
 
-/** Streamed both ways over one bidi `Exec` per command; a timeout or abort ends the remote group. */
-export const BOXD_TRANSPORT: TransportCapabilities = Object.freeze({
-  stdin: "stream",
-  stdinEof: true,
-  binarySafe: true,
-  liveOutput: true,
-  separateStderr: true,
-  signals: "group",
-  remoteTimeout: false,
-});
+/** Streamed both ways over one bidi `Exec` per command; a timeout or abort ends the remote group: the full contract. */
+export const BOXD_TRANSPORT: TransportCapabilities = STREAM_TRANSPORT;
 
 /** The runner's contract plus login terminals (`Exec` with `tty`). */
 export const BOXD_PTY_TRANSPORT: TransportCapabilities = Object.freeze({ ...BOXD_TRANSPORT, pty: true });
@@ -93,17 +87,7 @@ export function createBoxdRunner(target: BoxdTarget): ScriptRunner {
   const stage = (where: { dir: string; path: string }, bytes: Buffer, signal: AbortSignal | undefined) => stageFile(target, where, bytes, signal, runRaw);
 
   /** Whether the command of `nonce` started in the machine (it logged its nonce); a pure read, retried. */
-  const started = async (nonce: string): Promise<boolean> => {
-    for (let attempt = 1; ; attempt += 1) {
-      try {
-        const code = await runRaw(`grep -qxF ${nonce} ${START_LOG} 2>/dev/null`);
-        return code === 0;
-      } catch (error) {
-        if (attempt >= EXEC_ATTEMPTS || !(isProviderApiError(error) && error.retryable)) throw error;
-        await pause(attempt, error);
-      }
-    }
-  };
+  const started = (nonce: string): Promise<boolean> => withRetry(async () => (await runRaw(`grep -qxF ${nonce} ${START_LOG} 2>/dev/null`)) === 0, { idempotent: true, attempts: EXEC_ATTEMPTS });
 
   const processes: StreamedProcessApi = {
     async start(spec, output) {

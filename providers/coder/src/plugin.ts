@@ -22,7 +22,7 @@ import { appNotRunning, bufferedRunner, probeRunner, streamRunner, type AppProxy
 import { ptyFiles, rptyRunner, rptyTerminals } from "./transports/rpty.js";
 import { removeCliConfigDir, sshRunner } from "./transports/ssh.js";
 import { commandBaseEnv } from "./workspace-env.js";
-import { defaultSleep, deleteWorkspace, isDeleted, pickAgent, settledWorkspace, startWorkspace, stopWorkspace, waitForBuild, waitReady, type CoderHandle, type Waiting } from "./workspaces.js";
+import { deleteWorkspace, isDeleted, pickAgent, settledWorkspace, startWorkspace, stopWorkspace, waitForBuild, waitReady, type CoderHandle, type Waiting } from "./workspaces.js";
 
 export interface CoderPluginDeps {
   /** Where CODER_URL, CODER_SESSION_TOKEN, CODER_HEADER*, GITHUB_APP_* are read (default the worker's environment). */
@@ -78,7 +78,7 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
   const lock = new KeyedLock();
   /** The latest handle of each lease this worker serves (for realization, which the kit does not pass one). */
   const handles = new Map<string, Handle>();
-  const waiting = (signal?: AbortSignal): Waiting => ({ signal, sleep: deps.sleep ?? defaultSleep });
+  const waiting = (signal?: AbortSignal): Waiting => ({ signal, sleep: deps.sleep });
 
   const remember = (handle: Handle): Handle => {
     handles.set(handle.providerLeaseId, handle);

@@ -1,35 +1,17 @@
 /**
- * The runner app's wire contract as the plugin speaks it (the runner's own copy is
- * runner/src/stream-protocol.ts; the tests run the real runner against this one).
+ * The runner app's wire contract as the plugin speaks it: the constants are the runner's own
+ * (runner/src/stream-protocol.ts, built into this package's dist/runner/), so the two cannot drift.
  */
-import type { TransportCapabilities } from "@paperclip-sandbox/kit";
+import { STREAM_TRANSPORT, type TransportCapabilities } from "@paperclip-sandbox/kit";
+import { HEALTH_PROTOCOL, MAX_MESSAGE_BYTES, message, STREAM_PROTOCOL } from "@paperclip-sandbox/plugin-coder/runner/protocol";
 
 /** What the stream route can do (the runner ends the whole group and enforces the deadline). */
-export const STREAM_CAPABILITIES: TransportCapabilities = Object.freeze({
-  stdin: "stream",
-  stdinEof: true,
-  binarySafe: true,
-  liveOutput: true,
-  separateStderr: true,
-  signals: "group",
-  remoteTimeout: true,
-});
+export const STREAM_CAPABILITIES: TransportCapabilities = Object.freeze({ ...STREAM_TRANSPORT, remoteTimeout: true });
 
-const HEALTH_PROTOCOL = "paperclip-runner/1";
-const STREAM_PROTOCOL = "paperclip-runner.stream.v1";
+export { MSG_ERROR, MSG_EXIT, MSG_SIGNAL, MSG_START, MSG_STARTED, MSG_STDERR, MSG_STDIN, MSG_STDIN_END, MSG_STDOUT } from "@paperclip-sandbox/plugin-coder/runner/protocol";
 
-export const MSG_START = 0x01;
-export const MSG_STDIN = 0x02;
-export const MSG_STDIN_END = 0x03;
-export const MSG_SIGNAL = 0x04;
-export const MSG_STARTED = 0x11;
-export const MSG_STDOUT = 0x12;
-export const MSG_STDERR = 0x13;
-export const MSG_EXIT = 0x14;
-export const MSG_ERROR = 0x15;
-
-/** Stdin goes out in messages of at most this (the runner accepts up to 1 MiB). */
-export const MAX_STDIN_MESSAGE = 512 * 1024;
+/** Stdin goes out in messages of half what the runner accepts. */
+export const MAX_STDIN_MESSAGE = MAX_MESSAGE_BYTES / 2;
 
 /** What `GET /healthz` says about the runner; absent fields mean a runner of the seed's contract only. */
 export interface RunnerHealth {
@@ -47,7 +29,5 @@ export function parseHealth(body: unknown): RunnerHealth {
   };
 }
 
-export function frame(type: number, payload?: Buffer | object): Buffer {
-  const body = payload === undefined ? Buffer.alloc(0) : Buffer.isBuffer(payload) ? payload : Buffer.from(JSON.stringify(payload), "utf8");
-  return Buffer.concat([Buffer.of(type), body]);
-}
+/** One message: its type byte, then raw bytes or JSON. */
+export const frame = message;

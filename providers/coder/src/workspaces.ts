@@ -4,7 +4,7 @@
  * without ever starting it. Builds are provisioner jobs: every change waits for its job to end, and
  * a job still running (another client's build) is waited for before the next one is asked.
  */
-import { isProviderApiError, type SandboxHandle } from "@paperclip-sandbox/kit";
+import { isProviderApiError, pollUntil, type SandboxHandle } from "@paperclip-sandbox/kit";
 import { JOB_ACTIVE, type Workspace, type WorkspaceAgent, type WorkspaceBuild } from "./coder-api.js";
 import type { CoderConfig } from "./config.js";
 import type { RunnerHealth } from "./runner-protocol.js";
@@ -36,35 +36,15 @@ export interface Waiting {
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }
 
-export const defaultSleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason ?? new Error("aborted"));
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal!.reason ?? new Error("aborted"));
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-
-/** Polls until `done` says so, backing off from 50 ms to 1.5 s. */
-async function poll<T>(read: () => Promise<T>, done: (value: T) => boolean, waiting: Waiting): Promise<T> {
-  const sleep = waiting.sleep ?? defaultSleep;
-  let interval = MIN_POLL_MS;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    await sleep(interval, waiting.signal);
-    interval = Math.min(MAX_POLL_MS, Math.ceil(interval * 1.4));
-  }
+/** Polls until `done` says so, backing off from 50 ms to 1.5 s; no deadline of its own (the signal ends it). */
+function poll<T>(what: string, read: () => Promise<T>, done: (value: T) => boolean, waiting: Waiting): Promise<T> {
+  return pollUntil(read, done, { what, intervalMs: MIN_POLL_MS, maxIntervalMs: MAX_POLL_MS, factor: 1.4, signal: waiting.signal, sleep: waiting.sleep });
 }
 
 /** Waits for a build's provisioner job to end; returns the finished build. */
 export function waitForBuild(session: CoderSession, buildId: string, waiting: Waiting): Promise<WorkspaceBuild> {
   return poll(
+    `coder build ${buildId} to end`,
     () => session.api.build(buildId, waiting.signal),
     (build) => !JOB_ACTIVE.has(build.job.status),
     waiting,
@@ -74,6 +54,7 @@ export function waitForBuild(session: CoderSession, buildId: string, waiting: Wa
 /** The workspace once no build of it is running (another client's included); null when Coder does not know it. */
 export function settledWorkspace(session: CoderSession, id: string, waiting: Waiting): Promise<Workspace | null> {
   return poll(
+    `coder workspace ${id} to have no build running`,
     () => session.api.workspace(id, waiting.signal),
     (workspace) => workspace === null || !JOB_ACTIVE.has(workspace.latest_build.job.status),
     waiting,
@@ -123,6 +104,7 @@ function isReady(workspace: Workspace, agent: WorkspaceAgent | undefined, config
 export async function waitReady(session: CoderSession, id: string, config: CoderConfig, waiting: Waiting): Promise<{ workspace: Workspace; agent: WorkspaceAgent }> {
   let problem: string | undefined;
   const workspace = await poll(
+    `coder workspace ${id} to be ready`,
     () => session.api.workspace(id, waiting.signal),
     (current) => {
       if (!current) {

@@ -1,11 +1,11 @@
 import { randomBytes } from "node:crypto";
-import { setTimeout as sleep } from "node:timers/promises";
 import {
   envPrologue,
   ExitMarkerScanner,
   exitMarkerLine,
   isProviderApiError,
   memoAsync,
+  pollUntil,
   runWithStagedStdin,
   scriptSink,
   shellQuote,
@@ -97,12 +97,13 @@ async function wrap(script: string, io: ScriptIo, nonce: string, files: FileTran
   return [envPrologue(io.env) + runWithStagedStdin(`( exec /bin/sh -c ${shellQuote(script)} )`, stdin, nonce).join("\n"), exitMarkerLine(`PCEXIT${nonce}`, "$__pc_rc"), `exit "$__pc_rc"`].join("\n");
 }
 
+/** The command's exit code once Daytona reports one (100 ms doubling to 1 s between reads; the command's own end ends the wait). */
 async function waitForExit(api: SessionApi, sessionId: string, commandId: string): Promise<number | undefined> {
-  for (let wait = 100; ; wait = Math.min(1_000, wait * 2)) {
-    const code = await api.exitCode(sessionId, commandId);
-    if (code !== undefined) return code;
-    await sleep(wait);
-  }
+  return pollUntil(
+    () => api.exitCode(sessionId, commandId),
+    (code) => code !== undefined,
+    { what: `daytona session command ${commandId} to end`, intervalMs: 100, maxIntervalMs: 1_000 },
+  );
 }
 
 /** Daytona's session API through the SDK: one session per sandbox boot, made on first use. */

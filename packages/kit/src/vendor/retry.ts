@@ -1,4 +1,5 @@
 import { isProviderApiError, type ProviderApiError } from "./api-error.js";
+import { abortableSleep } from "./poll.js";
 
 /** How hard to try. */
 export interface RetryPolicy {
@@ -92,21 +93,6 @@ export async function withRetry<T>(attempt: (info: AttemptInfo) => Promise<T>, o
 
 function noteAttempts(error: unknown, attempts: number): unknown {
   return isProviderApiError(error) && attempts > 1 ? error.with({ attempts }) : error;
-}
-
-function abortableSleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal!.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }
 
 function positiveInteger(field: string, value: number): number {

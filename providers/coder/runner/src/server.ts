@@ -20,6 +20,7 @@ import {
   MSG_STDIN_END,
   MSG_STDOUT,
   OUTPUT_PIECE_BYTES,
+  HEALTH_PROTOCOL,
   STREAM_PROTOCOL,
 } from "./stream-protocol.js";
 import { acceptWebSocket, HandshakeError, refuseUpgrade, type WebSocketConnection } from "./websocket.js";
@@ -45,7 +46,7 @@ export const DEFAULT_OPTIONS: Omit<RunnerOptions, "defaultCwd"> = {
 };
 
 /** What `/healthz` says: the plugin uses the stream route only when this names it. */
-const HEALTH = { ok: true, protocol: "paperclip-runner/1", stream: STREAM_PROTOCOL, encodings: ["utf8", "base64"] } as const;
+const HEALTH = { ok: true, protocol: HEALTH_PROTOCOL, stream: STREAM_PROTOCOL, encodings: ["utf8", "base64"] } as const;
 
 export interface RunnerServer {
   server: http.Server;

@@ -8,6 +8,8 @@
  *   runner → client  STARTED {pid} · STDOUT <bytes> · STDERR <bytes> · EXIT {exitCode, signal, timedOut}
  *                    ERROR {error, message} (a refused start); then the runner closes (1000)
  */
+/** What `GET /healthz` names as its protocol, and its stream route. */
+export const HEALTH_PROTOCOL = "paperclip-runner/1";
 export const STREAM_PROTOCOL = "paperclip-runner.stream.v1";
 
 export const MSG_START = 0x01;

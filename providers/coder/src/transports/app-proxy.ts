@@ -6,6 +6,7 @@
  * runner's `/healthz` offers it; otherwise the seed's buffered `POST /run`.
  */
 import {
+  apiErrorFromUpgradeRefusal,
   createBufferedRunner,
   createStreamedProcessRunner,
   createVendorCall,
@@ -120,31 +121,7 @@ function streamApiOnce(target: AppProxyTarget, baseEnv: Record<string, string>):
         spec.signal.addEventListener("abort", onAbort, { once: true });
 
         socket.on("unexpected-response", (_request, response) => {
-          const chunks: Buffer[] = [];
-          response.on("data", (chunk: Buffer) => chunks.push(chunk));
-          response.on("end", () => {
-            const status = response.statusCode ?? 0;
-            let detail = Buffer.concat(chunks).toString("utf8").slice(0, 500);
-            try {
-              detail = coderErrorFields({ status, headers: new Headers(), text: detail, json: JSON.parse(detail) }).message ?? detail;
-            } catch {
-              // not JSON: keep the text
-            }
-            const retryAfter = Number(response.headers["retry-after"]);
-            fail(
-              new ProviderApiError({
-                vendor: "coder",
-                operation: "runnerStream",
-                status,
-                code: `http_${status}`,
-                detail,
-                retryable: status === 429 || status >= 500,
-                gone: status === 404 || status === 410,
-                mayHaveTakenEffect: false,
-                ...(Number.isFinite(retryAfter) && retryAfter >= 0 ? { retryAfterMs: retryAfter * 1000 } : {}),
-              }),
-            );
-          });
+          void apiErrorFromUpgradeRefusal(response, { vendor: "coder", operation: "runnerStream", extractError: coderErrorFields, secrets: [target.token] }).then(fail);
         });
         socket.on("error", (error) =>
           fail(new ProviderApiError({ vendor: "coder", operation: "runnerStream", status: 0, code: "network", detail: error.message, retryable: true, gone: false, mayHaveTakenEffect: started })),

@@ -10,6 +10,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { Readable } from "node:stream";
 import {
+  apiErrorFromUpgradeRefusal,
   createFileStdioRunner,
   launchedPty,
   ProviderApiError,
@@ -81,7 +82,7 @@ function openPty(target: PtyTarget, command: string, signal?: AbortSignal): PtyS
         }
       }
     });
-    socket.on("unexpected-response", (_request, response) => refusal(response, reject));
+    socket.on("unexpected-response", (_request, response) => refusal(target, response, reject));
     socket.on("error", (error) =>
       reject(new ProviderApiError({ vendor: "coder", operation: "agentPty", status: 0, code: "network", detail: error.message, retryable: true, gone: false, mayHaveTakenEffect: true })),
     );
@@ -126,30 +127,8 @@ function openPty(target: PtyTarget, command: string, signal?: AbortSignal): PtyS
 }
 
 /** The agent refused the WebSocket upgrade: its status and Coder's message. */
-function refusal(response: import("node:http").IncomingMessage, reject: (error: Error) => void): void {
-  const body: Buffer[] = [];
-  response.on("data", (chunk: Buffer) => body.push(chunk));
-  response.on("end", () => {
-    const status = response.statusCode ?? 0;
-    let detail = Buffer.concat(body).toString("utf8").slice(0, 500);
-    try {
-      detail = coderErrorFields({ status, headers: new Headers(), text: detail, json: JSON.parse(detail) }).message ?? detail;
-    } catch {
-      // not JSON
-    }
-    reject(
-      new ProviderApiError({
-        vendor: "coder",
-        operation: "agentPty",
-        status,
-        code: `http_${status}`,
-        detail,
-        retryable: status >= 500,
-        gone: status === 404 || status === 410,
-        mayHaveTakenEffect: false,
-      }),
-    );
-  });
+function refusal(target: PtyTarget, response: import("node:http").IncomingMessage, reject: (error: Error) => void): void {
+  void apiErrorFromUpgradeRefusal(response, { vendor: "coder", operation: "agentPty", extractError: coderErrorFields, secrets: [target.token] }).then(reject);
 }
 
 /**
@@ -178,7 +157,7 @@ export function rptyTerminals(target: PtyTarget, control: ScriptRunner): PtyTran
             socket.send(JSON.stringify(frame), (error) => (error ? fail(error) : done()));
           });
         socket.on("message", (data: Buffer) => onData(data));
-        socket.on("unexpected-response", (_request, response) => refusal(response, reject));
+        socket.on("unexpected-response", (_request, response) => refusal(target, response, reject));
         socket.on("error", (error) => {
           reject(new ProviderApiError({ vendor: "coder", operation: "agentPty", status: 0, code: "network", detail: error.message, retryable: true, gone: false, mayHaveTakenEffect: true }));
           settle({ exitCode: null, detail: error.message });

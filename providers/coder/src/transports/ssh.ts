@@ -10,7 +10,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { exitMarkerLine, runSpawnedScript, shellQuote, withInlineEnv, withRemoteGroupKill, type ScriptRunner, type TransportCapabilities } from "@paperclip-sandbox/kit";
+import { exitMarkerLine, runSpawnedScript, shellQuote, STREAM_TRANSPORT, withInlineEnv, withRemoteGroupKill, type ScriptRunner, type TransportCapabilities } from "@paperclip-sandbox/kit";
 
 export interface SshTarget {
   coderBin: string;
@@ -23,15 +23,8 @@ export interface SshTarget {
   env: NodeJS.ProcessEnv;
 }
 
-const SSH_CAPABILITIES: TransportCapabilities = Object.freeze({
-  stdin: "stream",
-  stdinEof: true,
-  binarySafe: true,
-  liveOutput: true,
-  separateStderr: true,
-  signals: "none",
-  remoteTimeout: false,
-});
+/** The full contract but signals: an abort ends the local CLI only (withRemoteGroupKill adds the group kill). */
+const SSH_CAPABILITIES: TransportCapabilities = Object.freeze({ ...STREAM_TRANSPORT, signals: "none" });
 
 let configDir: string | undefined;
 const CLI_DIR_PREFIX = "paperclip-coder-cli-";
