@@ -24,7 +24,7 @@ import { GUARDED_PID_MAX } from "./jail/seccomp.js";
 import { cgroupDirsNamed, createSandboxCgroups, removeCgroups, type LimitName } from "./jail/cgroups.js";
 import { freezeBySignals, freezeCgroup, thawBySignals, thawCgroup, thawWrite } from "./jail/freeze.js";
 import { wakeKeeper, writeDeadline } from "./jail/keeper.js";
-import { JAIL_FDS, jailAlive, launchJail, recordedJailExit, stopJail, type LaunchedJail } from "./jail/process.js";
+import { JAIL_FDS, jailAlive, launchJail, recordedJailExit, stopJail, type JailRecord, type LaunchedJail } from "./jail/process.js";
 import { EGRESS_PROXY_PORT, grantIsEmpty, sandboxBaseEnv } from "./jail/sandbox-env.js";
 import { checkExecOptions, checkExpiry, checkLabels, checkMetadata } from "./options.js";
 import { cgroupNameOf, mountDirOf, type SandboxLayout } from "./store/layout.js";
@@ -56,6 +56,8 @@ export interface SandboxContext {
 
 /** The supervisor's exit status for "idle" (supervisor/in-jail/idle.mts). */
 export const IDLE_EXIT_CODE = 75;
+/** How long a transport failure's report waits for the keeper to record the jail's exit status. */
+const JAIL_EXIT_REPORT_WAIT_MS = 5_000;
 /** Below `idleStopMs`, how recent the last proof of life must be for a call to skip the ping. */
 const IDLE_MARGIN_MS = 1_000;
 
@@ -172,7 +174,23 @@ export class LocalSandbox implements Sandbox {
     }
     const jail = this.record.jail;
     const state = jail ? (jailAlive(jail) ? "alive" : "ended") : "none";
-    process.stderr.write(`[sandbox-backend] sandbox ${this.id}: ${error.message} (jail ${state}); jail log tail:\n${tail}\n`);
+    // A loss while the sandbox is being ended is expected; one while it runs is what needs explaining.
+    const ending = this.destroyed ? "being destroyed" : this.released ? "released" : `sandbox ${this.record.state}`;
+    process.stderr.write(`[sandbox-backend] sandbox ${this.id}: ${error.message} (jail ${state}, ${ending}); jail log tail:\n${tail}\n`);
+    if (jail && state === "ended") this.reportJailExit(jail);
+  }
+
+  /** How the jail ended, once its keeper wrote it down (a signal says what killed it: 9 for SIGKILL, 31 for a seccomp kill). */
+  private reportJailExit(jail: JailRecord): void {
+    const started = performance.now();
+    const check = () => {
+      const status = recordedJailExit(this.layout.exitStatus);
+      if (status === null && performance.now() - started < JAIL_EXIT_REPORT_WAIT_MS) return void setTimeout(check, 200).unref();
+      const keeper = processAlive(jail.keeperPid, jail.keeperStartTime) ? "alive" : "gone";
+      const said = status === null ? `not recorded within ${JAIL_EXIT_REPORT_WAIT_MS} ms (its keeper ${keeper})` : status > 128 ? `status ${status} (signal ${status - 128})` : `status ${status}`;
+      process.stderr.write(`[sandbox-backend] sandbox ${this.id}: its jail's exit: ${said}\n`);
+    };
+    check();
   }
 
   /**

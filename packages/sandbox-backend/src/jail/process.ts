@@ -241,14 +241,26 @@ async function readInfo(child: ChildProcess, exited: Promise<unknown>): Promise<
 }
 
 /** What identifies a jail's processes on the host. */
-export type JailIdentity = Pick<JailRecord, "pidNamespace" | "initPid">;
+export type JailIdentity = Pick<JailRecord, "pidNamespace" | "initPid" | "initStartTime">;
 
 /**
  * Host pids of the jail: those whose pid namespace is the jail's and, for processes whose namespace
  * link this worker may not read (the supervisor is not dumpable; an unprivileged worker cannot
  * readlink its /proc entries), those descending from the jail's init (/proc/<pid>/stat is public).
+ *
+ * Only while the jail's init runs. The kernel hands a freed namespace's inode number to the next
+ * namespace made (any jail's, any worker's), so once the init has ended the number may name another
+ * jail; and an ended init leaves nothing of its jail behind (the kernel ends every process of the
+ * namespace before the init itself is gone). Checked again after the scan, which the init may not outlive.
  */
 export async function namespaceMembers(jail: JailIdentity): Promise<number[]> {
+  const initRuns = () => processAlive(jail.initPid, jail.initStartTime) && !isZombieOrGone(jail.initPid);
+  if (!initRuns()) return [];
+  const members = await scanNamespace(jail);
+  return initRuns() ? members : [];
+}
+
+async function scanNamespace(jail: JailIdentity): Promise<number[]> {
   const wanted = `pid:[${jail.pidNamespace}]`;
   const members: number[] = [];
   const unreadable: number[] = [];
