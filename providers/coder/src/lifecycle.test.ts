@@ -16,6 +16,8 @@ beforeAll(async () => {
   world = await startCoderEmulator({
     extraTemplates: [
       { ...runner, name: "never-ready", agent: { ...runner.agent, startupScript: "echo broken >&2; exit 3" } },
+      // The pid file names a live process that is not the runner, as after a restart when its pid went to another.
+      { ...runner, name: "pid-reused", agent: { ...runner.agent, startupScript: `mkdir -p ~/.paperclip-runner\nsleep 60 &\necho $! > ~/.paperclip-runner/pid\n${runnerStartupScript()}` } },
       // The runner runs, but the claim file cannot be written (a directory is in its way).
       { ...runner, name: "claim-blocked", agent: { ...runner.agent, startupScript: `mkdir -p ~/.paperclip-claim\n${runnerStartupScript()}` } },
       {
@@ -209,6 +211,17 @@ describe("reuse", () => {
     expect(await transitions(lease.providerLeaseId!)).toEqual(["start:running", "stop:stopped", "start:running"]);
     expect((await h.destroy(resumed))?.state).toBe("destroyed");
   });
+
+  it("starts the runner when its pid file names another live process (pids start again with a restarted workspace)", async () => {
+    const h = harness({ ...world.config, template: "pid-reused", reuseLease: true });
+    const lease = await h.acquire({ agentId: "agent-1", executionWorkspaceId: "ew-1" });
+    try {
+      const runner = await h.sh(lease, 'tr "\\0" " " < /proc/$(cat ~/.paperclip-runner/pid)/cmdline');
+      expect(runner.stdout).toContain(".paperclip-runner/paperclip-runner.js");
+    } finally {
+      await h.destroy(lease);
+    }
+  }, 30_000);
 
   it("a changed shape expires the kept lease and deletes its workspace", async () => {
     const h = harness({ ...world.config, reuseLease: true });

@@ -32,14 +32,23 @@ export function runnerStartupScript(options: { port?: number } = {}): string {
     lines.push(`base64 -d > "$dir/${name}" <<'PAPERCLIP_RUNNER_EOF'`, Buffer.from(text).toString("base64").replace(/.{76}/g, "$&\n"), "PAPERCLIP_RUNNER_EOF");
   }
   lines.push(
-    'if [ -s "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then exit 0; fi',
-    `PAPERCLIP_RUNNER_PORT=${port} nohup node "$dir/paperclip-runner.js" >"$dir/log" 2>&1 </dev/null &`,
+    // Keep a runner that already answers on its port. Not by its pid file: that outlives a stop (the
+    // home disk is kept) while pids start again with the workspace, so the number can name anything.
+    `if node -e "${portOpenCheck(port)}" 2>/dev/null; then exit 0; fi`,
+    // Emptied here, not by the background job's redirect: the wait below must not read the last start's line.
+    ': >"$dir/log"',
+    `PAPERCLIP_RUNNER_PORT=${port} nohup node "$dir/paperclip-runner.js" >>"$dir/log" 2>&1 </dev/null &`,
     'echo $! > "$dir/pid"',
     // Up to a minute: node starts slowly on a loaded machine.
     'i=0; while [ "$i" -lt 600 ]; do grep -q listening "$dir/log" 2>/dev/null && exit 0; i=$((i + 1)); sleep 0.1; done',
     'echo "paperclip-runner did not start:" >&2; cat "$dir/log" >&2; exit 1',
   );
   return `${lines.join("\n")}\n`;
+}
+
+/** Node code that exits 0 when something accepts connections on 127.0.0.1:`port`, 1 otherwise (no double quote, `$` or backquote: it goes inside a double-quoted shell word). */
+function portOpenCheck(port: number): string {
+  return `require('net').connect(${port},'127.0.0.1').on('connect',()=>process.exit(0)).on('error',()=>process.exit(1))`;
 }
 
 /** The Coder emulator's template with the runner app (the shape of its `TemplateSpec`). */

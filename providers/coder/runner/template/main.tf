@@ -56,8 +56,11 @@ locals {
     ],
     [for name in local.runner_files : "echo '${filebase64("${path.module}/paperclip-runner/${name}")}' | base64 -d > \"$dir/${name}\""],
     [
-      "if [ -s \"$dir/pid\" ] && kill -0 \"$(cat \"$dir/pid\")\" 2>/dev/null; then exit 0; fi",
-      "PAPERCLIP_RUNNER_PORT=${var.runner_port} nohup node \"$dir/paperclip-runner.js\" >\"$dir/log\" 2>&1 </dev/null &",
+      # Keep a runner that already answers on its port (not by its pid file: pids start again with the workspace, the home disk does not).
+      "if node -e \"require('net').connect(${var.runner_port},'127.0.0.1').on('connect',()=>process.exit(0)).on('error',()=>process.exit(1))\" 2>/dev/null; then exit 0; fi",
+      # Emptied here, not by the background job's redirect: the wait below must not read the last start's line.
+      ": >\"$dir/log\"",
+      "PAPERCLIP_RUNNER_PORT=${var.runner_port} nohup node \"$dir/paperclip-runner.js\" >>\"$dir/log\" 2>&1 </dev/null &",
       "echo $! > \"$dir/pid\"",
       "i=0; while [ \"$i\" -lt 600 ]; do grep -q listening \"$dir/log\" 2>/dev/null && exit 0; i=$((i + 1)); sleep 0.1; done",
       "echo 'paperclip-runner did not start:' >&2; cat \"$dir/log\" >&2; exit 1",
