@@ -1,14 +1,18 @@
 /**
  * A workspace agent inside its jail, as the Coder agent behaves for the API: `connecting` then
  * `connected`; lifecycle `created` → `starting` while the startup script runs → `ready` (exit 0),
- * `start_error` (non-zero) or `start_timeout`; app healthchecks `initializing` → `healthy`, and
- * `unhealthy` after `threshold` failed checks. Stopping: `shutting_down` → `off`.
+ * `start_error` (non-zero) or `start_timeout`; app healthchecks as the agent runs them
+ * (agent/apphealth.go): an answer below 500 makes an app `healthy`, and a failure after `threshold`
+ * failures in a row makes it `unhealthy`, from `initializing` too. Stopping: `shutting_down` → `off`.
  */
 import type { VendorClock } from "@paperclip-sandbox/emulator-kit";
 import type { Sandbox } from "@paperclip-sandbox/sandbox-backend";
 import type { AgentRecord } from "./model.js";
 import type { AgentSpec } from "./options.js";
 import { appTarget, probe, type WorkspaceAgentPool } from "./workspace-net.js";
+
+/** A check waits at least this long: the emulator's tunnel into the jail takes a moment to open where the agent's local connection does not. */
+const HEALTHCHECK_MIN_TIMEOUT_MS = 2_000;
 
 export interface AgentRuntime {
   /** Stops the agent's loops (healthchecks); the jail is the caller's. */
@@ -79,8 +83,9 @@ async function watchApp(app: AgentRecord["apps"][number], pool: WorkspaceAgentPo
   while (!signal.aborted) {
     let ok = false;
     try {
-      const status = await probe(pool, target, 2_000);
-      ok = status >= 200 && status < 400;
+      // Any answer below 500 is healthy; the agent times a check out at its interval.
+      const status = await probe(pool, target, Math.max(HEALTHCHECK_MIN_TIMEOUT_MS, check.interval * 1000 - 1));
+      ok = status < 500;
     } catch {
       ok = false;
     }
@@ -91,12 +96,12 @@ async function watchApp(app: AgentRecord["apps"][number], pool: WorkspaceAgentPo
         app.health = "healthy";
         touched();
       }
-    } else if (app.health === "healthy") {
+    } else if (app.failures < check.threshold) {
+      // Counted up to the threshold, whatever the health; the failure after that makes it unhealthy.
       app.failures += 1;
-      if (app.failures >= Math.max(1, check.threshold)) {
-        app.health = "unhealthy";
-        touched();
-      }
+    } else if (app.health !== "unhealthy") {
+      app.health = "unhealthy";
+      touched();
     }
     await timing.clock.sleep(app.health === "healthy" ? Math.max(timing.healthPollMs, check.interval * 1000) : timing.healthPollMs, signal);
   }

@@ -32,6 +32,8 @@ beforeAll(async () => {
         }),
         { name: "needs-input", parameters: [{ name: "repo", required: true, mutable: true }], agent: { name: "main" } },
         { name: "broken-start", agent: { name: "main", startupScript: "echo nope >&2; exit 3" } },
+        healthcheckAt("health-404", "/status/404"),
+        healthcheckAt("health-503", "/status/503"),
       ],
       expose: (c) => (control = c),
     },
@@ -41,6 +43,13 @@ beforeAll(async () => {
 afterAll(async () => {
   await emu?.close();
 });
+
+/** The echo app with its healthcheck on `path` (threshold 3). */
+function healthcheckAt(name: string, path: string) {
+  const echo = echoAppTemplate(name);
+  const app = echo.agent!.apps![0]!;
+  return { ...echo, agent: { ...echo.agent, apps: [{ ...app, healthcheck: { url: `http://localhost:4200${path}`, interval: 1, threshold: 3 } }] } };
+}
 
 const api = async (method: string, path: string, body?: unknown, headers: Record<string, string> = { "coder-session-token": token }) => {
   const response = await fetch(`${emu.url}${path}`, {
@@ -220,6 +229,30 @@ describe("templates and workspaces", () => {
     expect((await api("POST", `/api/v2/workspaces/${ws.id}/builds`, { transition: "delete" })).status).toBe(410);
     expect(control.sandbox(ws.id)).toBeUndefined();
     expect(control.workspaces().find((w) => w.id === ws.id)?.deleted).toBe(true);
+  });
+
+  it("runs app healthchecks as Coder's agent does: healthy on any answer below 500, unhealthy past the threshold from initializing too", async () => {
+    const appHealth = async (templateName: string, wanted: string) => {
+      const { tpl } = await template(templateName);
+      const created = await api("POST", "/api/v2/users/me/workspaces", { name: `ws-${randomUUID().slice(0, 8)}`, template_id: tpl.id });
+      expect(created.status).toBe(201);
+      const seen = new Set<string>();
+      await until(
+        () => api("GET", `/api/v2/workspaces/${created.json.id}`).then((r) => r.json.latest_build.resources[0]?.agents[0]?.apps[0]?.health as string | undefined),
+        (health) => {
+          if (health) seen.add(health);
+          return health === wanted;
+        },
+        `app health ${wanted}`,
+      );
+      await build(created.json.id, { transition: "delete" });
+      return seen;
+    };
+    expect(await appHealth("health-404", "healthy")).not.toContain("unhealthy");
+    // Its app never answers below 500: it was initializing, and is unhealthy without ever having been healthy.
+    const failing = await appHealth("health-503", "unhealthy");
+    expect(failing).toContain("initializing");
+    expect(failing).not.toContain("healthy");
   });
 
   it("reports a failed provisioner job and a startup script that fails", async () => {

@@ -1,6 +1,7 @@
 /**
  * A template whose startup script starts a small app in the workspace (node from the host tree):
- * HTTP answers with what it received (method, path, cookies, body size, the request's headers), and
+ * HTTP answers with what it received (method, path, cookies, body size, the request's headers) or,
+ * on `/status/<code>`, that status; and
  * `/ws` echoes WebSocket text frames (a bare RFC 6455 server: short frames only, enough for a test).
  */
 import type { TemplateSpec } from "../options.js";
@@ -12,6 +13,7 @@ const server = http.createServer((q, s) => {
   q.on("data", (c) => (n += c.length));
   q.on("end", () => {
     if (q.url === "/healthz") return s.end("ok");
+    if (q.url.startsWith("/status/")) return (s.statusCode = Number(q.url.slice(8))), s.end();
     s.setHeader("content-type", "application/json");
     s.end(JSON.stringify({ method: q.method, url: q.url, bytes: n, headers: q.headers, cwd: process.cwd(), user: process.env.USER, home: process.env.HOME }));
   });
