@@ -89,6 +89,8 @@ export class LocalSandbox implements Sandbox {
   private waking: Promise<void> | null = null;
   /** Set when this worker has let go of the sandbox (backend.close): the jail runs on without it. */
   private released = false;
+  /** A stop, start or destroy of this handle is ending the jail: a connection lost meanwhile is expected. */
+  private endingJail = false;
   /** Set when the supervisor broke the protocol: its jail was ended, and stays so until start(). */
   private violation: Error | null = null;
   private queue: Promise<unknown> = Promise.resolve();
@@ -175,7 +177,7 @@ export class LocalSandbox implements Sandbox {
     const jail = this.record.jail;
     const state = jail ? (jailAlive(jail) ? "alive" : "ended") : "none";
     // A loss while the sandbox is being ended is expected; one while it runs is what needs explaining.
-    const ending = this.destroyed ? "being destroyed" : this.released ? "released" : `sandbox ${this.record.state}`;
+    const ending = this.destroyed ? "being destroyed" : this.endingJail ? "its jail being ended" : this.released ? "released" : `sandbox ${this.record.state}`;
     process.stderr.write(`[sandbox-backend] sandbox ${this.id}: ${error.message} (jail ${state}, ${ending}); jail log tail:\n${tail}\n`);
     if (jail && state === "ended") this.reportJailExit(jail);
   }
@@ -642,10 +644,15 @@ export class LocalSandbox implements Sandbox {
     const record = this.record;
     const freezer = record.freezer;
     if (record.jail) {
-      await stopJail(record.jail, record.cgroups, {
-        exited: this.launched?.exited,
-        thaw: freezer ? () => thawCgroup(freezer, 1_000) : undefined,
-      });
+      this.endingJail = true;
+      try {
+        await stopJail(record.jail, record.cgroups, {
+          exited: this.launched?.exited,
+          thaw: freezer ? () => thawCgroup(freezer, 1_000) : undefined,
+        });
+      } finally {
+        this.endingJail = false;
+      }
     }
     this.launched = null;
     const proxy = this.proxy;
