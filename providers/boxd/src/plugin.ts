@@ -214,11 +214,11 @@ export function createBoxdPlugin(deps: BoxdPluginDeps = {}) {
     get,
     destroy,
     stop: (handle) => keep(handle),
-    async start(handle) {
+    async start(handle, _ref, signal) {
       // A handle that says running is stale (a command found the machine stopped): look again.
-      const current = handle.state === "running" ? await handle.api.getMachine(handle.machine.id) : handle.machine;
+      const current = handle.state === "running" ? await handle.api.getMachine(handle.machine.id, signal) : handle.machine;
       if (!current || isGoneStatus(current.status)) throw new LeaseGoneError(`boxd machine ${handle.machine.id} is gone`);
-      const machine = await makeRunning(handle.api, current);
+      const machine = await makeRunning(handle.api, current, signal);
       return handleOf(handle.api, handle.account, machine);
     },
     // Exec on a stopped machine is refused (FAILED_PRECONDITION): the kit starts it and runs the command once more.

@@ -283,17 +283,17 @@ export function createCoderProvider(deps: CoderPluginDeps = {}) {
       await lock.run(handle.providerLeaseId, () => stopWorkspace(session, handle.providerLeaseId, authorizer(ref), waiting()));
     },
 
-    async start(_handle, ref) {
+    async start(_handle, ref, signal) {
       checkRecord(ref);
       const config = ref.config;
       const session = await sessionFor(config);
       return lock.run(ref.providerLeaseId, async () => {
-        const ready = await startWorkspace(session, ref.providerLeaseId, config, authorizer(ref), waiting());
+        const ready = await startWorkspace(session, ref.providerLeaseId, config, authorizer(ref), waiting(signal));
         const prefix = prefixOf(ref);
         const labels = labelsOfName(ready.workspace.name, prefix, { driverKey: CODER_DRIVER_KEY, companyId: ref.companyId, environmentId: ref.environmentId });
         const handle = handleOf(ready.workspace, ready.agent, config, { url: session.url, token: session.token }, labels);
         // No claim check here: a kept lease's sentinel (the kit reads it next) names this lease.
-        await withRunnerHealth(handle, config);
+        await withRunnerHealth(handle, config, signal);
         return remember(handle);
       });
     },

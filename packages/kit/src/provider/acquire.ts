@@ -6,7 +6,7 @@ import { resolveLeaseExpiry } from "../lease/expiry.js";
 import { leaseFingerprint } from "../lease/fingerprint.js";
 import { leaseLabels, type LeaseLabels } from "../lease/labels.js";
 import { closeCommandChannel } from "../transports/command-channel/index.js";
-import { AcquireBudgetError } from "./errors.js";
+import { AcquireBudgetError, StartBudgetError } from "./errors.js";
 import type { LeaseRef, SandboxHandle, SandboxProviderDefinition } from "./types.js";
 
 /** Margin kept between the acquire budget and the host's own deadline, to answer in time. */
@@ -55,8 +55,47 @@ export function planAcquire<S extends z.ZodObject, H extends SandboxHandle>(def:
     fingerprint: leaseFingerprint({ ...params, resource: shape }),
     shapeFingerprint: shapeFingerprintOf(params.companyId, params.environmentId, shape),
     grant: def.egress ? mergeEgressGrants(def.egress(config), normalizeEgressGrant(params.executionWorkspaceSettings)) : undefined,
-    budgetMs: def.options?.acquireBudgetMs?.(config) ?? Math.max(5_000, hostCallDeadlineMs(params.config) - HOST_REPLY_MARGIN_MS),
+    budgetMs: lifecycleBudgetMs(def, config, params.config),
   };
+}
+
+/**
+ * How long a lifecycle call may wait on the vendor (an acquire, a resume's start): the provider's
+ * `acquireBudgetMs`, else the host's deadline for the call minus a margin to answer in time.
+ */
+export function lifecycleBudgetMs<S extends z.ZodObject, H extends SandboxHandle>(def: SandboxProviderDefinition<S, H>, config: z.output<S>, rawConfig: unknown): number {
+  return def.options?.acquireBudgetMs?.(config) ?? Math.max(5_000, hostCallDeadlineMs(rawConfig) - HOST_REPLY_MARGIN_MS);
+}
+
+/**
+ * `def.start` within a budget. Past it, the signal given to `start` ends the provider's waiting and
+ * the caller gets a StartBudgetError naming the sandbox, before the host's own deadline: the host
+ * learns why, and the worker does not go on polling a sandbox nobody waits for. The vendor may still
+ * finish starting it; the next resume finds it running, and release or destroy ends it.
+ */
+export async function startWithinBudget<C, H extends SandboxHandle>(
+  driverKey: string,
+  start: (handle: H, ref: LeaseRef<C>, signal: AbortSignal) => Promise<H>,
+  handle: H,
+  ref: LeaseRef<C>,
+  budgetMs: number,
+): Promise<H> {
+  const budget = new AbortController();
+  const timer = setTimeout(
+    () => budget.abort(new StartBudgetError(`${driverKey} sandbox ${handle.providerLeaseId} did not start within ${budgetMs} ms (it was ${handle.state ?? "not running"})`)),
+    budgetMs,
+  );
+  const starting = start(handle, ref, budget.signal);
+  // Once the budget has answered, a late failure of the abandoned start has nobody to tell.
+  starting.catch(() => undefined);
+  try {
+    return await Promise.race([starting, rejectOnAbort(budget.signal)]);
+  } catch (error) {
+    // A start that gave up because its signal aborted failed for the budget's reason.
+    throw budget.signal.aborted ? budget.signal.reason : error;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**

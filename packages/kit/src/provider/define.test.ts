@@ -192,6 +192,33 @@ describe("defineSandboxProvider", () => {
     expect(v.boxes.has(lease.providerLeaseId!)).toBe(false);
   });
 
+  it("answers a resume whose start hangs within the budget, naming the sandbox, and aborts the start's waiting", async () => {
+    let startSignal: AbortSignal | undefined;
+    const v = vendor(
+      {},
+      {
+        options: { ttlMs: () => 3_600_000, acquireBudgetMs: () => 200 },
+        // A start that waits until told to stop (a workspace whose agent never becomes ready).
+        start: (_box, _ref, signal) => {
+          startSignal = signal;
+          return new Promise((_, reject) => signal.addEventListener("abort", () => reject(new Error("start's poll ended")), { once: true }));
+        },
+      },
+    );
+    await v.setup();
+    const lease = await v.hooks.onEnvironmentAcquireLease!(acquireParams({ reuseLease: true }));
+    const ref = { ...scope, config: { reuseLease: true }, providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata };
+    await v.hooks.onEnvironmentReleaseLease!(ref);
+    const resuming = v.hooks.onEnvironmentResumeLease!(ref);
+    await expect(resuming).rejects.toMatchObject({
+      code: "START_BUDGET_EXCEEDED",
+      message: expect.stringContaining(`memory sandbox ${lease.providerLeaseId} did not start within 200 ms (it was stopped)`),
+    });
+    expect(startSignal?.aborted).toBe(true);
+    // Kept, not destroyed: the next resume or a release decides.
+    expect(v.boxes.get(lease.providerLeaseId!)?.state).toBe("stopped");
+  });
+
   it("a run without an execution workspace stays ephemeral even with reuseLease", async () => {
     const v = vendor();
     await v.setup();

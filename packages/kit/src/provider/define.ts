@@ -25,7 +25,7 @@ import { probeResult } from "../probe/summary.js";
 import { createRedactor, type Redactor } from "../redact/redactor.js";
 import { syncFor, type SyncStrategy } from "../sync/sync-for.js";
 import { isProviderApiError } from "../vendor/api-error.js";
-import { createWithinBudget, planAcquire, shapeFingerprintOf, type AcquirePlan } from "./acquire.js";
+import { createWithinBudget, lifecycleBudgetMs, planAcquire, shapeFingerprintOf, startWithinBudget, type AcquirePlan } from "./acquire.js";
 import { deriveSandboxCapabilities, supportsDuplex, supportsLoginPty, type DerivedSandboxCapabilities } from "./capabilities.js";
 import { LeaseGoneError, redactedError, secretValuesOf } from "./errors.js";
 import { LeaseRegistry, type LeaseEntry } from "./lease-registry.js";
@@ -160,6 +160,10 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
   const prefer = def.options?.syncPrefer;
   const syncOf = (entry: LeaseEntry<H, C>): SyncStrategy => (entry.sync ??= syncFor(() => runnerOf(entry), entry.files, prefer ? { prefer } : {}));
 
+  /** Starts a stopped sandbox within the budget of the host's call (its raw config holds the host's `timeoutMs`). */
+  const startBounded = (start: NonNullable<typeof def.start>, handle: H, ref: LeaseRef<C>, rawConfig: unknown): Promise<H> =>
+    startWithinBudget(def.driverKey, start, handle, ref, lifecycleBudgetMs(def, ref.config, rawConfig));
+
   /** The lease a hook works on: held by this worker, or looked up (checked, started when stopped). */
   const activeLease = async (params: PluginEnvironmentDriverBaseParams, lease: PluginEnvironmentLease, config: C): Promise<LeaseEntry<H, C>> => {
     const id = lease.providerLeaseId;
@@ -177,7 +181,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       assertOwned(handle, ref);
       if (handle.state !== undefined && handle.state !== "running") {
         if (!def.start) throw new LeaseGoneError(`${def.driverKey} lease ${id} is ${handle.state}`);
-        handle = await def.start(handle, ref);
+        handle = await startBounded(def.start, handle, ref, params.config);
       }
       const entry = entryFor(handle, ref, knownWorkspace(def.workspace, handle, config, ref.metadata));
       await workspaceOf(entry);
@@ -192,7 +196,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     } catch (error) {
       if (!def.notRunning?.(error) || !def.start || entry.abort.signal.aborted) throw error;
       const ref = refOf(params, entry.providerLeaseId, entry.config, entry.metadata);
-      const started = entryFor(await def.start(entry.handle, ref), ref, entry.workspace);
+      const started = entryFor(await startBounded(def.start, entry.handle, ref, params.config), ref, entry.workspace);
       registry.set(started);
       return work(started);
     }
@@ -429,7 +433,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
         let matches = sameShape && (def.sentinel ? await sentinelStillHolds(current) : true);
         if (matches && current.state !== undefined && current.state !== "running") {
           if (!def.start) return gone;
-          current = await def.start(current, ref);
+          current = await startBounded(def.start, current, ref, params.config);
         }
         if (matches && !def.sentinel) matches = await sentinelStillHolds(current);
         if (!matches) {
@@ -524,7 +528,7 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
       running: async (handle, ref) => {
         if (handle.state === undefined || handle.state === "running") return handle;
         if (!def.start) throw new LeaseGoneError(`${def.driverKey} setup sandbox ${handle.providerLeaseId} is ${handle.state}`);
-        return def.start(handle, ref);
+        return startBounded(def.start, handle, ref, ref.config);
       },
       track: (id, work) => {
         const entry = registry.held(id);

@@ -12,6 +12,12 @@ export class AcquireBudgetError extends Error {
   readonly code = "ACQUIRE_BUDGET_EXCEEDED";
 }
 
+/** A stopped sandbox did not start within the budget of the call that needed it (a resume, a command). */
+export class StartBudgetError extends Error {
+  override name = "StartBudgetError";
+  readonly code = "START_BUDGET_EXCEEDED";
+}
+
 /** Collects the secret values of a config (secret-ref fields, plus any the provider adds). */
 export function secretValuesOf(config: unknown, paths: readonly string[]): string[] {
   const values: string[] = [];

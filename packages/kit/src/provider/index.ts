@@ -11,7 +11,7 @@ export type {
   ProviderOptions,
   ListContext,
 } from "./types.js";
-export { LeaseGoneError, AcquireBudgetError, secretValuesOf } from "./errors.js";
+export { LeaseGoneError, AcquireBudgetError, StartBudgetError, secretValuesOf } from "./errors.js";
 export { deriveSandboxCapabilities, supportsDuplex, supportsIncrementalSessionOutput, supportsLoginPty, type DerivedSandboxCapabilities } from "./capabilities.js";
 export type { TemplateDeclaration, SetupConnection } from "./types.js";
 export { templateContractProblems, templateManifestFlags, type TemplateContract } from "./template-contract.js";

@@ -186,8 +186,11 @@ export interface SandboxProviderDefinition<S extends z.ZodObject, H extends Sand
   keep?: KeepDeclaration<H, z.output<S>>;
   /** Ends a kept sandbox's processes (and billing), keeping its disk; confirmed. Needed for `keep.by: "stop"`. */
   stop?(handle: H, ref: LeaseRef<z.output<S>>): Promise<void>;
-  /** Makes a stopped or frozen sandbox runnable again; returns the fresh handle. */
-  start?(handle: H, ref: LeaseRef<z.output<S>>): Promise<H>;
+  /**
+   * Makes a stopped or frozen sandbox runnable again; returns the fresh handle. The kit bounds it by
+   * the call's budget (`acquireBudgetMs`); `signal` aborts when that ends, so its waits stop then.
+   */
+  start?(handle: H, ref: LeaseRef<z.output<S>>, signal: AbortSignal): Promise<H>;
   /** A cheap local check that a held handle still stands for a live sandbox (else it is fetched again). */
   alive?(handle: H): boolean;
   /** True for a runner error that means "the sandbox is not running" (it is then started and the command retried once). */
