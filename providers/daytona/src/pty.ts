@@ -1,20 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { PtyHandle } from "@daytonaio/sdk";
-import {
-  awaitPtyStart,
-  checkPtySignal,
-  checkPtySize,
-  endsWithin,
-  hangUpPty,
-  PtyStartLine,
-  PtyUnavailableError,
-  shellQuote,
-  type PtyExit,
-  type PtyProcess,
-  type PtySignal,
-  type PtyTransport,
-  type ScriptRunner,
-} from "@paperclip-sandbox/kit";
+import { shellQuote, startLinePty, type PtyExit, type PtySize, type PtyTransport, type ScriptRunner } from "@paperclip-sandbox/kit";
 import type { DaytonaClient } from "./client.js";
 import { NOT_RUN_STATUSES } from "./exec.js";
 import type { DaytonaHandle } from "./sandboxes.js";
@@ -45,100 +31,47 @@ const CARRIER = "PAPERCLIP_PTY";
  * SIGKILLs the session's process tree).
  */
 export function daytonaPty(client: DaytonaClient, handle: DaytonaHandle, runner: ScriptRunner, options: DaytonaPtyOptions = {}): PtyTransport {
-  const startTimeoutMs = options.startTimeoutMs ?? 60_000;
-  const closeGraceMs = options.closeGraceMs ?? 1_000;
   const process = () => handle.sandbox.process;
-
-  return {
-    async open(spec) {
-      const size = checkPtySize(spec);
-      if (size.cols > MAX_DIMENSION || size.rows > MAX_DIMENSION) throw new RangeError(`Daytona terminals are at most ${MAX_DIMENSION} columns and rows (got ${size.cols}x${size.rows})`);
-      if (spec.signal?.aborted) throw new PtyUnavailableError("the PTY open was aborted");
+  return startLinePty({
+    runner,
+    launcher: "the sandbox's login shell",
+    maxSize: { dimension: MAX_DIMENSION, vendor: "Daytona" },
+    writeError: (error) => client.error(error, "sendPtyInput"),
+    ...options,
+    async launch(spec, size, startLine) {
       const id = `paperclip-pty-${randomBytes(8).toString("hex")}`;
-      const startLine = new PtyStartLine((bytes) => spec.onData(bytes));
       const wrapper = [`unset ${CARRIER}`, startLine.shellLine, `exec /bin/sh -c ${shellQuote(spec.script)}`].join("; ");
-
       const pty: PtyHandle = await client.call(
         "createPty",
         () => process().createPty({ id, cols: size.cols, rows: size.rows, ...(spec.cwd ? { cwd: spec.cwd } : {}), envs: { ...spec.env, [CARRIER]: wrapper }, onData: (data) => startLine.push(data) }),
         { idempotent: false, attempts: 1, notProcessed: NOT_RUN_STATUSES },
       );
-      const deleteSession = () => client.call("killPtySession", () => process().killPtySession(id), { idempotent: true, safeMethod: true }).catch(() => undefined);
-      let ended = false;
-      const exited: Promise<PtyExit> = pty.wait().then(
-        (result) => exitOf(result.exitCode),
-        () => ({ exitCode: null, signal: null }),
-      );
-      void exited.then(() => (ended = true));
-
+      // The session's deletion is the hard end (SIGKILL to its tree).
+      const deleteSession = async () => {
+        await client.call("killPtySession", () => process().killPtySession(id), { idempotent: true, safeMethod: true }).catch(() => undefined);
+      };
+      const terminal = {
+        exited: pty.wait().then(
+          (result) => exitOf(result.exitCode),
+          () => ({ exitCode: null, signal: null }),
+        ),
+        async write(bytes: Buffer) {
+          for (let at = 0; at < bytes.length; at += INPUT_CHUNK) await pty.sendInput(new Uint8Array(bytes.subarray(at, at + INPUT_CHUNK)));
+        },
+        resize: async (next: PtySize) => void (await client.call("resizePtySession", () => pty.resize(next.cols, next.rows), { idempotent: true })),
+        forceEnd: deleteSession,
+        dispose: () => pty.disconnect(),
+      };
       try {
         await pty.sendInput(` exec /bin/sh -c "$${CARRIER}"\n`);
-        const outcome = await awaitPtyStart(startLine, exited, { timeoutMs: startTimeoutMs, ...(spec.signal ? { signal: spec.signal } : {}) });
-        if (outcome !== "started") {
-          const tail = startLine.startupTail();
-          throw new PtyUnavailableError(
-            outcome === "ended"
-              ? `the sandbox's login shell ended before the program started${tail ? `: ${tail}` : ""}`
-              : outcome === "aborted"
-                ? "the PTY open was aborted"
-                : `the program did not start on the terminal within ${startTimeoutMs} ms`,
-          );
-        }
       } catch (error) {
         await deleteSession();
         await pty.disconnect();
         throw error;
       }
-
-      /** Signals the program's process group (it leads the terminal's session) with one runner call. */
-      const signalGroup = async (signal: PtySignal) => {
-        if (signal === "SIGKILL") return void (await deleteSession());
-        const name = signal.slice(3);
-        const pid = startLine.started!.pid;
-        await runner.run(`kill -${name} -${pid} 2>/dev/null || kill -${name} ${pid} 2>/dev/null; exit 0`, {});
-      };
-      let writes: Promise<void> = Promise.resolve();
-      let closing: Promise<void> | undefined;
-      const result: PtyProcess = {
-        exited,
-        write(bytes) {
-          const next = writes.then(async () => {
-            if (ended || bytes.length === 0) return;
-            for (let at = 0; at < bytes.length; at += INPUT_CHUNK) await pty.sendInput(new Uint8Array(bytes.subarray(at, at + INPUT_CHUNK)));
-          });
-          writes = next.catch(() => undefined);
-          return next.catch((error: unknown) => {
-            throw client.error(error, "sendPtyInput");
-          });
-        },
-        async resize(next) {
-          const checked = checkPtySize(next);
-          if (checked.cols > MAX_DIMENSION || checked.rows > MAX_DIMENSION)
-            throw new RangeError(`Daytona terminals are at most ${MAX_DIMENSION} columns and rows (got ${checked.cols}x${checked.rows})`);
-          if (ended) return;
-          await client.call("resizePtySession", () => pty.resize(checked.cols, checked.rows), { idempotent: true });
-        },
-        async kill(signal = "SIGTERM") {
-          checkPtySignal(signal);
-          if (ended) return;
-          await signalGroup(signal);
-        },
-        close() {
-          closing ??= (async () => {
-            if (!ended) {
-              // The session's deletion is the hard end (SIGKILL to its tree).
-              await hangUpPty({ exited, signalGroup, forceEnd: deleteSession, graceMs: closeGraceMs });
-            }
-            await endsWithin(exited, closeGraceMs);
-            await pty.disconnect();
-            await exited;
-          })();
-          return closing;
-        },
-      };
-      return result;
+      return terminal;
     },
-  };
+  });
 }
 
 /** The daemon's exit code: the program's own, 128 + n for a signal n (137 when the session was killed). */

@@ -1,21 +1,5 @@
 import type { ContainerProcess, Sandbox } from "modal";
-import {
-  awaitPtyStart,
-  checkPtySignal,
-  checkPtySize,
-  hangUpPty,
-  envPrologue,
-  ptyResizeLine,
-  PtyStartLine,
-  PtyUnavailableError,
-  shellQuote,
-  TransportLimitError,
-  type PtyExit,
-  type PtyProcess,
-  type PtySignal,
-  type PtyTransport,
-  type ScriptRunner,
-} from "@paperclip-sandbox/kit";
+import { envPrologue, shellQuote, startLinePty, TransportLimitError, type PtyExit, type PtyTransport, type ScriptRunner } from "@paperclip-sandbox/kit";
 import { MODAL_ARGV_LIMIT, type ModalRunnerOptions } from "./transport.js";
 
 export interface ModalPtyOptions extends ModalRunnerOptions {
@@ -34,14 +18,13 @@ export interface ModalPtyOptions extends ModalRunnerOptions {
  * one runner call each against that terminal and process group.
  */
 export function modalPty(sandbox: Sandbox, runner: ScriptRunner, options: ModalPtyOptions): PtyTransport {
-  const startTimeoutMs = options.startTimeoutMs ?? 60_000;
-  const closeGraceMs = options.closeGraceMs ?? 1_000;
-
-  return {
-    async open(spec) {
-      const size = checkPtySize(spec);
-      if (spec.signal?.aborted) throw new PtyUnavailableError("the PTY open was aborted");
-      const startLine = new PtyStartLine((bytes) => spec.onData(bytes));
+  return startLinePty({
+    runner,
+    launcher: "the terminal's command",
+    writeError: (error) => options.error("execStdin", error),
+    ...(options.startTimeoutMs === undefined ? {} : { startTimeoutMs: options.startTimeoutMs }),
+    ...(options.closeGraceMs === undefined ? {} : { closeGraceMs: options.closeGraceMs }),
+    async launch(spec, size, startLine) {
       const wrapper = [
         envPrologue(spec.env).trimEnd(),
         spec.cwd === undefined ? "" : `cd ${shellQuote(spec.cwd)} || exit 127`,
@@ -56,76 +39,18 @@ export function modalPty(sandbox: Sandbox, runner: ScriptRunner, options: ModalP
       if (bytes > MODAL_ARGV_LIMIT) throw new TransportLimitError(`modal: this terminal's command is ${bytes} bytes of arguments; Modal's exec takes at most ${MODAL_ARGV_LIMIT} (nothing was sent)`);
 
       const process: ContainerProcess<Uint8Array> = await options.retry("execStart", () => sandbox.exec(argv, { pty: true, mode: "binary", stdout: "pipe", stderr: "pipe" }));
-      const exited: Promise<PtyExit> = (async () => {
-        const [code] = await Promise.allSettled([process.wait(), pump(process.stdout, (chunk) => startLine.push(chunk)), drain(process.stderr)]);
-        return code.status === "fulfilled" && code.value >= 0 ? { exitCode: code.value, signal: null } : { exitCode: null, signal: null };
-      })();
-      let ended = false;
-      void exited.then(() => (ended = true));
       const stdin = process.stdin.getWriter();
-
-      /** One runner call against the program's process group (it leads the terminal's session). */
-      const signalGroup = async (signal: PtySignal) => {
-        const pid = startLine.started?.pid;
-        if (pid === undefined) return;
-        const name = signal.slice(3);
-        await runner.run(`kill -${name} -${pid} 2>/dev/null || kill -${name} ${pid} 2>/dev/null; exit 0`, {});
+      return {
+        exited: (async (): Promise<PtyExit> => {
+          const [code] = await Promise.allSettled([process.wait(), pump(process.stdout, (chunk) => startLine.push(chunk)), drain(process.stderr)]);
+          return code.status === "fulfilled" && code.value >= 0 ? { exitCode: code.value, signal: null } : { exitCode: null, signal: null };
+        })(),
+        write: (data) => stdin.write(new Uint8Array(data)),
+        // No resize or signal call in the SDK: the kit's window-size change and group signals through the runner.
+        dispose: () => stdin.releaseLock(),
       };
-
-      const outcome = await awaitPtyStart(startLine, exited, { timeoutMs: startTimeoutMs, ...(spec.signal ? { signal: spec.signal } : {}) });
-      if (outcome !== "started") {
-        const tail = startLine.startupTail();
-        await signalGroup("SIGKILL").catch(() => undefined);
-        stdin.releaseLock();
-        throw new PtyUnavailableError(
-          outcome === "ended"
-            ? `the terminal's command ended before the program started${tail ? `: ${tail}` : ""}`
-            : outcome === "aborted"
-              ? "the PTY open was aborted"
-              : `the program did not start on the terminal within ${startTimeoutMs} ms`,
-        );
-      }
-      const tty = startLine.started!.tty;
-
-      let writes: Promise<void> = Promise.resolve();
-      let closing: Promise<void> | undefined;
-      const result: PtyProcess = {
-        exited,
-        write(data) {
-          const next = writes.then(async () => {
-            if (ended || data.length === 0) return;
-            await stdin.write(new Uint8Array(data));
-          });
-          writes = next.catch(() => undefined);
-          return next.catch((error: unknown) => {
-            throw options.error("execStdin", error);
-          });
-        },
-        async resize(next) {
-          const checked = checkPtySize(next);
-          if (ended || !tty.startsWith("/dev/")) return;
-          await runner.run(`__pc_tty=${shellQuote(tty)}; ${ptyResizeLine("__pc_tty", checked)}; exit 0`, {});
-        },
-        async kill(signal = "SIGTERM") {
-          checkPtySignal(signal);
-          if (ended) return;
-          await signalGroup(signal);
-        },
-        close() {
-          closing ??= (async () => {
-            if (!ended) {
-              await hangUpPty({ exited, signalGroup, forceEnd: () => signalGroup("SIGKILL").catch(() => undefined), graceMs: closeGraceMs });
-            }
-            await exited;
-            await writes;
-            stdin.releaseLock();
-          })();
-          return closing;
-        },
-      };
-      return result;
     },
-  };
+  });
 }
 
 /** The terminal's bytes into `deliver`, in order. */

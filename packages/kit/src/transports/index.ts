@@ -13,7 +13,7 @@ export { scriptSink, type ScriptSink } from "./script-sink.js";
 export { stageStdin, runWithStagedStdin, INLINE_STDIN_BYTES, type StagedStdin, type StageStdinOptions } from "./staged-stdin.js";
 export { checkPtySignal, hangUpPty, endsWithin } from "./pty-hangup.js";
 export { withScriptPty, checkPtySize, ptyResizeLine, PtyUnavailableError, type ScriptPtyOptions } from "./script-pty.js";
-export { awaitPtyStart, PtyStartLine, type PtyStart } from "./pty-start-line.js";
+export { awaitPtyStart, PtyStartLine, startLinePty, type PtyStart, type StartLinePtyOptions, type StartLineTerminal } from "./pty-start-line.js";
 export { launchedPty, type LaunchedPtyOptions, type TerminalChannel } from "./launched-pty.js";
 export * from "./command-channel/index.js";
 export * from "./ssh/index.js";
