@@ -34,7 +34,7 @@ interface VmSpec {
 }
 
 /** What `cp` may change of the VM it copies (exe.dev honours only these). */
-export interface CopySpec {
+interface CopySpec {
   name: string;
   cpu?: number;
   memoryBytes?: number;
