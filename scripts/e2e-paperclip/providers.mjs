@@ -366,7 +366,8 @@ PROVIDERS.push({
       // Traversable: as root, the emulator's jails run as an unprivileged host uid that must pass it.
       fs.mkdirSync(stateParent, { recursive: true, mode: 0o711 });
       fs.chmodSync(stateParent, 0o711);
-      const running = await runEmulator(emulator, { options: { stateParentDir: stateParent } });
+      // The token may also copy and tag VMs (custom images: cp makes templates and runs from them).
+      const running = await runEmulator(emulator, { options: { stateParentDir: stateParent, tokenCmds: ["new", "ls", "rm", "cp", "tag", "whoami"] } });
       return Object.assign(running, { stateParent });
     },
   },
@@ -381,6 +382,12 @@ PROVIDERS.push({
   // The host fails the Claude setup-token login closed (it needs an expiry within 5 minutes).
   leasesWithoutExpiry: "exe.dev VMs live until deleted",
   leaseDir: () => null,
+  // Custom images: the file is installed through the host's browser terminal (the kit's ssh setup
+  // connection over the VM's `ssh -tt` channels), so no `install` here. A template is a VM (a cp of
+  // the setup VM) named by the kit's owner digest.
+  customImage: {
+    templates: async (ctx) => (await ctx.emulator.leftovers()).flatMap((item) => /^vm (pc-[0-9a-f]{16}-[0-9a-f]{8}) /.exec(item)?.[1] ?? []),
+  },
   // Every VM the runs made is gone: no jail directory left in the emulator's state dir.
   leftovers: (ctx) => {
     const parent = ctx.emulator?.stateParent;

@@ -195,6 +195,69 @@ const COMMANDS: Record<string, CommandDef> = {
       });
     },
   },
+  cp: {
+    description: "Copy an existing VM",
+    usage: "cp <source-vm> [new-name] [--memory=<size>] [--cpu=<count>] [--disk=<size>]",
+    flags: { json: "bool", "copy-tags": "bool", memory: "string", disk: "string", cpu: "uint" },
+    positional: true,
+    async run(env, flags, args, out) {
+      if (args.length < 1 || args.length > 2) throw new CommandError("usage: cp <source-vm> [new-name]");
+      if (env.fleet.all().length >= env.maxVms) throw new CommandError("You have reached the maximum number of VMs allowed on your plan.");
+      const sourceName = normalizeName(args[0]!, env.boxHost);
+      const source = env.fleet.get(sourceName);
+      if (source?.status !== "running") throw new CommandError(`vm ${JSON.stringify(sourceName)} not found`);
+      // Only the size is the copy's own (0 or absent: the source's).
+      const memory = flags.memory ? sizeFlag("memory", flags.memory, 0, GB, 64 * GB) : undefined;
+      const disk = flags.disk ? sizeFlag("disk", flags.disk, 0, GB, 500 * GB) : undefined;
+      const cpu = (flags.cpu as number | undefined) || undefined;
+      if (cpu !== undefined && cpu > 16) throw new CommandError("--cpu cannot exceed 16");
+      let name = args[1] ?? "";
+      if (name === "") {
+        for (let i = 0; i < 10 && (name === "" || env.fleet.get(name)); i++) name = randomVmName();
+      }
+      const problem = vmNameProblem(name, { trailingDigitsAllowed: env.trailingDigitsAllowed });
+      if (problem) throw new CommandError(`invalid name: ${problem}`);
+      const release = env.fleet.reserve(name);
+      if (!release) throw new CommandError(`name ${JSON.stringify(name)} is not available`);
+      const started = Date.now();
+      try {
+        await env.fleet.copy(source, { name, cpu, memoryBytes: memory, diskBytes: disk, copyTags: flags["copy-tags"] !== false });
+      } finally {
+        release();
+      }
+      // exe.dev's answer: the copy is still booting when cp returns (here it already answers SSH).
+      out.json({ name, state: "starting", source: sourceName, ssh: `${name}.${env.boxHost}`, elapsed: (Date.now() - started) / 1000 });
+    },
+  },
+  tag: {
+    description: "Add or remove tags on a VM",
+    usage: "tag [-d] <vm> <tag-name> [tag-name...]",
+    flags: { json: "bool", d: "bool" },
+    positional: true,
+    async run(env, flags, args, out) {
+      if (args.length < 2) throw new CommandError("usage: tag [-d] <vm> <tag-name> [tag-name...]");
+      const name = normalizeName(args[0]!, env.boxHost);
+      const names = args.slice(1);
+      const seen = new Set<string>();
+      for (const tag of names) {
+        if (!TAG_PATTERN.test(tag)) throw new CommandError(`invalid tag name ${JSON.stringify(tag)}: must match [a-z][a-z0-9_-]*`);
+        if (seen.has(tag)) throw new CommandError(`tag ${JSON.stringify(tag)} specified more than once`);
+        seen.add(tag);
+      }
+      const vm = env.fleet.get(name);
+      if (vm?.status !== "running") throw new CommandError(`vm ${JSON.stringify(name)} not found`);
+      if (flags.d === true) {
+        const missing = names.find((tag) => !vm.tags.includes(tag));
+        if (missing) throw new CommandError(`tag ${JSON.stringify(missing)} not found on ${name}`);
+        vm.tags = vm.tags.filter((tag) => !names.includes(tag));
+      } else {
+        const present = names.find((tag) => vm.tags.includes(tag));
+        if (present) throw new CommandError(`tag ${JSON.stringify(present)} already exists on ${name}`);
+        vm.tags = [...vm.tags, ...names].sort();
+      }
+      out.json({ vm_name: name, tags: vm.tags });
+    },
+  },
   rm: {
     description: "Delete a VM",
     usage: "rm <vmname>...",

@@ -39,12 +39,16 @@ export const EXE_DEV_COVERAGE: CoverageSpec = {
     [`${EXEC}.doc`]: refused("the documentation browser of the interactive lobby (501)"),
     [`${EXEC}.restart`]: vmManagement,
     [`${EXEC}.rename`]: vmManagement,
-    [`${EXEC}.tag`]: vmManagement,
+    [`${EXEC}.tag`]: { status: "served", reason: "adds (or with -d removes) tags; a tag already there, or missing with -d, is 422 as at exe.dev" },
     [`${EXEC}.comment`]: vmManagement,
     [`${EXEC}.stat`]: vmManagement,
     [`${EXEC}.resize`]: vmManagement,
     [`${EXEC}.set-region`]: refused("one region, `emu` (501)"),
-    [`${EXEC}.cp`]: refused("copying a VM's disk: jails have none to copy (501)"),
+    [`${EXEC}.cp`]: {
+      status: "served",
+      reason:
+        "copies the source's disk (its jail's writable trees, frozen for the copy) into a new VM with a host key of its own; `--cpu/--memory/--disk`, `--copy-tags` (default true); the source keeps running",
+    },
     [`${EXEC}.delete-ssh-key`]: refused("account keys are the emulator's options (501)"),
     [`${EXEC}.ssh-key`]: refused("account keys are the emulator's options (501)"),
     [`${EXEC}.browser`]: refused("web login links (501)"),

@@ -187,6 +187,51 @@ describe("VMs over SSH", () => {
     expect(await emu.leftovers()).toEqual([]);
   }, 60_000);
 
+  it("copies a VM with its disk (cp): files, env and tags come along, the size can change, the source keeps running; tag adds and removes tags", async () => {
+    const token = emu.control.mintToken({ cmds: ["new", "ls", "rm", "cp", "tag"] });
+    const call = (command: string) => api(command, token);
+    const made = (await call("new --json --name=paperclip-emu-src --tag=keep --env=GREETING=hi --cpu=1 --memory=2GB")).json();
+    const [user] = made.ssh_dest.split("@");
+    expect((await ssh(made.ssh_port, user, 'echo on-disk > "$HOME/marker" && mkdir -p /tmp/t && echo tmp > /tmp/t/f')).code).toBe(0);
+
+    const copied = await call("cp --json paperclip-emu-src paperclip-emu-dst --cpu=2");
+    expect([copied.status, copied.json()]).toEqual([200, { name: "paperclip-emu-dst", state: "starting", source: "paperclip-emu-src", ssh: "paperclip-emu-dst.exe.xyz", elapsed: expect.any(Number) }]);
+    const listed = (await call("ls --json paperclip-emu-dst")).json().vms[0];
+    expect(listed).toMatchObject({ vm_name: "paperclip-emu-dst", status: "running", tags: ["keep"] });
+    expect(listed.ssh_port).not.toBe(made.ssh_port);
+    const read = await ssh(listed.ssh_port, user, 'cat "$HOME/marker" /tmp/t/f; echo "$GREETING"', { knownHosts: join(dir, "kh-copy") });
+    expect(read).toEqual({ code: 0, stdout: "on-disk\ntmp\nhi\n", stderr: "" });
+    // The copy is a disk of its own: a change in it is not in the source, which still runs.
+    expect((await ssh(listed.ssh_port, user, 'echo changed > "$HOME/marker"', { knownHosts: join(dir, "kh-copy") })).code).toBe(0);
+    expect((await ssh(made.ssh_port, user, 'cat "$HOME/marker"')).stdout).toBe("on-disk\n");
+
+    const bare = await call("cp paperclip-emu-src paperclip-emu-bare --copy-tags=false --json");
+    expect(bare.status).toBe(200);
+    expect((await call("ls --json paperclip-emu-bare")).json().vms[0].tags).toBeUndefined();
+    expect((await call("tag --json paperclip-emu-bare pc-a pc_b")).json()).toEqual({ vm_name: "paperclip-emu-bare", tags: ["pc-a", "pc_b"] });
+    expect((await call("tag paperclip-emu-bare pc-a")).json()).toEqual({ error: 'tag "pc-a" already exists on paperclip-emu-bare' });
+    expect((await call("tag -d paperclip-emu-bare pc-a --json")).json()).toEqual({ vm_name: "paperclip-emu-bare", tags: ["pc_b"] });
+    expect((await call("tag paperclip-emu-bare Bad")).json()).toEqual({ error: 'invalid tag name "Bad": must match [a-z][a-z0-9_-]*' });
+
+    const errors = await Promise.all([
+      call("cp --json"),
+      call("cp --json paperclip-emu-none paperclip-emu-x"),
+      call("cp --json paperclip-emu-src paperclip-emu-dst"),
+      call("cp --json paperclip-emu-src paperclip-emu-123"),
+      call("cp --json paperclip-emu-src paperclip-emu-y --image=ubuntu"),
+    ]);
+    expect(errors.map((answer) => [answer.status, answer.json()])).toEqual([
+      [422, { error: "usage: cp <source-vm> [new-name]" }],
+      [422, { error: 'vm "paperclip-emu-none" not found' }],
+      [422, { error: 'name "paperclip-emu-dst" is not available' }],
+      [422, { error: `invalid name: ${TRAILING_DIGITS_MESSAGE}` }],
+      [422, { error: "flag parsing error: flag provided but not defined: -image" }],
+    ]);
+    expect((await api("cp paperclip-emu-src paperclip-emu-z")).status).toBe(403);
+    await call("rm paperclip-emu-src paperclip-emu-dst paperclip-emu-bare");
+    expect(await emu.leftovers()).toEqual([]);
+  }, 120_000);
+
   it("presents a new host key after a rotation, which ssh refuses against what it recorded", async () => {
     const vm = (await api("new --json --name=paperclip-emu-vmb")).json();
     const [user] = vm.ssh_dest.split("@");

@@ -7,8 +7,8 @@ export class FlagError extends Error {}
 
 /**
  * Parses a command's arguments as exe.dev does: flags and positional arguments may interleave (flags
- * are moved first, a flag without `=` taking the next word as its value when it does not start with
- * `-`), then Go's `flag.Parse` rules (`-x`/`--x`, `-x=v`, `-x v`, `--` ends flags).
+ * are moved first, a flag without `=` that is not a bool taking the next word as its value when it
+ * does not start with `-`), then Go's `flag.Parse` rules (`-x`/`--x`, `-x=v`, `-x v`, `--` ends flags).
  */
 export function parseFlags(args: readonly string[], spec: FlagSpec): { flags: FlagValues; positional: string[] } {
   const flagArgs: string[] = [];
@@ -21,7 +21,9 @@ export function parseFlags(args: readonly string[], spec: FlagSpec): { flags: Fl
     }
     if (arg.startsWith("-") && !arg.startsWith("-----")) {
       flagArgs.push(arg);
-      if (!arg.includes("=") && i + 1 < args.length && !args[i + 1]!.startsWith("-")) flagArgs.push(args[++i]!);
+      // A bool flag takes no value word (`cp --json src dst` copies src to dst, as exe.dev's tests say).
+      const isBool = spec[arg.replace(/^--?/, "")] === "bool";
+      if (!arg.includes("=") && !isBool && i + 1 < args.length && !args[i + 1]!.startsWith("-")) flagArgs.push(args[++i]!);
       continue;
     }
     posArgs.push(arg);

@@ -110,7 +110,7 @@ async function startExeDevParts(kit: EmulatorKitContext, options: ExeDevEmulator
     },
   });
   await ssh.setAuthorizedKeys([...keys.values()].map((key) => key.line));
-  fleet = createFleet(backend, ssh, { maxLifetimeMs: options.maxLifetimeMs ?? 6 * 60 * 60 * 1000 });
+  fleet = createFleet(backend, ssh, { maxLifetimeMs: options.maxLifetimeMs ?? 6 * 60 * 60 * 1000, scratchDir: stateDir });
   kit.onClose(() => fleet!.close());
 
   const rate = new Map<string, number[]>();

@@ -1,5 +1,7 @@
 import type { SshHost, SshServer, SshSessionExit, SshSessionPty, SshSessionRequest } from "@paperclip-sandbox/emulator-kit";
-import { execOnPty, type Sandbox, type SandboxBackend } from "@paperclip-sandbox/sandbox-backend";
+import { mkdtemp, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { captureDisk, execOnPty, restoreDisk, type Sandbox, type SandboxBackend } from "@paperclip-sandbox/sandbox-backend";
 
 /** One VM: a backend jail, reached over SSH at its own loopback port with its own host key. */
 export interface Vm {
@@ -9,6 +11,8 @@ export interface Vm {
   cpu: number;
   memoryBytes: number;
   diskBytes: number;
+  /** The environment `new --env` set (a copy keeps it: it is part of the VM, not of its disk). */
+  env: Record<string, string>;
   tags: string[];
   comment?: string;
   createdAt: number;
@@ -29,6 +33,16 @@ interface VmSpec {
   setupScript?: string;
 }
 
+/** What `cp` may change of the VM it copies (exe.dev honours only these). */
+interface CopySpec {
+  name: string;
+  cpu?: number;
+  memoryBytes?: number;
+  diskBytes?: number;
+  /** The source's tags are copied (`--copy-tags`, default true). */
+  copyTags: boolean;
+}
+
 export interface Fleet {
   /**
    * Holds a name from the moment `new` takes it until its VM is made or its launch fails, so a
@@ -38,6 +52,12 @@ export interface Fleet {
   reserve(name: string): (() => void) | undefined;
   /** Makes the VM of a name `reserve` holds. */
   create(spec: VmSpec): Promise<Vm>;
+  /**
+   * `cp`: a new VM (a name `reserve` holds) whose disk is a copy of the source's, taken at one moment
+   * while the source keeps running (exe.dev clones a ZFS snapshot); the source's image, size and
+   * environment unless overridden, a host key of its own, no first-boot script (its disk has booted).
+   */
+  copy(source: Vm, spec: CopySpec): Promise<Vm>;
   get(name: string): Vm | undefined;
   /** In creation order. */
   all(): Vm[];
@@ -47,7 +67,7 @@ export interface Fleet {
   close(): Promise<void>;
 }
 
-export function createFleet(backend: SandboxBackend, ssh: SshServer, opts: { maxLifetimeMs: number }): Fleet {
+export function createFleet(backend: SandboxBackend, ssh: SshServer, opts: { maxLifetimeMs: number; scratchDir: string }): Fleet {
   const vms = new Map<string, Vm>();
   const launching = new Set<string>();
   const lingering = new Set<NodeJS.Timeout>();
@@ -60,42 +80,27 @@ export function createFleet(backend: SandboxBackend, ssh: SshServer, opts: { max
       launching.add(name);
       return () => void launching.delete(name);
     },
-    async create(spec) {
-      if (!launching.has(spec.name)) throw new Error(`exe.dev emulator: VM ${spec.name} was made without reserving its name`);
-      const jail = await backend.create({
-        id: spec.name,
-        env: spec.env,
-        limits: { cpu: spec.cpu, memoryMb: Math.round(spec.memoryBytes / (1024 * 1024)) },
-        ttlMs: opts.maxLifetimeMs,
-        labels: { "exe-dev-vm": spec.name },
-      });
-      let host: SshHost;
+    create: (spec) => launch(spec),
+    async copy(source, spec) {
+      if (source.status !== "running") throw new Error(`VM ${source.name} is being deleted`);
+      const scratch = await mkdtemp(join(opts.scratchDir, "cp-"));
       try {
-        // The VM answers SSH only once its jail runs commands (a loaded machine starts the
-        // supervisor late; a session arriving earlier would find nothing to run in).
-        await untilRunning(jail);
-        host = await ssh.addHost(spec.name);
-      } catch (error) {
-        await backend.destroy(spec.name).catch(() => undefined);
-        throw error;
+        await captureDisk(source.jail, join(scratch, "disk"));
+        return await launch(
+          {
+            name: spec.name,
+            image: source.image,
+            cpu: spec.cpu ?? source.cpu,
+            memoryBytes: spec.memoryBytes ?? source.memoryBytes,
+            diskBytes: spec.diskBytes ?? source.diskBytes,
+            env: { ...source.env },
+            tags: spec.copyTags ? [...source.tags] : [],
+          },
+          join(scratch, "disk"),
+        );
+      } finally {
+        await rm(scratch, { recursive: true, force: true });
       }
-      const vm: Vm = {
-        name: spec.name,
-        image: spec.image,
-        cpu: spec.cpu,
-        memoryBytes: spec.memoryBytes,
-        diskBytes: spec.diskBytes,
-        tags: spec.tags,
-        comment: spec.comment,
-        createdAt: Date.now(),
-        status: "running",
-        host,
-        jail,
-      };
-      vms.set(vm.name, vm);
-      // The first-boot script (exe.dev runs it as the VM's user): done before `new` answers here.
-      if (spec.setupScript) await jail.runner.run(spec.setupScript, {}).catch(() => undefined);
-      return vm;
     },
     get: (name) => vms.get(name),
     all: () => [...vms.values()],
@@ -139,6 +144,47 @@ export function createFleet(backend: SandboxBackend, ssh: SshServer, opts: { max
       vms.clear();
     },
   };
+
+  /** A reserved name's VM: a jail (filled from `disk`, a copied disk, before anything runs), then its SSH endpoint. */
+  async function launch(spec: VmSpec, disk?: string): Promise<Vm> {
+    if (!launching.has(spec.name)) throw new Error(`exe.dev emulator: VM ${spec.name} was made without reserving its name`);
+    const jail = await backend.create({
+      id: spec.name,
+      env: spec.env,
+      limits: { cpu: spec.cpu, memoryMb: Math.round(spec.memoryBytes / (1024 * 1024)) },
+      ttlMs: opts.maxLifetimeMs,
+      labels: { "exe-dev-vm": spec.name },
+    });
+    let host: SshHost;
+    try {
+      if (disk) await restoreDisk(disk, jail);
+      // The VM answers SSH only once its jail runs commands (a loaded machine starts the
+      // supervisor late; a session arriving earlier would find nothing to run in).
+      await untilRunning(jail);
+      host = await ssh.addHost(spec.name);
+    } catch (error) {
+      await backend.destroy(spec.name).catch(() => undefined);
+      throw error;
+    }
+    const vm: Vm = {
+      name: spec.name,
+      image: spec.image,
+      cpu: spec.cpu,
+      memoryBytes: spec.memoryBytes,
+      diskBytes: spec.diskBytes,
+      env: spec.env,
+      tags: spec.tags,
+      comment: spec.comment,
+      createdAt: Date.now(),
+      status: "running",
+      host,
+      jail,
+    };
+    vms.set(vm.name, vm);
+    // The first-boot script (exe.dev runs it as the VM's user): done before `new` answers here.
+    if (spec.setupScript) await jail.runner.run(spec.setupScript, {}).catch(() => undefined);
+    return vm;
+  }
 
   async function removeVm(vm: Vm, lingerMs: number): Promise<void> {
     vm.status = "deleting";

@@ -1,5 +1,5 @@
-import { createVendorClient, isProviderApiError, shellQuote, type VendorClient } from "@paperclip-sandbox/kit";
-import { REQUIRED_TOKEN_CMDS } from "./config.js";
+import { createVendorClient, isPollTimeoutError, isProviderApiError, pollUntil, shellQuote, type PollOptions, type VendorClient } from "@paperclip-sandbox/kit";
+import { REQUIRED_TOKEN_CMDS, TEMPLATE_TOKEN_CMDS } from "./config.js";
 
 /** A VM as exe.dev reports it (`new --json`, `ls --json`). */
 export interface VmRecord {
@@ -26,9 +26,25 @@ export interface NewVmRequest {
   setupScript?: string;
 }
 
+/** `cp`: a new VM whose disk is a copy of the source's; only the size may differ (exe.dev honours nothing else). */
+export interface CopyVmRequest {
+  source: string;
+  name: string;
+  cpu?: number;
+  memory?: string;
+  disk?: string;
+}
+
+/** The clock a wait runs on (injected in tests). */
+export type PollClock = Pick<PollOptions<unknown>, "now" | "sleep">;
+
 export interface ExeDevApi {
   readonly client: VendorClient;
   newVm(request: NewVmRequest, signal?: AbortSignal): Promise<VmRecord>;
+  /** `cp --copy-tags=false`: the copy carries no tags of the source (its own are added with `tag`). */
+  copyVm(request: CopyVmRequest, signal?: AbortSignal): Promise<void>;
+  /** `tag <vm> <tag>…`: adds tags (exe.dev refuses one already there). */
+  tagVm(name: string, tags: readonly string[], signal?: AbortSignal): Promise<void>;
   /** VMs whose name or a tag equals `filter` (exe.dev's `ls <name|tag>`), or all. */
   list(filter?: string, signal?: AbortSignal): Promise<VmRecord[]>;
   /** The VM of that name, or undefined. */
@@ -101,6 +117,16 @@ export function createExeDevApi(opts: { apiUrl: string; apiKey: string; onRetry?
       if (!record) throw new Error(`exe.dev did not return the VM it made for ${request.name}`);
       return { ...record, tags: record.tags.length > 0 ? record.tags : request.tags };
     },
+    async copyVm(request, signal) {
+      const parts = ["cp", "--json", "--copy-tags=false", shellQuote(request.source), shellQuote(request.name)];
+      if (request.cpu !== undefined) parts.push(flag("cpu", String(request.cpu)));
+      if (request.memory) parts.push(flag("memory", request.memory));
+      if (request.disk) parts.push(flag("disk", request.disk));
+      await run(parts.join(" "), { operation: "cp", idempotent: false, signal });
+    },
+    async tagVm(name, tags, signal) {
+      await run(["tag", "--json", shellQuote(name), ...tags.map(shellQuote)].join(" "), { operation: "tag", idempotent: false, signal });
+    },
     async list(filter, signal) {
       const answer = await run(filter === undefined ? "ls --json" : `ls --json ${shellQuote(filter)}`, { operation: "ls", idempotent: true, signal });
       const vms = (answer as { vms?: unknown[] } | undefined)?.vms;
@@ -118,40 +144,81 @@ export function createExeDevApi(opts: { apiUrl: string; apiKey: string; onRetry?
   return api;
 }
 
-/** exe.dev's answer to a `new` whose name another VM (or a launch still under way) holds. */
+/** exe.dev's answer to a `new` (`VM name "x" is not available`) or `cp` (`name "x" …`) whose name another VM or a launch under way holds. */
 function isNameTaken(error: unknown, name: string): boolean {
-  return isProviderApiError(error) && error.status === 422 && error.detail.includes(`VM name ${JSON.stringify(name)} is not available`);
+  return isProviderApiError(error) && error.status === 422 && error.detail.includes(`name ${JSON.stringify(name)} is not available`);
 }
 
 /** How long a create waits for its own earlier launch to be listed (exe.dev's commands end within 30 s). */
 const OWN_LAUNCH_WAIT_MS = 90_000;
 
 /**
- * `new` of a name only this create uses (it carries the create's nonce). When exe.dev says the name
- * is taken, the holder is this create's own earlier attempt, still launching after its answer was
- * lost: that VM is waited for and used, never a second one made. It fails with the refusal when the
- * VM is not listed in time (the earlier launch failed; the lifecycle layer's clean-up looks again).
+ * A launch (`new` or `cp`) of a name only this create uses (it carries the create's nonce). When
+ * exe.dev says the name is taken, the holder is this create's own earlier attempt, still launching
+ * after its answer was lost: that VM is waited for and used, never a second one made. It fails with
+ * the refusal when the VM is not listed in time (the earlier launch failed; the lifecycle layer's
+ * clean-up looks again).
  */
-export async function newOwnVm(
-  api: Pick<ExeDevApi, "newVm" | "find">,
-  request: NewVmRequest,
-  signal?: AbortSignal,
-  wait: { totalMs?: number; sleep?: (ms: number) => Promise<void> } = {},
-): Promise<VmRecord> {
+async function ownLaunch(api: Pick<ExeDevApi, "find">, name: string, launch: () => Promise<VmRecord>, signal: AbortSignal | undefined, wait: { totalMs?: number } & PollClock): Promise<VmRecord> {
   try {
-    return await api.newVm(request, signal);
+    return await launch();
   } catch (error) {
-    if (!isNameTaken(error, request.name)) throw error;
-    const sleep = wait.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
-    const deadline = Date.now() + (wait.totalMs ?? OWN_LAUNCH_WAIT_MS);
-    for (let pause = 200; ; pause = Math.min(pause * 2, 2_000)) {
-      const vm = await api.find(request.name, signal);
-      if (vm) return { ...vm, tags: vm.tags.length > 0 ? vm.tags : request.tags };
-      if (signal?.aborted) throw signal.reason;
-      if (Date.now() > deadline) throw error;
-      await sleep(pause);
+    if (!isNameTaken(error, name)) throw error;
+    try {
+      const vm = await pollUntil(
+        () => api.find(name, signal),
+        (found) => found !== undefined,
+        { what: `exe.dev to list VM ${name}`, timeoutMs: wait.totalMs ?? OWN_LAUNCH_WAIT_MS, intervalMs: 200, maxIntervalMs: 2_000, signal, ...wait },
+      );
+      return vm!;
+    } catch (waited) {
+      throw isPollTimeoutError(waited) ? error : waited;
     }
   }
+}
+
+/** `new` of a name only this create uses (see {@link ownLaunch}). */
+export async function newOwnVm(api: Pick<ExeDevApi, "newVm" | "find">, request: NewVmRequest, signal?: AbortSignal, wait: { totalMs?: number } & PollClock = {}): Promise<VmRecord> {
+  const vm = await ownLaunch(api, request.name, () => api.newVm(request, signal), signal, wait);
+  return { ...vm, tags: vm.tags.length > 0 ? vm.tags : request.tags };
+}
+
+/**
+ * `cp` of a template (or a setup VM) to a name only this create uses (see {@link ownLaunch}); the
+ * copy as `ls` lists it (cp's answer names no SSH endpoint). Its tags are added by {@link withTags}.
+ */
+export async function copyOwnVm(api: Pick<ExeDevApi, "copyVm" | "find">, request: CopyVmRequest, signal?: AbortSignal, wait: { totalMs?: number } & PollClock = {}): Promise<VmRecord> {
+  return ownLaunch(
+    api,
+    request.name,
+    async () => {
+      await api.copyVm(request, signal);
+      const vm = await api.find(request.name, signal);
+      if (!vm) throw new Error(`exe.dev does not list ${request.name}, the copy of ${request.source} it reported made`);
+      return vm;
+    },
+    signal,
+    wait,
+  );
+}
+
+/** The VM with every tag of `tags` (the ones it lacks added with `tag`). */
+export async function withTags(api: Pick<ExeDevApi, "tagVm">, vm: VmRecord, tags: readonly string[], signal?: AbortSignal): Promise<VmRecord> {
+  const missing = tags.filter((tag) => !vm.tags.includes(tag));
+  if (missing.length > 0) await api.tagVm(vm.name, missing, signal);
+  return { ...vm, tags: [...vm.tags, ...missing] };
+}
+
+/** How long a delete waits for `ls` to stop listing the VM. */
+const GONE_WAIT_MS = 60_000;
+
+/** Resolves once exe.dev no longer lists the VM (a deletion confirmed); fails after `totalMs`. */
+export async function waitUntilUnlisted(api: Pick<ExeDevApi, "find">, name: string, wait: { totalMs?: number; signal?: AbortSignal } & PollClock = {}): Promise<void> {
+  await pollUntil(
+    () => api.find(name, wait.signal),
+    (vm) => vm === undefined,
+    { what: `exe.dev to stop listing VM ${name} after rm (its deletion is not confirmed)`, timeoutMs: wait.totalMs ?? GONE_WAIT_MS, intervalMs: 100, maxIntervalMs: 2_000, ...wait },
+  );
 }
 
 function flag(name: string, value: string): string {
@@ -188,7 +255,7 @@ function explain(error: unknown, command: string): unknown {
   }
   if (error.status === 403) {
     return error.with({
-      detail: `the API token may not run "${command}" (${error.detail || "command not allowed by token permissions"}); make a token whose cmds include ${REQUIRED_TOKEN_CMDS.join(", ")}`,
+      detail: `the API token may not run "${command}" (${error.detail || "command not allowed by token permissions"}); make a token whose cmds include ${REQUIRED_TOKEN_CMDS.join(", ")} (and ${TEMPLATE_TOKEN_CMDS.join(", ")} for custom images)`,
     });
   }
   return error;

@@ -1,10 +1,13 @@
 import { z } from "zod";
-import { checkPrivateKey, defineProviderConfig, fields, looksLikeKeyMaterial, resolveSecretRef } from "@paperclip-sandbox/kit";
+import { checkPrivateKey, defineProviderConfig, fields, isOwnedTemplateName, looksLikeKeyMaterial, resolveSecretRef } from "@paperclip-sandbox/kit";
+import { isVmName } from "./vm-names.js";
 
 const API_KEY_ENV = "EXE_API_KEY";
 const DEFAULT_API_URL = "https://exe.dev/exec";
 /** The lifecycle commands the API token must list (exe.dev answers 403 for one it does not). */
 export const REQUIRED_TOKEN_CMDS = ["new", "ls", "rm"] as const;
+/** What custom images need besides: `cp` (capture, and runs from a template) and `tag` (a copy's labels). */
+export const TEMPLATE_TOKEN_CMDS = ["cp", "tag"] as const;
 
 const CONNECTION = "Connection";
 const SSH = "SSH";
@@ -26,7 +29,7 @@ export const exeDevConfigSchema = z.object({
   apiKey: fields.secretRef({
     envFallback: API_KEY_ENV,
     title: "API token",
-    description: "An exe.dev API token (exe0.… or exe1.…) whose commands include new, ls and rm.",
+    description: "An exe.dev API token (exe0.… or exe1.…) whose commands include new, ls and rm (and cp and tag for custom images).",
     group: CONNECTION,
   }),
   apiUrl: fields
@@ -66,6 +69,18 @@ export const exeDevConfigSchema = z.object({
       description: "Container image the VM starts from (exeuntu, ubuntu:24.04, …). Empty: exe.dev's default (exeuntu).",
       group: VM,
     })
+    .optional(),
+  templateRef: fields
+    .ui(
+      z.string().refine((value) => isOwnedTemplateName(value) && isVmName(value), { error: "must be a template Paperclip captured (pc-, 16 hex digits, a dash and 8 more)" }),
+      {
+        title: "Custom image template",
+        description:
+          "The template VM Paperclip captured as this environment's custom image (an exe.dev copy of the setup VM); VMs start as copies of it (cp: its disk, with CPU, Memory and Disk applied) instead of from Image. Paperclip sets it when you capture a custom image; empty: Image.",
+        group: VM,
+        advanced: true,
+      },
+    )
     .optional(),
   cpu: fields.positiveInt({ title: "CPU", unit: "cores", max: 64, description: "Cores per VM. Empty: exe.dev's default.", group: VM, advanced: true, examples: [2, 4] }).optional(),
   memory: size({ title: "Memory", description: "Memory per VM, e.g. 4GB. Empty: exe.dev's default." }),
@@ -166,8 +181,19 @@ export function configProblems(config: ExeDevConfig, env: NodeJS.ProcessEnv = pr
     if (!checked.ok) errors.push(`SSH private key: ${checked.problem}`);
     else for (const repair of checked.repaired) warnings.push(`SSH private key: ${repair}`);
   }
+  // A VM copied from a template has the template's disk: nothing makes it from an image or runs a first-boot script.
+  if (config.templateRef !== undefined) {
+    if (config.image !== undefined) errors.push(`${IMAGE}: not with ${TEMPLATE} (a copy of the template has its disk and image); clear one`);
+    if (config.setupScript !== undefined) errors.push(`${SETUP_SCRIPT}: not with ${TEMPLATE} (a copy of the template does not boot afresh, so it would never run); clear one`);
+    if (config.env.length > 0) warnings.push(`${ENVIRONMENT}: not applied to VMs copied from ${TEMPLATE} (exe.dev's cp takes no environment): they keep the one the template's setup VM was made with`);
+  }
   return { errors, warnings };
 }
+
+const TEMPLATE = "Custom image template";
+const IMAGE = "Image";
+const SETUP_SCRIPT = "Setup script";
+const ENVIRONMENT = "Environment";
 
 /** The env list as a map (items are already checked). */
 export function envOf(config: ExeDevConfig): Record<string, string> {

@@ -11,7 +11,8 @@ import { startExeDevEmulator } from "@paperclip-sandbox/emulator-exe-dev";
 import { KEY_AND_FILE, KEY_REQUIRED } from "./config.js";
 import { listLeases } from "./plugin.js";
 
-const emu = await startExeDevEmulator();
+// The token may also copy and tag VMs: the custom-image cases (capture, start from a template) run.
+const emu = await startExeDevEmulator({ tokenCmds: ["new", "ls", "rm", "cp", "tag", "whoami"] });
 // The workers keep their SSH state (key files, host keys per environment) under their TMPDIR: one of the test's own.
 const workerTmp = mkdtempSync(join(tmpdir(), "exe-conf-"));
 afterAll(async () => {
@@ -38,6 +39,8 @@ for (const channel of ["always", "off"] as const) {
       { config: { ...config, namePrefix: "Paperclip" }, error: /^VM name prefix: must start with a lower-case letter/ },
       { config: { ...config, tags: ["ok", "9bad"] }, error: /^Tags, item 2: must start with a lower-case letter/ },
       { config: { ...config, apiUrl: "http://exe.example/exec" }, error: /^API URL: must use https/ },
+      { config: { ...config, templateRef: "golden-vm" }, error: /^Custom image template: must be a template Paperclip captured/ },
+      { config: { ...config, templateRef: "pc-0123456789abcdef-abcdef0a", image: "ubuntu:24.04" }, error: /^Image: not with Custom image template/ },
     ],
     reuseConfig: { ...config, reuseLease: true },
     leftovers: () => emu.leftovers(),

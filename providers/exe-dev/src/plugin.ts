@@ -10,9 +10,10 @@ import {
   type SandboxHandle,
   type SshDestination,
 } from "@paperclip-sandbox/kit";
-import { createExeDevApi, newOwnVm, type ExeDevApi, type VmRecord } from "./api.js";
-import { apiKeyOf, configProblems, envOf, exeDevConfig, exeDevConfigSchema, normalizeApiUrl, sshIdentityOf, type ExeDevConfig } from "./config.js";
+import { copyOwnVm, createExeDevApi, newOwnVm, waitUntilUnlisted, withTags, type ExeDevApi, type VmRecord } from "./api.js";
+import { apiKeyOf, configProblems, envOf, exeDevConfig, type exeDevConfigSchema, normalizeApiUrl, sshIdentityOf, type ExeDevConfig } from "./config.js";
 import { EXE_DEV_DRIVER_KEY, EXE_DEV_SHAPE } from "./manifest.js";
+import { exeDevTemplates } from "./templates.js";
 import { isVmName, labelsOf, tagOf, tagsOf, vmNameFor } from "./vm-names.js";
 import { connectWhenUp, destinationOf, environmentDir, openVmSession, recordedHostKeys, runtimeBase, sweepStaleSessions } from "./vm-ssh.js";
 import type { OpenSshSession } from "@paperclip-sandbox/kit";
@@ -44,8 +45,6 @@ interface Connection {
 
 /** A connection no command used for this long is closed (a kept lease's included); the next command opens one. */
 const IDLE_CLOSE_MS = 5 * 60_000;
-/** How long release waits for `ls` to stop listing a deleted VM. */
-const GONE_WAIT_MS = 60_000;
 
 export function createExeDevProvider(deps: ExeDevPluginDeps = {}) {
   let ctx: PluginContext | undefined;
@@ -117,11 +116,22 @@ export function createExeDevProvider(deps: ExeDevPluginDeps = {}) {
     // Under the VM user's home, as upstream's provider puts it (the kit makes it and reads its real path back).
     workspace: { homeSubdir: "paperclip-workspace" },
     // A change of any of these means another VM.
-    shape: (config) => ({ image: config.image, cpu: config.cpu, memory: config.memory, disk: config.disk, setupScript: config.setupScript, env: config.env, tags: config.tags }),
+    shape: (config) => ({
+      image: config.image,
+      templateRef: config.templateRef,
+      cpu: config.cpu,
+      memory: config.memory,
+      disk: config.disk,
+      setupScript: config.setupScript,
+      env: config.env,
+      tags: config.tags,
+    }),
     options: { commandTimeoutMs: (config) => config.timeoutMs },
     // exe.dev has no stop: a kept lease keeps its VM running (this worker's connection closes when idle).
     keep: { reusable: (config) => config.reuseLease, by: "leave-running" },
     validate: (config) => configProblems(config, deps.env),
+    // A template is a VM copied from the setup VM; runs start as copies of it (templates.ts).
+    templates: exeDevTemplates((config) => apiFor(config)),
     setup: async (context) => {
       ctx = context;
       // A directory that is not ours fails the lease that needs it (with the reason), not the worker.
@@ -148,13 +158,21 @@ export function createExeDevProvider(deps: ExeDevPluginDeps = {}) {
       const api = apiFor(config);
       const tags = [...tagsOf(labels), ...config.tags.filter((tag) => !tag.startsWith("paperclip-"))];
       const nameOf = (nonce: string) => vmNameFor(config.namePrefix, params.environmentId, nonce);
+      const size = { cpu: config.cpu, memory: config.memory, disk: config.disk };
+      const template = config.templateRef;
       const vm = await createIdempotently({
         create: (nonce) =>
-          newOwnVm(api, { name: nameOf(nonce), tags, image: config.image, cpu: config.cpu, memory: config.memory, disk: config.disk, env: envOf(config), setupScript: config.setupScript }, signal),
+          template
+            ? // A copy of the template (checked by the kit to be this company's and environment's): its disk, this config's size.
+              copyOwnVm(api, { source: template, name: nameOf(nonce), ...size }, signal)
+            : newOwnVm(api, { name: nameOf(nonce), tags, image: config.image, ...size, env: envOf(config), setupScript: config.setupScript }, signal),
         find: (nonce) => api.find(nameOf(nonce), signal),
         signal,
+      }).then(async (made) => {
+        created(made.name);
+        // cp takes no tags: the lease's labels are added to the copy (a VM `new` made has them already).
+        return withTags(api, made, tags, signal);
       });
-      created(vm.name);
       const destination = destinationOf(vm, config);
       const root = await base();
       const connection = openVmSession({
@@ -274,16 +292,6 @@ const provider = createExeDevProvider();
 /** For `paperclip-sandbox leases gc --provider exe-dev`: this provider's VMs, found at exe.dev by their tags. */
 export const listLeases = provider.listLeases;
 export default provider.plugin;
-
-async function waitUntilUnlisted(api: ExeDevApi, name: string): Promise<void> {
-  const deadline = Date.now() + GONE_WAIT_MS;
-  let pause = 100;
-  while (await api.find(name)) {
-    if (Date.now() > deadline) throw new Error(`exe.dev still lists VM ${name} ${GONE_WAIT_MS / 1000} s after rm: not confirmed deleted`);
-    await new Promise((resolve) => setTimeout(resolve, pause));
-    pause = Math.min(pause * 2, 2_000);
-  }
-}
 
 function numberOr(value: unknown): number | undefined {
   return typeof value === "number" && Number.isInteger(value) && value > 0 && value < 65_536 ? value : undefined;

@@ -3,8 +3,18 @@ import { lstat, mkdir, readdir, rm, stat } from "node:fs/promises";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createOpenSshSession, isSshTransportError, knownHostsLinesFor, readKnownHosts, seedKnownHost, writePrivateFile, type OpenSshSession, type SshDestination } from "@paperclip-sandbox/kit";
-import type { VmRecord } from "./api.js";
+import {
+  createOpenSshSession,
+  isSshTransportError,
+  knownHostsLinesFor,
+  pollUntil,
+  readKnownHosts,
+  seedKnownHost,
+  writePrivateFile,
+  type OpenSshSession,
+  type SshDestination,
+} from "@paperclip-sandbox/kit";
+import type { PollClock, VmRecord } from "./api.js";
 import type { ExeDevConfig, SshIdentity } from "./config.js";
 
 /**
@@ -85,17 +95,22 @@ export async function recordedHostKeys(knownHostsFile: string, destination: SshD
  * Connects, waiting while a new VM's sshd comes up (refused or reset connections); a host-key or
  * authentication failure is final at once.
  */
-export async function connectWhenUp(session: OpenSshSession, signal: AbortSignal, pauseMs = 250): Promise<void> {
-  for (;;) {
-    try {
-      return await session.connect();
-    } catch (error) {
-      const booting = isSshTransportError(error) && (error.code === "connect_failed" || error.code === "connection_lost");
-      if (!booting || signal.aborted) throw error;
-      await new Promise((resolve) => setTimeout(resolve, pauseMs));
-    }
-  }
+export async function connectWhenUp(session: Pick<OpenSshSession, "connect">, signal: AbortSignal, clock: PollClock & { pauseMs?: number } = {}): Promise<void> {
+  const pauseMs = clock.pauseMs ?? 250;
+  const failure = await pollUntil(
+    () =>
+      session.connect().then(
+        () => undefined,
+        (error: unknown) => ({ error }),
+      ),
+    (outcome) => outcome === undefined || signal.aborted || !booting(outcome.error),
+    { what: "the VM's sshd to accept connections", intervalMs: pauseMs, maxIntervalMs: pauseMs, signal, now: clock.now, sleep: clock.sleep },
+  );
+  if (failure) throw failure.error;
 }
+
+/** A refused or reset connection: the VM's sshd is not up yet. */
+const booting = (error: unknown) => isSshTransportError(error) && (error.code === "connect_failed" || error.code === "connection_lost");
 
 /**
  * Removes connection directories a crashed worker left (a private key inside): older than
