@@ -19,7 +19,7 @@ export type { SeparatedCredentials, HeadersInput } from "./credentials.js";
 export { vendorText, MAX_DETAIL_CHARS } from "./vendor-text.js";
 export { vendorFetch, vendorFetchStream, DEFAULT_VENDOR_TIMEOUT_MS, DEFAULT_MAX_RESPONSE_BYTES } from "./http.js";
 export type { VendorRequest, VendorFetchOptions, VendorResponse, VendorStreamResponse } from "./http.js";
-export { pollUntil, abortableSleep, PollTimeoutError, isPollTimeoutError, type PollOptions } from "./poll.js";
+export { pollUntil, abortableSleep, PollTimeoutError, isPollTimeoutError, type PollOptions, type PollClock } from "./poll.js";
 export { withRetry, canRetry, retryDelay, DEFAULT_RETRY_POLICY } from "./retry.js";
 export type { RetryPolicy, RetryOptions, RetryEvent, AttemptInfo } from "./retry.js";
 export { createVendorClient, joinUrl } from "./client.js";
