@@ -71,18 +71,12 @@ export async function destroyWorkload(clients: KubeClients, ref: WorkloadRef, ve
     if (isStatus(error, 404)) return;
     throw error;
   }
+  const finalizers = (workload: Manifest | null) => `finalizers: ${(workload?.metadata?.finalizers ?? []).join(", ") || "none"}`;
+  const wait = { what: `${ref.kind} ${ref.namespace}/${ref.name} to be deleted`, timeoutMs: 120_000, intervalMs: 25, maxIntervalMs: 500, signal, describe: finalizers, ...clock };
   await pollUntil(
     () => readWorkload(clients, ref, version, signal),
     (workload) => !workload,
-    {
-      what: `${ref.kind} ${ref.namespace}/${ref.name} to be deleted`,
-      timeoutMs: 120_000,
-      intervalMs: 25,
-      maxIntervalMs: 500,
-      signal,
-      describe: (workload) => `finalizers: ${(workload?.metadata?.finalizers ?? []).join(", ") || "none"}`,
-      ...clock,
-    },
+    wait,
   );
 }
 
@@ -92,9 +86,8 @@ const FATAL_WAITING = new Set(["ErrImagePull", "ImagePullBackOff", "InvalidImage
 /**
  * Waits for the pod through one watch (fieldSelector on its name, or the job-name label), failing
  * at once on what waiting cannot fix: a refused pod (the Sandbox's ReconcilerError, the Job's
- * FailedCreate), an image that cannot be pulled, a container that cannot start. The pod's state is
- * pushed by the watch, not polled; only the workload's own status (a refusal sends no pod event) is
- * read again each second, with the kit's `pollUntil`, until the watch settles.
+ * FailedCreate), an image that cannot be pulled, a container that cannot start. The pod comes from
+ * the watch; only the workload's status (a refusal sends no pod event) is polled, each second.
  */
 export async function waitForPod(
   clients: KubeClients,
