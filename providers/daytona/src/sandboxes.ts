@@ -1,6 +1,5 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import type { CreateSandboxFromImageParams, CreateSandboxFromSnapshotParams, Sandbox } from "@daytonaio/sdk";
-import { createIdempotently, type AsyncMemo, type ListedResource, type SandboxHandle } from "@paperclip-sandbox/kit";
+import { createIdempotently, pollUntil, type AsyncMemo, type ListedResource, type PollClock, type SandboxHandle } from "@paperclip-sandbox/kit";
 import type { DaytonaClient } from "./client.js";
 import type { DaytonaConfig } from "./config.js";
 
@@ -99,16 +98,16 @@ const BECOMING_STARTED = new Set(["creating", "starting", "restoring", "pending_
 const SETTLING = new Set(["stopping", "archiving", "pausing", "resizing", "snapshotting", "forking"]);
 
 /** Brings a sandbox to `started`: waits out a transition, starts a stopped one, restores an archived one. */
-export async function startSandbox(client: DaytonaClient, sandbox: Sandbox): Promise<void> {
-  const deadline = Date.now() + STATE_TIMEOUT_SEC * 1000;
-  for (await refresh(client, sandbox); ; await refresh(client, sandbox)) {
-    const state = sandbox.state ?? "unknown";
-    if (state === "started") return;
-    if (["stopped", "archived", "paused"].includes(state)) return client.call("startSandbox", () => sandbox.start(STATE_TIMEOUT_SEC), { idempotent: true });
-    if (BECOMING_STARTED.has(state)) return client.call("waitUntilStarted", () => sandbox.waitUntilStarted(STATE_TIMEOUT_SEC), { idempotent: true, safeMethod: true });
-    if (!SETTLING.has(state) || Date.now() > deadline) throw new Error(`daytona sandbox ${sandbox.id} cannot be started: it is ${state}`);
-    await sleep(250);
-  }
+export async function startSandbox(client: DaytonaClient, sandbox: Sandbox, clock: PollClock = {}): Promise<void> {
+  const state = await pollUntil(
+    () => refresh(client, sandbox).then(() => sandbox.state ?? "unknown"),
+    (seen) => !SETTLING.has(seen),
+    { what: `daytona sandbox ${sandbox.id} to settle before it is started`, timeoutMs: STATE_TIMEOUT_SEC * 1000, intervalMs: 250, describe: (seen) => `it is ${seen}`, ...clock },
+  );
+  if (state === "started") return;
+  if (["stopped", "archived", "paused"].includes(state)) return client.call("startSandbox", () => sandbox.start(STATE_TIMEOUT_SEC), { idempotent: true });
+  if (BECOMING_STARTED.has(state)) return client.call("waitUntilStarted", () => sandbox.waitUntilStarted(STATE_TIMEOUT_SEC), { idempotent: true, safeMethod: true });
+  throw new Error(`daytona sandbox ${sandbox.id} cannot be started: it is ${state}`);
 }
 
 const refresh = (client: DaytonaClient, sandbox: Sandbox) => client.call("getSandbox", () => sandbox.refreshData(), { idempotent: true, safeMethod: true });

@@ -6,6 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { PluginEnvironmentInteractiveSetupSession } from "@paperclipai/plugin-sdk";
 import { startHarness, scope, type Harness } from "./__fixtures__/harness.js";
 import { ownedTemplateName as templateName, templateNameOwner } from "@paperclip-sandbox/kit";
+import type { DaytonaClient } from "./client.js";
+import { daytonaTemplates } from "./templates.js";
 
 const owner = {
   "paperclip-provider": "daytona",
@@ -182,5 +184,34 @@ describe("capture, start from, delete", () => {
     } finally {
       await remove(templateRef);
     }
+  });
+});
+
+describe("waiting for a captured snapshot (injected clock)", () => {
+  /** A client whose snapshot reads `states` in turn (null: gone), and a clock that records each pause. */
+  function templatesReading(...states: Array<string | null>) {
+    let read = 0;
+    const get = async () => {
+      const state = states[Math.min(read++, states.length - 1)];
+      if (state === null) throw Object.assign(new Error("not found"), { gone: true });
+      return { id: "snap-1", state, errorReason: state === "error" ? "disk full" : undefined };
+    };
+    const client = { call: (_operation: string, run: () => Promise<unknown>) => run(), sdk: { snapshot: { get } } } as unknown as DaytonaClient;
+    let t = 0;
+    const pauses: number[] = [];
+    const templates = daytonaTemplates(() => client, { now: () => t, sleep: async (ms) => void (pauses.push(ms), (t += ms)) });
+    const handle = { providerLeaseId: "sb-1", sandbox: { createSnapshot: async () => undefined } } as never;
+    return { capture: () => templates.capture!(handle, { config: {} } as never, { labels: owner } as never), pauses, reads: () => read };
+  }
+
+  it("reads the snapshot again, the pause growing, until it is active", async () => {
+    const t = templatesReading("pending", "pending", "pending", "pending", "active");
+    await expect(t.capture()).resolves.toMatchObject({ metadata: { snapshotId: "snap-1" } });
+    expect(t.pauses).toEqual([250, 500, 1_000, 2_000]);
+  });
+
+  it("ends at once when the snapshot fails or disappears, saying which", async () => {
+    await expect(templatesReading("pending", "error").capture()).rejects.toThrow(/did not become usable: error disk full$/);
+    await expect(templatesReading("pending", null).capture()).rejects.toThrow(/of sandbox sb-1 did not become usable: it is gone$/);
   });
 });

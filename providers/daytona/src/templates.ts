@@ -1,5 +1,4 @@
-import { setTimeout as sleep } from "node:timers/promises";
-import { isOwnedTemplateName, ownedTemplateName, templateNameOwner, type TemplateDeclaration } from "@paperclip-sandbox/kit";
+import { isOwnedTemplateName, ownedTemplateName, pollUntil, templateNameOwner, type PollClock, type TemplateDeclaration } from "@paperclip-sandbox/kit";
 import type { DaytonaClient } from "./client.js";
 import type { DaytonaConfig } from "./config.js";
 import { DAYTONA_TEMPLATES } from "./manifest.js";
@@ -14,13 +13,14 @@ import type { DaytonaHandle } from "./sandboxes.js";
  */
 /** Seconds the SDK may wait for the sandbox to leave `snapshotting` (a large disk takes a while). */
 const SNAPSHOT_TIMEOUT_SEC = 900;
-/** How often a snapshot not yet active is looked at again. */
-const POLL_MS = 1_000;
+/** A snapshot not yet active is looked at again from this pause, doubling up to the cap. */
+const POLL_FIRST_MS = 250;
+const POLL_MAX_MS = 2_000;
 
 const FAILED_STATES = new Set(["error", "build_failed", "removing"]);
 
 /** Capture, ownership and delete of Daytona snapshot templates, for the kit's five custom-image hooks. */
-export function daytonaTemplates(clientFor: (config: DaytonaConfig) => DaytonaClient): TemplateDeclaration<DaytonaHandle, DaytonaConfig> {
+export function daytonaTemplates(clientFor: (config: DaytonaConfig) => DaytonaClient, clock: PollClock = {}): TemplateDeclaration<DaytonaHandle, DaytonaConfig> {
   /** The snapshot, or null when Daytona has none of that name. */
   const snapshotOf = (client: DaytonaClient, name: string) =>
     client
@@ -42,14 +42,13 @@ export function daytonaTemplates(clientFor: (config: DaytonaConfig) => DaytonaCl
       // Not repeated: a second snapshot of the same name would be refused (409) or a duplicate.
       await client.call("createSandboxSnapshot", () => handle.sandbox.createSnapshot(name, SNAPSHOT_TIMEOUT_SEC), { idempotent: false, attempts: 1, signal });
       // Usable once the snapshot itself is active (it may still be pulled into the registry).
-      for (;;) {
-        const snapshot = await snapshotOf(client, name);
-        if (snapshot?.state === "active") return { templateRef: name, metadata: { snapshotId: snapshot.id } };
-        if (!snapshot || FAILED_STATES.has(snapshot.state)) {
-          throw new Error(`daytona snapshot ${name} of sandbox ${handle.providerLeaseId} did not become usable: ${snapshot ? `${snapshot.state} ${snapshot.errorReason ?? ""}`.trim() : "it is gone"}`);
-        }
-        await sleep(POLL_MS, undefined, { signal });
-      }
+      const snapshot = await pollUntil(
+        () => snapshotOf(client, name),
+        (seen) => !seen || seen.state === "active" || FAILED_STATES.has(seen.state),
+        { what: `daytona snapshot ${name} to become active`, intervalMs: POLL_FIRST_MS, maxIntervalMs: POLL_MAX_MS, signal, ...clock },
+      );
+      if (snapshot?.state === "active") return { templateRef: name, metadata: { snapshotId: snapshot.id } };
+      throw new Error(`daytona snapshot ${name} of sandbox ${handle.providerLeaseId} did not become usable: ${snapshot ? `${snapshot.state} ${snapshot.errorReason ?? ""}`.trim() : "it is gone"}`);
     },
     async labels(templateRef, config, expected) {
       const owner = templateNameOwner(templateRef, expected);

@@ -1,7 +1,7 @@
 // The per-run workload: an agent-sandbox Sandbox (its pod named after it) or a batch/v1 Job (its
 // pod found by the job-name label), the pod's readiness, and deletion that waits until it is gone.
 import { Watch } from "@kubernetes/client-node";
-import type { ListedResource } from "@paperclip-sandbox/kit";
+import { pollUntil, type ListedResource, type PollClock } from "@paperclip-sandbox/kit";
 import type { KubernetesConfig } from "./config.js";
 import { call, isStatus, type KubeClients } from "./kube.js";
 import { leaseIds, type WorkloadRef } from "./names.js";
@@ -55,8 +55,8 @@ export async function readWorkload(clients: KubeClients, ref: WorkloadRef, versi
   }
 }
 
-/** Deletes the workload (foreground: its pod, Secret and policy first) and resolves once it is gone. */
-export async function destroyWorkload(clients: KubeClients, ref: WorkloadRef, version: string, signal?: AbortSignal): Promise<void> {
+/** Deletes the workload (foreground: its pod, Secret and policy first) and resolves once it is gone (120 s at most). */
+export async function destroyWorkload(clients: KubeClients, ref: WorkloadRef, version: string, signal?: AbortSignal, clock: PollClock = {}): Promise<void> {
   try {
     await call(
       ref.kind === "sandbox" ? "deleteSandbox" : "deleteJob",
@@ -71,12 +71,13 @@ export async function destroyWorkload(clients: KubeClients, ref: WorkloadRef, ve
     if (isStatus(error, 404)) return;
     throw error;
   }
-  const deadline = Date.now() + 120_000;
-  for (let delay = 25; ; delay = Math.min(delay * 2, 500)) {
-    if (!(await readWorkload(clients, ref, version, signal))) return;
-    if (Date.now() > deadline) throw new Error(`${ref.kind} ${ref.namespace}/${ref.name} was still being deleted after 120 s`);
-    await new Promise((r) => setTimeout(r, delay));
-  }
+  const finalizers = (workload: Manifest | null) => `finalizers: ${(workload?.metadata?.finalizers ?? []).join(", ") || "none"}`;
+  const wait = { what: `${ref.kind} ${ref.namespace}/${ref.name} to be deleted`, timeoutMs: 120_000, intervalMs: 25, maxIntervalMs: 500, signal, describe: finalizers, ...clock };
+  await pollUntil(
+    () => readWorkload(clients, ref, version, signal),
+    (workload) => !workload,
+    wait,
+  );
 }
 
 /** Pod states that will not resolve by waiting. */
@@ -85,20 +86,26 @@ const FATAL_WAITING = new Set(["ErrImagePull", "ImagePullBackOff", "InvalidImage
 /**
  * Waits for the pod through one watch (fieldSelector on its name, or the job-name label), failing
  * at once on what waiting cannot fix: a refused pod (the Sandbox's ReconcilerError, the Job's
- * FailedCreate), an image that cannot be pulled, a container that cannot start.
+ * FailedCreate), an image that cannot be pulled, a container that cannot start. The pod comes from
+ * the watch; only the workload's status (a refusal sends no pod event) is polled, each second.
  */
-export async function waitForPod(clients: KubeClients, ref: WorkloadRef, opts: { timeoutMs: number; signal?: AbortSignal; workloadProblem?: () => Promise<string | undefined> }): Promise<Manifest> {
+export async function waitForPod(
+  clients: KubeClients,
+  ref: WorkloadRef,
+  opts: { timeoutMs: number; signal?: AbortSignal; workloadProblem?: () => Promise<string | undefined>; clock?: PollClock },
+): Promise<Manifest> {
   const watch = new Watch(clients.kc);
   const path = `/api/v1/namespaces/${ref.namespace}/pods`;
   const query = ref.kind === "sandbox" ? { fieldSelector: `metadata.name=${ref.name}` } : { labelSelector: `batch.kubernetes.io/job-name=${ref.name}` };
   return new Promise<Manifest>((resolve, reject) => {
     let settled = false;
     let request: AbortController | undefined;
+    const polling = new AbortController();
     const finish = (error: unknown, pod?: Manifest) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      clearInterval(poll);
+      polling.abort();
       opts.signal?.removeEventListener("abort", onAbort);
       request?.abort();
       error ? reject(error) : resolve(pod!);
@@ -106,13 +113,15 @@ export async function waitForPod(clients: KubeClients, ref: WorkloadRef, opts: {
     const onAbort = () => finish(opts.signal?.reason ?? new Error("aborted"));
     opts.signal?.addEventListener("abort", onAbort, { once: true });
     const timer = setTimeout(() => finish(new Error(`${ref.kind} ${ref.namespace}/${ref.name}: its pod was not running within ${Math.round(opts.timeoutMs / 1000)} s`)), opts.timeoutMs);
-    // The workload's own status says when the pod was refused outright (no pod event ever comes).
-    const poll = setInterval(() => {
-      void opts.workloadProblem?.().then(
-        (problem) => problem && finish(new Error(problem)),
+    // The workload's own status says when the pod was refused outright (no pod event ever comes); a failed read is read again.
+    const problemOf = opts.workloadProblem;
+    if (problemOf) {
+      const each = { what: `${ref.kind} ${ref.namespace}/${ref.name} to report a problem`, intervalMs: 1_000, maxIntervalMs: 1_000, signal: polling.signal, ...opts.clock };
+      pollUntil(() => problemOf().catch(() => undefined), Boolean, each).then(
+        (problem) => finish(new Error(problem)),
         () => undefined,
       );
-    }, 1_000);
+    }
     const onPod = (type: string, pod: Manifest) => {
       if (type === "DELETED") return;
       const phase = pod.status?.phase;
@@ -132,10 +141,6 @@ export async function waitForPod(clients: KubeClients, ref: WorkloadRef, opts: {
           if (settled) controller.abort();
         });
     void start().catch((error: unknown) => finish(error));
-    void opts.workloadProblem?.().then(
-      (problem) => problem && finish(new Error(problem)),
-      () => undefined,
-    );
   });
 }
 

@@ -1,5 +1,5 @@
 import type { App, Image, Logger, ModalClient } from "modal";
-import { createClientCache, createVendorCall, grpcCodeName, isProviderApiError, memoAsyncByKey, ProviderApiError, type Redactor, type VendorCall } from "@paperclip-sandbox/kit";
+import { apiErrorFromGrpcStatus, createClientCache, createVendorCall, isProviderApiError, memoAsyncByKey, ProviderApiError, type Redactor, type VendorCall } from "@paperclip-sandbox/kit";
 import { credentialsOf, type ModalConfig } from "./config.js";
 
 export type ModalSdk = typeof import("modal");
@@ -25,27 +25,24 @@ function grpcCodeOf(error: unknown): number | undefined {
 }
 
 /**
- * An SDK failure as the kit's typed error. A RESOURCE_EXHAUSTED is a refusal (rate limit or quota,
- * nothing was done), so it is retried, even for a create: the SDK never retries it. UNAVAILABLE
- * and the other transient codes the SDK has already retried (3 times on the control plane, 10 on
- * the router), so they are final here. NOT_FOUND and the SDK's NotFoundError mean the thing is gone.
+ * An SDK failure as the kit's typed error. A gRPC status is read by the kit's one table
+ * (`apiErrorFromGrpcStatus`: NOT_FOUND is gone), with Modal's meanings on top: RESOURCE_EXHAUSTED is
+ * a refusal (rate limit or quota, nothing was done), so it is retried, even for a create: the SDK
+ * never retries it. UNAVAILABLE and the other transient codes the SDK has already retried (3 times
+ * on the control plane, 10 on the router), so they are final here. The SDK's own errors keep their
+ * name as the code; its NotFoundError means the thing is gone.
  */
 export function modalError(operation: string, error: unknown, redact: Redactor): Error {
   if (isProviderApiError(error)) return error;
   const code = grpcCodeOf(error);
   const name = (error as { name?: unknown } | null)?.name;
   const raw = error instanceof Error ? ((error as { details?: unknown }).details as string | undefined) || error.message : String(error);
-  if (code === undefined && typeof name !== "string") return error instanceof Error ? error : new Error(redact(raw));
-  return new ProviderApiError({
-    vendor: "modal",
-    operation,
-    status: 0,
-    code: code !== undefined ? (grpcCodeName(code) ?? `grpc_${code}`) : String(name),
-    detail: redact(raw),
-    retryable: code === RESOURCE_EXHAUSTED,
-    gone: code === NOT_FOUND || name === "NotFoundError",
-    mayHaveTakenEffect: code !== RESOURCE_EXHAUSTED,
-  });
+  if (code !== undefined) {
+    const refused = code === RESOURCE_EXHAUSTED;
+    return apiErrorFromGrpcStatus({ vendor: "modal", operation, code, message: raw, redact, notProcessed: refused }).with({ retryable: refused });
+  }
+  if (typeof name !== "string") return error instanceof Error ? error : new Error(redact(raw));
+  return new ProviderApiError({ vendor: "modal", operation, status: 0, code: name, detail: redact(raw), retryable: false, gone: name === "NotFoundError", mayHaveTakenEffect: true });
 }
 
 export function isGone(error: unknown): boolean {

@@ -1,5 +1,5 @@
 import type { Image, Sandbox } from "modal";
-import type { SandboxHandle } from "@paperclip-sandbox/kit";
+import { pollUntil, type PollClock, type SandboxHandle } from "@paperclip-sandbox/kit";
 import { isGone, type ModalAccount } from "./client.js";
 import { allowlistOf, type ModalConfig } from "./config.js";
 import { modalLeaseIds, type ModalLeaseRef } from "./lease-id.js";
@@ -21,8 +21,8 @@ export const TAGS = {
  * much room so the sandbox never outlives what the lease says (or the host's requested deadline).
  */
 const EXPIRY_MARGIN_MS = 2_000;
-/** A resume's new sandbox may find its name still held by the one just ended: tries, 1 s apart. */
-const NAME_TAKEN_ATTEMPTS = 5;
+/** A resume's new sandbox may find its name still held by the one just ended: tried again 1 s apart for this long (5 tries when each answers at once). */
+const NAME_TAKEN_WAIT_MS = 4_000;
 
 export interface ModalHandle extends SandboxHandle {
   readonly account: ModalAccount;
@@ -58,6 +58,8 @@ export interface CreateOptions {
   expiresAt: Date | null;
   /** A sandbox name (leases kept by snapshots). */
   name?: string;
+  /** Injected in tests: the clock of the wait for a taken name. */
+  clock?: PollClock;
 }
 
 /** Creates a sandbox whose timeout ends it at or before `expiresAt`; its tags say when. */
@@ -77,17 +79,18 @@ export async function createSandbox(account: ModalAccount, config: ModalConfig, 
     ...(config.blockNetwork ? { blockNetwork: true } : {}),
     ...(allowlist.length > 0 ? { outboundCidrAllowlist: allowlist } : {}),
   };
-  for (let attempt = 1; ; attempt += 1) {
-    try {
-      const sandbox = await account.call("createSandbox", () => account.client.sandboxes.create(app, options.image, params), { idempotent: false });
-      return { sandbox, tags };
-    } catch (error) {
-      const taken = (error as { code?: unknown }).code === "AlreadyExistsError" || (error as { name?: unknown }).name === "AlreadyExistsError";
-      if (!taken || !options.name || attempt >= NAME_TAKEN_ATTEMPTS) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
-    }
-  }
+  const create = () => account.call("createSandbox", () => account.client.sandboxes.create(app, options.image, params), { idempotent: false });
+  if (!options.name) return { sandbox: await create(), tags };
+  // A taken name is read as "not yet" (the refusal, for the timeout's report); any other failure ends the wait.
+  const made = await pollUntil(
+    () => create().catch((error: unknown) => (isNameTaken(error) ? (error as Error) : Promise.reject(error))),
+    (made) => !(made instanceof Error),
+    { what: `modal sandbox name ${options.name} to be free`, timeoutMs: NAME_TAKEN_WAIT_MS, intervalMs: 1_000, maxIntervalMs: 1_000, describe: (taken) => (taken as Error).message, ...options.clock },
+  );
+  return { sandbox: made as Sandbox, tags };
 }
+
+const isNameTaken = (error: unknown) => (error as { code?: unknown }).code === "AlreadyExistsError" || (error as { name?: unknown }).name === "AlreadyExistsError";
 
 /** The sandbox's tags and whether it still runs; null when Modal no longer knows it. */
 export async function inspect(account: ModalAccount, sandbox: Sandbox): Promise<{ running: boolean; tags: Record<string, string> } | null> {

@@ -1,8 +1,8 @@
 /**
- * The gRPC / Connect status codes, shared by every client and server in this repo (the envd
- * translator, modal's, and the emulator kit's Connect server): the number on the wire, the
- * protocol's snake_case name, and the HTTP status Connect pairs with it
- * (connectrpc.com/docs/protocol#error-codes).
+ * The gRPC / Connect status codes, shared by every client and server in this repo (the kit's
+ * `apiErrorFromGrpcStatus`, which the envd family and modal translate with, and the emulator kit's
+ * gRPC and Connect servers): the number on the wire, the protocol's snake_case name, and the HTTP
+ * status Connect pairs with it (connectrpc.com/docs/protocol#error-codes).
  */
 export const GRPC_CODE_NAMES = [
   "ok",
@@ -51,4 +51,10 @@ export const CONNECT_CODE_STATUS: Readonly<Record<ConnectCode, number>> = Object
 /** The name of a numeric code (`8` → `resource_exhausted`); undefined for a number outside the table. */
 export function grpcCodeName(code: number): GrpcCodeName | undefined {
   return Number.isInteger(code) ? GRPC_CODE_NAMES[code] : undefined;
+}
+
+/** The Connect name of a status code, its number or its name; `unknown` for one outside the table, and for `ok`, which is no error. */
+export function connectCodeOf(code: number | string): ConnectCode {
+  const name = typeof code === "number" ? grpcCodeName(code) : (GRPC_CODE_NAMES as readonly string[]).includes(code) ? (code as GrpcCodeName) : undefined;
+  return name === undefined || name === "ok" ? "unknown" : name;
 }

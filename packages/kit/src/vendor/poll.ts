@@ -5,7 +5,13 @@
  * and an injected clock for tests.
  */
 
-export interface PollOptions<T> {
+/** The clock a wait reads and pauses on; injected in tests (defaults: `Date.now` and a timer that the signal cancels). */
+export interface PollClock {
+  now?: () => number;
+  sleep?: (ms: number, signal: AbortSignal | undefined) => Promise<void>;
+}
+
+export interface PollOptions<T> extends PollClock {
   /** What is awaited, for the timeout error: "coder workspace w to be ready". */
   what: string;
   /** Give up after this long (ms from the first read, on `now`). Absent: wait until `signal` aborts. */
@@ -20,9 +26,6 @@ export interface PollOptions<T> {
   signal?: AbortSignal;
   /** Says where the last read stood, for the timeout error: "it is starting". */
   describe?: (last: T) => string;
-  /** Injected in tests (defaults: `Date.now` and a timer that the signal cancels). */
-  now?: () => number;
-  sleep?: (ms: number, signal: AbortSignal | undefined) => Promise<void>;
 }
 
 /** The deadline passed before what was awaited happened. */

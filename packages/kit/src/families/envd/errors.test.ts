@@ -26,7 +26,11 @@ describe("envdApiError", () => {
     expect(busy).toMatchObject({ status: 429, code: "resource_exhausted", retryable: true, mayHaveTakenEffect: false, retryAfterMs: 2000 });
     expect(envdApiError("e2b", "process.Start", connectError(14, "paused"), { beforeStart: true })).toMatchObject({ code: SANDBOX_NOT_RUNNING, retryable: false, mayHaveTakenEffect: false });
     expect(envdApiError("e2b", "process.Start", connectError(4, "deadline"))).toMatchObject({ code: "deadline_exceeded", status: 504 });
-    expect(envdApiError("e2b", "process.Start", connectError(13, "bug"))).toMatchObject({ code: "internal", retryable: false });
+    // Retried as an HTTP 500 is (the kit's one table), but a start that may have run is not resent.
+    expect(envdApiError("e2b", "process.Start", connectError(13, "bug"))).toMatchObject({ code: "internal", status: 500, retryable: true, mayHaveTakenEffect: true });
+    // A process or file not found is not the sandbox gone, unless the caller says so.
+    expect(envdApiError("e2b", "process.SendSignal", connectError(5, "no process"))).toMatchObject({ code: "not_found", gone: false });
+    expect(envdApiError("e2b", "files.stat", connectError(5, "no sandbox"), { notFoundMeansGone: true })).toMatchObject({ gone: true });
   });
 
   it("maps fetch failures to transport codes", () => {

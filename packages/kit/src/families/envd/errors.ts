@@ -1,11 +1,13 @@
 import { ProviderApiError, isProviderApiError } from "../../vendor/api-error.js";
 import { isRetryableStatus } from "../../vendor/classify.js";
-import { CONNECT_CODE_STATUS, grpcCodeName, type ConnectCode } from "../../vendor/grpc-codes.js";
+import { apiErrorFromGrpcStatus } from "../../vendor/grpc-error.js";
 import { classifyNetworkError } from "../../vendor/network-error.js";
-import { parseRetryAfter } from "../../vendor/retry-after.js";
-import { type RetryPolicy } from "../../vendor/retry.js";
+import type { RetryPolicy } from "../../vendor/retry.js";
 import { createVendorCall } from "../../vendor/vendor-call.js";
 import { vendorText } from "../../vendor/vendor-text.js";
+
+/** Connect codes envd answers before it does anything: a start refused with one never ran. */
+const REFUSALS = new Set(["resource_exhausted", "unavailable", "unauthenticated", "permission_denied"]);
 
 /** The code a provider's `notRunning` recognises: envd answered that the sandbox is not running (paused, or gone). */
 export const SANDBOX_NOT_RUNNING = "sandbox_not_running";
@@ -52,22 +54,17 @@ export function envdApiError(vendor: string, operation: string, error: unknown, 
     });
 
   if (isConnectErrorLike(error)) {
-    const named = grpcCodeName(error.code);
-    const name: ConnectCode = named === undefined || named === "ok" ? "unknown" : named;
     const detail = error.rawMessage ?? error.message;
     const network = error.cause === undefined ? undefined : classifyNetworkError(error.cause);
     // Mid-stream (after the start event) even a refused reconnect may follow a process that ran.
     if (network) return make(0, network.code, detail, { retryable: network.retryable, mayHaveTakenEffect: network.mayHaveTakenEffect || !context.beforeStart });
-    const status = CONNECT_CODE_STATUS[name];
-    const retryAfter = error.metadata?.get("retry-after");
-    const retryAfterMs = retryAfter ? parseRetryAfter(retryAfter) : undefined;
-    const refused = name === "resource_exhausted" || name === "unavailable" || name === "unauthenticated" || name === "permission_denied";
-    const notRunning = context.beforeStart === true && name === "unavailable";
-    return make(status, notRunning ? SANDBOX_NOT_RUNNING : name, detail, {
-      retryable: name === "resource_exhausted" || (name === "unavailable" && !notRunning) || name === "unknown",
-      mayHaveTakenEffect: !(context.beforeStart && refused),
-      ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
-    });
+    const status = apiErrorFromGrpcStatus({ vendor, operation, code: error.code, message: detail, redact: (text) => text, retryAfter: error.metadata?.get("retry-after") });
+    const refused = REFUSALS.has(status.code);
+    // envd's not_found is a process or a file; the sandbox is gone only where the caller says so.
+    const gone = context.notFoundMeansGone === true && status.gone;
+    // Unavailable before the start event: the sandbox is paused or gone (the lifecycle layer resumes it).
+    if (context.beforeStart && status.code === "unavailable") return status.with({ code: SANDBOX_NOT_RUNNING, retryable: false, gone, mayHaveTakenEffect: false });
+    return status.with({ gone, mayHaveTakenEffect: !(context.beforeStart && refused) });
   }
 
   const err = error instanceof Error ? error : new Error(String(error));

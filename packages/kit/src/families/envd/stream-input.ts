@@ -1,7 +1,9 @@
 import http from "node:http";
 import https from "node:https";
 import { ProviderApiError } from "../../vendor/api-error.js";
-import { CONNECT_CODE_STATUS, GRPC_CODE_NAMES, type ConnectCode } from "../../vendor/grpc-codes.js";
+import { isRetryableStatus } from "../../vendor/classify.js";
+import { connectCodeOf } from "../../vendor/grpc-codes.js";
+import { apiErrorFromGrpcStatus } from "../../vendor/grpc-error.js";
 import { classifyNetworkError } from "../../vendor/network-error.js";
 
 /**
@@ -127,13 +129,22 @@ function envelope(message: object): Buffer {
  */
 function answerError(vendor: string, status: number, body: Buffer): ProviderApiError | undefined {
   const make = (code: string, detail: string, httpStatus: number) =>
-    new ProviderApiError({ vendor, operation: "process.StreamInput", status: httpStatus, code, detail, retryable: code === "unavailable", gone: false, mayHaveTakenEffect: code !== "unimplemented" });
+    new ProviderApiError({
+      vendor,
+      operation: "process.StreamInput",
+      status: httpStatus,
+      code,
+      detail,
+      retryable: isRetryableStatus(httpStatus),
+      gone: false,
+      mayHaveTakenEffect: code !== "unimplemented",
+    });
   if (status !== 200) {
     let detail = body.toString("utf8").slice(0, 300);
     let code: string = status === 404 || status === 415 || status === 501 || status === 411 ? "unimplemented" : status === 502 || status === 503 ? "unavailable" : `http_${status}`;
     try {
       const parsed = JSON.parse(detail) as { code?: unknown; message?: unknown };
-      if (typeof parsed.code === "string" && (GRPC_CODE_NAMES as readonly string[]).includes(parsed.code)) code = parsed.code;
+      if (typeof parsed.code === "string" && connectCodeOf(parsed.code) === parsed.code) code = parsed.code;
       if (typeof parsed.message === "string") detail = parsed.message;
     } catch {
       // not a Connect error body: keep the text
@@ -153,8 +164,10 @@ function answerError(vendor: string, status: number, body: Buffer): ProviderApiE
       return make("protocol", "the StreamInput end-stream message is not JSON", 200);
     }
     if (!end.error) return undefined;
-    const code = (end.error.code ?? "unknown") as ConnectCode;
-    return make(code, end.error.message ?? code, CONNECT_CODE_STATUS[code] ?? 500);
+    const code = end.error.code ?? "unknown";
+    // unimplemented: envd read none of the stream (the caller resends through SendInput).
+    const failed = apiErrorFromGrpcStatus({ vendor, operation: "process.StreamInput", code, message: end.error.message ?? code, redact: (text) => text, notProcessed: code === "unimplemented" });
+    return failed.with({ gone: false });
   }
   return make("protocol", "the StreamInput answer has no end-stream message", 200);
 }
