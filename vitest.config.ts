@@ -1,3 +1,4 @@
+import os from "node:os";
 import { defineConfig } from "vitest/config";
 
 // One root config: every package's tests run from here, against built workspace packages
@@ -8,6 +9,9 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",
+    // Most of a test's time is spent waiting on sandboxes, emulators and workers, not on a CPU: at
+    // least three files at once even on a two-core machine (vitest's default there is one).
+    maxWorkers: Math.max(3, os.availableParallelism() - 1),
     globalSetup: ["./vitest.build-first.ts"],
   },
 });
