@@ -2,14 +2,16 @@
  * A workspace agent inside its jail, as the Coder agent behaves for the API: `connecting` then
  * `connected`; lifecycle `created` → `starting` while the startup script runs → `ready` (exit 0),
  * `start_error` (non-zero) or `start_timeout`; app healthchecks as the agent runs them
- * (agent/apphealth.go): an answer below 500 makes an app `healthy`, and a failure after `threshold`
- * failures in a row makes it `unhealthy`, from `initializing` too. Stopping: `shutting_down` → `off`.
+ * (agent/apphealth.go): an answer below 500 (redirects followed as Go's client does) makes an app
+ * `healthy`, and a failure after `threshold` failures in a row makes it `unhealthy`, from
+ * `initializing` too; a check with no positive interval or threshold never runs (the app stays
+ * `initializing`). Stopping: `shutting_down` → `off`.
  */
 import type { VendorClock } from "@paperclip-sandbox/emulator-kit";
 import type { Sandbox } from "@paperclip-sandbox/sandbox-backend";
 import type { AgentRecord } from "./model.js";
 import type { AgentSpec } from "./options.js";
-import { appTarget, probe, type WorkspaceAgentPool } from "./workspace-net.js";
+import { probe, type WorkspaceAgentPool } from "./workspace-net.js";
 
 /** A check waits at least this long: the emulator's tunnel into the jail takes a moment to open where the agent's local connection does not. */
 const HEALTHCHECK_MIN_TIMEOUT_MS = 2_000;
@@ -74,17 +76,19 @@ async function runStartupScript(spec: AgentSpec, agent: AgentRecord, sandbox: Sa
 
 async function watchApp(app: AgentRecord["apps"][number], pool: WorkspaceAgentPool, timing: AgentTiming, signal: AbortSignal, touched: () => void): Promise<void> {
   const check = app.spec.healthcheck;
-  const target = check ? appTarget(check.url) : undefined;
-  if (!check || !target) {
+  if (!check?.url) {
     app.health = "disabled";
     touched();
     return;
   }
+  // The agent starts no ticker for a check without a positive interval and threshold
+  // (`shouldStartTicker`): the app stays `initializing`.
+  if (!(check.interval > 0 && check.threshold > 0)) return;
   while (!signal.aborted) {
     let ok = false;
     try {
-      // Any answer below 500 is healthy; the agent times a check out at its interval.
-      const status = await probe(pool, target, Math.max(HEALTHCHECK_MIN_TIMEOUT_MS, check.interval * 1000 - 1));
+      // Any answer below 500 (after redirects) is healthy; the agent times a check out at its interval.
+      const status = await probe(pool, check.url, Math.max(HEALTHCHECK_MIN_TIMEOUT_MS, check.interval * 1000 - 1));
       ok = status < 500;
     } catch {
       ok = false;

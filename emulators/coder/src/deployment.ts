@@ -390,7 +390,7 @@ export class Deployment {
       directory: agentSpec.directory ?? WORKSPACE_HOME,
       env,
       startupScriptBehavior: agentSpec.startupScriptBehavior ?? "blocking",
-      apps: (agentSpec.apps ?? []).map((app) => ({ id: randomUUID(), spec: app, health: app.healthcheck ? "initializing" : "disabled", failures: 0 })),
+      apps: (agentSpec.apps ?? []).map((app) => ({ id: randomUUID(), spec: app, health: app.healthcheck?.url ? "initializing" : "disabled", failures: 0 })),
     };
   }
 

@@ -34,6 +34,7 @@ beforeAll(async () => {
         { name: "broken-start", agent: { name: "main", startupScript: "echo nope >&2; exit 3" } },
         healthcheckAt("health-404", "/status/404"),
         healthcheckAt("health-503", "/status/503"),
+        healthcheckMatrix("health-matrix"),
       ],
       expose: (c) => (control = c),
     },
@@ -49,6 +50,27 @@ function healthcheckAt(name: string, path: string) {
   const echo = echoAppTemplate(name);
   const app = echo.agent!.apps![0]!;
   return { ...echo, agent: { ...echo.agent, apps: [{ ...app, healthcheck: { url: `http://localhost:4200${path}`, interval: 1, threshold: 3 } }] } };
+}
+
+/**
+ * One workspace, many checked apps (threshold 1 unless said): redirects followed as Go's client does,
+ * and checks the agent never runs (threshold 0, interval 0) on a URL that answers 200.
+ */
+const MATRIX: Record<string, { path: string; final: string; interval?: number; threshold?: number }> = {
+  "to-500": { path: "/redirect/302?to=/status/500", final: "unhealthy" },
+  "to-200": { path: `/redirect/307?to=${encodeURIComponent("http://localhost:4200/status/200")}`, final: "healthy" },
+  "no-location": { path: "/status/302", final: "healthy" },
+  "nine-hops": { path: "/hops/9", final: "healthy" },
+  "ten-hops": { path: "/hops/10", final: "unhealthy" },
+  "off-workspace": { path: `/redirect/302?to=${encodeURIComponent("http://example.invalid/")}`, final: "unhealthy" },
+  "threshold-0": { path: "/healthz", final: "initializing", threshold: 0 },
+  "interval-0": { path: "/healthz", final: "initializing", interval: 0, threshold: 3 },
+};
+function healthcheckMatrix(name: string) {
+  const echo = echoAppTemplate(name);
+  const app = echo.agent!.apps![0]!;
+  const apps = Object.entries(MATRIX).map(([slug, c]) => ({ ...app, slug, healthcheck: { url: `http://localhost:4200${c.path}`, interval: c.interval ?? 1, threshold: c.threshold ?? 1 } }));
+  return { ...echo, agent: { ...echo.agent, apps } };
 }
 
 const api = async (method: string, path: string, body?: unknown, headers: Record<string, string> = { "coder-session-token": token }) => {
@@ -253,6 +275,29 @@ describe("templates and workspaces", () => {
     const failing = await appHealth("health-503", "unhealthy");
     expect(failing).toContain("initializing");
     expect(failing).not.toContain("healthy");
+  });
+
+  it("follows a healthcheck's redirects as Go's client does, and never checks an app whose threshold or interval is 0", async () => {
+    const { tpl } = await template("health-matrix");
+    const created = await api("POST", "/api/v2/users/me/workspaces", { name: `ws-${randomUUID().slice(0, 8)}`, template_id: tpl.id });
+    expect(created.status).toBe(201);
+    const seen = new Map<string, Set<string>>(Object.keys(MATRIX).map((slug) => [slug, new Set()]));
+    const checked = Object.keys(MATRIX).filter((slug) => MATRIX[slug]!.final !== "initializing");
+    // Until every app the agent checks has settled; the unhealthy ones need two failed rounds (threshold 1),
+    // so an unchecked app would have been checked (and changed) by then.
+    const apps = await until(
+      () => api("GET", `/api/v2/workspaces/${created.json.id}`).then((r) => (r.json.latest_build.resources[0]?.agents[0]?.apps ?? []) as Array<{ slug: string; health: string }>),
+      (list) => {
+        for (const a of list) seen.get(a.slug)?.add(a.health);
+        return list.length > 0 && checked.every((slug) => list.find((a) => a.slug === slug)?.health === MATRIX[slug]!.final);
+      },
+      "every checked app to settle",
+    );
+    expect(Object.fromEntries(apps.map((a) => [a.slug, a.health]))).toEqual(Object.fromEntries(Object.entries(MATRIX).map(([slug, c]) => [slug, c.final])));
+    // A redirect to a 500 (or one too many) is a failure from the first check: never healthy on the way.
+    for (const slug of ["to-500", "ten-hops", "off-workspace"]) expect(seen.get(slug)).not.toContain("healthy");
+    for (const slug of ["threshold-0", "interval-0"]) expect([...seen.get(slug)!]).toEqual(["initializing"]);
+    await build(created.json.id, { transition: "delete" });
   });
 
   it("reports a failed provisioner job and a startup script that fails", async () => {

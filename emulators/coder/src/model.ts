@@ -48,7 +48,7 @@ export interface AppRecord {
   id: string;
   spec: AppSpec;
   health: AppHealth;
-  /** Consecutive failed checks once healthy (the threshold makes it unhealthy). */
+  /** Failed checks in a row, counted up to the threshold (the failure after that makes it unhealthy). */
   failures: number;
 }
 

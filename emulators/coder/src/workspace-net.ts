@@ -71,14 +71,40 @@ export class WorkspaceAgentPool extends http.Agent {
   }
 }
 
-/** GET `target` inside the workspace; resolves with the status, or rejects when nothing answers. */
-export function probe(pool: http.Agent, target: AppTarget, timeoutMs: number): Promise<number> {
+/** GET `target` inside the workspace; resolves with the status and `Location`, or rejects when nothing answers. */
+function get(pool: http.Agent, target: AppTarget, signal: AbortSignal): Promise<{ status: number; location: string | undefined }> {
   return new Promise((resolve, reject) => {
-    const request = http.request({ host: "localhost", port: target.port, path: target.path, method: "GET", agent: pool, signal: AbortSignal.timeout(timeoutMs) }, (response) => {
+    const request = http.request({ host: "localhost", port: target.port, path: target.path, method: "GET", agent: pool, signal }, (response) => {
       response.resume();
-      response.on("end", () => resolve(response.statusCode ?? 0));
+      response.on("end", () => resolve({ status: response.statusCode ?? 0, location: response.headers.location || undefined }));
     });
     request.on("error", reject);
     request.end();
   });
+}
+
+/** The redirects Go's http.Client follows (net/http `redirectBehavior`); any other 3xx is the answer. */
+const FOLLOWED = new Set([301, 302, 303, 307, 308]);
+/** Go's `defaultCheckRedirect`: an error once 10 requests were sent, so the 10th redirect in a row fails the check. */
+const MAX_REQUESTS = 10;
+
+/**
+ * GET `url` inside the workspace as the agent's healthcheck does (`http.DefaultClient`): redirects
+ * followed as Go's client does, within `timeoutMs` for the whole chain; resolves with the final
+ * status, rejects when nothing answers, a `Location` does not parse or too many redirects. A URL off
+ * the workspace's loopback (or a redirect there) fails: the workspace has no outbound network.
+ */
+export async function probe(pool: http.Agent, url: string, timeoutMs: number): Promise<number> {
+  const signal = AbortSignal.timeout(timeoutMs);
+  let current = new URL(url);
+  for (let sent = 1; ; sent++) {
+    const target = appTarget(current.href);
+    if (!target) throw new Error(`${current.href} is not on the workspace's loopback`);
+    const { status, location } = await get(pool, target, signal);
+    // A 3xx without a Location is the answer, as in Go.
+    if (!FOLLOWED.has(status) || location === undefined) return status;
+    const next = new URL(location, current);
+    if (sent >= MAX_REQUESTS) throw new Error(`stopped after ${MAX_REQUESTS} redirects`);
+    current = next;
+  }
 }

@@ -1,7 +1,8 @@
 /**
  * A template whose startup script starts a small app in the workspace (node from the host tree):
  * HTTP answers with what it received (method, path, cookies, body size, the request's headers) or,
- * on `/status/<code>`, that status; and
+ * on `/status/<code>`, that status (no `Location`); on `/redirect/<code>?to=<url>`, that status with
+ * `Location: <url>`; on `/hops/<n>`, a 302 to `/hops/<n-1>` down to a 200 at `/hops/0`; and
  * `/ws` echoes WebSocket text frames (a bare RFC 6455 server: short frames only, enough for a test).
  */
 import type { TemplateSpec } from "../options.js";
@@ -14,6 +15,14 @@ const server = http.createServer((q, s) => {
   q.on("end", () => {
     if (q.url === "/healthz") return s.end("ok");
     if (q.url.startsWith("/status/")) return (s.statusCode = Number(q.url.slice(8))), s.end();
+    if (q.url.startsWith("/redirect/")) {
+      const u = new URL(q.url, "http://app");
+      return (s.statusCode = Number(u.pathname.slice(10))), s.setHeader("location", u.searchParams.get("to")), s.end();
+    }
+    if (q.url.startsWith("/hops/")) {
+      const left = Number(q.url.slice(6));
+      return left > 0 ? ((s.statusCode = 302), s.setHeader("location", "/hops/" + (left - 1)), s.end()) : s.end("ok");
+    }
     s.setHeader("content-type", "application/json");
     s.end(JSON.stringify({ method: q.method, url: q.url, bytes: n, headers: q.headers, cwd: process.cwd(), user: process.env.USER, home: process.env.HOME }));
   });

@@ -14,6 +14,8 @@ const dir = mkdtempSync(join(tmpdir(), "emu-ssh-test-"));
 const key = join(dir, "id");
 execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "test", "-f", key]);
 const recorder = createRequestRecorder();
+const FLOOD_CHUNKS = 64;
+const FLOOD_CHUNK = 64 * 1024;
 let server: SshServer;
 let gone = 0;
 
@@ -30,6 +32,14 @@ beforeAll(async () => {
         session.stdout.end(Buffer.concat(chunks).toString().toUpperCase());
         session.stderr.end(`${session.host} ${session.user}\n`);
         return { exitCode: 7 };
+      }
+      if (command === "flood") {
+        // Written without waiting for back-pressure, and the handler returns at once: the
+        // Writables still hold most of it, as they do after a runner resolves on the exit.
+        for (let i = 0; i < FLOOD_CHUNKS; i++) session.stdout.write(Buffer.alloc(FLOOD_CHUNK, 97 + (i % 26)));
+        session.stderr.write("done\n");
+        session.stdin.resume();
+        return { exitCode: 3 };
       }
       if (command === "signal") return { exitCode: null, signal: "SIGTERM" };
       if (command === "hang") await new Promise((resolve) => session.signal.addEventListener("abort", resolve));
@@ -83,6 +93,14 @@ describe("startSshServer", () => {
     expect((await ssh(host.port, ["127.0.0.1", "signal"])).code).toBe(255);
     const sessions = recorder.list({ protocol: "ssh", method: "EXEC" }).filter((record) => record.path === "box-a");
     expect(sessions.map((record) => record.status)).toEqual([7, 255]);
+    await host.close();
+  }, 60_000);
+
+  it("sends everything a handler wrote before its exit status, however much the Writables still hold", async () => {
+    const host = await server.addHost("box-e");
+    const flood = await ssh(host.port, ["127.0.0.1", "flood"]);
+    expect({ code: flood.code, bytes: flood.stdout.length, stderr: flood.stderr }).toEqual({ code: 3, bytes: FLOOD_CHUNKS * FLOOD_CHUNK, stderr: "done\n" });
+    expect(flood.stdout.slice(-3)).toBe("lll");
     await host.close();
   }, 60_000);
 

@@ -220,12 +220,16 @@ export async function startSshServer(options: SshServerOptions): Promise<SshServ
         entry.abort.signal.addEventListener("abort", release, { once: true });
       }
     };
-    const output = (type: number) =>
-      new Writable({
+    const output = (type: number) => {
+      const stream = new Writable({
         write(chunk: Buffer, _encoding, callback) {
           send(type, chunk, () => callback());
         },
       });
+      // A write after the session's end (see `flushed`) is dropped, not an uncaught error.
+      stream.on("error", () => undefined);
+      return stream;
+    };
 
     socket.on("data", (chunk: Buffer) => {
       buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk]);
@@ -265,7 +269,10 @@ export async function startSshServer(options: SshServerOptions): Promise<SshServ
       const hasCommand = payload[userEnd + 1] === 0x31;
       const command = hasCommand ? payload.subarray(userEnd + 2).toString("utf8") : null;
       const record = options.recorder?.start({ protocol: "ssh", method: command === null ? "SHELL" : "EXEC", route: "ssh-session", path: host, headers: { user } });
+      const stdout = output(GATE_FRAME.STDOUT);
+      const stderr = output(GATE_FRAME.STDERR);
       let exit: SshSessionExit;
+      let failure: string | undefined;
       try {
         const terminal = pty;
         exit = await options.onSession({
@@ -273,15 +280,21 @@ export async function startSshServer(options: SshServerOptions): Promise<SshServ
           user,
           command,
           stdin,
-          stdout: output(GATE_FRAME.STDOUT),
-          stderr: output(GATE_FRAME.STDERR),
+          stdout,
+          stderr,
           signal: entry.abort.signal,
           ...(terminal ? { pty: { term: terminal.term, cols: terminal.cols, rows: terminal.rows, onResize: (listener) => void terminal.listeners.push(listener) } } : {}),
         });
       } catch (error) {
-        send(GATE_FRAME.STDERR, `emulator: ${(error as Error).message}\n`);
+        failure = `emulator: ${(error as Error).message}\n`;
         exit = { exitCode: 255 };
       }
+      // A handler returns once it has written its output, not once the Writables sent it (a runner
+      // resolves at the command's exit with chunks still queued behind back-pressure); the exit
+      // frame ends the gate, so everything queued goes first, as sshd sends a channel's data before
+      // its exit status.
+      await Promise.all([flushed(stdout), flushed(stderr)]);
+      if (failure !== undefined) send(GATE_FRAME.STDERR, failure);
       record?.finish(exit.exitCode ?? 255, exit.signal ?? undefined);
       send(GATE_FRAME.EXIT, exit.signal ? `-${exit.signal.replace(/^SIG/, "")}` : String(exit.exitCode ?? 255));
       socket.end();
@@ -407,6 +420,17 @@ export async function startSshServer(options: SshServerOptions): Promise<SshServ
     log: () => [...logLines],
   };
   return server;
+}
+
+/** Ends `stream` (when its owner did not) and resolves once every write before that went out, or it closed. */
+function flushed(stream: Writable): Promise<void> {
+  if (stream.writableFinished || stream.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    stream.once("finish", resolve);
+    stream.once("close", resolve);
+    stream.once("error", () => resolve());
+    if (!stream.writableEnded) stream.end();
+  });
 }
 
 async function waitForExit(children: Set<ChildProcess>): Promise<void> {

@@ -36,7 +36,7 @@ function signalGroup(pgid: number, signal: NodeJS.Signals): void {
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** A background child holding a command's pipes open does not hold up its exit beyond this. */
-const OUTPUT_GRACE_MS = 100;
+export const OUTPUT_GRACE_MS = 100;
 
 /**
  * After a command exits: the grace, then one I/O poll. After a stall (a busy machine) libuv runs

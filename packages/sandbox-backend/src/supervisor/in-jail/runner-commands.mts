@@ -8,7 +8,7 @@ import type net from "node:net";
 import { spawn, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { FRAME_CONTROL, FRAME_STDERR, FRAME_STDIN, FRAME_STDOUT, parseControl, writeControl, writeFrame } from "./frames.mjs";
-import { graceFrom, killGroup, outputGrace, preferForOom, reportedSignal, shellCommand, throughReaper } from "./process-group.mjs";
+import { graceFrom, killGroup, OUTPUT_GRACE_MS, outputGrace, preferForOom, reportedSignal, shellCommand, throughReaper } from "./process-group.mjs";
 import type { Conversation } from "./conversation.mjs";
 import type { SupervisorConfig } from "./config.mjs";
 
@@ -101,19 +101,28 @@ export function createRunnerCommands(config: SupervisorConfig): RunnerCommands {
       }, timeoutMs);
     }
 
+    // While the connection holds the output back (a slow reader), the pipes are paused (`held`);
+    // `releasedAt`: when they last flowed again.
+    const back = { held: false, releasedAt: 0 };
+    const release = () => {
+      if (!back.held) return;
+      back.held = false;
+      back.releasedAt = Date.now();
+      child.stdout!.resume();
+      child.stderr!.resume();
+    };
     const pipeOut = (stream: NodeJS.ReadableStream, type: number) => {
       stream.on("data", (chunk: Buffer) => {
         if (sock.destroyed) return; // keep draining so background writers never hit SIGPIPE
-        if (!writeFrame(sock, type, chunk)) {
+        if (!writeFrame(sock, type, chunk) && !back.held) {
+          back.held = true;
           child.stdout!.pause();
           child.stderr!.pause();
-          sock.once("drain", () => {
-            child.stdout!.resume();
-            child.stderr!.resume();
-          });
+          sock.once("drain", release);
         }
       });
     };
+    sock.once("close", release);
     pipeOut(child.stdout, FRAME_STDOUT);
     pipeOut(child.stderr, FRAME_STDERR);
 
@@ -128,8 +137,14 @@ export function createRunnerCommands(config: SupervisorConfig): RunnerCommands {
       if (timer) clearTimeout(timer);
       void (async () => {
         // A background process started with `&` may keep the pipes open: give the output a moment to
-        // finish, then report the exit without waiting for that process (it keeps running).
-        await Promise.race([streamsEnded, outputGrace()]);
+        // finish, then report the exit without waiting for that process (it keeps running). The
+        // moment counts only while the output can flow: what a slow reader holds back in the pipes
+        // may be the command's own last output, lost once the exit frame ends the connection.
+        for (;;) {
+          const ended = await Promise.race([streamsEnded.then(() => true), outputGrace().then(() => false)]);
+          if (ended || sock.destroyed) break;
+          if (!back.held && Date.now() - back.releasedAt >= OUTPUT_GRACE_MS) break;
+        }
         if (run.killing) await run.killing;
         run.done = true;
         running.delete(id);
