@@ -60,7 +60,7 @@ function recordingRunner(calls: string[], onRun?: (script: string) => void): Scr
     run: async (script) => {
       calls.push(script);
       onRun?.(script);
-      return { exitCode: 0, signal: null, reason: "exited" };
+      return { exitCode: 0, signal: null, reason: "exit" };
     },
   };
 }
