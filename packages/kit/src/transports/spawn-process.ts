@@ -107,7 +107,8 @@ export function runSpawnedScript(opts: SpawnedScriptOptions, io: ScriptIo): Prom
       if (marker?.seen) return;
       if (marker && opts.missingExitMarker && !aborted) {
         // The client's exit can be seen before its last stderr bytes: judge once the output is in.
-        void Promise.all([settleAfterExit(outputs, DRAIN_AFTER_EXIT_MS), killing]).then(() => {
+        // A marker that arrives meanwhile allows the longer silence (the marker's own wait runs too).
+        void Promise.all([settleAfterExit(outputs, () => (marker.seen ? MARKER_DRAIN_MS : DRAIN_AFTER_EXIT_MS)), killing]).then(() => {
           if (settled || marker.seen) return;
           settled = true;
           io.signal?.removeEventListener("abort", onAbort);

@@ -76,16 +76,18 @@ export function deliverStream(source: Readable, target: ScriptIo["stdout"], filt
 
 /**
  * After the script exits, waits for its output. A stream that has not ended, holds no buffered data
- * and has been silent for `idleMs` is held open by a background child: stop reading it.
+ * and has been silent for `idleMs` (a number, or read again at each look) is held open by a
+ * background child: stop reading it.
  */
-export async function settleAfterExit(outputs: StreamDelivery[], idleMs: number): Promise<void> {
+export async function settleAfterExit(outputs: StreamDelivery[], idleMs: number | (() => number)): Promise<void> {
   const allDone = Promise.all(outputs.map((o) => o.done));
   let finished = false;
   void allDone.then(() => (finished = true));
   const idle = () => {
     const open = outputs.filter((o) => !o.ended());
     const now = Date.now();
-    return !finished && open.length > 0 && open.every((o) => !o.busy() && now - o.lastActivity >= idleMs) ? open : undefined;
+    const silence = typeof idleMs === "function" ? idleMs() : idleMs;
+    return !finished && open.length > 0 && open.every((o) => !o.busy() && now - o.lastActivity >= silence) ? open : undefined;
   };
   while (!finished) {
     await Promise.race([allDone, sleepMs(20)]);

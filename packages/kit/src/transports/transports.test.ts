@@ -288,6 +288,17 @@ describe("runSpawnedScript with an exit marker", () => {
     expect([exit.exitCode, out.text()]).toEqual([0, "first last"]);
   });
 
+  it("keeps stdout that an ssh master writes after its client exited and after the marker, past the short drain", async () => {
+    const marker = "PCEXIT-master";
+    // The client (sh) exits at once; what stands in for the multiplexing master writes the marker
+    // 100 ms later and the last stdout bytes 400 ms after that: longer than the 200 ms drain that
+    // judges a client's exit without a marker, shorter than the silence allowed after the marker.
+    const remote = `(sleep 0.1; ${exitMarkerLine(marker, "0")}; sleep 0.4; printf last) & exit 0`;
+    const out = collect();
+    const exit = await runSpawnedScript({ file: "/bin/sh", args: ["-c", remote], env: ENV, exitMarker: marker, missingExitMarker: () => new Error("no marker") }, { stdout: out.sink });
+    expect([exit.exitCode, out.text()]).toEqual([0, "last"]);
+  });
+
   it("reports a client that ended without the exit marker as the transport failure it names", async () => {
     await expect(
       runSpawnedScript(
