@@ -1,5 +1,5 @@
 import grpc from "@grpc/grpc-js";
-import { apiErrorFromFailure, classifyNetworkError, grpcCodeName, isProviderApiError, ProviderApiError, type Redactor } from "@paperclip-sandbox/kit";
+import { apiErrorFromFailure, apiErrorFromGrpcStatus, classifyNetworkError, grpcCodeName, isProviderApiError, type Redactor } from "@paperclip-sandbox/kit";
 
 /** A grpc-js failure: `code` and `details` (a ServiceError), else nothing we can read. */
 function grpcCodeOf(error: unknown): number | undefined {
@@ -14,33 +14,33 @@ function notSent(details: string): boolean {
   return network !== undefined && !network.mayHaveTakenEffect;
 }
 
+/** boxd's codes worth another try: an idempotent call, or one that never left; resource_exhausted after a pause. */
+const RETRYABLE = new Set<number>([grpc.status.UNAVAILABLE, grpc.status.ABORTED, grpc.status.DEADLINE_EXCEEDED, grpc.status.RESOURCE_EXHAUSTED]);
+
 /**
- * A boxd gRPC failure as the kit's typed error (code = the kit's snake_case gRPC name). boxd's
- * meanings: not_found → the machine or snapshot is gone; unavailable, aborted and
- * deadline_exceeded may be retried (an idempotent call, or one that never left);
- * resource_exhausted is a refusal (quota or rate), retried after a pause; invalid_argument,
- * already_exists, failed_precondition, permission_denied and unauthenticated are final answers.
- * A failure that is not a gRPC status goes to the kit's one network table.
+ * A boxd gRPC failure as the kit's typed error (`apiErrorFromGrpcStatus`: code = the snake_case gRPC
+ * name, status = the HTTP status Connect pairs with it), with boxd's meanings: not_found → the
+ * machine or snapshot is gone; unavailable, aborted, deadline_exceeded and resource_exhausted may be
+ * retried; internal, unknown, invalid_argument, already_exists, failed_precondition,
+ * permission_denied and unauthenticated are final answers. A failure that is not a gRPC status goes
+ * to the kit's one network table.
  */
 export function boxdError(operation: string, error: unknown, redact: Redactor): Error {
   if (isProviderApiError(error)) return error;
   const code = grpcCodeOf(error);
   if (code === undefined) return apiErrorFromFailure({ vendor: "boxd", operation, error, redact });
-  const name = grpcCodeName(code)!;
-  const details = redact(String((error as { details?: unknown }).details ?? (error as Error).message ?? ""));
+  const details = String((error as { details?: unknown }).details ?? (error as Error).message ?? "");
   const unsent = code === grpc.status.UNAVAILABLE && notSent(details);
-  const retryAfter = Number((error as { metadata?: grpc.Metadata }).metadata?.get?.("retry-after")?.[0]);
-  return new ProviderApiError({
+  const retryAfter = (error as { metadata?: grpc.Metadata }).metadata?.get?.("retry-after")?.[0];
+  return apiErrorFromGrpcStatus({
     vendor: "boxd",
     operation,
-    status: 0,
-    code: name,
-    detail: details || name,
-    retryable: code === grpc.status.UNAVAILABLE || code === grpc.status.ABORTED || code === grpc.status.DEADLINE_EXCEEDED || code === grpc.status.RESOURCE_EXHAUSTED,
-    gone: code === grpc.status.NOT_FOUND,
-    mayHaveTakenEffect: !(unsent || code === grpc.status.RESOURCE_EXHAUSTED || code === grpc.status.UNAUTHENTICATED),
-    ...(Number.isFinite(retryAfter) && retryAfter >= 0 ? { retryAfterMs: retryAfter * 1000 } : {}),
-  });
+    code,
+    message: details,
+    redact,
+    notProcessed: unsent || code === grpc.status.RESOURCE_EXHAUSTED || code === grpc.status.UNAUTHENTICATED,
+    ...(typeof retryAfter === "string" ? { retryAfter } : {}),
+  }).with({ retryable: RETRYABLE.has(code) });
 }
 
 /** The kit's gRPC code name of a boxd error (`not_found`), if it is one. */
