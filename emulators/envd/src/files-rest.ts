@@ -32,13 +32,18 @@ export function filesRoutes(router: Router, sandboxes: SandboxRegistry): void {
     const path = resolveSandboxPath(ctx.query.get("path") ?? undefined);
     const info = await sandbox.jail.files.stat(path, { follow: true }).catch(restFileError(path));
     if (info.type === "directory") throw new HttpError(400, `path '${path}' is a directory`);
-    const stream = await sandbox.jail.files.readStream(path).catch(restFileError(path));
+    // The size announced is the size sent, as envd's ServeContent copies exactly what it stat'ed: a
+    // file replaced or grown between the stat and the read is cut at that size, never sent longer
+    // than its Content-Length (the extra bytes would stand before the next answer on the connection).
+    const stream = await sandbox.jail.files.readStream(path, { length: info.size }).catch(restFileError(path));
     ctx.res.writeHead(200, {
       "content-type": "application/octet-stream",
       "content-length": info.size,
       "content-disposition": `attachment; filename=${JSON.stringify(posix.basename(path))}`,
     });
-    await pipeCounted(stream, ctx);
+    const sent = await pipeCounted(stream, ctx);
+    // Shorter than announced (replaced by a smaller file): the client must see a cut answer, not wait for the rest.
+    if (sent < info.size) ctx.cut();
   });
 
   router.post("/files", async (ctx) => {
@@ -78,18 +83,21 @@ export function filesRoutes(router: Router, sandboxes: SandboxRegistry): void {
   });
 }
 
-function pipeCounted(stream: Readable, ctx: HttpContext): Promise<void> {
+/** Pipes the file to the answer; resolves with the bytes it read once the file ended (or the answer closed). */
+function pipeCounted(stream: Readable, ctx: HttpContext): Promise<number> {
   return new Promise((resolve, reject) => {
+    let bytes = 0;
+    stream.on("data", (chunk: Buffer) => (bytes += chunk.length));
     stream.on("error", (error) => {
       ctx.cut();
       reject(error);
     });
     ctx.res.on("close", () => {
       stream.destroy();
-      resolve();
+      resolve(bytes);
     });
     stream.pipe(ctx.res);
-    stream.on("end", () => resolve());
+    stream.on("end", () => resolve(bytes));
   });
 }
 
