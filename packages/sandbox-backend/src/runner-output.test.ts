@@ -51,3 +51,20 @@ describe("runner output", () => {
     }
   });
 });
+
+describe("runner output, a background writer", () => {
+  it("reports the exit although a background child keeps writing to the command's pipes without end", async () => {
+    let bytes = 0;
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, callback) {
+        bytes += chunk.length;
+        callback();
+      },
+    });
+    // `yes` keeps the pipes busy (and full) long after the command's own exit.
+    const exit = await sandbox.runner.run("yes & echo started; exit 3", { stdout: sink, timeoutMs: 60_000 });
+    expect(exit).toMatchObject({ exitCode: 3, reason: "exit" });
+    expect(bytes).toBeGreaterThan(0);
+    await sandbox.runner.run("pkill -x yes; exit 0", {});
+  });
+});

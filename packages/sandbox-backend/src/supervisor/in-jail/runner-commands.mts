@@ -12,6 +12,9 @@ import { graceFrom, killGroup, OUTPUT_GRACE_MS, outputGrace, preferForOom, repor
 import type { Conversation } from "./conversation.mjs";
 import type { SupervisorConfig } from "./config.mjs";
 
+/** After a command's exit, how long output a slow reader holds back is waited for at most. */
+const HELD_OUTPUT_WAIT_MS = 2_000;
+
 interface RunnerCommand {
   id: string;
   child: ChildProcess;
@@ -140,10 +143,13 @@ export function createRunnerCommands(config: SupervisorConfig): RunnerCommands {
         // finish, then report the exit without waiting for that process (it keeps running). The
         // moment counts only while the output can flow: what a slow reader holds back in the pipes
         // may be the command's own last output, lost once the exit frame ends the connection.
+        // Bounded: a background writer that keeps the pipes full (`yes &`) holds them back for ever.
+        const exitedAt = Date.now();
         for (;;) {
           const ended = await Promise.race([streamsEnded.then(() => true), outputGrace().then(() => false)]);
           if (ended || sock.destroyed) break;
           if (!back.held && Date.now() - back.releasedAt >= OUTPUT_GRACE_MS) break;
+          if (Date.now() - exitedAt >= HELD_OUTPUT_WAIT_MS) break;
         }
         if (run.killing) await run.killing;
         run.done = true;
