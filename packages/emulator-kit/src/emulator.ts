@@ -29,8 +29,8 @@ export interface EmulatorKitContext {
   credential(prefix?: string): string;
   /** Cleanup run on close, last registered first. */
   onClose(cleanup: () => void | Promise<void>): void;
-  /** Starts a real OpenSSH server (see `startSshServer`) recorded by this emulator, closed with it. */
-  ssh(options: Omit<SshServerOptions, "recorder">): Promise<SshServer>;
+  /** Starts a real OpenSSH server (see `startSshServer`) with this emulator's recorder and faults, closed with it. */
+  ssh(options: Omit<SshServerOptions, "recorder" | "faults">): Promise<SshServer>;
   /**
    * A sandbox backend for this emulator's jails: a short state directory (`/tmp/<name>-XXXXXX`,
    * 0711 under root so the jails' host uid can pass), closed and removed with the emulator (after
@@ -135,7 +135,7 @@ export async function runEmulator<Options>(definition: EmulatorDefinition<Option
       cleanups.push(cleanup);
     },
     async ssh(options) {
-      const server = await startSshServer({ ...options, recorder });
+      const server = await startSshServer({ ...options, recorder, faults });
       cleanups.push(() => server.close());
       return server;
     },

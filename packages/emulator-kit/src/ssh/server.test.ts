@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createFaultInjector } from "../faults/injector.js";
 import { createRequestRecorder } from "../recorder/recorder.js";
 import { startSshServer, type SshServer } from "./server.js";
 
@@ -14,6 +15,7 @@ const dir = mkdtempSync(join(tmpdir(), "emu-ssh-test-"));
 const key = join(dir, "id");
 execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "test", "-f", key]);
 const recorder = createRequestRecorder();
+const faults = createFaultInjector();
 const FLOOD_CHUNKS = 64;
 const FLOOD_CHUNK = 64 * 1024;
 let server: SshServer;
@@ -22,6 +24,7 @@ let gone = 0;
 beforeAll(async () => {
   server = await startSshServer({
     recorder,
+    faults,
     stateParentDir: dir,
     async onSession(session) {
       session.signal.addEventListener("abort", () => (gone += 1));
@@ -133,6 +136,19 @@ describe("startSshServer", () => {
     for (let i = 0; i < 100 && gone === before; i++) await new Promise((resolve) => setTimeout(resolve, 50));
     expect(gone).toBeGreaterThan(before);
     expect(recorder.count({ protocol: "ssh", method: "CONNECT" })).toBeGreaterThanOrEqual(1);
+    await host.close();
+  }, 60_000);
+
+  it("delays a session's start by an armed latency fault, and records it on that session", async () => {
+    const host = await server.addHost("box-f");
+    faults.inject({ kind: "latency", ms: 400, route: "ssh-session", method: "EXEC", times: 1 });
+    const started = Date.now();
+    expect((await ssh(host.port, ["127.0.0.1", "upper a"], "a")).stdout).toBe("A");
+    expect(Date.now() - started).toBeGreaterThanOrEqual(400);
+    expect((await ssh(host.port, ["127.0.0.1", "upper b"], "b")).stdout).toBe("B");
+    const sessions = recorder.list({ protocol: "ssh", method: "EXEC" }).filter((record) => record.path === "box-f");
+    expect(sessions.map((record) => record.faults)).toEqual([["latency"], []]);
+    expect(faults.applied().map((fault) => [fault.route, fault.method])).toEqual([["ssh-session", "EXEC"]]);
     await host.close();
   }, 60_000);
 });

@@ -6,7 +6,9 @@ import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { PassThrough, Writable, type Readable } from "node:stream";
 import { promisify } from "node:util";
+import type { FaultInjector } from "../faults/injector.js";
 import type { RequestRecorder } from "../recorder/recorder.js";
+import { sleep } from "../util/sleep.js";
 import { GATE_FRAME, GATE_SCRIPT } from "./gate.js";
 
 const execFileAsync = promisify(execFile);
@@ -60,6 +62,11 @@ export interface SshServerOptions {
   perlPath?: string;
   /** Records connections (`ssh CONNECT`, finished when accepted) and sessions (`ssh EXEC`/`SHELL`, finished at exit). */
   recorder?: RequestRecorder;
+  /**
+   * Faults armed on the emulator: a `latency` fault on route `ssh-session` (or `*`), method `EXEC`
+   * or `SHELL`, delays each session's start, as a vendor's distance delays an SSH channel's open.
+   */
+  faults?: FaultInjector;
   /** sshd's MaxSessions: sessions open at once on one connection (OpenSSH's default 10). */
   maxSessions?: number;
   /** sshd's PermitTTY: sessions may ask for a pseudo-terminal (`SshSessionRequest.pty`). Default false. */
@@ -268,7 +275,13 @@ export async function startSshServer(options: SshServerOptions): Promise<SshServ
       const user = payload.subarray(hostEnd + 1, userEnd).toString("utf8");
       const hasCommand = payload[userEnd + 1] === 0x31;
       const command = hasCommand ? payload.subarray(userEnd + 2).toString("utf8") : null;
-      const record = options.recorder?.start({ protocol: "ssh", method: command === null ? "SHELL" : "EXEC", route: "ssh-session", path: host, headers: { user } });
+      const method = command === null ? "SHELL" : "EXEC";
+      const record = options.recorder?.start({ protocol: "ssh", method, route: "ssh-session", path: host, headers: { user } });
+      const latency = options.faults?.take("latency", { route: "ssh-session", method });
+      if (latency) {
+        record?.fault("latency");
+        await sleep(latency.ms, entry.abort.signal);
+      }
       const stdout = output(GATE_FRAME.STDOUT);
       const stderr = output(GATE_FRAME.STDERR);
       let exit: SshSessionExit;
