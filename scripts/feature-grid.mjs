@@ -26,6 +26,8 @@ const FEATURES = [
   ["login PTY", (d) => d.supportsLoginPty === true],
   ["custom images", (d) => d.supportsTemplateCapture === true && d.supportsInteractiveSetup === true],
   ["`incrementalSessionOutput`", (d) => d.sandboxCapabilities?.incrementalSessionOutput === true],
+  ["`persistentProcessSessions`", (d) => d.sandboxCapabilities?.persistentProcessSessions === true],
+  ["`independentControlCommands`", (d) => d.sandboxCapabilities?.independentControlCommands === true],
   ["`runnerWebSocketIngress`", (d) => d.sandboxCapabilities?.runnerWebSocketIngress === true],
   ["command channel", (_d, shape) => shape?.commandChannel === true],
 ];

@@ -11,6 +11,7 @@ export const CONFORMANCE_CASE_NAMES = [
   "execute-cwd",
   "execute-stdin",
   "execute-live-output",
+  "execute-control-command-beside-session-command",
   "execute-timeout-ends-process-group",
   "background-process-survives",
   "background-child-holding-stdout",

@@ -30,4 +30,11 @@ describe("the README's feature grid", () => {
     expect(rows.filter((r) => !r.features["`incrementalSessionOutput`"]).map((r) => r.driverKey)).toEqual(["daytona"]);
     expect(rows.filter((r) => r.features["`runnerWebSocketIngress`"]).map((r) => r.driverKey)).toEqual([]);
   }, 60_000);
+
+  it("declares persistent sessions and independent control commands for every provider (each execute stands alone)", async () => {
+    const rows = await declared();
+    for (const key of ["`persistentProcessSessions`", "`independentControlCommands`"]) {
+      expect(rows.filter((r) => !r.features[key]).map((r) => r.driverKey)).toEqual([]);
+    }
+  }, 60_000);
 });

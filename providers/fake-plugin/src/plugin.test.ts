@@ -50,7 +50,16 @@ describe("manifest", () => {
       driverKey: "fake-plugin",
       kind: "sandbox_provider",
       supportsReusableLeases: true,
-      sandboxCapabilities: { reusableLeases: true, nativeSyncIn: true, nativeSyncOut: true, concurrentSyncOperations: true, duplexCommandStream: true, incrementalSessionOutput: true },
+      sandboxCapabilities: {
+        reusableLeases: true,
+        nativeSyncIn: true,
+        nativeSyncOut: true,
+        concurrentSyncOperations: true,
+        duplexCommandStream: true,
+        incrementalSessionOutput: true,
+        persistentProcessSessions: true,
+        independentControlCommands: true,
+      },
     });
     expect(Object.keys((driver!.configSchema as { properties: object }).properties)).toEqual(
       expect.arrayContaining(["image", "timeoutMs", "reuseLease", "acquireDelayMs", "probeFailure", "acquireFailure", "executeFailure"]),

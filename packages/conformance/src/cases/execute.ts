@@ -139,6 +139,29 @@ export const executeCases: ConformanceCase[] = [
       }),
   },
   {
+    // The host runs a long in-run command (the ACP bridge's session command: bypassSession false)
+    // and, while it runs, control commands on the same lease (bypassSession true): a provider that
+    // queued executes behind a running one, or tied them to one shell, would hang the run. Here the
+    // long command waits for a file only the second command creates, so it ends only if the second
+    // ran beside it; its loop's bound turns a queued second command into a failure, not a hang.
+    name: "execute-control-command-beside-session-command",
+    run: (world) =>
+      withLease(world, async (lease) => {
+        const gate = `control-gate-${Date.now().toString(36)}`;
+        const session = world.sh(lease, `i=0; until [ -e ${gate} ]; do i=$((i+1)); [ "$i" -gt 600 ] && exit 3; sleep 0.05; done; echo session-released`, {
+          bypassSession: false,
+        });
+        const control = await world.sh(lease, `touch ${gate} && echo control-ran`, { bypassSession: true });
+        expectOk(control, "control command beside a running one");
+        assert.equal(control.stdout, "control-ran\n");
+        const long = await session;
+        assert.notEqual(long.exitCode, 3, "the long command was never released: the control command waited for it");
+        expectOk(long, "long command");
+        assert.equal(long.stdout, "session-released\n");
+        expectOk(await world.sh(lease, `rm -f ${gate}`), "clean up");
+      }),
+  },
+  {
     name: "execute-timeout-ends-process-group",
     run: (world) =>
       withLease(world, async (lease) => {

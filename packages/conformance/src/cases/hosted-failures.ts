@@ -148,6 +148,11 @@ export const hostedFailureCases: ConformanceCase[] = [
         const skipped = world.options.skip?.["execute-live-output"];
         assert.equal(skipped, undefined, `incrementalSessionOutput is declared but execute-live-output is skipped (${skipped}): declare it only where output is live`);
       }
+      if (caps.independentControlCommands || caps.persistentProcessSessions) {
+        // The host runs its long session command and control commands beside it on one lease.
+        const skipped = world.options.skip?.["execute-control-command-beside-session-command"];
+        assert.equal(skipped, undefined, `independentControlCommands/persistentProcessSessions declared but execute-control-command-beside-session-command is skipped (${skipped})`);
+      }
       if (caps.nativeSyncIn || caps.nativeSyncOut) assert.ok(has("environmentSyncIn", "environmentSyncOut"), "native sync declared without both sync hooks");
       if (caps.reusableLeases) assert.ok(has("environmentResumeLease", "environmentReleaseLease"), "reusable leases declared without resume and release");
       if (caps.reusableLeases && !world.options.reuseConfig) assert.fail("reusable leases declared but no reuseConfig given to test them");

@@ -8,6 +8,8 @@ export interface DerivedSandboxCapabilities {
   concurrentSyncOperations: boolean;
   duplexCommandStream: boolean;
   incrementalSessionOutput: boolean;
+  persistentProcessSessions: boolean;
+  independentControlCommands: boolean;
 }
 
 /** True when duplex channels can run over this transport: a live byte pipe both ways. */
@@ -34,6 +36,7 @@ export function supportsLoginPty(transport: TransportCapabilities): boolean {
  * Capabilities follow from what the provider defines and what its transport can do, never typed
  * by hand: reuse needs a `keep` declaration, duplex needs a streamed, binary-safe transport with
  * live output, incremental session output needs live output. Native sync is always offered (the kit picks streaming, file-API or base64 by `syncFor`).
+ * Sessions and control commands are offered by every transport (each execute stands alone).
  */
 export function deriveSandboxCapabilities(input: { transport: TransportCapabilities; keepsLeases: boolean; concurrentSync: boolean }): DerivedSandboxCapabilities {
   return {
@@ -43,5 +46,11 @@ export function deriveSandboxCapabilities(input: { transport: TransportCapabilit
     concurrentSyncOperations: input.concurrentSync,
     duplexCommandStream: supportsDuplex(input.transport),
     incrementalSessionOutput: supportsIncrementalSessionOutput(input.transport),
+    // Every execute is a command of its own (a vendor exec or a channel command), never queued
+    // behind another: the host's long session command runs while its control commands come and go
+    // (conformance: execute-control-command-beside-session-command). The host resolves both true
+    // for any worker with environmentExecute; declared, they are claims the suite checks.
+    persistentProcessSessions: true,
+    independentControlCommands: true,
   };
 }

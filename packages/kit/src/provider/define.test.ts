@@ -134,7 +134,16 @@ describe("defineSandboxProvider", () => {
     expect(box.labels).toEqual({ "paperclip-provider": "memory", "paperclip-company": "company-1", "paperclip-environment": "env-1", "paperclip-run": "run-1" });
     expect(lease.metadata).toMatchObject({ remoteCwd: path.join(root, lease.providerLeaseId!), reusable: false });
     expect(Date.parse(lease.expiresAt!)).toBeGreaterThan(Date.now());
-    expect(v.sandboxCapabilities).toEqual({ reusableLeases: true, nativeSyncIn: true, nativeSyncOut: true, concurrentSyncOperations: true, duplexCommandStream: true, incrementalSessionOutput: true });
+    expect(v.sandboxCapabilities).toEqual({
+      reusableLeases: true,
+      nativeSyncIn: true,
+      nativeSyncOut: true,
+      concurrentSyncOperations: true,
+      duplexCommandStream: true,
+      incrementalSessionOutput: true,
+      persistentProcessSessions: true,
+      independentControlCommands: true,
+    });
   });
 
   it("never returns an expiry later than requestedExpiresAt; without a bound at the vendor it returns none", async () => {
