@@ -58,6 +58,7 @@ export const PROVIDERS = [
     missingBackend: { config: { probeFailure: "e2e: fake backend is missing", acquireFailure: "e2e: fake backend is missing" }, diagnostic: /fake backend is missing/ },
     reuse: false,
     timingRuns: 0,
+    acp: true,
     duplex: { runs: 1 },
     // The provider keeps lease dirs under the worker's os.tmpdir() (the worker env has no TMPDIR).
     leaseDir: (_ctx, lease) => (lease.providerLeaseId ? path.join("/tmp/paperclip-fake-plugin-65534", lease.providerLeaseId) : null),
@@ -138,6 +139,7 @@ export const PROVIDERS = [
     missingBackend: { config: { apiUrl: "http://127.0.0.1:9/api" }, diagnostic: /daytona createSandbox failed: no response \(connect_failed\)/ },
     reuse: true,
     timingRuns: 3,
+    acp: true,
     leaseDir: () => null,
     // Every sandbox the runs made is gone: no jail directory left in the emulator's state dir.
     leftovers: (ctx) => listDirs(path.join(ctx.runDir, "daytona")).flatMap((state) => listDirs(path.join(ctx.runDir, "daytona", state, "b", "leases")).map((id) => `daytona sandbox jail ${id}`)),
@@ -192,6 +194,7 @@ export const PROVIDERS = [
     missingBackend: { config: { serverUrl: "http://127.0.0.1:9" }, diagnostic: /UNAVAILABLE|ECONNREFUSED|No connection/i },
     reuse: true,
     timingRuns: 3,
+    acp: true,
     duplex: { runs: 1 },
     leaseDir: () => null,
     // The emulator's running sandboxes are jail directories, its snapshots image directories.
@@ -254,6 +257,7 @@ PROVIDERS.push({
   },
   reuse: true,
   timingRuns: 3,
+  acp: true,
   duplex: { runs: 1 },
   leaseDir: () => null,
   // Tenant baseline objects stay (they are the company's, made once); run objects must be gone.
@@ -297,6 +301,7 @@ PROVIDERS.push({
   missingBackend: { config: { template: "paperclip-e2e-missing" }, diagnostic: /template 'paperclip-e2e-missing' not found/ },
   reuse: true,
   timingRuns: 3,
+  acp: true,
   duplex: { runs: 1 },
   leaseDir: () => null,
   leftovers: envdLeftovers,
@@ -334,6 +339,7 @@ PROVIDERS.push({
   missingBackend: { config: { template: "paperclip-e2e-missing" }, diagnostic: /template 'paperclip-e2e-missing' not found/ },
   reuse: true,
   timingRuns: 3,
+  acp: true,
   duplex: { runs: 1 },
   leaseDir: () => null,
   leftovers: envdLeftovers,
@@ -378,6 +384,7 @@ PROVIDERS.push({
   missingBackend: { config: { apiUrl: "http://127.0.0.1:49/exec" }, diagnostic: /exe\.dev new failed: no response \(connect_failed\)/ },
   reuse: true,
   timingRuns: 3,
+  acp: true,
   duplex: { runs: 1 },
   // The host fails the Claude setup-token login closed (it needs an expiry within 5 minutes).
   leasesWithoutExpiry: "exe.dev VMs live until deleted",
@@ -437,6 +444,7 @@ PROVIDERS.push({
   reuse: true,
   reuseKeepsProcess: true,
   timingRuns: 3,
+  acp: true,
   duplex: { runs: 1 },
   leaseDir: () => null,
   // The emulator's machines are jail directories; none may be left.
@@ -489,6 +497,7 @@ PROVIDERS.push({
   missingBackend: { config: { bridgeBaseUrl: "http://127.0.0.1:2" }, diagnostic: /cloudflare health failed: no response \(connect_failed\)/ },
   reuse: true,
   timingRuns: 3,
+  acp: true,
   duplex: { runs: 1 },
   leaseDir: () => null,
   // Every container the runs made is gone (a destroyed sandbox's jail is removed).
@@ -530,6 +539,7 @@ PROVIDERS.push({
   missingBackend: { config: { coderUrl: "http://127.0.0.1:5" }, diagnostic: /coder getOrganizations failed: no response \(connect_failed\)/ },
   reuse: true,
   timingRuns: 3,
+  acp: true,
   duplex: { runs: 1 },
   leaseDir: () => null,
   // Every workspace the runs made is gone: no jail directory left in the emulator's state dir.
