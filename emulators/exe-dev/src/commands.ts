@@ -220,13 +220,16 @@ const COMMANDS: Record<string, CommandDef> = {
       const release = env.fleet.reserve(name);
       if (!release) throw new CommandError(`name ${JSON.stringify(name)} is not available`);
       const started = Date.now();
+      let copy: Vm;
       try {
-        await env.fleet.copy(source, { name, cpu, memoryBytes: memory, diskBytes: disk, copyTags: flags["copy-tags"] !== false });
+        copy = await env.fleet.copy(source, { name, cpu, memoryBytes: memory, diskBytes: disk, copyTags: flags["copy-tags"] !== false });
       } finally {
         release();
       }
       // exe.dev's answer: the copy is still booting when cp returns (here it already answers SSH).
-      out.json({ name, state: "starting", source: sourceName, ssh: `${name}.${env.boxHost}`, elapsed: (Date.now() - started) / 1000 });
+      // `ssh` is the destination ls lists as the copy's ssh_dest (exe.dev: BoxDest of the name in
+      // both); here the loopback one ls gives, with the copy's own port, as in ls (not at exe.dev).
+      out.json({ name, state: "starting", source: sourceName, ssh: sshDest(env), ssh_port: copy.host.port, elapsed: (Date.now() - started) / 1000 });
     },
   },
   tag: {

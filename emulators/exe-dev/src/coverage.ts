@@ -47,7 +47,7 @@ export const EXE_DEV_COVERAGE: CoverageSpec = {
     [`${EXEC}.cp`]: {
       status: "served",
       reason:
-        "copies the source's disk (its jail's writable trees, frozen for the copy) into a new VM with a host key of its own; `--cpu/--memory/--disk`, `--copy-tags` (default true); the source keeps running",
+        "copies the source's disk (its jail's writable trees, frozen for the copy) into a new VM with a host key of its own; `--cpu/--memory/--disk`, `--copy-tags` (default true); the source keeps running; its answer's `ssh` is the destination ls gives, `ssh_port` added as in ls",
     },
     [`${EXEC}.delete-ssh-key`]: refused("account keys are the emulator's options (501)"),
     [`${EXEC}.ssh-key`]: refused("account keys are the emulator's options (501)"),

@@ -195,9 +195,14 @@ describe("VMs over SSH", () => {
     expect((await ssh(made.ssh_port, user, 'echo on-disk > "$HOME/marker" && mkdir -p /tmp/t && echo tmp > /tmp/t/f')).code).toBe(0);
 
     const copied = await call("cp --json paperclip-emu-src paperclip-emu-dst --cpu=2");
-    expect([copied.status, copied.json()]).toEqual([200, { name: "paperclip-emu-dst", state: "starting", source: "paperclip-emu-src", ssh: "paperclip-emu-dst.exe.xyz", elapsed: expect.any(Number) }]);
+    expect([copied.status, copied.json()]).toEqual([
+      200,
+      { name: "paperclip-emu-dst", state: "starting", source: "paperclip-emu-src", ssh: made.ssh_dest, ssh_port: expect.any(Number), elapsed: expect.any(Number) },
+    ]);
     const listed = (await call("ls --json paperclip-emu-dst")).json().vms[0];
     expect(listed).toMatchObject({ vm_name: "paperclip-emu-dst", status: "running", tags: ["keep"] });
+    // cp names the endpoint ls lists (exe.dev: BoxDest of the name in both answers).
+    expect([copied.json().ssh, copied.json().ssh_port]).toEqual([listed.ssh_dest, listed.ssh_port]);
     expect(listed.ssh_port).not.toBe(made.ssh_port);
     const read = await ssh(listed.ssh_port, user, 'cat "$HOME/marker" /tmp/t/f; echo "$GREETING"', { knownHosts: join(dir, "kh-copy") });
     expect(read).toEqual({ code: 0, stdout: "on-disk\ntmp\nhi\n", stderr: "" });

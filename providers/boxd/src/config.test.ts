@@ -33,6 +33,13 @@ describe("boxd config", () => {
     expect(validate({ org: "Not An Org" }).errors?.[0]).toMatch(/^Org: must be an org slug/);
   });
 
+  it("takes a captured template by its owner-digest snapshot name only, naming the field and the rule otherwise", () => {
+    expect(validate({ templateRef: "pc-0123456789abcdef-01234567" }).ok).toBe(true);
+    for (const templateRef of ["base-image", "paperclip-tpl-9-company-1-5-env-1-0123456789ab"]) {
+      expect(validate({ templateRef }).errors, templateRef).toEqual(["Custom image template: must be a template Paperclip captured (pc-, 16 hex digits, a dash and 8 more)"]);
+    }
+  });
+
   it("accepts the host's own run flags and refuses unknown fields", () => {
     expect(validate({ runnerLifecycleMode: "warm", runnerIdleTimeoutMs: 1000, reuseLease: true }).ok).toBe(true);
     expect(validate({ image: "ubuntu" }).errors?.[0]).toMatch(/image.*unknown field/);

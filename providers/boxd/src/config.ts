@@ -15,8 +15,6 @@ export const MEMORY_GIB: Readonly<Record<number, number>> = { 1: 4, 2: 8, 4: 16,
 /** A machine name is `<prefix>-<8 of the run>-<6 random>` and at most 55 characters (it is a host name). */
 const PREFIX_MAX = 38;
 const DNS = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
-/** A captured template's snapshot name (see templates.ts). */
-const TEMPLATE_REF = /^pc-[0-9a-f]{16}-[0-9a-f]{8}$/;
 
 /** A field whose value must pass a parser (the parser's message is the rule). */
 function parsed(check: (value: string) => unknown, ui: Parameters<typeof fields.ui>[1]) {
@@ -54,8 +52,9 @@ export const boxdConfigSchema = z
         group: MACHINE,
       })
       .optional(),
+    // boxd templates came after the previous release's name form: only the digest form names one.
     templateRef: fields
-      .ui(z.string().regex(TEMPLATE_REF, { error: "must be a template Paperclip captured (pc-, 16 hex digits, a dash and 8 more)" }), {
+      .templateRef({
         title: "Custom image template",
         description:
           "The boxd snapshot Paperclip captured as this environment's custom image; machines start from it (its disk and size). Paperclip sets it when you capture a custom image; empty: Snapshot, else boxd's default image.",

@@ -4,6 +4,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { PluginContext, PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
+import { startSetupSession } from "@paperclip-sandbox/conformance";
 import { runEmulator, type RunningEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator, newApiKey } from "@paperclip-sandbox/emulator-boxd";
 import { createBoxdPlugin } from "./plugin.js";
@@ -72,19 +73,7 @@ describe("boxd custom images", () => {
         args: ["-c", script],
       });
 
-    const session = await hooks.onEnvironmentStartInteractiveSetup({
-      ...scope,
-      config,
-      sessionId: randomUUID(),
-      sourceTemplateRef: null,
-      sourceTemplateKind: null,
-      connectionExpiresInMinutes: 15,
-      expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
-    });
-    const setup = {
-      providerLeaseId: session.providerLeaseId,
-      metadata: session.metadata ?? {},
-    };
+    const { session, lease: setup } = await startSetupSession(hooks, { ...scope, config });
     expect((await sh(setup, 'echo tool-v1 > "$HOME/tool"')).exitCode).toBe(0);
 
     let mark = emu.requests.mark();
@@ -163,13 +152,7 @@ describe("boxd custom images", () => {
       environmentId: "env-org",
       issueId: null,
     };
-    const session = await owner.hooks.onEnvironmentStartInteractiveSetup({
-      ...scope,
-      config: owner.config,
-      sessionId: randomUUID(),
-      connectionExpiresInMinutes: 15,
-      expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
-    });
+    const { session } = await startSetupSession(owner.hooks, { ...scope, config: owner.config });
     const { templateRef } = await owner.hooks.onEnvironmentCaptureTemplate({
       ...scope,
       config: owner.config,
@@ -219,13 +202,7 @@ describe("boxd custom images", () => {
       environmentId: "env-fail",
       issueId: null,
     };
-    const session = await hooks.onEnvironmentStartInteractiveSetup({
-      ...scope,
-      config,
-      sessionId: randomUUID(),
-      connectionExpiresInMinutes: 15,
-      expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
-    });
+    const { session } = await startSetupSession(hooks, { ...scope, config });
     try {
       // The first GetSnapshot is refused for good (not a retryable code).
       emu.faults.inject({

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startExeDevEmulator } from "@paperclip-sandbox/emulator-exe-dev";
 import { startHarness, type Harness } from "./__fixtures__/harness.js";
-import { createExeDevApi } from "./api.js";
+import { copyOwnVm, createExeDevApi } from "./api.js";
 import { apiKeyOf, normalizeApiUrl, type ExeDevConfig } from "./config.js";
 
 let h: Harness;
@@ -160,4 +160,33 @@ describe("calls and retries", () => {
       await slow.close();
     }
   }, 60_000);
+});
+
+describe("cp's answer", () => {
+  /** An exe.dev that answers each command line with `answers[command word]`, recording the command lines. */
+  function vendor(answers: Record<string, unknown>) {
+    const commands: string[] = [];
+    const fetch = (async (_url: string | URL | Request, init?: RequestInit) => {
+      const command = String(init?.body);
+      commands.push(command);
+      return new Response(JSON.stringify(answers[command.split(" ")[0]!]), { status: 200, headers: { "content-type": "application/json" } });
+    }) as typeof globalThis.fetch;
+    return { api: createExeDevApi({ apiUrl: "https://exe.example/exec", apiKey: "exe0.t.t", fetch }), commands };
+  }
+  const request = { source: "pc-0123456789abcdef-abcdef0a", name: "paperclip-0a1b2c-vcopy" };
+
+  it("names the copy's SSH destination (exe.dev's cp handler writes {name, state, source, ssh, elapsed}), so no ls follows", async () => {
+    const { api, commands } = vendor({ cp: { name: request.name, state: "starting", source: request.source, ssh: `${request.name}.exe.xyz`, elapsed: 1.5 } });
+    expect(await copyOwnVm(api, request)).toEqual({ name: request.name, sshDest: `${request.name}.exe.xyz`, sshPort: undefined, status: "starting", tags: [] });
+    expect(commands.map((line) => line.split(" ")[0])).toEqual(["cp"]);
+  });
+
+  it("looks the copy up with ls when the answer names no destination, or another VM", async () => {
+    const listed = { vms: [{ vm_name: request.name, ssh_dest: `${request.name}.exe.xyz`, status: "running" }] };
+    for (const cp of [{ name: request.name, state: "starting" }, { name: "someone-else", ssh: "someone-else.exe.xyz" }, undefined]) {
+      const { api, commands } = vendor({ cp, ls: listed });
+      expect(await copyOwnVm(api, request), JSON.stringify(cp)).toMatchObject({ name: request.name, sshDest: `${request.name}.exe.xyz`, status: "running" });
+      expect(commands.map((line) => line.split(" ")[0])).toEqual(["cp", "ls"]);
+    }
+  });
 });

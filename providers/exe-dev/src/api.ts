@@ -41,8 +41,11 @@ export type PollClock = Pick<PollOptions<unknown>, "now" | "sleep">;
 export interface ExeDevApi {
   readonly client: VendorClient;
   newVm(request: NewVmRequest, signal?: AbortSignal): Promise<VmRecord>;
-  /** `cp --copy-tags=false`: the copy carries no tags of the source (its own are added with `tag`). */
-  copyVm(request: CopyVmRequest, signal?: AbortSignal): Promise<void>;
+  /**
+   * `cp --copy-tags=false`: the copy carries no tags of the source (its own are added with `tag`).
+   * The copy as the answer names it; undefined when the answer names no SSH destination.
+   */
+  copyVm(request: CopyVmRequest, signal?: AbortSignal): Promise<VmRecord | undefined>;
   /** `tag <vm> <tag>…`: adds tags (exe.dev refuses one already there). */
   tagVm(name: string, tags: readonly string[], signal?: AbortSignal): Promise<void>;
   /** VMs whose name or a tag equals `filter` (exe.dev's `ls <name|tag>`), or all. */
@@ -122,7 +125,7 @@ export function createExeDevApi(opts: { apiUrl: string; apiKey: string; onRetry?
       if (request.cpu !== undefined) parts.push(flag("cpu", String(request.cpu)));
       if (request.memory) parts.push(flag("memory", request.memory));
       if (request.disk) parts.push(flag("disk", request.disk));
-      await run(parts.join(" "), { operation: "cp", idempotent: false, signal });
+      return copyRecordOf(await run(parts.join(" "), { operation: "cp", idempotent: false, signal }), request.name);
     },
     async tagVm(name, tags, signal) {
       await run(["tag", "--json", shellQuote(name), ...tags.map(shellQuote)].join(" "), { operation: "tag", idempotent: false, signal });
@@ -185,14 +188,16 @@ export async function newOwnVm(api: Pick<ExeDevApi, "newVm" | "find">, request: 
 
 /**
  * `cp` of a template (or a setup VM) to a name only this create uses (see {@link ownLaunch}); the
- * copy as `ls` lists it (cp's answer names no SSH endpoint). Its tags are added by {@link withTags}.
+ * copy as cp's answer names it, which is the SSH destination `ls` would list, so no `ls` follows
+ * (only an answer without one is looked up). Its tags are added by {@link withTags}.
  */
 export async function copyOwnVm(api: Pick<ExeDevApi, "copyVm" | "find">, request: CopyVmRequest, signal?: AbortSignal, wait: { totalMs?: number } & PollClock = {}): Promise<VmRecord> {
   return ownLaunch(
     api,
     request.name,
     async () => {
-      await api.copyVm(request, signal);
+      const copied = await api.copyVm(request, signal);
+      if (copied) return copied;
       const vm = await api.find(request.name, signal);
       if (!vm) throw new Error(`exe.dev does not list ${request.name}, the copy of ${request.source} it reported made`);
       return vm;
@@ -225,24 +230,49 @@ function flag(name: string, value: string): string {
   return `--${name}=${shellQuote(value)}`;
 }
 
+/** A field of an answer as non-blank text, else undefined. */
+function textOf(raw: Record<string, unknown>, key: string): string | undefined {
+  const value = raw[key];
+  return typeof value === "string" && value.trim() !== "" ? value.trim() : undefined;
+}
+
+/** An answer's `ssh_port`, when it is a port. */
+function portOf(value: unknown): number | undefined {
+  const port = typeof value === "number" ? value : typeof value === "string" && /^\d+$/.test(value) ? Number(value) : undefined;
+  return port !== undefined && port > 0 && port < 65_536 ? port : undefined;
+}
+
 /** A VM object from `new` or an `ls` entry (also nested under `vm`/`data`, as some answers are). */
 function vmRecordOf(value: unknown, depth = 0): VmRecord | undefined {
   if (!value || typeof value !== "object" || depth > 3) return undefined;
   const raw = value as Record<string, unknown>;
-  const text = (key: string) => (typeof raw[key] === "string" && (raw[key] as string).trim() !== "" ? (raw[key] as string).trim() : undefined);
+  const text = (key: string) => textOf(raw, key);
   const name = text("vm_name") ?? text("name");
   if (!name) return vmRecordOf(raw.vm, depth + 1) ?? vmRecordOf(raw.data, depth + 1);
-  const port = typeof raw.ssh_port === "number" ? raw.ssh_port : typeof raw.ssh_port === "string" && /^\d+$/.test(raw.ssh_port) ? Number(raw.ssh_port) : undefined;
   return {
     name,
     sshDest: text("ssh_dest") ?? (text("ssh_host") ? `${text("ssh_user") ? `${text("ssh_user")}@` : ""}${text("ssh_host")}` : `${name}.exe.xyz`),
     sshHost: text("ssh_host"),
     sshUser: text("ssh_user"),
-    sshPort: port !== undefined && port > 0 && port < 65_536 ? port : undefined,
+    sshPort: portOf(raw.ssh_port),
     httpsUrl: text("https_url"),
     status: text("status"),
     tags: Array.isArray(raw.tags) ? raw.tags.filter((tag): tag is string => typeof tag === "string") : [],
   };
+}
+
+/**
+ * The copy `cp --json` reports: `{name, state, source, ssh, elapsed}` (exe.dev's cp handler), whose
+ * `ssh` is the copy's SSH destination, the `ssh_dest` `ls` lists (both exe.dev's `<vm>.exe.xyz`).
+ * No tags: the provider copies with `--copy-tags=false`. Undefined for an answer without a
+ * destination, or about another VM.
+ */
+function copyRecordOf(answer: unknown, name: string): VmRecord | undefined {
+  if (!answer || typeof answer !== "object") return undefined;
+  const raw = answer as Record<string, unknown>;
+  const sshDest = textOf(raw, "ssh");
+  if (!sshDest || textOf(raw, "name") !== name) return undefined;
+  return { name, sshDest, sshPort: portOf(raw.ssh_port), status: textOf(raw, "state"), tags: [] };
 }
 
 /** exe.dev's 401 and 403 in words an operator can act on (the token itself never appears). */

@@ -55,6 +55,12 @@ describe("validation", () => {
     ["an SSH port out of range", { sshPort: 70_000 }, "SSH port: must be at most 65535"],
     ["a setup script over 10 KiB", { setupScript: "x".repeat(10_241) }, "Setup script: must be at most 10 KiB (exe.dev's limit)"],
     ["an http API URL off loopback", { apiUrl: "http://exe.example/exec" }, "API URL: must use https (http is allowed only for localhost, 127.0.0.0/8 and ::1)"],
+    ["a template ref Paperclip did not capture", { templateRef: "golden-vm" }, "Custom image template: must be a template Paperclip captured (pc-, 16 hex digits, a dash and 8 more)"],
+    [
+      "a template name exe.dev cannot hold as a VM (ending in -<digits>)",
+      { templateRef: "pc-0123456789abcdef-01234567" },
+      "Custom image template: must be an exe.dev VM name (5 to 63 lower-case letters and digits with single hyphens, starting with a letter, not ending in a hyphen and digits)",
+    ],
   ])("refuses %s", async (_what, config, message) => {
     expect(await validate({ ...base, ...config })).toMatchObject({ ok: false, errors: [message] });
   });

@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { checkPrivateKey, defineProviderConfig, fields, isOwnedTemplateName, looksLikeKeyMaterial, resolveSecretRef } from "@paperclip-sandbox/kit";
-import { isVmName } from "./vm-names.js";
+import { checkPrivateKey, defineProviderConfig, fields, looksLikeKeyMaterial, resolveSecretRef } from "@paperclip-sandbox/kit";
+import { isVmName, VM_NAME_RULE_TEXT } from "./vm-names.js";
 
 const API_KEY_ENV = "EXE_API_KEY";
 const DEFAULT_API_URL = "https://exe.dev/exec";
@@ -71,16 +71,16 @@ export const exeDevConfigSchema = z.object({
     })
     .optional(),
   templateRef: fields
-    .ui(
-      z.string().refine((value) => isOwnedTemplateName(value) && isVmName(value), { error: "must be a template Paperclip captured (pc-, 16 hex digits, a dash and 8 more)" }),
-      {
-        title: "Custom image template",
-        description:
-          "The template VM Paperclip captured as this environment's custom image (an exe.dev copy of the setup VM); VMs start as copies of it (cp: its disk, with CPU, Memory and Disk applied) instead of from Image. Paperclip sets it when you capture a custom image; empty: Image.",
-        group: VM,
-        advanced: true,
-      },
-    )
+    .templateRef({
+      // Read as before: any owned name (the previous release's form too) that exe.dev can hold as a VM.
+      legacy: true,
+      vendorRule: (value) => (isVmName(value) ? undefined : VM_NAME_RULE_TEXT),
+      title: "Custom image template",
+      description:
+        "The template VM Paperclip captured as this environment's custom image (an exe.dev copy of the setup VM); VMs start as copies of it (cp: its disk, with CPU, Memory and Disk applied) instead of from Image. Paperclip sets it when you capture a custom image; empty: Image.",
+      group: VM,
+      advanced: true,
+    })
     .optional(),
   cpu: fields.positiveInt({ title: "CPU", unit: "cores", max: 64, description: "Cores per VM. Empty: exe.dev's default.", group: VM, advanced: true, examples: [2, 4] }).optional(),
   memory: size({ title: "Memory", description: "Memory per VM, e.g. 4GB. Empty: exe.dev's default." }),

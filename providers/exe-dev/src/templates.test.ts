@@ -1,9 +1,8 @@
 // Custom images on exe.dev against the emulator, in process: a template is a `cp` of the setup VM
 // (its disk) to an owner-digest name; runs start as `cp` of it, tagged with their labels; delete is
 // `rm`. Another environment's, company's or account's template is refused; bad configs name the field.
-import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
+import { startSetupSession } from "@paperclip-sandbox/conformance";
 import { scope, startHarness, type Harness } from "./__fixtures__/harness.js";
 
 /** VMs are jails with an sshd each, started under a loaded machine: generous. */
@@ -19,19 +18,7 @@ afterAll(() => h?.close(), 60_000);
 /** /exec commands since `mark` ("cp 200"); a setup VM's open SSH channels keep the recorder from ever being idle. */
 const calls = (mark: number) => h.emu.requests.list({ since: mark, protocol: "http" }).map((record) => `${record.notes.command ?? record.path} ${record.status}`);
 
-const started = async (config: Record<string, unknown>, environmentId = scope.environmentId) => {
-  const session = await h.hooks.onEnvironmentStartInteractiveSetup({
-    ...scope,
-    environmentId,
-    config,
-    sessionId: randomUUID(),
-    sourceTemplateRef: null,
-    sourceTemplateKind: null,
-    connectionExpiresInMinutes: 15,
-    expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
-  });
-  return { session, lease: { providerLeaseId: session.providerLeaseId, metadata: session.metadata ?? {} } as PluginEnvironmentLease };
-};
+const started = (config: Record<string, unknown>, environmentId = scope.environmentId) => startSetupSession(h.hooks, { ...scope, environmentId, config });
 
 const capture = (config: Record<string, unknown>, session: { providerLeaseId: string | null; metadata?: Record<string, unknown> | null }, environmentId = scope.environmentId) =>
   h.hooks.onEnvironmentCaptureTemplate({
@@ -53,7 +40,7 @@ const remove = (config: Record<string, unknown>, templateRef: string, who: Parti
   h.hooks.onEnvironmentDeleteTemplate({ ...scope, ...who, config, templateRef, templateKind: "provider_template", reason: "disabled" });
 
 describe("exe.dev custom images", () => {
-  it("captures the setup VM with one cp; a run from the template is a cp plus a tag and has the files; delete is rm", { timeout: T }, async () => {
+  it("captures the setup VM with one cp; a run from the template is a cp plus a tag (3 calls with the owner check) and has the files; delete is rm", { timeout: T }, async () => {
     const config = h.config;
     let at = Date.now();
     const plain = await h.acquire(config, { runId: "plain" });
@@ -71,7 +58,8 @@ describe("exe.dev custom images", () => {
     const captured = await capture(config, session);
     const captureMs = Date.now() - at;
     expect(captured).toMatchObject({ templateKind: "provider_template", templateRef: expect.stringMatching(/^pc-[0-9a-f]{16}-[0-9a-f]{8}$/), metadata: { sourceVm: session.providerLeaseId } });
-    expect(calls(mark)).toEqual(["cp 200", "ls 200"]);
+    // cp's answer names the copy's SSH destination: no ls follows it.
+    expect(calls(mark)).toEqual(["cp 200"]);
     expect(await cancel(config, session)).toEqual({ status: "cancelled" });
     // The template VM stays (exe.dev has no stop: it runs), with no tags: no lease listing finds it.
     const listed = (await h.emu.leftovers()).filter((line) => line.includes(captured.templateRef));
@@ -85,8 +73,8 @@ describe("exe.dev custom images", () => {
     at = Date.now();
     const run = await h.acquire(bound, { runId: "from-template" });
     const fromTemplateMs = Date.now() - at;
-    // The owner check lists the template once before anything is made; the copy is listed, then tagged.
-    expect(calls(mark)).toEqual(["ls 200", "cp 200", "ls 200", "tag 200"]);
+    // The owner check lists the template once before anything is made; the copy (its endpoint in cp's answer) is tagged.
+    expect(calls(mark)).toEqual(["ls 200", "cp 200", "tag 200"]);
     const read = await h.sh(run, 'cat "$HOME/tool" in-workspace.txt', { config: bound });
     expect([read.exitCode, read.stdout]).toEqual([0, "tool-v1\nws\n"]);
     const runLabels = (await listLeases({ ...config }, { env: {} })).find((l) => l.providerLeaseId === run.providerLeaseId)?.labels;
@@ -94,17 +82,9 @@ describe("exe.dev custom images", () => {
     await h.destroy(run, bound);
 
     // A new setup from the template (the host's "edit the custom image") has its files too.
-    const again = await h.hooks.onEnvironmentStartInteractiveSetup({
-      ...scope,
-      config,
-      sessionId: randomUUID(),
-      sourceTemplateRef: captured.templateRef,
-      sourceTemplateKind: "provider_template",
-      connectionExpiresInMinutes: 15,
-      expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
-    });
-    expect((await h.sh({ providerLeaseId: again.providerLeaseId, metadata: again.metadata ?? {} }, 'cat "$HOME/tool"')).stdout).toBe("tool-v1\n");
-    await h.hooks.onEnvironmentCancelInteractiveSetup({ ...scope, config, providerLeaseId: again.providerLeaseId, setupMetadata: again.metadata ?? {}, reason: "cancelled" });
+    const again = await startSetupSession(h.hooks, { ...scope, config }, { source: { templateRef: captured.templateRef, kind: "provider_template" } });
+    expect((await h.sh(again.lease, 'cat "$HOME/tool"')).stdout).toBe("tool-v1\n");
+    await h.hooks.onEnvironmentCancelInteractiveSetup({ ...scope, config, providerLeaseId: again.session.providerLeaseId, setupMetadata: again.session.metadata ?? {}, reason: "cancelled" });
 
     mark = h.emu.requests.mark();
     expect(await remove(config, captured.templateRef)).toEqual({ deleted: true });

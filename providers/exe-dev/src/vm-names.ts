@@ -15,6 +15,9 @@ export function vmNameFor(prefix: string, environmentId: string, nonce: string):
   return name;
 }
 
+/** `isVmName`'s rule in words, for a config error. */
+export const VM_NAME_RULE_TEXT = "must be an exe.dev VM name (5 to 63 lower-case letters and digits with single hyphens, starting with a letter, not ending in a hyphen and digits)";
+
 export function isVmName(name: string): boolean {
   return name.length >= 5 && name.length <= 63 && VM_NAME_RULE.test(name) && !/-\d+$/.test(name);
 }

@@ -3,7 +3,8 @@
 // another environment finds no such name; a capture whose publish fails leaves no image.
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { PluginContext, PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
+import type { PluginContext, PluginEnvironmentDriverBaseParams, PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
+import { startSetupSession } from "@paperclip-sandbox/conformance";
 import { runEmulator, type RunningEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "@paperclip-sandbox/emulator-modal";
 import { createModalPlugin } from "./plugin.js";
@@ -60,17 +61,8 @@ function callsSince(mark: number): Record<string, number> {
 
 type Hooks = Awaited<ReturnType<typeof pluginFor>>["hooks"];
 
-async function setupAndCapture(hooks: Hooks, config: Record<string, unknown>, scope: Record<string, unknown>, script: string) {
-  const session = await hooks.onEnvironmentStartInteractiveSetup({
-    ...scope,
-    config,
-    sessionId: randomUUID(),
-    sourceTemplateRef: null,
-    sourceTemplateKind: null,
-    connectionExpiresInMinutes: 15,
-    expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
-  } as Parameters<Hooks["onEnvironmentStartInteractiveSetup"]>[0]);
-  const setup = { providerLeaseId: session.providerLeaseId, metadata: session.metadata ?? {} };
+async function setupAndCapture(hooks: Hooks, config: Record<string, unknown>, scope: Omit<PluginEnvironmentDriverBaseParams, "config">, script: string) {
+  const { session, lease: setup } = await startSetupSession(hooks, { ...scope, config });
   const wrote = await hooks.onEnvironmentExecute({ ...scope, config, lease: setup, command: "sh", args: ["-c", script] } as Parameters<Hooks["onEnvironmentExecute"]>[0]);
   expect(wrote.exitCode).toBe(0);
   return { session, setup };

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
+import { ownedTemplateName } from "../provider/template-names.js";
 import { ConfigError, configSchemaUiProblems, defineProviderConfig, FIELD_MAX_LENGTH, fields, mutuallyExclusive, resolveSecretRef, secretFieldPaths } from "./index.js";
 
 const config = defineProviderConfig(
@@ -176,6 +177,52 @@ describe("fields", () => {
 
   it("secretRef refuses the empty string", () => {
     expect(check(fields.secretRef(), "")).toEqual({ ok: false, errors: ["v: must not be empty"] });
+  });
+});
+
+describe("fields.templateRef", () => {
+  const owner = { "paperclip-provider": "p", "paperclip-company": "company-1", "paperclip-environment": "env-1" };
+  const digestName = ownedTemplateName(owner);
+  const legacyName = "paperclip-tpl-9-company-1-5-env-1-0123456789ab";
+  const rule = "must be a template Paperclip captured (pc-, 16 hex digits, a dash and 8 more)";
+  const validate = (field: z.ZodType, value: string) => defineProviderConfig(z.object({ templateRef: field.optional() })).validate({ templateRef: value });
+  const accepted = (field: z.ZodType, value: string) => validate(field, value).ok;
+  const patternOf = (field: z.ZodType) => {
+    const schema = defineProviderConfig(z.object({ templateRef: field.optional() })).jsonSchema as { properties: Record<string, { pattern?: string }> };
+    return new RegExp(schema.properties.templateRef!.pattern!);
+  };
+
+  it("accepts the kit's owner-digest names and refuses anything else, naming the field by its title and the rule", () => {
+    const field = fields.templateRef({ title: "Custom image template", group: "G" });
+    expect(accepted(field, digestName)).toBe(true);
+    for (const value of ["golden-vm", `${digestName}0`, digestName.toUpperCase(), "pc-0123456789abcdef-0123456", legacyName]) {
+      expect(validate(field, value).errors, value).toEqual([`Custom image template: ${rule}`]);
+    }
+  });
+
+  it("with legacy, also accepts the previous release's paperclip-tpl- names, but only well-formed ones", () => {
+    const field = fields.templateRef({ legacy: true, title: "T", group: "G" });
+    expect(accepted(field, digestName)).toBe(true);
+    expect(accepted(field, legacyName)).toBe(true);
+    expect(validate(field, legacyName.replace("tpl-9-", "tpl-8-")).errors).toEqual([`T: ${rule}`]);
+    expect(validate(field, "paperclip-tpl-").errors).toEqual([`T: ${rule}`]);
+  });
+
+  it("applies the vendor's rule only to template names, so each refusal names the one rule it broke", () => {
+    const field = fields.templateRef({ title: "T", group: "G", vendorRule: (value) => (/-\d+$/.test(value) ? "must not end in a dash and digits (the vendor's rule)" : undefined) });
+    expect(accepted(field, "pc-0123456789abcdef-abcdef01")).toBe(true);
+    expect(validate(field, "pc-0123456789abcdef-01234567").errors).toEqual(["T: must not end in a dash and digits (the vendor's rule)"]);
+    expect(validate(field, "golden-vm-7").errors).toEqual([`T: ${rule}`]);
+  });
+
+  it("shows the host's form a pattern that admits every name the server accepts and refuses other text", () => {
+    const digestOnly = patternOf(fields.templateRef({ title: "T", group: "G" }));
+    expect(digestOnly.source).toBe("^pc-[0-9a-f]{16}-[0-9a-f]{8}$");
+    expect(digestOnly.test(digestName)).toBe(true);
+    expect(digestOnly.test(legacyName)).toBe(false);
+    const withLegacy = patternOf(fields.templateRef({ legacy: true, title: "T", group: "G" }));
+    expect([digestName, legacyName].map((name) => withLegacy.test(name))).toEqual([true, true]);
+    expect(["golden-vm", `x${digestName}`, "paperclip-tpl-"].map((name) => withLegacy.test(name))).toEqual([false, false, false]);
   });
 });
 

@@ -1,5 +1,6 @@
 import { posix } from "node:path";
 import { z } from "zod";
+import { isDigestTemplateName, isOwnedTemplateName, TEMPLATE_NAME_PATTERN } from "../provider/template-names.js";
 import { FIELD_MAX_ITEMS, FIELD_MAX_LENGTH, type FieldUi, withUi } from "./ui.js";
 
 export const DEFAULT_MAX_TIMEOUT_MS = 86_400_000;
@@ -176,6 +177,35 @@ function oneOf<const T extends readonly [string, ...string[]]>(values: T, ui: Fi
   return withUi(z.enum(values), ui);
 }
 
+/** Why a template ref field refuses a value that is no template name (the form `ownedTemplateName` gives). */
+const TEMPLATE_REF_RULE = "must be a template Paperclip captured (pc-, 16 hex digits, a dash and 8 more)";
+
+interface TemplateRefOptions extends FieldUi {
+  /** Also accept the previous release's `paperclip-tpl-` names, where a provider has read them so far. */
+  legacy?: boolean;
+  /** The vendor's own rule for the name (exe.dev's VM names): a problem phrase, or undefined when the name fits. */
+  vendorRule?: (value: string) => string | undefined;
+}
+
+/**
+ * The config field naming a custom image Paperclip captured, for vendors whose templates carry their
+ * owner in the name (`ownedTemplateName`). The host's form checks the JSON-schema `pattern`; the
+ * server checks the exact form, then the vendor's rule, so a refusal names the one rule it broke.
+ */
+function templateRef(opts: TemplateRefOptions = {}) {
+  const { legacy = false, vendorRule, ...ui } = opts;
+  const isTemplateName = legacy ? isOwnedTemplateName : isDigestTemplateName;
+  const pattern = legacy ? TEMPLATE_NAME_PATTERN.digestOrLegacy : TEMPLATE_NAME_PATTERN.digest;
+  const name = z
+    .string()
+    .max(FIELD_MAX_LENGTH.name)
+    .superRefine((value, ctx) => {
+      const problem = isTemplateName(value) ? vendorRule?.(value) : TEMPLATE_REF_RULE;
+      if (problem) ctx.addIssue({ code: "custom", message: problem });
+    });
+  return withUi(name.meta({ pattern }), ui);
+}
+
 export const RUNNER_LIFECYCLE_MODES = ["inherit", "per_turn", "warm"] as const;
 
 /**
@@ -219,6 +249,7 @@ export const fields = {
   stringList,
   boolean,
   oneOf,
+  templateRef,
   runnerLifecycleMode,
   reuseLease,
 };

@@ -18,7 +18,10 @@ import { createHash, randomBytes } from "node:crypto";
  * anyway; the check guards the host's owners from each other, not from the key holder. The random
  * part keeps two captures of one owner apart (a vendor refuses, or — E2B — merges, a repeated name).
  */
-const OWNED_NAME = /^pc-([0-9a-f]{16})-[0-9a-f]{8}$/;
+const DIGEST_FORM = "pc-[0-9a-f]{16}-[0-9a-f]{8}";
+const OWNED_NAME = new RegExp(`^${DIGEST_FORM}$`);
+/** Where the owner digest sits in an owned name: after `pc-`, 16 hex digits. */
+const digestOf = (name: string): string | undefined => (OWNED_NAME.test(name) ? name.slice(3, 19) : undefined);
 
 /** The owner labels the digest covers, in this order (`\0` never occurs in a label, so the join is unambiguous). */
 const OWNER_LABELS = ["paperclip-provider", "paperclip-company", "paperclip-environment"] as const;
@@ -66,6 +69,19 @@ function legacyOwner(name: string): { company: string; environment: string } | n
 /** Whether `name` is a template name this kit gives (or the previous release gave). */
 export const isOwnedTemplateName = (name: string): boolean => OWNED_NAME.test(name) || legacyOwner(name) !== null;
 
+/** Whether `name` is in the form this kit gives now (the previous release's form not included). */
+export const isDigestTemplateName = (name: string): boolean => OWNED_NAME.test(name);
+
+/**
+ * JSON-schema `pattern`s for a config field of template names, which the host's form checks before
+ * the server does. The previous release's form is length-prefixed, which no regex spells exactly:
+ * its pattern is the prefix, and the server checks the rest.
+ */
+export const TEMPLATE_NAME_PATTERN = {
+  digest: `^${DIGEST_FORM}$`,
+  digestOrLegacy: `^(?:${DIGEST_FORM}|${LEGACY_PREFIX}.+)$`,
+} as const;
+
 /**
  * The owner labels of a template name, for `TemplateDeclaration.labels`: `expected` (the owner the
  * kit is about to check) when the name is theirs; labels that differ from it when the name is
@@ -74,7 +90,7 @@ export const isOwnedTemplateName = (name: string): boolean => OWNED_NAME.test(na
  */
 export function templateNameOwner(name: string, expected: Readonly<Record<string, string>>): Record<string, string> | null {
   const provider = expected["paperclip-provider"] ?? "";
-  const digest = OWNED_NAME.exec(name)?.[1];
+  const digest = digestOf(name);
   if (digest) {
     if (digest === ownerDigest(expected)) return { ...expected };
     // Whose it is cannot be read from a digest: every owner label is reported as not matching.
