@@ -1,5 +1,5 @@
 import type { Image } from "modal";
-import { ownedTemplateName, templateNameOwner, type TemplateDeclaration } from "@paperclip-sandbox/kit";
+import { isDigestTemplateName, ownedTemplateName, templateNameOwner, type TemplateDeclaration } from "@paperclip-sandbox/kit";
 import { isGone, type ModalAccount } from "./client.js";
 import type { ModalConfig } from "./config.js";
 import { MODAL_TEMPLATES } from "./manifest.js";
@@ -8,15 +8,12 @@ import { deleteImage, type ModalHandle } from "./sandboxes.js";
 /** The tag a name is published under (the SDK's default when a name has none). */
 const TAG = "latest";
 
-/** The kit's owner-digest template names (`ownedTemplateName`), under Modal's 64 characters. */
-const TEMPLATE_NAME = /^pc-[0-9a-f]{16}-[0-9a-f]{8}$/;
-
 /**
  * Whether an Image value is a custom image Paperclip captured (a published name), not a registry tag.
  * A Modal image keeps no tags or labels, so a template's owner is written into the name it is
  * published under: the kit's digest form only (its older long form is no Modal image name).
  */
-export const isTemplateName = (value: string): boolean => TEMPLATE_NAME.test(value);
+export const isTemplateName = (value: string): boolean => isDigestTemplateName(value);
 
 /** The image a template name points at now; null when the name is gone (or its image deleted). */
 async function templateImage(account: ModalAccount, name: string): Promise<Image | null> {

@@ -16,4 +16,4 @@ export { deriveSandboxCapabilities, supportsDuplex, supportsIncrementalSessionOu
 export type { TemplateDeclaration, SetupConnection } from "./types.js";
 export { templateContractProblems, templateManifestFlags, type TemplateContract } from "./template-contract.js";
 export { TemplateRefError } from "./templates.js";
-export { isOwnedTemplateName, ownedTemplateName, templateNameOwner } from "./template-names.js";
+export { isDigestTemplateName, isOwnedTemplateName, ownedTemplateName, templateNameOwner } from "./template-names.js";
