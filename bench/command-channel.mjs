@@ -65,12 +65,11 @@ const PROVIDERS = {
     },
     background: (record) => record.route === "/sandboxes/:id/timeout",
   },
-  // Calls: SSH sessions (and connections) and API calls. Its latency fault acts on the HTTP API
-  // only, not on the SSH server an execute uses: 0 ms only.
+  // Calls: SSH sessions (and connections) and API calls. Its latency fault delays the HTTP API's
+  // calls and each SSH session's start (commands on an open session are not delayed).
   "exe-dev": {
     emulator: async () => (await import("../emulators/exe-dev/dist/index.js")).startExeDevEmulator(),
     config: (emu) => ({ apiKey: emu.credentials.apiKey, apiUrl: emu.endpoints.http, sshPrivateKey: emu.credentials.sshPrivateKey, timeoutMs: 600_000 }),
-    latencies: [0],
   },
   boxd: {
     emulator: async () => runEmulator((await import("../emulators/boxd/dist/index.js")).emulator, {}),
