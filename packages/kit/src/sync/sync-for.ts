@@ -28,6 +28,14 @@ export interface SyncForOptions {
    * is a vendor call of its own, while the file API moves a whole archive in one.
    */
   prefer?: "file-api";
+  /**
+   * Asked at the start of each operation where the runner could stream but the file API was
+   * preferred: true when a stream costs no vendor call now (the lease's command channel is ready),
+   * so this operation streams; false keeps the file API. A channel that breaks mid-operation costs
+   * nothing extra here: each of its commands then runs as a vendor exec, once (or fails as a broken
+   * exec does), and the runner streams either way.
+   */
+  streamsFree?: () => boolean;
 }
 
 /** Bytes of script around a base64 chunk (stage checks, the append command). */
@@ -39,7 +47,7 @@ const BASE64_SCRIPT_OVERHEAD = 8 * 1024;
  * - `stream`: tar over stdin/stdout, one or two calls per mapping — only over a binary-safe,
  *   streamed-stdin transport with EOF;
  * - `file-api`: the vendor's file API moves archives, one script confines and installs them — two
- *   calls per operation;
+ *   calls per operation; an operation that finds `streamsFree()` streams instead;
  * - `base64`: chunks of base64 over exec (ASCII, so any transport carries it), sized to the
  *   transport's stdin or script limit.
  */
@@ -55,10 +63,13 @@ export function syncFor(runner: ScriptRunner | (() => ScriptRunner), files?: Fil
     const withScratch = (opts: SyncOptions): FileApiSyncOptions => ({ ...opts, ...(options.uploadScratchDir ? { uploadScratchDir: options.uploadScratchDir } : {}) });
     const stages = new Set<string>();
     let staged = false;
+    // Only where the runner streams anyway: a stream it cannot carry has no safe fallback.
+    const streamNow = () => streams && options.streamsFree?.() === true;
     return {
       kind: "file-api",
-      syncIn: (ops, opts) => fileApiSyncIn(current(), files, ops, withScratch(opts)),
+      syncIn: (ops, opts) => (streamNow() ? syncIn(current(), ops, opts) : fileApiSyncIn(current(), files, ops, withScratch(opts))),
       syncOut: (ops, opts) => {
+        if (streamNow()) return syncOut(current(), ops, opts);
         staged = true;
         return fileApiSyncOut(current(), files, ops, opts, stages);
       },
