@@ -1,5 +1,5 @@
-// Sync over a lease's command channel: where the file API is preferred (envd), an operation that
-// finds the channel ready streams over it instead, at no vendor call. The channel is the real one
+// Sync over a lease's command channel: where the file API is preferred (envd), a small archive
+// moves over the channel while it is ready, at no vendor call, instead of through the file API. The channel is the real one
 // over local processes (the world's runner stands in for the vendor's exec); its faults are real.
 import fs from "node:fs";
 import fsp from "node:fs/promises";
@@ -64,7 +64,7 @@ async function tree(): Promise<string> {
   const dir = path.join(w.host, "tree");
   await fsp.mkdir(path.join(dir, "sub"), { recursive: true });
   await fsp.writeFile(path.join(dir, "bytes.bin"), Buffer.from(Array.from({ length: 256 }, (_, i) => i)));
-  await fsp.writeFile(path.join(dir, "sub/big.bin"), pseudoRandomBytes(3 * 1024 * 1024));
+  await fsp.writeFile(path.join(dir, "sub/big.bin"), pseudoRandomBytes(1024 * 1024));
   await fsp.chmod(path.join(dir, "sub/big.bin"), 0o750);
   return dir;
 }
@@ -77,7 +77,7 @@ function treeIn(source: string, target: string, postUpload = `echo ran >> '${log
 }
 
 describe("sync over the command channel", () => {
-  it("streams over a ready channel with no file-API call and no vendor exec; the file API before it is ready and when switched off", async () => {
+  it("moves the archives over a ready channel with no file-API call and no vendor exec; the file API before it is ready and when switched off", async () => {
     const files = fileApi();
     const runner = channelOver(vendor);
     const strategy = syncFor(runner, files, { prefer: "file-api", uploadScratchDir: w.sandboxTmp, streamsFree: () => commandChannelCarriesSync(lease) });
@@ -96,7 +96,7 @@ describe("sync over the command channel", () => {
     await strategy.syncOut([{ operationId: "out", files: [{ sourcePath: target, targetPath: back, kind: "directory" }] }], { roots: [w.root], hostScratchDir: w.scratch });
     expect(files.calls).toEqual([]);
     expect(vendor.scripts.length).toBe(execs);
-    expect(commandChannelStatus(lease).overChannel).toBeGreaterThanOrEqual(3); // extract, replace, pack
+    expect(commandChannelStatus(lease).overChannel).toBe(4); // upload (cat), install, pack, download (cat)
     expect(postUploadRuns()).toBe(2);
     for (const name of ["bytes.bin", "sub/big.bin"]) {
       expect((await fsp.readFile(path.join(target, name))).equals(await fsp.readFile(path.join(source, name)))).toBe(true);
@@ -113,6 +113,18 @@ describe("sync over the command channel", () => {
     expect(commandChannelStatus(lease).state).toBe("ready");
   });
 
+  it("an archive over the size limit goes through the file API, ready channel or not", async () => {
+    const files = fileApi();
+    const runner = channelOver(vendor);
+    await warm(runner);
+    const strategy = syncFor(runner, files, { prefer: "file-api", uploadScratchDir: w.sandboxTmp, streamsFree: () => commandChannelCarriesSync(lease), freeStreamMaxBytes: 64 * 1024 });
+    const target = path.join(w.root, "tree");
+    await strategy.syncIn(treeIn(await tree(), target), { roots: [w.root] });
+    await strategy.syncOut([{ operationId: "out", files: [{ sourcePath: target, targetPath: path.join(w.host, "back"), kind: "directory" }] }], { roots: [w.root], hostScratchDir: w.scratch });
+    expect(files.calls).toEqual(["upload", "download"]);
+    expect((await fsp.readFile(path.join(w.host, "back/sub/big.bin"))).length).toBe(1024 * 1024);
+  });
+
   it("never streams over a runner that could not carry the stream without the channel: the file API, ready channel or not", async () => {
     const files = fileApi();
     const textOnly: ScriptRunner = { capabilities: { ...vendor.capabilities, binarySafe: false }, run: (script, io) => vendor.run(script, io) };
@@ -127,8 +139,8 @@ describe("sync over the command channel", () => {
     const cut = cuttable(vendor);
     const runner = channelOver(cut.runner);
     const files = fileApi();
-    // Streams whatever the channel's state: the readiness check passed, then the channel broke.
-    const strategy = syncFor(runner, files, { prefer: "file-api", streamsFree: () => true });
+    // Over the runner whatever the channel's state: the readiness check passed, then the channel broke.
+    const strategy = syncFor(runner, files, { prefer: "file-api", uploadScratchDir: w.sandboxTmp, streamsFree: () => true });
     await warm(runner);
     const source = await tree();
     const target = path.join(w.root, "tree");
@@ -146,7 +158,7 @@ describe("sync over the command channel", () => {
 
   it("a channel killed while the operation ran: it fails cleanly, ran once, left no stage; the next operation completes", async () => {
     const runner = channelOver(vendor);
-    const strategy = syncFor(runner, fileApi(), { prefer: "file-api", streamsFree: () => true });
+    const strategy = syncFor(runner, fileApi(), { prefer: "file-api", uploadScratchDir: w.sandboxTmp, streamsFree: () => true });
     const muxPid = await warm(runner);
     const source = await tree();
     const target = path.join(w.root, "tree");
@@ -157,9 +169,10 @@ describe("sync over the command channel", () => {
     expect(postUploadRuns()).toBe(1);
     // The tree was replaced before the post-upload command ran; no stage is left beside it.
     expect(await listTree(w.root)).toEqual(["tree", "tree/bytes.bin", "tree/sub", "tree/sub/big.bin"]);
+    expect((await fsp.readdir(w.sandboxTmp)).filter((name) => name.startsWith(".paperclip-upload-scratch"))).toEqual([]);
 
     await strategy.syncIn(treeIn(source, path.join(w.root, "again")), { roots: [w.root] });
     expect(postUploadRuns()).toBe(2);
-    expect((await fsp.readFile(path.join(w.root, "again/sub/big.bin"))).length).toBe(3 * 1024 * 1024);
+    expect((await fsp.readFile(path.join(w.root, "again/sub/big.bin"))).length).toBe(1024 * 1024);
   });
 });

@@ -114,7 +114,9 @@ function switchedOff(): boolean {
 export function commandChannelCarriesSync(lease: string): boolean {
   const value = process.env[SYNC_CHANNEL_SWITCH]?.trim().toLowerCase();
   if (value === "off" || value === "0" || value === "false") return false;
-  return channels.get(lease)?.session?.state === "ready";
+  const session = channels.get(lease)?.session;
+  // A channel without streamed stdin would send a tar's stream to a vendor exec after all.
+  return session?.state === "ready" && session.hello?.features.includes("stream") === true;
 }
 
 /** Whether a transport can carry a channel: streamed stdin and live output. */
