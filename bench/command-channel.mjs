@@ -105,7 +105,7 @@ for (const mode of MODES) if (!MODE_ENV[mode]) throw new Error(`--modes: unknown
 /** The modes in a different order each round (i), so none always goes first. */
 const rotated = (i) => MODES.map((_, k) => MODES[(k + i) % MODES.length]);
 /** One sample list per mode. */
-const perMode = () => Object.fromEntries(MODES.map((mode) => [mode, { ms: [], calls: [] }]));
+const perMode = () => Object.fromEntries(MODES.map((mode) => [mode, { ms: [], calls: [], executes: 0 }]));
 
 for (const name of args.providers.split(",")) {
   const spec = PROVIDERS[name];
