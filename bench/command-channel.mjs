@@ -8,11 +8,17 @@
 //             workers alternating; median time and the vendor calls the emulator's recorder saw
 //             per execute (target 0 on a warm lease)
 //   stdin     the same with 1 KiB of stdin
+//   syncIn    one directory (20 files, 60 KiB) synced in, then syncOut: the same directory back;
+//             median time and vendor calls per operation
 //   task      a host-like run end to end (bench/host-like-run.mjs: acquire .. release, ~52
 //             executes, 4 syncIns, 1 syncOut), alternating, median time and vendor calls per run
 //
 //   node bench/command-channel.mjs [--providers kubernetes,modal,e2b,novita,boxd,coder] [--runs 50]
 //                                  [--task-runs 3] [--latency 0,40] [--out bench/results]
+//                                  [--modes exec,channel[,channel-sync-off]]
+// Modes: exec (PAPERCLIP_SANDBOX_COMMAND_CHANNEL=off), channel (the default), channel-sync-off (the
+// channel for commands, sync as without it: PAPERCLIP_SANDBOX_SYNC_CHANNEL=off; the "before" of
+// sync over the channel, in the same run).
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -31,6 +37,7 @@ const { values: args } = parseArgs({
     "task-runs": { type: "string", default: "3" },
     latency: { type: "string", default: "0,40" },
     out: { type: "string", default: path.join(repoRoot, "bench/results") },
+    modes: { type: "string", default: "exec,channel" },
   },
 });
 const runs = Number(args.runs);
@@ -86,7 +93,18 @@ const PROVIDERS = {
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "channel-bench-"));
 const trees = makeRunStartTrees(scratch);
 const report = { date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, loadavg: os.loadavg(), runs, taskRuns, results: {} };
-const MODES = ["exec", "channel"];
+/** Each mode's worker environment. */
+const MODE_ENV = {
+  exec: { PAPERCLIP_SANDBOX_COMMAND_CHANNEL: "off" },
+  channel: {},
+  "channel-sync-off": { PAPERCLIP_SANDBOX_SYNC_CHANNEL: "off" },
+};
+const MODES = args.modes.split(",");
+for (const mode of MODES) if (!MODE_ENV[mode]) throw new Error(`--modes: unknown mode ${mode}`);
+/** The modes in a different order each round (i), so none always goes first. */
+const rotated = (i) => MODES.map((_, k) => MODES[(k + i) % MODES.length]);
+/** One sample list per mode. */
+const perMode = () => Object.fromEntries(MODES.map((mode) => [mode, { ms: [], calls: [], executes: 0 }]));
 
 for (const name of args.providers.split(",")) {
   const spec = PROVIDERS[name];
@@ -95,8 +113,7 @@ for (const name of args.providers.split(",")) {
   const workers = {};
   try {
     const pkg = await loadPluginPackage(path.join(repoRoot, "providers", name));
-    workers.exec = await startWorker(pkg, { env: { TMPDIR: os.tmpdir(), PAPERCLIP_SANDBOX_COMMAND_CHANNEL: "off" } });
-    workers.channel = await startWorker(pkg, { env: { TMPDIR: os.tmpdir() } });
+    for (const mode of MODES) workers[mode] = await startWorker(pkg, { env: { TMPDIR: os.tmpdir(), ...MODE_ENV[mode] } });
     const config = await spec.config(emu);
     const base = { driverKey: name, companyId: "bench", environmentId: "bench", config };
     // A channel is one call that runs as long as it lives, so the recorder is never idle: calls are
@@ -139,9 +156,9 @@ for (const name of args.providers.split(",")) {
         { kind: "execute", extra: {} },
         { kind: "stdin", extra: { stdin: "x".repeat(1024) } },
       ]) {
-        const samples = { exec: { ms: [], calls: [] }, channel: { ms: [], calls: [] } };
+        const samples = perMode();
         for (let i = 0; i < (kind === "execute" ? runs : Math.ceil(runs / 2)); i += 1) {
-          for (const mode of i % 2 ? [...MODES].reverse() : MODES) {
+          for (const mode of rotated(i)) {
             const lease = leases[mode];
             const sample = await measured(() => workers[mode].env.execute({ ...base, lease, command: kind === "execute" ? "true" : "cat", args: [], cwd: lease.metadata.remoteCwd, ...extra }));
             if (sample.value.exitCode !== 0) throw new Error(`${name} ${mode} ${kind}: exit ${sample.value.exitCode}: ${sample.value.stderr}`);
@@ -151,10 +168,31 @@ for (const name of args.providers.split(",")) {
         }
         row[kind] = Object.fromEntries(MODES.map((mode) => [mode, { medianMs: +median(samples[mode].ms).toFixed(2), callsPerExecute: median(samples[mode].calls) }]));
       }
+      // Sync on the warm lease: one directory in (a fresh target each time), then the same one back.
+      for (const kind of ["syncIn", "syncOut"]) {
+        const samples = perMode();
+        for (let i = 0; i < Math.max(5, Math.ceil(runs / 5)); i += 1) {
+          for (const mode of rotated(i)) {
+            const lease = leases[mode];
+            const target = `${lease.metadata.remoteCwd}/.bench-sync/in-${i}`;
+            const back = path.join(scratch, `back-${name}-${mode}-${latencyMs}-${i}`);
+            const sample = await measured(() =>
+              kind === "syncIn"
+                ? workers[mode].env.syncIn({ ...base, lease, operations: [{ operationId: `bench-in-${i}`, files: [{ sourcePath: trees[0], targetPath: target, kind: "directory" }] }] })
+                : workers[mode].env.syncOut({ ...base, lease, operations: [{ operationId: `bench-out-${i}`, files: [{ sourcePath: target, targetPath: back, kind: "directory" }] }] }),
+            );
+            if (kind === "syncOut" && fs.readdirSync(back).length === 0) throw new Error(`${name} ${mode} syncOut: nothing came back`);
+            fs.rmSync(back, { recursive: true, force: true });
+            samples[mode].ms.push(sample.ms);
+            samples[mode].calls.push(sample.calls);
+          }
+        }
+        row[kind] = Object.fromEntries(MODES.map((mode) => [mode, { medianMs: +median(samples[mode].ms).toFixed(2), callsPerOperation: median(samples[mode].calls) }]));
+      }
       for (const mode of MODES) await workers[mode].env.releaseLease({ ...base, providerLeaseId: leases[mode].providerLeaseId, leaseMetadata: leases[mode].metadata });
-      const tasks = { exec: { ms: [], calls: [] }, channel: { ms: [], calls: [] } };
+      const tasks = perMode();
       for (let r = 0; r < taskRuns; r += 1) {
-        for (const mode of r % 2 ? [...MODES].reverse() : MODES) {
+        for (const mode of rotated(r)) {
           const sample = await measured(() => hostLikeRun({ client: workers[mode], base, trees, scratch, tag: `${name}-${mode}-${latencyMs}-${r}` }));
           tasks[mode].ms.push(sample.ms);
           tasks[mode].calls.push(sample.calls);
@@ -162,10 +200,10 @@ for (const name of args.providers.split(",")) {
         }
       }
       row.task = Object.fromEntries(MODES.map((mode) => [mode, { medianMs: Math.round(median(tasks[mode].ms)), calls: median(tasks[mode].calls), executes: tasks[mode].executes }]));
-      const e = row.execute;
+      const each = (kind, unit) => MODES.map((mode) => `${mode} ${row[kind][mode].medianMs} ms, ${row[kind][mode][unit]} calls`).join(" | ");
       console.log(
-        `[bench] ${name} @ ${latencyMs} ms: execute ${e.exec.medianMs} ms (${e.exec.callsPerExecute} calls) -> ${e.channel.medianMs} ms (${e.channel.callsPerExecute} calls); ` +
-          `task ${row.task.exec.medianMs} -> ${row.task.channel.medianMs} ms (${row.task.exec.calls} -> ${row.task.channel.calls} calls)`,
+        `[bench] ${name} @ ${latencyMs} ms: execute ${each("execute", "callsPerExecute")}; syncIn ${each("syncIn", "callsPerOperation")}; ` +
+          `syncOut ${each("syncOut", "callsPerOperation")}; task ${each("task", "calls")}`,
       );
     }
   } finally {
@@ -185,15 +223,17 @@ console.log(
     .map((l) => l.toFixed(2))
     .join(" ")}; ${runs} executes, ${taskRuns} task runs per mode)`,
 );
-console.log("| provider | latency | execute: exec | execute: channel | 1 KiB stdin: exec | 1 KiB stdin: channel | task run: exec | task run: channel |");
-console.log("|---|---|---|---|---|---|---|---|");
+const header = ["execute", "1 KiB stdin", "syncIn", "syncOut", "task run"].flatMap((kind) => MODES.map((mode) => `${kind}: ${mode}`));
+console.log(`| provider | latency | ${header.join(" | ")} |`);
+console.log(`|---|---|${header.map(() => "---").join("|")}|`);
 for (const [name, byLatency] of Object.entries(report.results)) {
   for (const [latency, row] of Object.entries(byLatency)) {
-    const cell = (x) => `${x.medianMs} ms, ${x.callsPerExecute} calls`;
-    const task = (x) => `${x.medianMs} ms, ${x.calls} calls`;
-    console.log(
-      `| ${name} | ${latency} | ${cell(row.execute.exec)} | ${cell(row.execute.channel)} | ${cell(row.stdin.exec)} | ${cell(row.stdin.channel)} | ${task(row.task.exec)} | ${task(row.task.channel)} |`,
-    );
+    const cells = [
+      ...["execute", "stdin"].flatMap((kind) => MODES.map((mode) => `${row[kind][mode].medianMs} ms, ${row[kind][mode].callsPerExecute} calls`)),
+      ...["syncIn", "syncOut"].flatMap((kind) => MODES.map((mode) => `${row[kind][mode].medianMs} ms, ${row[kind][mode].callsPerOperation} calls`)),
+      ...MODES.map((mode) => `${row.task[mode].medianMs} ms, ${row.task[mode].calls} calls`),
+    ];
+    console.log(`| ${name} | ${latency} | ${cells.join(" | ")} |`);
   }
 }
 console.log(`report: ${path.relative(repoRoot, file)}`);

@@ -121,8 +121,11 @@ export function timedOutExit(signal: string | null = "SIGKILL", pid?: number): S
 export interface FileTransport {
   /** Writes `source` to `path` (created or replaced), then applies `mode` when given. */
   upload(path: string, source: Readable, opts?: { mode?: number; size?: number; signal?: AbortSignal }): Promise<void>;
-  /** The bytes of `path`; rejects when it does not exist. */
-  download(path: string, opts?: { signal?: AbortSignal }): Promise<Readable>;
+  /**
+   * The bytes of `path`; rejects when it does not exist. `size`: what the caller expects, when it
+   * knows (a transport may choose how to move the bytes by it).
+   */
+  download(path: string, opts?: { signal?: AbortSignal; size?: number }): Promise<Readable>;
   /** Largest single upload the vendor accepts, when it has a limit. */
   readonly maxUploadBytes?: number;
 }

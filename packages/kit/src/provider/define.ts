@@ -14,7 +14,7 @@ import { createDuplexChannels } from "../duplex/duplex-channels.js";
 import { executeCommand } from "../exec/execute.js";
 import { LoginPtyError } from "../login/login-command.js";
 import { createLoginPtys } from "../login/login-ptys.js";
-import { closeAllCommandChannels, closeCommandChannel, setCommandChannelLog } from "../transports/command-channel/index.js";
+import { closeAllCommandChannels, closeCommandChannel, commandChannelCarriesSync, setCommandChannelLog } from "../transports/command-channel/index.js";
 import { labelValue } from "../lease/labels.js";
 import { createTtlKeepers } from "../lease/ttl-keeper.js";
 import { defineLeaseLister, type ProviderLeaseLister } from "../lease/lister.js";
@@ -158,7 +158,10 @@ export function defineSandboxProvider<S extends z.ZodObject, H extends SandboxHa
     (entry.workspace ??= await makeWorkspace(def.workspace, entry.handle, entry.config, () => runnerOf(entry), entry.abort.signal));
   const syncRootsOf = (entry: LeaseEntry<H, C>, workspace: string) => [workspace, ...(def.workspace.syncRoots?.(entry.handle, entry.config) ?? [])];
   const prefer = def.options?.syncPrefer;
-  const syncOf = (entry: LeaseEntry<H, C>): SyncStrategy => (entry.sync ??= syncFor(() => runnerOf(entry), entry.files, prefer ? { prefer } : {}));
+  // Where the file API is preferred, an operation that finds the lease's command channel ready
+  // streams over it instead: no vendor call, where the file API costs one per operation.
+  const syncOf = (entry: LeaseEntry<H, C>): SyncStrategy =>
+    (entry.sync ??= syncFor(() => runnerOf(entry), entry.files, prefer ? { prefer, streamsFree: () => commandChannelCarriesSync(entry.providerLeaseId) } : {}));
 
   /** Starts a stopped sandbox within the budget of the host's call (its raw config holds the host's `timeoutMs`). */
   const startBounded = (start: NonNullable<typeof def.start>, handle: H, ref: LeaseRef<C>, rawConfig: unknown): Promise<H> =>

@@ -142,7 +142,10 @@ export interface ProviderOptions<C> {
   acquireBudgetMs?(config: C): number;
   /** How long a plain release waits for in-flight work before ending it; default 30 s. */
   releaseDrainMs?: number;
-  /** Sync through the file API even when the runner could stream (see `SyncForOptions.prefer`). */
+  /**
+   * Sync through the file API even when the runner could stream (see `SyncForOptions.prefer`); an
+   * operation that finds the lease's command channel ready streams over it instead (no vendor call).
+   */
   syncPrefer?: "file-api";
   /** Host-run concurrent sync operations are safe (declared to the host); default true. */
   concurrentSync?: boolean;

@@ -17,6 +17,7 @@ import { runOperations, type TransferContext } from "./operations.js";
 import { expectFoldedSuccess, foldedFor } from "./post-upload.js";
 import { expectSuccess, runScript } from "./run-script.js";
 import { confineSandboxPath, type ConfinedSandboxPath } from "./sandbox-path.js";
+import { removeUploadStageQuietly } from "./stage-cleanup.js";
 import { receiveMapping, type ArchiveFormat } from "./sync-out.js";
 import { beginStage, extractTree, installFile, newStageName, replaceWithTree, reportedSize } from "./upload-scripts.js";
 
@@ -79,22 +80,39 @@ async function fileIn(runner: ScriptRunner, files: FileTransport, mapping: Plugi
   await upload(files, scratch, fs.createReadStream(source), stat.size, o, target);
   const folded = foldedFor(context, o);
   const stdout = new BoundedTail(64 * 1024);
-  const outcome = await runScript(
-    runner,
-    takeUpload(scratch) +
-      beginStage(target, o.roots, newStageName(), "file", { removeOnExit: true }) +
-      armScratchRemoval +
-      adoptUpload(stat.size) +
-      installFile(fileModeFor(mapping, stat), stat.size) +
-      folded.script,
-    { stdout: stdout.push, env: folded.env, timeoutMs: folded.timeoutMs, outerSignal: o.signal, maxStderrBytes: o.maxStderrBytes },
-  );
-  expectFoldedSuccess(outcome, folded, `upload to ${target.path}`);
-  const landed = reportedSize(stdout.text());
-  if (landed !== stat.size) {
-    throw new SyncError("SYNC_REMOTE_FAILED", `upload to ${target.path}: sent ${stat.size} bytes, the sandbox reported ${landed ?? "nothing"}`);
+  const stage = newStageName();
+  return stageRemovedOnFailure(runner, target, o, stage, async () => {
+    const outcome = await runScript(
+      runner,
+      takeUpload(scratch) +
+        beginStage(target, o.roots, stage, "file", { removeOnExit: true }) +
+        armScratchRemoval +
+        adoptUpload(stat.size) +
+        installFile(fileModeFor(mapping, stat), stat.size) +
+        folded.script,
+      { stdout: stdout.push, env: folded.env, timeoutMs: folded.timeoutMs, outerSignal: o.signal, maxStderrBytes: o.maxStderrBytes },
+    );
+    expectFoldedSuccess(outcome, folded, `upload to ${target.path}`);
+    const landed = reportedSize(stdout.text());
+    if (landed !== stat.size) {
+      throw new SyncError("SYNC_REMOTE_FAILED", `upload to ${target.path}: sent ${stat.size} bytes, the sandbox reported ${landed ?? "nothing"}`);
+    }
+    return { files: 1, bytes: stat.size };
+  });
+}
+
+/**
+ * The install script's trap removes its stage, unless the script was SIGKILLed (a kill whose grace
+ * ran out, a lost command channel's recovery): remove it from here too, as streaming sync does. Not
+ * after an abort: the lease is going away, and its sandbox may no longer answer.
+ */
+async function stageRemovedOnFailure<T>(runner: ScriptRunner, target: ConfinedSandboxPath, o: ResolvedSyncOptions, stage: string, install: () => Promise<T>): Promise<T> {
+  try {
+    return await install();
+  } catch (error) {
+    if (!o.signal?.aborted) await removeUploadStageQuietly(runner, target, o, stage);
+    throw error;
   }
-  return { files: 1, bytes: stat.size };
 }
 
 async function directoryIn(runner: ScriptRunner, files: FileTransport, mapping: PluginSyncFileMapping, o: ResolvedSyncOptions, context: TransferContext, scratchDir: string): Promise<TransferCounts> {
@@ -108,19 +126,22 @@ async function directoryIn(runner: ScriptRunner, files: FileTransport, mapping: 
     const scratch = scratchPath(scratchDir);
     await upload(files, scratch, fs.createReadStream(archive), size, o, target);
     const folded = foldedFor(context, o);
-    const outcome = await runScript(
-      runner,
-      takeUpload(scratch) +
-        beginStage(target, o.roots, newStageName(), "directory", { removeOnExit: true }) +
-        armScratchRemoval +
-        adoptUpload(size) +
-        extractTree("payload") +
-        replaceWithTree(mapping.mode) +
-        folded.script,
-      { env: folded.env, timeoutMs: folded.timeoutMs, outerSignal: o.signal, maxStderrBytes: o.maxStderrBytes },
-    );
-    expectFoldedSuccess(outcome, folded, `extraction into ${target.path}`);
-    return counts;
+    const stage = newStageName();
+    return await stageRemovedOnFailure(runner, target, o, stage, async () => {
+      const outcome = await runScript(
+        runner,
+        takeUpload(scratch) +
+          beginStage(target, o.roots, stage, "directory", { removeOnExit: true }) +
+          armScratchRemoval +
+          adoptUpload(size) +
+          extractTree("payload") +
+          replaceWithTree(mapping.mode) +
+          folded.script,
+        { env: folded.env, timeoutMs: folded.timeoutMs, outerSignal: o.signal, maxStderrBytes: o.maxStderrBytes },
+      );
+      expectFoldedSuccess(outcome, folded, `extraction into ${target.path}`);
+      return counts;
+    });
   } finally {
     await fsp.rm(hostScratch, { recursive: true, force: true });
   }
@@ -154,7 +175,7 @@ async function downloadArchive(
   }
   const signal = o.signal ? AbortSignal.any([o.signal, sink.stopSignal]) : sink.stopSignal;
   try {
-    const stream = await files.download(`${stage.stagePath}/archive.tar`, { signal });
+    const stream = await files.download(`${stage.stagePath}/archive.tar`, { signal, size: stage.size });
     await pipeline(stream, sink, { signal });
   } catch (error) {
     if (sink.stopSignal.aborted) return;

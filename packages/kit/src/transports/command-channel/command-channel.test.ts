@@ -6,13 +6,14 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { randomUUID } from "node:crypto";
-import { PassThrough, Readable, Writable } from "node:stream";
+import { Readable, Writable } from "node:stream";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import { createLocalScriptRunner } from "../../exec/local/local-runner.js";
 import { findMarkedProcesses, endMarkedProcesses } from "../../exec/local/process-marker.js";
 import { isZombieOrGone } from "../../exec/local/proc-stat.js";
 import { withRemoteGroupKill } from "../remote-group-kill.js";
 import { STREAM_TRANSPORT, type ScriptExit, type ScriptIo, type ScriptRunner } from "../../transport.js";
+import { cuttable } from "./__fixtures__/cuttable.js";
 import { CommandChannelLostError, closeCommandChannel, commandChannelStatus, withCommandChannel, type CommandChannelOptions } from "./index.js";
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "kit-channel-"));
@@ -431,56 +432,4 @@ function isChannel(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-/**
- * A transport whose streams can be cut like a dropped connection: the run rejects at once, the
- * sandbox side sees its stdin end, and only an abort (the vendor's second exec) ends it there.
- */
-function cuttable(inner: ScriptRunner) {
-  const cuts = new Set<() => void>();
-  const outputs = new Set<(chunk: Buffer) => void>();
-  let held = false;
-  return {
-    runner: {
-      capabilities: inner.capabilities,
-      run(script: string, io: ScriptIo): Promise<ScriptExit> {
-        return new Promise<ScriptExit>((resolve, reject) => {
-          const forward = new PassThrough();
-          const source = io.stdin;
-          let live = true;
-          if (source instanceof Readable) {
-            source.on("data", (chunk: Buffer) => {
-              if (live && !held) forward.write(chunk);
-            });
-            source.on("end", () => live && forward.end());
-          } else if (source !== undefined && source !== null) forward.end(source);
-          else forward.end();
-          const stdout = (chunk: Buffer) => live && deliver(io.stdout, chunk);
-          const cut = () => {
-            live = false;
-            forward.end();
-            reject(new Error("connection lost"));
-          };
-          cuts.add(cut);
-          outputs.add(stdout);
-          inner
-            .run(script, { ...io, stdin: forward, stdout, stderr: (c) => live && deliver(io.stderr, c) })
-            .then(resolve, reject)
-            .finally(() => {
-              cuts.delete(cut);
-              outputs.delete(stdout);
-            });
-        });
-      },
-    } satisfies ScriptRunner,
-    cutAll: () => [...cuts].forEach((cut) => cut()),
-    holdInput: () => (held = true),
-    inject: (text: string) => [...outputs].forEach((out) => out(Buffer.from(text))),
-  };
-}
-
-function deliver(target: ScriptIo["stdout"], chunk: Buffer): void {
-  if (typeof target === "function") target(chunk);
-  else target?.write(chunk);
 }

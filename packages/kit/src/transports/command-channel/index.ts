@@ -7,7 +7,9 @@ export {
   settledCommandChannel,
   setCommandChannelLog,
   canCarryCommandChannel,
+  commandChannelCarriesSync,
   COMMAND_CHANNEL_SWITCH,
+  SYNC_CHANNEL_SWITCH,
   type CommandChannelOptions,
   type CommandChannelStatus,
 } from "./runner.js";

@@ -90,6 +90,13 @@ const HEALTHY_AFTER_MS = 60_000;
  */
 export const COMMAND_CHANNEL_SWITCH = "PAPERCLIP_SANDBOX_COMMAND_CHANNEL";
 
+/**
+ * `PAPERCLIP_SANDBOX_SYNC_CHANNEL=off` (or `0`, `false`) keeps sync off the channel (commands still
+ * use it): sync then moves as it would without a channel. For benchmarks (the before and after of
+ * sync over the channel in one run), and a way back should a vendor's file API move bulk faster.
+ */
+export const SYNC_CHANNEL_SWITCH = "PAPERCLIP_SANDBOX_SYNC_CHANNEL";
+
 function switchValue(): string | undefined {
   return process.env[COMMAND_CHANNEL_SWITCH]?.trim().toLowerCase();
 }
@@ -97,6 +104,19 @@ function switchValue(): string | undefined {
 function switchedOff(): boolean {
   const value = switchValue();
   return value === "off" || value === "0" || value === "false";
+}
+
+/**
+ * Whether sync may stream over the lease's channel now: it is ready (a command sent now costs no
+ * vendor call; should it break first, the command runs as a vendor exec, once) and sync over it is
+ * not switched off.
+ */
+export function commandChannelCarriesSync(lease: string): boolean {
+  const value = process.env[SYNC_CHANNEL_SWITCH]?.trim().toLowerCase();
+  if (value === "off" || value === "0" || value === "false") return false;
+  const session = channels.get(lease)?.session;
+  // A channel without streamed stdin would send a tar's stream to a vendor exec after all.
+  return session?.state === "ready" && session.hello?.features.includes("stream") === true;
 }
 
 /** Whether a transport can carry a channel: streamed stdin and live output. */
