@@ -27,6 +27,12 @@ export interface ProviderApiErrorInit {
   retryAfterMs?: number;
   /** How many attempts were made before giving up (set by `withRetry`). */
   attempts?: number;
+  /**
+   * `grpc` for a gRPC/Connect status: `status` is then the HTTP status Connect pairs with the code
+   * (what retries and gone are judged by), and the message names the gRPC code, not an HTTP status
+   * the vendor never sent.
+   */
+  protocol?: "grpc";
 }
 
 /** One typed error for every vendor call: HTTP status, vendor code, and the two flags callers act on. */
@@ -43,6 +49,7 @@ export class ProviderApiError extends Error {
   readonly requestId?: string;
   readonly retryAfterMs?: number;
   readonly attempts?: number;
+  readonly protocol?: "grpc";
 
   constructor(init: ProviderApiErrorInit) {
     super(composeMessage(init));
@@ -57,6 +64,7 @@ export class ProviderApiError extends Error {
     if (init.requestId !== undefined) this.requestId = init.requestId;
     if (init.retryAfterMs !== undefined) this.retryAfterMs = init.retryAfterMs;
     if (init.attempts !== undefined) this.attempts = init.attempts;
+    if (init.protocol !== undefined) this.protocol = init.protocol;
     Object.defineProperty(this, BRAND, { value: true });
   }
 
@@ -66,8 +74,8 @@ export class ProviderApiError extends Error {
   }
 
   init(): ProviderApiErrorInit {
-    const { vendor, operation, status, code, detail, retryable, gone, mayHaveTakenEffect, requestId, retryAfterMs, attempts } = this;
-    return { vendor, operation, status, code, detail, retryable, gone, mayHaveTakenEffect, requestId, retryAfterMs, attempts };
+    const { vendor, operation, status, code, detail, retryable, gone, mayHaveTakenEffect, requestId, retryAfterMs, attempts, protocol } = this;
+    return { vendor, operation, status, code, detail, retryable, gone, mayHaveTakenEffect, requestId, retryAfterMs, attempts, ...(protocol ? { protocol } : {}) };
   }
 
   toJSON(): Record<string, unknown> {
@@ -81,7 +89,7 @@ export function isProviderApiError(value: unknown): value is ProviderApiError {
 }
 
 function composeMessage(init: ProviderApiErrorInit): string {
-  const what = init.status > 0 ? `HTTP ${init.status} ${init.code}` : `no response (${init.code})`;
+  const what = init.status <= 0 ? `no response (${init.code})` : init.protocol === "grpc" ? `gRPC ${init.code}` : `HTTP ${init.status} ${init.code}`;
   const detail = init.detail ? `: ${init.detail}` : "";
   const request = init.requestId ? ` [request ${init.requestId}]` : "";
   const attempts = init.attempts && init.attempts > 1 ? ` (after ${init.attempts} attempts)` : "";

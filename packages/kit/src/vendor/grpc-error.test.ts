@@ -36,7 +36,9 @@ describe("apiErrorFromGrpcStatus", () => {
     expect(status(13, "bug").mayHaveTakenEffect).toBe(true);
     const error = status(16, "token s3cret-token-1 expired");
     expect(error.detail).not.toContain("s3cret-token-1");
-    expect(error.message).toMatch(/^v op failed: HTTP 401 unauthenticated: token .* expired$/);
+    // The message names the gRPC code, not the HTTP status the code is judged by (none was sent).
+    expect(error.message).toMatch(/^v op failed: gRPC unauthenticated: token .* expired$/);
+    expect(error.with({ retryable: true }).message).toBe(error.message);
     expect(status(13, "").detail).toBe("internal");
   });
 });

@@ -40,6 +40,7 @@ export function apiErrorFromGrpcStatus(input: GrpcStatusInput): ProviderApiError
     retryable: isRetryableStatus(status),
     gone: isGoneStatus(status),
     mayHaveTakenEffect: input.notProcessed !== true,
+    protocol: "grpc",
     ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
   });
 }
