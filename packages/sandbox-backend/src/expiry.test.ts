@@ -54,6 +54,15 @@ describe("expiry", () => {
     const sandbox = await world.create({ id: "shortened", ttlMs: 120_000 });
     const marker = tag();
     await sandbox.exec({ script: `exec sleep ${marker}`, detached: true });
+    // Seen running first: a detached command still starting is no process yet, and "none left"
+    // would pass before the expiry it is meant to show.
+    expect(
+      await eventually(
+        () => hostProcessesMatching(`sleep ${marker}`),
+        (pids) => pids.length > 0,
+        8_000,
+      ),
+    ).not.toEqual([]);
     const until = Date.now() + 800;
     await sandbox.extendTtl(until);
     expect(
