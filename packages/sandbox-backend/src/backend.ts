@@ -17,7 +17,7 @@ import { jailAlive, recordedJailExit } from "./jail/process.js";
 import { checkSandboxId, isSandboxId } from "./ids.js";
 import { normalizeCreate } from "./options.js";
 import { IDLE_EXIT_CODE, LocalSandbox, type SandboxContext } from "./sandbox.js";
-import { cgroupNameOf, checkSocketPathLength, sandboxesDir, sandboxLayout } from "./store/layout.js";
+import { checkSocketPathLength, sandboxesDir, sandboxLayout } from "./store/layout.js";
 import { processAlive, processStartTime } from "./store/proc.js";
 import { readRecord, writeRecord, type SandboxRecord } from "./store/record.js";
 import { createSandboxDirs, ensureStateDir, removeSandboxTree } from "./store/state-dir.js";
@@ -256,7 +256,7 @@ export function createSandboxBackend(options: BackendOptions): SandboxBackend {
     } else {
       // No record: a create that died half-way; what it may have made is found by name.
       const layout = sandboxLayout(stateDir, id);
-      const left = await removeCgroups(cgroupDirsNamed(cgroupNameOf(id)));
+      const left = await removeCgroups(cgroupDirsNamed(layout.cgroupName));
       if (left.length > 0) throw new SandboxStateError(`cgroups of sandbox ${id} could not be removed: ${left.join(", ")}`);
       await removeSandboxTree(layout);
     }

@@ -46,6 +46,31 @@ describe("sandbox ids", () => {
     await expect(world.backend.get("../x")).rejects.toThrow(/not a valid sandbox id/);
   });
 
+  it("lets two backends hold the same id, each sandbox with cgroups of its own", async () => {
+    // Cgroups are machine-wide: named by the id alone, the second sandbox would join the first's
+    // (an unprivileged backend could not even write to them), and destroying the first would find
+    // its cgroups busy with the second's processes.
+    const other = startWorld();
+    try {
+      const names = [world.stateDir, other.stateDir].map((stateDir) => sandboxLayout(stateDir, "same-id").cgroupName);
+      expect(names[0]).not.toBe(names[1]);
+      expect(names[0]).toMatch(/^paperclip-sbx-[0-9a-f]{16}$/);
+      const first = await world.create({ id: "same-id" });
+      const second = await other.create({ id: "same-id" });
+      const say = async (sandbox: typeof first, text: string) => {
+        const handle = await sandbox.exec({ argv: ["echo", text] });
+        await handle.exited;
+        return (await handle.read("stdout")).data.toString();
+      };
+      expect(await say(first, "one")).toBe("one\n");
+      expect(await say(second, "two")).toBe("two\n");
+      await world.backend.destroy("same-id");
+      expect(await say(second, "still")).toBe("still\n");
+    } finally {
+      await other.close();
+    }
+  });
+
   it("refuses a state dir whose socket paths would not fit", () => {
     expect(() => createSandboxBackend({ stateDir: `/tmp/${"d".repeat(80)}` })).toThrow(/stateDir is too long: sandbox sockets would be \d+ bytes, over the 107-byte Unix socket limit/);
   });

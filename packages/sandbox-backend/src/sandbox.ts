@@ -27,7 +27,7 @@ import { wakeKeeper, writeDeadline } from "./jail/keeper.js";
 import { JAIL_FDS, jailAlive, launchJail, recordedJailExit, stopJail, type JailRecord, type LaunchedJail } from "./jail/process.js";
 import { EGRESS_PROXY_PORT, grantIsEmpty, sandboxBaseEnv } from "./jail/sandbox-env.js";
 import { checkExecOptions, checkExpiry, checkLabels, checkMetadata } from "./options.js";
-import { cgroupNameOf, mountDirOf, type SandboxLayout } from "./store/layout.js";
+import { mountDirOf, type SandboxLayout } from "./store/layout.js";
 import { writeRecord, type SandboxRecord } from "./store/record.js";
 import { removeSandboxTree } from "./store/state-dir.js";
 import { isMountPoint, mountDisk } from "./store/disk.js";
@@ -451,7 +451,7 @@ export class LocalSandbox implements Sandbox {
       if (this.destroyed) return;
       this.closeHandles();
       await this.endJail();
-      const left = await removeCgroups(cgroupDirsNamed(cgroupNameOf(this.id)));
+      const left = await removeCgroups(cgroupDirsNamed(this.layout.cgroupName));
       if (left.length > 0) throw new SandboxError("EBUSY", `cgroups of sandbox ${this.id} could not be removed: ${left.join(", ")}`);
       await removeSandboxTree(this.layout);
       this.destroyed = true;
@@ -537,7 +537,7 @@ export class LocalSandbox implements Sandbox {
   private async launchJail(): Promise<void> {
     const record = this.record;
     const spec = record.spec;
-    const cgroups = await createSandboxCgroups(cgroupNameOf(this.id), spec.limits, { freezer: this.context.freezer === "auto" });
+    const cgroups = await createSandboxCgroups(this.layout.cgroupName, spec.limits, { freezer: this.context.freezer === "auto" });
     record.cgroups = cgroups.dirs;
     record.freezer = cgroups.freezer;
     this.unenforcedLimits = [...cgroups.unenforced, ...(await this.ensureDisk())];

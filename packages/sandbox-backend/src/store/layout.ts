@@ -23,6 +23,8 @@ export const MAX_SOCKET_PATH = 107;
 
 export interface SandboxLayout {
   dir: string;
+  /** Its cgroups' name (`cgroupNameOf`): one per state dir and id. */
+  cgroupName: string;
   record: string;
   log: string;
   deadline: string;
@@ -73,6 +75,7 @@ export function sandboxLayout(stateDir: string, id: string, options: { legacy?: 
   const data = options.legacy ? dir : disk;
   return {
     dir,
+    cgroupName: cgroupNameOf(stateDir, id),
     record: path.join(dir, "sandbox.json"),
     log: path.join(dir, "jail.log"),
     deadline: path.join(dir, "deadline"),
@@ -99,7 +102,11 @@ export function checkSocketPathLength(stateDir: string): string | null {
   return longest > MAX_SOCKET_PATH ? `stateDir is too long: sandbox sockets would be ${longest} bytes, over the ${MAX_SOCKET_PATH}-byte Unix socket limit` : null;
 }
 
-/** The cgroup name of sandbox `id` (cgroup names are length-limited too). */
-export function cgroupNameOf(id: string): string {
-  return `paperclip-sbx-${shortName(id)}`;
+/**
+ * The cgroup name of sandbox `id` of the backend at `stateDir` (cgroup names are length-limited too).
+ * Cgroups are machine-wide: two backends (workers, emulators, a root and an unprivileged run) may hold
+ * the same id, and a name from the id alone would hand one the other's cgroup.
+ */
+export function cgroupNameOf(stateDir: string, id: string): string {
+  return `paperclip-sbx-${shortName(`${path.resolve(stateDir)}\0${id}`)}`;
 }

@@ -24,7 +24,7 @@ export async function sandboxLeftovers(stateDir: string, ids: readonly string[] 
     }
   }
   for (const id of ids) {
-    for (const dir of cgroupDirsNamed(cgroupNameOf(id))) if (fs.existsSync(dir)) found.push(`cgroup ${dir}`);
+    for (const dir of cgroupDirsNamed(cgroupNameOf(stateDir, id))) if (fs.existsSync(dir)) found.push(`cgroup ${dir}`);
   }
   return found;
 }
