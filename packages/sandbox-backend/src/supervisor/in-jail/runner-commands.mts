@@ -107,6 +107,9 @@ export function createRunnerCommands(config: SupervisorConfig): RunnerCommands {
     // While the connection holds the output back (a slow reader), the pipes are paused (`held`);
     // `releasedAt`: when they last flowed again.
     const back = { held: false, releasedAt: 0 };
+    // Once the exit is sent the connection is ending: what a background writer writes after it goes
+    // nowhere (a frame written after the end would destroy the socket, and its queued exit with it).
+    let reported = false;
     const release = () => {
       if (!back.held) return;
       back.held = false;
@@ -116,7 +119,7 @@ export function createRunnerCommands(config: SupervisorConfig): RunnerCommands {
     };
     const pipeOut = (stream: NodeJS.ReadableStream, type: number) => {
       stream.on("data", (chunk: Buffer) => {
-        if (sock.destroyed) return; // keep draining so background writers never hit SIGPIPE
+        if (sock.destroyed || reported) return; // keep draining so background writers never hit SIGPIPE
         if (!writeFrame(sock, type, chunk) && !back.held) {
           back.held = true;
           child.stdout!.pause();
@@ -154,8 +157,12 @@ export function createRunnerCommands(config: SupervisorConfig): RunnerCommands {
         if (run.killing) await run.killing;
         run.done = true;
         running.delete(id);
+        reported = true;
         writeControl(sock, { op: "exit", id, code, signal: reportedSignal(run, signal), timedOut: run.timedOut, aborted: run.aborted });
         sock.end();
+        // Paused for a slow reader, the pipes must still drain (to nowhere) or the writer blocks.
+        child.stdout!.resume();
+        child.stderr!.resume();
       })();
     });
     return conversation;
