@@ -300,7 +300,9 @@ describe("the plugin's runner choice", () => {
         const lease = await worker.env.acquireLease({ ...base, runId: `run-${liveOutput}`, agentId: "agent-1", executionWorkspaceId: "ws-1", adapterType: "claude_local" });
         const mark = emu.requests.mark();
         expect(await worker.env.execute({ ...base, lease, command: "printf", args: ["%s", "out"] })).toMatchObject({ exitCode: 0, stdout: "out" });
-        modes[String(liveOutput)] = emu.requests.list({ since: mark, route: "/api/paperclip-sandbox/v1/exec" }).map((r) => r.notes.execMode);
+        // A streamed exec's record finishes when the Worker's stream ends, which can be after the
+        // client read its completion event: count it while it runs (its mode is noted at the start).
+        modes[String(liveOutput)] = emu.requests.list({ since: mark, route: "/api/paperclip-sandbox/v1/exec", includeRunning: true }).map((r) => r.notes.execMode);
         await worker.env.releaseLease({ ...base, providerLeaseId: lease.providerLeaseId!, leaseMetadata: lease.metadata ?? {} });
       }
     } finally {

@@ -81,16 +81,11 @@ describe("the bridge's terminal route", () => {
   it("refuses an upgrade without the bearer, or with the token in the query, before touching any sandbox", async () => {
     const id = await lease();
     try {
-      const before = emu.requests.list().length;
+      const mark = emu.requests.mark();
       await expect(open({ providerLeaseId: id, command: "true" }, {})).rejects.toThrow(/^401 .*Missing or invalid bridge bearer token/);
       await expect(open({ providerLeaseId: id, command: "true", token: emu.credentials.token!, access_token: emu.credentials.token! }, {})).rejects.toThrow(/^401 /);
       // Only the two refused upgrades reached the bridge (nothing was staged in the sandbox).
-      expect(
-        emu.requests
-          .list()
-          .slice(before)
-          .map((r) => r.status),
-      ).toEqual([401, 401]);
+      expect(emu.requests.list({ since: mark }).map((r) => r.status)).toEqual([401, 401]);
     } finally {
       await destroy(id);
     }
