@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { PluginContext, PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
+import { startSetupSession } from "@paperclip-sandbox/conformance";
 import { runEmulator, type RunningEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator, type BoxdEmulatorControl } from "@paperclip-sandbox/emulator-boxd";
 import { createBoxdPlugin, type BoxdInspection } from "./plugin.js";
@@ -383,15 +384,8 @@ function describeList() {
 
   it(`[${mode}] a custom image: setup, capture as a snapshot, a run from it has the file and its size, delete removes it`, { timeout: T }, async () => {
     const sized = { ...config, vcpu: 4 };
-    const session = await hooks.onEnvironmentStartInteractiveSetup({
-      ...scope,
-      config: sized,
-      sessionId: `s-${tag}`,
-      connectionExpiresInMinutes: 15,
-      expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
-    });
+    const { session, lease: setup } = await startSetupSession(hooks, { ...scope, config: sized });
     made.add(session.providerLeaseId!);
-    const setup = { providerLeaseId: session.providerLeaseId, metadata: session.metadata ?? {} };
     expect((await sh(setup, 'echo from-template > "$HOME/tpl-note"', { cfg: sized })).exitCode).toBe(0);
     const captured = await hooks.onEnvironmentCaptureTemplate({
       ...scope,

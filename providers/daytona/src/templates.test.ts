@@ -4,6 +4,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { PluginEnvironmentInteractiveSetupSession } from "@paperclipai/plugin-sdk";
+import { startSetupSession } from "@paperclip-sandbox/conformance";
 import { startHarness, scope, type Harness } from "./__fixtures__/harness.js";
 import { ownedTemplateName as templateName, templateNameOwner } from "@paperclip-sandbox/kit";
 import type { DaytonaClient } from "./client.js";
@@ -25,16 +26,8 @@ const base = (config: Record<string, unknown> = h.config) => ({
   ...scope,
   config,
 });
-const startSetup = (config?: Record<string, unknown>, sourceTemplateRef: string | null = null) =>
-  h.hooks.onEnvironmentStartInteractiveSetup({
-    ...base(config),
-    issueId: null,
-    sessionId: randomUUID(),
-    sourceTemplateRef,
-    sourceTemplateKind: sourceTemplateRef ? "snapshot" : null,
-    connectionExpiresInMinutes: 15,
-    expiresAt: new Date(Date.now() + 60 * 60_000).toISOString(),
-  } as never);
+const startSetup = async (config?: Record<string, unknown>, sourceTemplateRef: string | null = null) =>
+  (await startSetupSession(h.hooks, { ...base(config), issueId: null }, sourceTemplateRef ? { source: { templateRef: sourceTemplateRef, kind: "snapshot" } } : {})).session;
 const capture = (session: PluginEnvironmentInteractiveSetupSession) =>
   h.hooks.onEnvironmentCaptureTemplate({
     ...base(),
@@ -139,16 +132,7 @@ describe("capture, start from, delete", () => {
   });
 
   it("a first setup of an image-based environment (the host names its image, kind image) starts from that image", async () => {
-    const hooks = h.hooks;
-    const session = await hooks.onEnvironmentStartInteractiveSetup({
-      ...base({ ...h.config, image: "python:3.12-slim" }),
-      issueId: null,
-      sessionId: randomUUID(),
-      sourceTemplateRef: "python:3.12-slim",
-      sourceTemplateKind: "image",
-      connectionExpiresInMinutes: 15,
-      expiresAt: new Date(Date.now() + 60 * 60_000).toISOString(),
-    } as never);
+    const { session } = await startSetupSession(h.hooks, { ...base({ ...h.config, image: "python:3.12-slim" }), issueId: null }, { source: { templateRef: "python:3.12-slim", kind: "image" } });
     try {
       expect((await h.sdk.get(session.providerLeaseId!)).buildInfo?.dockerfileContent).toContain("FROM python:3.12-slim");
     } finally {

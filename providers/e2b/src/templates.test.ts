@@ -1,11 +1,10 @@
 // Custom images on E2B against the envd emulator, in-process: a template is an E2B snapshot template
 // of the setup sandbox named after its owner; vendor calls per capture, run from it and delete; an
 // operator's own template is never taken for one of ours; a forged or foreign one is refused.
-import { randomUUID } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
 import { Sandbox } from "e2b";
 import type { PluginEnvironmentInteractiveSetupSession } from "@paperclipai/plugin-sdk";
-import { hostFor } from "@paperclip-sandbox/conformance";
+import { hostFor, startSetupSession } from "@paperclip-sandbox/conformance";
 import { runEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "@paperclip-sandbox/emulator-envd";
 import { ownedTemplateName, templateNameOwner } from "@paperclip-sandbox/kit";
@@ -29,16 +28,7 @@ const calls = async (mark: number) => {
 };
 const setup = async () => {
   const hooks = await host.hooks();
-  const session = await hooks.onEnvironmentStartInteractiveSetup!({
-    ...base,
-    issueId: null,
-    sessionId: randomUUID(),
-    sourceTemplateRef: null,
-    sourceTemplateKind: null,
-    connectionExpiresInMinutes: 15,
-    expiresAt: new Date(Date.now() + 60 * 60_000).toISOString(),
-  } as never);
-  return { hooks, session, lease: { providerLeaseId: session.providerLeaseId, metadata: session.metadata ?? {} } };
+  return { hooks, ...(await startSetupSession(hooks, { ...base, issueId: null })) };
 };
 const finish = async (hooks: Awaited<ReturnType<typeof host.hooks>>, session: PluginEnvironmentInteractiveSetupSession) => {
   const captured = await hooks.onEnvironmentCaptureTemplate!({

@@ -1,4 +1,3 @@
-import fs from "node:fs";
 import fsp from "node:fs/promises";
 import path from "node:path";
 import { Readable } from "node:stream";
@@ -7,6 +6,7 @@ import type { FileTransport, ScriptRunner } from "../transport.js";
 import { createBufferedRunner } from "../transports/buffered-runner.js";
 import { createFileStdioRunner } from "../transports/file-stdio-runner.js";
 import { syncFor, syncIn, syncOut } from "./index.js";
+import { createTestFileTransport } from "./__fixtures__/local-files.js";
 import { listTree, makeWorld, modeOf, type World } from "./__fixtures__/world.js";
 
 let w: World;
@@ -40,16 +40,7 @@ function jsonStringRunner(local: ScriptRunner): ScriptRunner & { calls: number }
 /** An exec API with no stdin and combined output, plus a file API (Daytona's shape). */
 function fileApiVendor(local: ScriptRunner) {
   const calls: string[] = [];
-  const files: FileTransport = {
-    async upload(target, source, opts) {
-      calls.push("upload");
-      await fsp.writeFile(target, source, { mode: opts?.mode ?? 0o644 });
-    },
-    async download(target) {
-      calls.push("download");
-      return fs.createReadStream(target);
-    },
-  };
+  const files = createTestFileTransport(calls);
   const runner = createFileStdioRunner({
     files,
     exec: async (request) => {

@@ -8,9 +8,10 @@ import { randomUUID } from "node:crypto";
 import type { PluginSyncOperation } from "@paperclipai/plugin-sdk";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { endMarkedProcesses } from "../exec/local/process-marker.js";
-import type { FileTransport, ScriptRunner } from "../transport.js";
+import type { ScriptRunner } from "../transport.js";
 import { cuttable } from "../transports/command-channel/__fixtures__/cuttable.js";
 import { closeCommandChannel, commandChannelCarriesSync, commandChannelStatus, SYNC_CHANNEL_SWITCH, withCommandChannel } from "../transports/command-channel/index.js";
+import { createTestFileTransport } from "./__fixtures__/local-files.js";
 import { createTestScriptRunner, type RecordingRunner } from "./__fixtures__/local-runner.js";
 import { listTree, makeWorld, modeOf, pseudoRandomBytes, type World } from "./__fixtures__/world.js";
 import { syncFor } from "./index.js";
@@ -32,22 +33,6 @@ afterEach(async () => {
   await endMarkedProcesses(MARKER, lease);
   await w.cleanup();
 });
-
-/** The vendor's file API, each call recorded. */
-function fileApi(): FileTransport & { calls: string[] } {
-  const calls: string[] = [];
-  return {
-    calls,
-    async upload(target, source, opts) {
-      calls.push("upload");
-      await fsp.writeFile(target, source, { mode: opts?.mode ?? 0o644 });
-    },
-    async download(target) {
-      calls.push("download");
-      return fs.createReadStream(target);
-    },
-  };
-}
 
 function channelOver(inner: ScriptRunner): ScriptRunner {
   return withCommandChannel(inner, { lease, restartDelayMs: 0, ackTimeoutMs: 5_000 });
@@ -78,7 +63,7 @@ function treeIn(source: string, target: string, postUpload = `echo ran >> '${log
 
 describe("sync over the command channel", () => {
   it("moves the archives over a ready channel with no file-API call and no vendor exec; the file API before it is ready and when switched off", async () => {
-    const files = fileApi();
+    const files = createTestFileTransport();
     const runner = channelOver(vendor);
     const strategy = syncFor(runner, files, { prefer: "file-api", uploadScratchDir: w.sandboxTmp, streamsFree: () => commandChannelCarriesSync(lease) });
     const source = await tree();
@@ -114,7 +99,7 @@ describe("sync over the command channel", () => {
   });
 
   it("an archive over the size limit goes through the file API, ready channel or not", async () => {
-    const files = fileApi();
+    const files = createTestFileTransport();
     const runner = channelOver(vendor);
     await warm(runner);
     const strategy = syncFor(runner, files, { prefer: "file-api", uploadScratchDir: w.sandboxTmp, streamsFree: () => commandChannelCarriesSync(lease), freeStreamMaxBytes: 64 * 1024 });
@@ -126,7 +111,7 @@ describe("sync over the command channel", () => {
   });
 
   it("never streams over a runner that could not carry the stream without the channel: the file API, ready channel or not", async () => {
-    const files = fileApi();
+    const files = createTestFileTransport();
     const textOnly: ScriptRunner = { capabilities: { ...vendor.capabilities, binarySafe: false }, run: (script, io) => vendor.run(script, io) };
     const runner = channelOver(textOnly);
     await warm(runner);
@@ -138,7 +123,7 @@ describe("sync over the command channel", () => {
   it("a channel that broke before the operation's command was acknowledged: it runs once, as a vendor exec, and lands every byte", async () => {
     const cut = cuttable(vendor);
     const runner = channelOver(cut.runner);
-    const files = fileApi();
+    const files = createTestFileTransport();
     // Over the runner whatever the channel's state: the readiness check passed, then the channel broke.
     const strategy = syncFor(runner, files, { prefer: "file-api", uploadScratchDir: w.sandboxTmp, streamsFree: () => true });
     await warm(runner);
@@ -158,7 +143,7 @@ describe("sync over the command channel", () => {
 
   it("a channel killed while the operation ran: it fails cleanly, ran once, left no stage; the next operation completes", async () => {
     const runner = channelOver(vendor);
-    const strategy = syncFor(runner, fileApi(), { prefer: "file-api", uploadScratchDir: w.sandboxTmp, streamsFree: () => true });
+    const strategy = syncFor(runner, createTestFileTransport(), { prefer: "file-api", uploadScratchDir: w.sandboxTmp, streamsFree: () => true });
     const muxPid = await warm(runner);
     const source = await tree();
     const target = path.join(w.root, "tree");

@@ -7,7 +7,8 @@ import { afterAll, describe, expect, it } from "vitest";
 import { createLocalScriptRunner } from "../exec/local/local-runner.js";
 import { processGroupAlive } from "../exec/local/process-group.js";
 import { executeCommand } from "../exec/execute.js";
-import type { FileTransport, ScriptIo, ScriptRunner } from "../transport.js";
+import { createTestFileTransport } from "../sync/__fixtures__/local-files.js";
+import type { ScriptIo, ScriptRunner } from "../transport.js";
 import { createBufferedRunner } from "./buffered-runner.js";
 import { exitMarkerLine } from "./exit-marker.js";
 import { createFileStdioRunner } from "./file-stdio-runner.js";
@@ -44,19 +45,6 @@ function combinedExecVendor(opts: { asText: boolean }) {
   };
 }
 
-function localFiles(calls: string[]): FileTransport {
-  return {
-    async upload(target, source, opts) {
-      calls.push("upload");
-      await fsp.writeFile(target, source, { mode: opts?.mode ?? 0o644 });
-    },
-    async download(target) {
-      calls.push("download");
-      return fs.createReadStream(target);
-    },
-  };
-}
-
 describe("stdio mux", () => {
   it("carries stdout, stderr and the exit status through one text output, ignoring noise before the markers", async () => {
     const { command, nonce } = muxScript(`printf 'out'; printf 'err' >&2; exit 3`, { stdin: { kind: "none" } });
@@ -85,7 +73,7 @@ describe("createFileStdioRunner", () => {
 
   it("uploads large stdin through the file API: two calls, and the staged file is gone afterwards", async () => {
     const vendor = combinedExecVendor({ asText: false });
-    const runner = createFileStdioRunner({ exec: vendor.exec, files: localFiles(vendor.calls), scratchDir: root, inlineStdinBytes: 1024 });
+    const runner = createFileStdioRunner({ exec: vendor.exec, files: createTestFileTransport(vendor.calls), scratchDir: root, inlineStdinBytes: 1024 });
     const big = Buffer.alloc(300_000, 0x5a);
     const out = collect();
     const exit = await runner.run("wc -c", { stdin: big, stdout: out.sink });
