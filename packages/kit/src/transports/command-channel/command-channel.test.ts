@@ -6,7 +6,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { randomUUID } from "node:crypto";
-import { Readable, Writable } from "node:stream";
+import { PassThrough, Readable, Writable } from "node:stream";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import { createLocalScriptRunner } from "../../exec/local/local-runner.js";
 import { findMarkedProcesses, endMarkedProcesses } from "../../exec/local/process-marker.js";
@@ -14,7 +14,7 @@ import { isZombieOrGone } from "../../exec/local/proc-stat.js";
 import { withRemoteGroupKill } from "../remote-group-kill.js";
 import { STREAM_TRANSPORT, type ScriptExit, type ScriptIo, type ScriptRunner } from "../../transport.js";
 import { cuttable } from "./__fixtures__/cuttable.js";
-import { CommandChannelLostError, closeCommandChannel, commandChannelStatus, withCommandChannel, type CommandChannelOptions } from "./index.js";
+import { CommandChannelLostError, closeCommandChannel, commandChannelCarriesSync, commandChannelStatus, withCommandChannel, type CommandChannelOptions } from "./index.js";
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "kit-channel-"));
 const MARKER = "PAPERCLIP_CHANNEL_TEST";
@@ -419,6 +419,57 @@ describe("command channel: lifetime", () => {
     expect(commandChannelStatus(box.lease).state).toBe("none");
     expect(alive(muxPid)).toBe(false);
     expect(findMarkedProcesses(MARKER, box.lease)).toEqual([]);
+  });
+});
+
+describe("command channel: a carrier of its own (a raw terminal: no EOF, its input's end ends it)", () => {
+  /** The local runner as a terminal: input never reaches EOF; its end aborts the exec at once. */
+  function terminalLike(box: Sandbox, starts: { count: number }): ScriptRunner {
+    return {
+      capabilities: box.local.capabilities,
+      run(script, io) {
+        starts.count += 1;
+        const input = new PassThrough();
+        const cut = new AbortController();
+        const source = io.stdin as Readable;
+        source.on("data", (chunk: Buffer) => input.write(chunk));
+        source.on("end", () => cut.abort());
+        io.signal?.addEventListener("abort", () => cut.abort(), { once: true });
+        return box.local.run(script, { ...io, stdin: input, signal: cut.signal });
+      },
+    };
+  }
+
+  it("runs the long exec on the carrier and fresh execs on inner; a close lets a command in flight finish, then the multiplexer quits", async () => {
+    const box = sandbox();
+    const starts = { count: 0 };
+    let fresh = 0;
+    const inner: ScriptRunner = { capabilities: box.local.capabilities, run: (script, io) => ((fresh += 1), box.local.run(script, io)) };
+    const runner = channel(box, inner, { carrier: terminalLike(box, starts) });
+    const muxPid = await warm(box, runner);
+    expect({ starts: starts.count, fresh }).toEqual({ starts: 1, fresh: 1 });
+    expect((await run(runner, "echo over")).stdout).toBe("over\n");
+    expect(fresh).toBe(1);
+    let stdout = "";
+    const long = runner.run("echo started; sleep 1; echo survived", { stdout: (chunk) => (stdout += chunk.toString("utf8")) });
+    await vi.waitFor(() => expect(stdout).toBe("started\n"), { timeout: 20_000, interval: 20 });
+    await closeCommandChannel(box.lease);
+    const exit = await long;
+    expect({ exitCode: exit.exitCode, stdout }).toEqual({ exitCode: 0, stdout: "started\nsurvived\n" });
+    expect(commandChannelStatus(box.lease).state).toBe("none");
+    expect(alive(muxPid)).toBe(false);
+    // It quit on its own (a clean exit removes its state directory).
+    expect(fs.readdirSync(box.tmp).filter((name) => name.startsWith(".paperclip-cc-"))).toEqual([]);
+  });
+
+  it("carriesSync false: a ready channel does not carry sync", async () => {
+    const box = sandbox();
+    const runner = channel(box, box.local, { carrier: terminalLike(box, { count: 0 }), carriesSync: false });
+    await warm(box, runner);
+    expect(commandChannelCarriesSync(box.lease)).toBe(false);
+    const other = sandbox();
+    await warm(other, channel(other));
+    expect(commandChannelCarriesSync(other.lease)).toBe(true);
   });
 });
 

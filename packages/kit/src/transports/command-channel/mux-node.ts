@@ -123,6 +123,7 @@ function handle(f) {
     case "K": if (j) end(j, +f[2] || 250); return;
     case "W": if (j && j.window !== null) { j.window += +f[2]; flow(j); } return;
     case "A": return release(+f[1]);
+    case "Q": closing = true; if (jobs.size === 0) quit(0); return;
   }
 }
 let buf = "";

@@ -12,6 +12,7 @@
  *   I <id> <b64>        stdin bytes (mode s)           E <id>            stdin EOF
  *   K <id> <graceMs>    end the command's group: SIGTERM, SIGKILL after the grace
  *   W <id> <bytes>      output credit                  A <ack>           claims up to ack may go
+ *   Q                   quit once no command runs (as stdin's end does; for a carrier without EOF)
  * Sandbox to host (its stdout):
  *   H 1 <impl> <pid> <stateDir b64> <features> <version>    ready; H 0 <reason> means unavailable
  *   S <id> <pid>        started (claimed, spawned; pid = process group)
@@ -47,6 +48,8 @@ export const eofLine = (id: number): string => `E ${id}\n`;
 export const killLine = (id: number, graceMs: number): string => `K ${id} ${Math.max(1, Math.round(graceMs))}\n`;
 export const creditLine = (id: number, bytes: number): string => `W ${id} ${bytes}\n`;
 export const ackLine = (ack: number): string => `A ${ack}\n`;
+/** Quit once no command runs: the end of input for a carrier that cannot send EOF (a raw terminal). */
+export const quitLine = (): string => "Q\n";
 
 export interface Hello {
   implementation: string;

@@ -15,6 +15,21 @@ export interface CommandChannelOptions {
    * conformance runs (the host itself gives plugin workers none of its environment).
    */
   enabled?: boolean;
+  /**
+   * Runs the channel's one long-lived exec (the multiplexer) instead of `inner`, which keeps running
+   * the fresh-exec fallbacks and the recovery exec. Default `inner`. For a vendor whose exec stdin
+   * is costly but that has another duplex, e.g. a terminal: binary both ways in raw mode (`stty raw
+   * -echo`), its output live on `io.stdout`, and the end of `io.stdin` ending the exec (a raw terminal
+   * has no EOF). A channel over a carrier is closed by a quit request (`Q`): the multiplexer exits
+   * once its commands are done, and only then does the carrier's input end. It needs streamed stdin
+   * and live output.
+   */
+  carrier?: ScriptRunner;
+  /**
+   * Whether sync may stream over this channel (`commandChannelCarriesSync`). Default true; false
+   * keeps sync on the file API or fresh execs (commands still use the channel).
+   */
+  carriesSync?: boolean;
   /** A channel with no command for this long is closed (ms, default 60 s). */
   idleMs?: number;
   /** The in-sandbox side must say hello within this (ms, default 30 s). */
@@ -59,6 +74,8 @@ interface LeaseChannel {
   session?: ChannelSession;
   /** Some channel said hello on this lease: commands may wait for a starting one. */
   everReady: boolean;
+  /** Sync may stream over it (`carriesSync`). */
+  carriesSync: boolean;
   failures: number;
   retryAt: number;
   unavailable?: string;
@@ -114,7 +131,8 @@ function switchedOff(): boolean {
 export function commandChannelCarriesSync(lease: string): boolean {
   const value = process.env[SYNC_CHANNEL_SWITCH]?.trim().toLowerCase();
   if (value === "off" || value === "0" || value === "false") return false;
-  const session = channels.get(lease)?.session;
+  const channel = channels.get(lease);
+  const session = channel?.carriesSync ? channel.session : undefined;
   // A channel without streamed stdin would send a tar's stream to a vendor exec after all.
   return session?.state === "ready" && session.hello?.features.includes("stream") === true;
 }
@@ -141,7 +159,7 @@ export function canCarryCommandChannel(capabilities: TransportCapabilities): boo
  * A transport without streamed stdin or live output gets its runner back unchanged.
  */
 export function withCommandChannel(inner: ScriptRunner, given: CommandChannelOptions): ScriptRunner {
-  if (given.enabled === false || switchedOff() || !canCarryCommandChannel(inner.capabilities)) return inner;
+  if (given.enabled === false || switchedOff() || !canCarryCommandChannel((given.carrier ?? inner).capabilities)) return inner;
   const log = given.log ?? ((message: string) => defaultLog?.(message));
   const options = { ...given, log, ...(switchValue() === "always" ? { waitForStart: true } : {}) };
   const key = options.lease;
@@ -149,6 +167,7 @@ export function withCommandChannel(inner: ScriptRunner, given: CommandChannelOpt
     capabilities: inner.capabilities,
     async run(script: string, io: ScriptIo): Promise<ScriptExit> {
       const lease = leaseChannel(key);
+      lease.carriesSync = options.carriesSync !== false;
       if (io.signal?.aborted) return abortedExit();
       if (options.waitForStart) ensureStarted(key, lease, inner, options);
       const session = lease.session;
@@ -255,7 +274,7 @@ export async function probeCommandChannel(
 function leaseChannel(key: string): LeaseChannel {
   let channel = channels.get(key);
   if (!channel) {
-    channel = { everReady: false, failures: 0, retryAt: 0, stats: { overChannel: 0, fresh: 0, starts: 0, breaks: 0 } };
+    channel = { everReady: false, carriesSync: true, failures: 0, retryAt: 0, stats: { overChannel: 0, fresh: 0, starts: 0, breaks: 0 } };
     channels.set(key, channel);
   }
   return channel;
@@ -271,6 +290,7 @@ function ensureStarted(key: string, lease: LeaseChannel, inner: ScriptRunner, op
   if (lease.session && lease.session.state !== "dead") return;
   const session = new ChannelSession({
     inner,
+    ...(options.carrier ? { carrier: options.carrier } : {}),
     implementations: options.implementations ?? DEFAULT_IMPLEMENTATIONS,
     startTimeoutMs: options.startTimeoutMs ?? DEFAULTS.startTimeoutMs,
     ackTimeoutMs: options.ackTimeoutMs ?? DEFAULTS.ackTimeoutMs,

@@ -1,13 +1,13 @@
 import { AsyncResource } from "node:async_hooks";
 import { randomBytes } from "node:crypto";
 import os from "node:os";
-import { PassThrough, Readable, Writable } from "node:stream";
+import { PassThrough, type Readable, Writable } from "node:stream";
 import { shellQuote } from "../../exec/quote.js";
 import { abortedExit, timedOutExit, type ScriptExit, type ScriptIo, type ScriptRunner } from "../../transport.js";
 import { envPrologue } from "../inline-env.js";
 import { scriptSink, type ScriptSink } from "../script-sink.js";
 import { bootstrapScript, type ChannelImplementation } from "./bootstrap.js";
-import { ackLine, creditLine, eofLine, killLine, parseReply, ProtocolError, ReplyReader, runLine, stdinLine, type Hello, type Reply, type StdinMode } from "./protocol.js";
+import { ackLine, creditLine, quitLine, eofLine, killLine, parseReply, ProtocolError, ReplyReader, runLine, stdinLine, type Hello, type Reply, type StdinMode } from "./protocol.js";
 
 /**
  * Output a command may have in flight before the host takes it (a function sink takes it on
@@ -51,8 +51,14 @@ export class ChannelUnavailableError extends Error {
 }
 
 export interface SessionOptions {
-  /** The runner of the one long exec the multiplexer lives in. */
+  /** The fresh-exec runner: its capabilities rule commands, and it runs recovery. */
   inner: ScriptRunner;
+  /**
+   * Runs the one long exec the multiplexer lives in, when that is not `inner` (a raw terminal).
+   * Such a carrier may have no EOF short of ending the exec, so a close asks the multiplexer to quit
+   * (`Q`) once its commands are done rather than ending its input.
+   */
+  carrier?: ScriptRunner;
   implementations: readonly ChannelImplementation[];
   /** The hello must arrive within this (ms). */
   startTimeoutMs: number;
@@ -150,7 +156,7 @@ export class ChannelSession {
     const stateDir = `.paperclip-cc-${randomBytes(12).toString("hex")}`;
     this.startTimer = setTimeout(() => void this.die(new ChannelUnavailableError(`no hello from the command channel within ${opts.startTimeoutMs} ms`, false)), opts.startTimeoutMs);
     this.startTimer.unref?.();
-    this.exited = opts.inner
+    this.exited = (opts.carrier ?? opts.inner)
       .run(bootstrapScript(stateDir, opts.implementations), {
         stdin: this.input,
         stdout: (chunk) => {
@@ -267,7 +273,10 @@ export class ChannelSession {
     if (this.state !== "closing") {
       this.state = "closing";
       this.write(ackLine(this.settledUpTo));
-      this.input.end();
+      // A carrier's input end may end its exec at once (a terminal's socket closes): the
+      // multiplexer is asked instead, and exits once the commands in flight are done.
+      if (this.opts.carrier) this.write(quitLine());
+      else this.input.end();
     }
     if (drainMs > 0 && this.jobs.size > 0) {
       let drainTimer: NodeJS.Timeout | undefined;
