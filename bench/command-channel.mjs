@@ -13,7 +13,7 @@
 //   task      a host-like run end to end (bench/host-like-run.mjs: acquire .. release, ~52
 //             executes, 4 syncIns, 1 syncOut), alternating, median time and vendor calls per run
 //
-//   node bench/command-channel.mjs [--providers kubernetes,modal,e2b,novita,boxd,coder] [--runs 50]
+//   node bench/command-channel.mjs [--providers kubernetes,modal,e2b,novita,boxd,coder,cloudflare] [--runs 50]
 //                                  [--task-runs 3] [--latency 0,40] [--out bench/results]
 //                                  [--modes exec,channel[,channel-sync-off]]
 // Modes: exec (PAPERCLIP_SANDBOX_COMMAND_CHANNEL=off), channel (the default), channel-sync-off (the
@@ -87,6 +87,13 @@ const PROVIDERS = {
       runEmulator((await import("../emulators/coder/dist/index.js")).emulator, { options: { templates: [(await import("../providers/coder/dist/runner-install.js")).runnerEmulatorTemplate()] } }),
     // The default transport (app-proxy: the runner app's stream route through Coder's app proxy).
     config: (emu) => ({ coderUrl: emu.url, apiToken: emu.credentials.sessionToken, template: "paperclip", timeoutMs: 600_000 }),
+  },
+  // Calls: the bridge's routes (the plugin's requests); the container's, behind the bridge, are not
+  // counted. The channel is the bridge's terminal WebSocket (its multiplexer on a raw PTY).
+  cloudflare: {
+    emulator: async () => runEmulator((await import("../emulators/cloudflare/dist/index.js")).emulator, {}),
+    config: (emu) => ({ bridgeBaseUrl: emu.url, bridgeAuthToken: emu.credentials.token, timeoutMs: 600_000 }),
+    background: (record) => !(record.route ?? record.path).startsWith("/api/paperclip-sandbox/v1/"),
   },
 };
 

@@ -1,8 +1,9 @@
-import { defineSandboxProvider, type SandboxHandle } from "@paperclip-sandbox/kit";
+import { defineSandboxProvider, withCommandChannel, type SandboxHandle } from "@paperclip-sandbox/kit";
 import { createClientCache, type BridgeClient, type BridgeExtensions, type LeaseRecord } from "./bridge-client.js";
 import { cloudflareConfig, configProblems, sessionIdOf, type CloudflareConfig } from "./config.js";
 import { CLOUDFLARE_DRIVER_KEY, CLOUDFLARE_SHAPE } from "./manifest.js";
 import { labelsProvenById, ownedRunId } from "./ownership.js";
+import { terminalCarrier } from "./channel.js";
 import { bridgeFiles, bridgeProcessRunner, legacyBridgeRunner } from "./runner.js";
 import { SessionPool } from "./sessions.js";
 import { bridgeTerminals, noTerminals } from "./terminal.js";
@@ -146,12 +147,26 @@ export function createCloudflareProvider(deps: CloudflarePluginDeps = {}) {
     // This repository's bridge: streamed processes (unless live output is turned off), its file
     // routes and login terminals. Upstream's template: one JSON exec per command (file-stdio), sync
     // by base64 over exec, and a terminal open refused with what to deploy.
+    // With streamed processes and the terminal route, commands go over the kit's command channel,
+    // its multiplexer on a raw terminal (channel.ts): no bridge request per command. Its process's
+    // exits report a signal as the shell does (128 + n), and so does the channel. Sync stays on the
+    // file routes (a terminal is not trusted with bulk transfer).
     runner(handle, config) {
       const client = clientFor(config);
       const target = { providerLeaseId: handle.providerLeaseId, sessionStrategy: config.sessionStrategy, sessions: handle.sessions };
-      const runner = handle.extensions.streams && config.liveOutput ? bridgeProcessRunner(client, target) : legacyBridgeRunner(client, target);
+      const streamed = handle.extensions.streams && config.liveOutput;
+      const runner = streamed ? bridgeProcessRunner(client, target) : legacyBridgeRunner(client, target);
       const pty = handle.extensions.terminal ? bridgeTerminals(config, handle.providerLeaseId, runner) : noTerminals();
-      return { capabilities: Object.freeze({ ...runner.capabilities, pty: true }), run: (script, io) => runner.run(script, io), pty };
+      const commands =
+        streamed && handle.extensions.terminal
+          ? withCommandChannel(runner, {
+              lease: handle.providerLeaseId,
+              carrier: terminalCarrier(config, handle.providerLeaseId, runner),
+              signalsAsExitStatus: true,
+              carriesSync: false,
+            })
+          : runner;
+      return { capabilities: Object.freeze({ ...runner.capabilities, pty: true }), run: (script, io) => commands.run(script, io), pty };
     },
     files: (handle, config) => (handle.extensions.files ? bridgeFiles(clientFor(config), handle.providerLeaseId) : undefined),
 

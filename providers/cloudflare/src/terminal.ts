@@ -1,4 +1,4 @@
-import { launchedPty, ProviderApiError, PtyUnavailableError, type PtyTransport, type ScriptRunner, type TerminalChannel } from "@paperclip-sandbox/kit";
+import { launchedPty, ProviderApiError, PtyUnavailableError, type PtySize, type PtyTransport, type ScriptRunner, type TerminalChannel } from "@paperclip-sandbox/kit";
 import { WebSocket } from "ws";
 import type { CloudflareConfig } from "./config.js";
 
@@ -25,63 +25,70 @@ export function bridgeTerminals(config: CloudflareConfig, providerLeaseId: strin
     name: `Cloudflare sandbox ${providerLeaseId}`,
     control,
     channelExitStatus: true,
-    openChannel: (command, size, _term, onData) =>
-      new Promise<TerminalChannel>((resolve, reject) => {
-        const url = new URL(`${config.bridgeBaseUrl.replace(/\/+$/, "")}${API_PREFIX}/terminal`);
-        url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-        url.search = new URLSearchParams({ providerLeaseId, command, cols: String(size.cols), rows: String(size.rows) }).toString();
-        const socket = new WebSocket(url, { headers: { authorization: `Bearer ${config.bridgeAuthToken}` }, perMessageDeflate: false, maxPayload: 64 * 1024 * 1024 });
-        let settle!: (end: { exitCode: number | null; detail?: string }) => void;
-        const ended = new Promise<{ exitCode: number | null; detail?: string }>((done) => (settle = done));
-        let detail: string | undefined;
-        const failed = (code: string, message: string, status = 0) =>
-          new ProviderApiError({ vendor: "cloudflare", operation: "openTerminal", status, code, detail: message, retryable: false, gone: code === "sandbox_state_lost", mayHaveTakenEffect: true });
-        socket.on("message", (data: Buffer, isBinary: boolean) => {
-          if (isBinary) return onData(data);
-          let frame: { type?: unknown; code?: unknown; message?: unknown };
-          try {
-            frame = JSON.parse(data.toString("utf8")) as typeof frame;
-          } catch {
-            return;
-          }
-          if (frame.type === "exit") settle({ exitCode: typeof frame.code === "number" ? frame.code : null });
-          else if (frame.type === "error" && typeof frame.message === "string") detail = frame.message;
-        });
-        socket.on("unexpected-response", (_request, response) => {
-          let body = "";
-          response.on("data", (chunk: Buffer) => (body += chunk.toString("utf8")));
-          response.on("end", () => {
-            let parsed: { error?: unknown; message?: unknown } = {};
-            try {
-              parsed = JSON.parse(body) as typeof parsed;
-            } catch {
-              // not the bridge's JSON
-            }
-            const message = typeof parsed.message === "string" ? parsed.message : `the bridge answered HTTP ${response.statusCode}`;
-            reject(failed(typeof parsed.error === "string" ? parsed.error : `http_${response.statusCode}`, message, response.statusCode ?? 0));
-            settle({ exitCode: null, detail: message });
-          });
-        });
-        socket.on("error", (error) => {
-          reject(failed("network", error.message));
-          settle({ exitCode: null, detail: error.message });
-        });
-        socket.on("close", (code, reason) =>
-          settle({ exitCode: null, ...(code === 1000 ? {} : { detail: detail ?? (reason.toString("utf8") || `the terminal closed with WebSocket code ${code}`) }) }),
-        );
-        const send = (data: Buffer | string) =>
-          new Promise<void>((done) => {
-            if (socket.readyState !== socket.OPEN) return done();
-            socket.send(data, { binary: typeof data !== "string" }, () => done());
-          });
-        socket.on("open", () =>
-          resolve({
-            ended,
-            write: (bytes) => send(bytes),
-            resize: ({ cols, rows }) => send(JSON.stringify({ type: "resize", cols, rows })),
-            close: () => socket.terminate(),
-          }),
-        );
+    openChannel: (command, size, _term, onData) => openBridgeTerminal(config, providerLeaseId, command, size, onData),
+  });
+}
+
+/**
+ * Opens the bridge's `GET /terminal` WebSocket running `command` (a shell command line) on a
+ * pseudo-terminal: `onData` gets the terminal's bytes, `ended` settles with the bridge's exit
+ * status (null, with why, when the socket closed without one), `close` drops the socket (the bridge
+ * then ends what still runs there).
+ */
+export function openBridgeTerminal(config: CloudflareConfig, providerLeaseId: string, command: string, size: PtySize, onData: (bytes: Buffer) => void): Promise<TerminalChannel> {
+  return new Promise<TerminalChannel>((resolve, reject) => {
+    const url = new URL(`${config.bridgeBaseUrl.replace(/\/+$/, "")}${API_PREFIX}/terminal`);
+    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+    url.search = new URLSearchParams({ providerLeaseId, command, cols: String(size.cols), rows: String(size.rows) }).toString();
+    const socket = new WebSocket(url, { headers: { authorization: `Bearer ${config.bridgeAuthToken}` }, perMessageDeflate: false, maxPayload: 64 * 1024 * 1024 });
+    let settle!: (end: { exitCode: number | null; detail?: string }) => void;
+    const ended = new Promise<{ exitCode: number | null; detail?: string }>((done) => (settle = done));
+    let detail: string | undefined;
+    const failed = (code: string, message: string, status = 0) =>
+      new ProviderApiError({ vendor: "cloudflare", operation: "openTerminal", status, code, detail: message, retryable: false, gone: code === "sandbox_state_lost", mayHaveTakenEffect: true });
+    socket.on("message", (data: Buffer, isBinary: boolean) => {
+      if (isBinary) return onData(data);
+      let frame: { type?: unknown; code?: unknown; message?: unknown };
+      try {
+        frame = JSON.parse(data.toString("utf8")) as typeof frame;
+      } catch {
+        return;
+      }
+      if (frame.type === "exit") settle({ exitCode: typeof frame.code === "number" ? frame.code : null });
+      else if (frame.type === "error" && typeof frame.message === "string") detail = frame.message;
+    });
+    socket.on("unexpected-response", (_request, response) => {
+      let body = "";
+      response.on("data", (chunk: Buffer) => (body += chunk.toString("utf8")));
+      response.on("end", () => {
+        let parsed: { error?: unknown; message?: unknown } = {};
+        try {
+          parsed = JSON.parse(body) as typeof parsed;
+        } catch {
+          // not the bridge's JSON
+        }
+        const message = typeof parsed.message === "string" ? parsed.message : `the bridge answered HTTP ${response.statusCode}`;
+        reject(failed(typeof parsed.error === "string" ? parsed.error : `http_${response.statusCode}`, message, response.statusCode ?? 0));
+        settle({ exitCode: null, detail: message });
+      });
+    });
+    socket.on("error", (error) => {
+      reject(failed("network", error.message));
+      settle({ exitCode: null, detail: error.message });
+    });
+    socket.on("close", (code, reason) => settle({ exitCode: null, ...(code === 1000 ? {} : { detail: detail ?? (reason.toString("utf8") || `the terminal closed with WebSocket code ${code}`) }) }));
+    const send = (data: Buffer | string) =>
+      new Promise<void>((done) => {
+        if (socket.readyState !== socket.OPEN) return done();
+        socket.send(data, { binary: typeof data !== "string" }, () => done());
+      });
+    socket.on("open", () =>
+      resolve({
+        ended,
+        write: (bytes) => send(bytes),
+        resize: ({ cols, rows }) => send(JSON.stringify({ type: "resize", cols, rows })),
+        close: () => socket.terminate(),
       }),
+    );
   });
 }
