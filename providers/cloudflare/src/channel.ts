@@ -48,7 +48,9 @@ export function terminalCarrier(config: CloudflareConfig, providerLeaseId: strin
         aborted = true;
         terminal.close();
       };
-      io.signal?.addEventListener("abort", onAbort, { once: true });
+      // Aborted while it opened (or was staged): it closes at once.
+      if (io.signal?.aborted) onAbort();
+      else io.signal?.addEventListener("abort", onAbort, { once: true });
       void (async () => {
         const stdin = io.stdin;
         if (stdin === undefined || stdin === null) return;
