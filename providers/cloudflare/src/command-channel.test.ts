@@ -105,6 +105,26 @@ describe("cloudflare: the command channel on the bridge's terminal", () => {
     expect(await emu.leftovers()).toEqual([]);
   });
 
+  it("the channel's terminal dropped before the hello: the command runs once as a streamed process, the channel comes back", async () => {
+    const host = harness();
+    const lease = await host.acquire();
+    try {
+      const mark = emu.requests.mark();
+      emu.faults.inject({ kind: "drop-stream", route: `${PREFIX}/terminal`, afterMessages: 0, times: 1 });
+      expect((await host.sh(lease, "echo once >> ran.log; cat ran.log")).stdout).toBe("once\n");
+      expect(emu.requests.list({ since: mark, includeRunning: true }).filter((r) => r.faults.includes("drop-stream"))).toHaveLength(1);
+      await vi.waitFor(async () => expect((await host.sh(lease, `grep -q "paperclip-chan""nel" /proc/$PPID/cmdline && echo channel`)).stdout).toBe("channel\n"), {
+        timeout: 30_000,
+        interval: 200,
+      });
+      expect((await host.sh(lease, "cat ran.log")).stdout).toBe("once\n");
+    } finally {
+      emu.faults.clear();
+      await host.release(lease);
+    }
+    expect(await emu.leftovers()).toEqual([]);
+  });
+
   it("commands the dead multiplexer held: the running one is lost and its group ended, the unstarted ones run once as streamed processes", async () => {
     const host = harness();
     const lease = await host.acquire();

@@ -34,8 +34,10 @@ for (const channel of ["always", "default", "off"] as const) {
     reuseConfig: { ...config, reuseLease: true, keepAlive: true },
     leftovers: () => emu.leftovers(),
     labelsOf: async (providerLeaseId, leaseConfig) => (await listLeases(leaseConfig, { env: {} })).find((lease) => lease.providerLeaseId === providerLeaseId)?.labels,
-    // Bridge requests made since (the channel's own terminal socket opened before).
+    // The channel's cut before its hello is command-channel.test.ts's: the bridge's acquire runs no
+    // command, so the lease's first terminal does not open within the acquire.
     commandChannel: {
+      // Bridge requests made since (the channel's own terminal socket opened before).
       vendorCalls: () => {
         const mark = emu.requests.mark();
         return async () => emu.requests.list({ since: mark, includeRunning: true }).map((r) => `${r.method} ${r.route ?? r.path}`);
