@@ -16,6 +16,8 @@ export const CLOUDFLARE_PLUGIN_ID = "paperclip-sandbox.cloudflare";
 export const CLOUDFLARE_SHAPE: DeclaredProviderShape = {
   transport: { stdin: "stream", stdinEof: true, binarySafe: true, liveOutput: true, separateStderr: true, signals: "group", remoteTimeout: true, pty: true },
   keepsLeases: true,
+  // With this repository's bridge (its terminal route carries the channel); not against upstream's template.
+  commandChannel: true,
 };
 
 export default defineSandboxProviderManifest({
