@@ -86,6 +86,12 @@ describe("freeze and thaw", () => {
     const sleeper = await sandbox.exec({ script: "sleep 300", detached: true });
     const stop = await sandbox.exec({ argv: ["kill", "-STOP", String(sleeper.pid)] });
     await stop.exited;
+    // kill returns once the signal is sent; the process shows stopped when it next runs. Frozen before
+    // that, it counts as running, and the thaw rightly continues it.
+    const stopped = await sandbox.exec({
+      argv: ["sh", "-c", `i=0; while [ "$(cut -d' ' -f3 /proc/${sleeper.pid}/stat)" != T ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done`],
+    });
+    await stopped.exited;
     await sandbox.freeze();
     await sandbox.thaw();
     const state = await sandbox.exec({ argv: ["sh", "-c", `cut -d' ' -f3 /proc/${sleeper.pid}/stat`] });
