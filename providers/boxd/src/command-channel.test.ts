@@ -4,24 +4,18 @@
 // command runs, an idle channel closes, and a reused lease's channel ends before the machine is
 // suspended.
 import type { PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { hostFor } from "@paperclip-sandbox/conformance";
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
+import { hostFor, useCommandChannelSwitch } from "@paperclip-sandbox/conformance";
 import { runEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "@paperclip-sandbox/emulator-boxd";
-import { COMMAND_CHANNEL_SWITCH, commandChannelStatus } from "@paperclip-sandbox/kit";
+import { commandChannelStatus } from "@paperclip-sandbox/kit";
 import { boxdConfig } from "./config.js";
 import { BOXD_CHANNEL_IDLE_MS, createBoxdPlugin } from "./plugin.js";
 
 const EXEC = "/boxd.api.v1.BoxdApi/Exec";
 const emu = await runEmulator(emulator, {});
-const switchBefore = process.env[COMMAND_CHANNEL_SWITCH];
-beforeAll(() => {
-  // Every command waits for the channel, so each test knows which path a command takes.
-  process.env[COMMAND_CHANNEL_SWITCH] = "always";
-});
+useCommandChannelSwitch();
 afterAll(async () => {
-  if (switchBefore === undefined) delete process.env[COMMAND_CHANNEL_SWITCH];
-  else process.env[COMMAND_CHANNEL_SWITCH] = switchBefore;
   await emu.close();
 });
 afterEach(() => emu.faults.clear());

@@ -4,23 +4,17 @@
 // runs: a warm command makes no bridge request, commands sent to a multiplexer that then dies run
 // once (as streamed processes), and release drains and closes the channel.
 import type { PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { hostFor } from "@paperclip-sandbox/conformance";
+import { afterAll, describe, expect, it, vi } from "vitest";
+import { hostFor, useCommandChannelSwitch } from "@paperclip-sandbox/conformance";
 import { runEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "@paperclip-sandbox/emulator-cloudflare";
-import { COMMAND_CHANNEL_SWITCH, commandChannelStatus } from "@paperclip-sandbox/kit";
+import { commandChannelStatus } from "@paperclip-sandbox/kit";
 import { createCloudflarePlugin } from "./plugin.js";
 
 const PREFIX = "/api/paperclip-sandbox/v1";
 const emu = await runEmulator(emulator, {});
-const switchBefore = process.env[COMMAND_CHANNEL_SWITCH];
-beforeAll(() => {
-  // Every command waits for the channel, so each test knows which path a command takes.
-  process.env[COMMAND_CHANNEL_SWITCH] = "always";
-});
+const channelSwitch = useCommandChannelSwitch();
 afterAll(async () => {
-  if (switchBefore === undefined) delete process.env[COMMAND_CHANNEL_SWITCH];
-  else process.env[COMMAND_CHANNEL_SWITCH] = switchBefore;
   await emu.close();
 }, 60_000);
 
@@ -64,14 +58,14 @@ describe("cloudflare: the command channel on the bridge's terminal", () => {
       expect(since(mark, "/exec")).toEqual([]);
       expect(emu.requests.list({ since: mark, includeRunning: true }).map((r) => `${r.method} ${r.route ?? r.path}`)).toEqual([]);
       // The same command with the channel switched off is one streamed process: one POST /exec.
-      process.env[COMMAND_CHANNEL_SWITCH] = "off";
+      channelSwitch.set("off");
       try {
         const fresh = emu.requests.mark();
         expect((await host.sh(lease, "echo fresh")).stdout).toBe("fresh\n");
         await settled();
         expect(since(fresh, "/exec").filter((r) => r.method === "POST")).toHaveLength(1);
       } finally {
-        process.env[COMMAND_CHANNEL_SWITCH] = "always";
+        channelSwitch.reset();
       }
       expect(commandChannelStatus(id(lease)).overChannel).toBeGreaterThanOrEqual(4);
     } finally {
@@ -88,12 +82,12 @@ describe("cloudflare: the command channel on the bridge's terminal", () => {
       await host.sh(lease, "true");
       await ready(lease);
       const over = await host.sh(lease, `${probe}; echo; grep -q "paperclip-chan""nel" /proc/$PPID/cmdline && echo channel`);
-      process.env[COMMAND_CHANNEL_SWITCH] = "off";
+      channelSwitch.set("off");
       let fresh: Awaited<ReturnType<typeof host.sh>>;
       try {
         fresh = await host.sh(lease, probe);
       } finally {
-        process.env[COMMAND_CHANNEL_SWITCH] = "always";
+        channelSwitch.reset();
       }
       expect(over.stdout).toMatch(/\nchannel\n$/);
       expect(over.stdout.replace(/\nchannel\n$/, "")).toBe(fresh.stdout);
@@ -143,13 +137,13 @@ describe("cloudflare: the command channel on the bridge's terminal", () => {
       await bridgeSh(id(lease), `kill -KILL ${mux}`);
       await expect(victim).rejects.toThrow(/command channel broke/);
       expect((await Promise.all(held)).map((r) => [r.exitCode, r.stdout])).toEqual([1, 2, 3].map((i) => [0, `ok${i}\n`]));
-      process.env[COMMAND_CHANNEL_SWITCH] = "off";
+      channelSwitch.set("off");
       try {
         expect((await host.sh(lease, "sort ran.log; cat victim.log")).stdout).toBe("1\n2\n3\nrun\n");
         const pid = (await host.sh(lease, "cat victim.pid")).stdout.trim();
         expect((await host.sh(lease, `kill -0 ${pid} 2>/dev/null && echo alive || echo gone`)).stdout).toBe("gone\n");
       } finally {
-        process.env[COMMAND_CHANNEL_SWITCH] = "always";
+        channelSwitch.reset();
       }
       expect(commandChannelStatus(id(lease)).breaks).toBe(1);
     } finally {

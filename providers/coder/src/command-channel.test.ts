@@ -3,9 +3,9 @@
 // hello (a channel closed first: the app proxy's first stream is not the channel's), and a reused
 // lease's release ending its channel. The shared faults are conformance cases.
 import type { PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { hostFor } from "@paperclip-sandbox/conformance";
-import { closeCommandChannel, COMMAND_CHANNEL_SWITCH, commandChannelStatus } from "@paperclip-sandbox/kit";
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
+import { hostFor, useCommandChannelSwitch } from "@paperclip-sandbox/conformance";
+import { closeCommandChannel, commandChannelStatus } from "@paperclip-sandbox/kit";
 import { startCoderEmulator } from "./__fixtures__/emulator.js";
 import { createCoderPlugin } from "./plugin.js";
 
@@ -13,14 +13,8 @@ import { createCoderPlugin } from "./plugin.js";
 const APP_ROUTE = "/:owner/:workspace/apps/:slug/*rest";
 const world = await startCoderEmulator();
 const { emu } = world;
-const switchBefore = process.env[COMMAND_CHANNEL_SWITCH];
-beforeAll(() => {
-  // Every command waits for the channel, so each test knows which path a command takes.
-  process.env[COMMAND_CHANNEL_SWITCH] = "always";
-});
+useCommandChannelSwitch();
 afterAll(async () => {
-  if (switchBefore === undefined) delete process.env[COMMAND_CHANNEL_SWITCH];
-  else process.env[COMMAND_CHANNEL_SWITCH] = switchBefore;
   await emu.close();
 }, 120_000);
 afterEach(() => emu.faults.clear());

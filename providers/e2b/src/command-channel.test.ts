@@ -2,22 +2,16 @@
 // adds, the channel's stdin on one StreamInput stream and SendInput when envd refuses it. The faults
 // every channel provider shares (multiplexer killed, stream cut, flood) are conformance cases.
 import type { PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { hostFor } from "@paperclip-sandbox/conformance";
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
+import { hostFor, useCommandChannelSwitch } from "@paperclip-sandbox/conformance";
 import { runEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "@paperclip-sandbox/emulator-envd";
-import { COMMAND_CHANNEL_SWITCH, commandChannelStatus } from "@paperclip-sandbox/kit";
+import { commandChannelStatus } from "@paperclip-sandbox/kit";
 import { createE2bPlugin } from "./plugin.js";
 
 const emu = await runEmulator(emulator);
-const switchBefore = process.env[COMMAND_CHANNEL_SWITCH];
-beforeAll(() => {
-  // Every command waits for the channel, so each test knows which path a command takes.
-  process.env[COMMAND_CHANNEL_SWITCH] = "always";
-});
+useCommandChannelSwitch();
 afterAll(async () => {
-  if (switchBefore === undefined) delete process.env[COMMAND_CHANNEL_SWITCH];
-  else process.env[COMMAND_CHANNEL_SWITCH] = switchBefore;
   await emu.close();
 });
 afterEach(() => emu.faults.clear());

@@ -5,19 +5,16 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { PluginEnvironmentLease } from "@paperclipai/plugin-sdk";
-import { closeCommandChannel, COMMAND_CHANNEL_SWITCH, commandChannelStatus } from "@paperclip-sandbox/kit";
+import { closeCommandChannel, commandChannelStatus } from "@paperclip-sandbox/kit";
+import { useCommandChannelSwitch } from "@paperclip-sandbox/conformance";
 import { runIdentity, startHarness, type Harness } from "./__fixtures__/harness.js";
 
 let h: Harness;
-const switchBefore = process.env[COMMAND_CHANNEL_SWITCH];
+const channelSwitch = useCommandChannelSwitch();
 beforeAll(async () => {
-  // Every command waits for the channel, so each test knows which path a command takes.
-  process.env[COMMAND_CHANNEL_SWITCH] = "always";
   h = await startHarness();
 }, 60_000);
 afterAll(async () => {
-  if (switchBefore === undefined) delete process.env[COMMAND_CHANNEL_SWITCH];
-  else process.env[COMMAND_CHANNEL_SWITCH] = switchBefore;
   await h?.close();
 }, 60_000);
 
@@ -155,12 +152,12 @@ describe("exe-dev: the command channel under faults", () => {
         await ready(lease);
         const overChannel = await outcome();
         expect(status(lease).overChannel).toBeGreaterThanOrEqual(1);
-        process.env[COMMAND_CHANNEL_SWITCH] = "off";
+        channelSwitch.set("off");
         const fresh = await outcome();
         expect(overChannel).toEqual(fresh);
         expect(fresh).toEqual({ exitCode: 137, signal: null, stdout: "before\n" });
       } finally {
-        process.env[COMMAND_CHANNEL_SWITCH] = "always";
+        channelSwitch.reset();
         await h.release(lease);
       }
       expect(await h.emu.leftovers()).toEqual([]);

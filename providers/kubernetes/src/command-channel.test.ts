@@ -1,19 +1,16 @@
 // The kit's command channel in kubernetes pods (the in-repo API test server, client-node, in
 // process): the in-sandbox multiplexer killed mid-command, as an agent or the OOM killer would.
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { COMMAND_CHANNEL_SWITCH, commandChannelStatus } from "@paperclip-sandbox/kit";
+import { commandChannelStatus } from "@paperclip-sandbox/kit";
+import { useCommandChannelSwitch } from "@paperclip-sandbox/conformance";
 import { acquire, startPlugin, startTestCluster, type TestCluster } from "./__fixtures__/cluster.js";
 
 let test: TestCluster;
-const switchBefore = process.env[COMMAND_CHANNEL_SWITCH];
+useCommandChannelSwitch();
 beforeAll(async () => {
-  // Every command waits for the channel, so the test knows which path a command takes.
-  process.env[COMMAND_CHANNEL_SWITCH] = "always";
   test = await startTestCluster();
 });
 afterAll(async () => {
-  if (switchBefore === undefined) delete process.env[COMMAND_CHANNEL_SWITCH];
-  else process.env[COMMAND_CHANNEL_SWITCH] = switchBefore;
   await test?.close();
 });
 

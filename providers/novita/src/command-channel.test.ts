@@ -1,21 +1,15 @@
 // The kit's command channel in Novita sandboxes (the envd emulator, the real novita-sandbox SDK, in
 // process): its stdin is one envd StreamInput stream sent with Novita's routing headers.
-import { afterAll, beforeAll, expect, it, vi } from "vitest";
-import { hostFor } from "@paperclip-sandbox/conformance";
+import { afterAll, expect, it, vi } from "vitest";
+import { hostFor, useCommandChannelSwitch } from "@paperclip-sandbox/conformance";
 import { runEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "@paperclip-sandbox/emulator-envd";
-import { COMMAND_CHANNEL_SWITCH, commandChannelStatus } from "@paperclip-sandbox/kit";
+import { commandChannelStatus } from "@paperclip-sandbox/kit";
 import { createNovitaPlugin } from "./plugin.js";
 
 const emu = await runEmulator(emulator);
-const switchBefore = process.env[COMMAND_CHANNEL_SWITCH];
-beforeAll(() => {
-  // Every command waits for the channel, so the test knows which path a command takes.
-  process.env[COMMAND_CHANNEL_SWITCH] = "always";
-});
+useCommandChannelSwitch();
 afterAll(async () => {
-  if (switchBefore === undefined) delete process.env[COMMAND_CHANNEL_SWITCH];
-  else process.env[COMMAND_CHANNEL_SWITCH] = switchBefore;
   await emu.close();
 });
 

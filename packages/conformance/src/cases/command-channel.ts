@@ -5,8 +5,7 @@ import { ConformanceSkip } from "../skip.js";
 import type { AcquiredLease, ConformanceWorld } from "../world.js";
 
 const LEASE_METHODS = ["environmentAcquireLease", "environmentDestroyLease", "environmentExecute"];
-/** The kit's switch: `always` makes every command wait for the lease's channel. */
-const SWITCH = "PAPERCLIP_SANDBOX_COMMAND_CHANNEL";
+import { COMMAND_CHANNEL_SWITCH_VARIABLE as SWITCH } from "../channel-switch.js";
 /**
  * Prints `channel` when the command runs over the kit's multiplexer (its parent is the in-sandbox
  * `node -e <mux>`, whose source names itself `paperclip-channel`), `exec` when it is a vendor exec.
