@@ -180,6 +180,16 @@ describe("createStreamedProcessRunner", () => {
     expect(vendor.calls.filter((c) => c.op === "kill").map((c) => c.detail)).toEqual(["SIGTERM", "SIGKILL"]);
   });
 
+  it("a signal that outlives the command sends no kill once the command has ended", async () => {
+    const vendor = localVendor();
+    const longLived = new AbortController();
+    const exit = await createStreamedProcessRunner({ api: vendor.api }).run("exit 3", { signal: longLived.signal, killGraceMs: 10 });
+    expect(exit).toMatchObject({ exitCode: 3, reason: "exit" });
+    longLived.abort();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(vendor.count("kill")).toBe(0);
+  });
+
   it("passes io.env as the vendor's env field, and a deadline only when it declares remoteTimeout", async () => {
     const vendor = localVendor();
     const out = text();

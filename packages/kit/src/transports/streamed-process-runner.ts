@@ -1,4 +1,4 @@
-import { Readable } from "node:stream";
+import type { Readable } from "node:stream";
 import { abortedExit, timedOutExit, type ScriptIo, type ScriptRunner, type TransportCapabilities } from "../transport.js";
 import { scriptSink } from "./script-sink.js";
 import { INLINE_STDIN_BYTES } from "./staged-stdin.js";
@@ -149,8 +149,9 @@ export function createStreamedProcessRunner(opts: StreamedProcessRunnerOptions):
       let aborted = false;
       let graceTimer: NodeJS.Timeout | undefined;
       let letGo: NodeJS.Timeout | undefined;
+      let onAbort: (() => void) | undefined;
       const abandoned = new Promise<"abandoned">((resolve) => {
-        const onAbort = () => {
+        onAbort = () => {
           aborted = true;
           void proc.kill?.("SIGTERM").catch(() => undefined);
           graceTimer = setTimeout(() => void proc.kill?.("SIGKILL").catch(() => undefined), io.killGraceMs ?? DEFAULT_KILL_GRACE_MS);
@@ -179,6 +180,9 @@ export function createStreamedProcessRunner(opts: StreamedProcessRunnerOptions):
         if (outcome.timedOut) return timedOutExit(outcome.signal ?? "SIGKILL", proc.pid);
         return { exitCode: outcome.exitCode, signal: outcome.signal, reason: outcome.signal ? "signal" : "exit", pid: proc.pid };
       } finally {
+        // The caller's signal may outlive this command (a channel's, a lease's): its abort later
+        // must not send kills for a process that is gone (a vendor call, on a lease maybe released).
+        if (onAbort) io.signal?.removeEventListener("abort", onAbort);
         if (graceTimer) clearTimeout(graceTimer);
         if (letGo) clearTimeout(letGo);
       }
