@@ -260,7 +260,7 @@ describe("bridge streamed processes (the streams extension)", () => {
     expect(left).not.toMatch(/sleep 31[34]/);
   });
 
-  it("refuses a process, a stdin part and a kill on a destroyed lease without booting a container", async () => {
+  it("refuses a process, a stdin part, a kill and file transfers on a destroyed lease without booting a container", async () => {
     const id = await lease();
     await fetch(`${base}/leases/${id}`, { method: "DELETE", headers: auth });
     const before = await emu.leftovers();
@@ -272,6 +272,10 @@ describe("bridge streamed processes (the streams extension)", () => {
     const put = await fetch(`${base}/exec/${processId}/stdin?providerLeaseId=${id}&seq=0`, { method: "PUT", headers: auth, body: "x" });
     expect(put.status).toBe(409);
     expect((await post(`/exec/${processId}/kill`, { providerLeaseId: id })).status).toBe(409);
+    const upload = await fetch(`${base}/files?providerLeaseId=${id}&path=/tmp/x`, { method: "PUT", headers: auth, body: "x" });
+    expect(upload.status).toBe(409);
+    expect(await upload.json()).toEqual(gone);
+    expect((await fetch(`${base}/files?providerLeaseId=${id}&path=/etc/hostname`, { headers: auth })).status).toBe(409);
     expect(await emu.leftovers()).toEqual(before);
   });
 

@@ -58,15 +58,12 @@ describe("cloudflare: the command channel on the bridge's terminal", () => {
       expect(since(mark, "/exec")).toEqual([]);
       expect(emu.requests.list({ since: mark, includeRunning: true }).map((r) => `${r.method} ${r.route ?? r.path}`)).toEqual([]);
       // The same command with the channel switched off is one streamed process: one POST /exec.
-      channelSwitch.set("off");
-      try {
+      await channelSwitch.during("off", async () => {
         const fresh = emu.requests.mark();
         expect((await host.sh(lease, "echo fresh")).stdout).toBe("fresh\n");
         await settled();
         expect(since(fresh, "/exec").filter((r) => r.method === "POST")).toHaveLength(1);
-      } finally {
-        channelSwitch.reset();
-      }
+      });
       expect(commandChannelStatus(id(lease)).overChannel).toBeGreaterThanOrEqual(4);
     } finally {
       await host.release(lease);
@@ -82,13 +79,7 @@ describe("cloudflare: the command channel on the bridge's terminal", () => {
       await host.sh(lease, "true");
       await ready(lease);
       const over = await host.sh(lease, `${probe}; echo; grep -q "paperclip-chan""nel" /proc/$PPID/cmdline && echo channel`);
-      channelSwitch.set("off");
-      let fresh: Awaited<ReturnType<typeof host.sh>>;
-      try {
-        fresh = await host.sh(lease, probe);
-      } finally {
-        channelSwitch.reset();
-      }
+      const fresh = await channelSwitch.during("off", () => host.sh(lease, probe));
       expect(over.stdout).toMatch(/\nchannel\n$/);
       expect(over.stdout.replace(/\nchannel\n$/, "")).toBe(fresh.stdout);
       expect(fresh.stdout).toContain("not a tty");
@@ -137,20 +128,33 @@ describe("cloudflare: the command channel on the bridge's terminal", () => {
       await bridgeSh(id(lease), `kill -KILL ${mux}`);
       await expect(victim).rejects.toThrow(/command channel broke/);
       expect((await Promise.all(held)).map((r) => [r.exitCode, r.stdout])).toEqual([1, 2, 3].map((i) => [0, `ok${i}\n`]));
-      channelSwitch.set("off");
-      try {
+      await channelSwitch.during("off", async () => {
         expect((await host.sh(lease, "sort ran.log; cat victim.log")).stdout).toBe("1\n2\n3\nrun\n");
         const pid = (await host.sh(lease, "cat victim.pid")).stdout.trim();
         expect((await host.sh(lease, `kill -0 ${pid} 2>/dev/null && echo alive || echo gone`)).stdout).toBe("gone\n");
-      } finally {
-        channelSwitch.reset();
-      }
+      });
       expect(commandChannelStatus(id(lease)).breaks).toBe(1);
     } finally {
       await host.release(lease);
     }
     expect(await emu.leftovers()).toEqual([]);
   }, 90_000);
+
+  it("release sends no kill for the channel's finished staging process (a kill on a destroyed lease boots a container)", async () => {
+    const host = harness();
+    const lease = await host.acquire();
+    await host.sh(lease, "true");
+    await ready(lease);
+    await settled();
+    const mark = emu.requests.mark();
+    await host.release(lease);
+    await settled();
+    const made = emu.requests.list({ since: mark, includeRunning: true }).map((r) => `${r.method} ${r.path}`);
+    expect(made.filter((line) => line.startsWith(`POST ${PREFIX}/exec/`))).toEqual([]);
+    // The lease itself was ended (DELETE /leases/:id), after which a kill would have booted a new container.
+    expect(made.filter((line) => line.startsWith(`DELETE ${PREFIX}/leases/`))).toHaveLength(1);
+    expect(await emu.leftovers()).toEqual([]);
+  }, 60_000);
 
   it("release lets a command in flight finish, then closes the channel: its terminal ends, no multiplexer is left", async () => {
     const host = harness({ reuseLease: true, keepAlive: true });

@@ -103,6 +103,27 @@ describe("the bridge's terminal route", () => {
     }
   });
 
+  it("a release that lands while a terminal opens leaves no container, even when the open then fails", async () => {
+    const id = await lease();
+    const C = "/c/:cid/p/:port";
+    try {
+      // The terminal's staging waits at the container while the lease is destroyed; it then boots a
+      // fresh container, and the container's terminal refuses: the bridge must end what it booted.
+      emu.faults.inject({ kind: "latency", ms: 400, route: `${C}/api/execute`, method: "POST", times: 1 });
+      emu.faults.inject({ kind: "status", status: 500, route: `${C}/ws/pty`, times: 1 });
+      const mark = emu.requests.mark();
+      const opening = open({ providerLeaseId: id, command: "true" });
+      opening.catch(() => undefined);
+      while (!emu.requests.list({ since: mark, includeRunning: true }).some((r) => r.route === `${C}/api/execute`)) await new Promise((r) => setTimeout(r, 10));
+      expect((await destroy(id)).status).toBe(200);
+      await expect(opening).rejects.toThrow(/^(409|500|502) /);
+      expect(await emu.leftovers()).toEqual([]);
+    } finally {
+      emu.faults.clear();
+      await destroy(id);
+    }
+  });
+
   it("carries bytes both ways on a real terminal, reports the exit status and cuts the end marker out", async () => {
     const id = await lease();
     try {

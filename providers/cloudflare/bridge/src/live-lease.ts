@@ -6,7 +6,8 @@ import { destroyQuietly, sandboxFor } from "./sandboxes.js";
 /**
  * Whether the lease is one this bridge still holds (its registry drops a lease before destroying its
  * sandbox). Any call on a destroyed sandbox starts a fresh, empty container (the SDK starts one for
- * every call), so the `streams` extension's calls check first.
+ * every call), so this bridge's own routes check first; upstream's JSON exec does not (upstream's
+ * plugin runs it on leases this registry may not hold).
  */
 export async function leaseLive(env: Env, providerLeaseId: string): Promise<boolean> {
   return (await registryOf(env.LeaseRegistry).get(providerLeaseId)) !== null;

@@ -306,7 +306,9 @@ const routes: Array<[string, RegExp, Handler]> = [
       const query = new URL(request.url).searchParams;
       const id = str(query.get("providerLeaseId"));
       if (!id) throw new BridgeError(400, "invalid_request", "providerLeaseId is required.");
-      const bytes = await uploadFile(sandboxFor(env, id), absolutePath(query.get("path")), request.body, parseMode(query.get("mode")));
+      const path = absolutePath(query.get("path"));
+      const mode = parseMode(query.get("mode"));
+      const bytes = await onLiveLease(env, id, () => uploadFile(sandboxFor(env, id), path, request.body, mode));
       return json(200, { ok: true, bytes });
     },
   ],
@@ -317,7 +319,8 @@ const routes: Array<[string, RegExp, Handler]> = [
       const query = new URL(request.url).searchParams;
       const id = str(query.get("providerLeaseId"));
       if (!id) throw new BridgeError(400, "invalid_request", "providerLeaseId is required.");
-      const body = await downloadFile(sandboxFor(env, id), absolutePath(query.get("path")));
+      const path = absolutePath(query.get("path"));
+      const body = await onLiveLease(env, id, () => downloadFile(sandboxFor(env, id), path));
       return new Response(body, { status: 200, headers: { "content-type": "application/octet-stream" } });
     },
   ],

@@ -1,4 +1,4 @@
-import { proxyTerminal } from "@cloudflare/sandbox";
+import { proxyTerminal, type Sandbox } from "@cloudflare/sandbox";
 import type { Env } from "./env.js";
 import { BridgeError, str } from "./http.js";
 import { assertLeaseLive, endIfGone } from "./live-lease.js";
@@ -47,22 +47,13 @@ export async function openTerminal(request: Request, env: Env, ctx: ExecutionCon
   const sandbox = sandboxFor(env, id);
   const sessionId = `paperclip-pty-${hex(8)}`;
   const nonce = hex(16);
-  const wrapper = `/tmp/.paperclip-term-${hex(12)}`;
-  const script = ["#!/bin/sh", 'rm -f -- "$0"', "set -m", `/bin/sh -c ${quote(command)}`, `printf '\\033]paperclip-exit;${nonce};%s\\007' "$?"`, ""].join("\n");
-  await controlExec(sandbox, `umask 077; set -C; printf '%s' ${quote(script)} > ${quote(wrapper)} && chmod 700 ${quote(wrapper)}`, "Stage the terminal's program");
-
-  const upgrade = new Request("http://localhost/", { headers: { Upgrade: "websocket", Connection: "Upgrade" } });
-  let answer: Response;
+  let upstream: WebSocket;
   try {
-    answer = await proxyTerminal(sandbox, sessionId, upgrade, { cols, rows, shell: wrapper });
+    upstream = await startTerminal(sandbox, sessionId, command, nonce, cols, rows);
   } catch (error) {
-    await controlExec(sandbox, `rm -f -- ${quote(wrapper)}`, "Remove the terminal's program").catch(() => undefined);
+    // A release that raced the open may have found the old container, and these calls booted a new one.
+    await endIfGone(env, id);
     throw error;
-  }
-  const upstream = answer.webSocket;
-  if (!upstream) {
-    await controlExec(sandbox, `rm -f -- ${quote(wrapper)}`, "Remove the terminal's program").catch(() => undefined);
-    throw new BridgeError(502, "terminal_failed", `The sandbox did not open a terminal (HTTP ${answer.status}).`);
   }
   upstream.accept();
   const [client, server] = Object.values(new WebSocketPair()) as [WebSocket, WebSocket];
@@ -111,6 +102,26 @@ export async function openTerminal(request: Request, env: Env, ctx: ExecutionCon
   server.addEventListener("close", () => finish(1000, "client closed"));
   server.addEventListener("error", () => finish(1011, "client failed"));
   return new Response(null, { status: 101, webSocket: client });
+}
+
+/** Stages the self-deleting wrapper and opens the SDK's terminal on it: the container's socket. */
+async function startTerminal(sandbox: Sandbox, sessionId: string, command: string, nonce: string, cols: number, rows: number): Promise<WebSocket> {
+  const wrapper = `/tmp/.paperclip-term-${hex(12)}`;
+  const script = ["#!/bin/sh", 'rm -f -- "$0"', "set -m", `/bin/sh -c ${quote(command)}`, `printf '\\033]paperclip-exit;${nonce};%s\\007' "$?"`, ""].join("\n");
+  await controlExec(sandbox, `umask 077; set -C; printf '%s' ${quote(script)} > ${quote(wrapper)} && chmod 700 ${quote(wrapper)}`, "Stage the terminal's program");
+  const upgrade = new Request("http://localhost/", { headers: { Upgrade: "websocket", Connection: "Upgrade" } });
+  let answer: Response;
+  try {
+    answer = await proxyTerminal(sandbox, sessionId, upgrade, { cols, rows, shell: wrapper });
+  } catch (error) {
+    await controlExec(sandbox, `rm -f -- ${quote(wrapper)}`, "Remove the terminal's program").catch(() => undefined);
+    throw error;
+  }
+  if (!answer.webSocket) {
+    await controlExec(sandbox, `rm -f -- ${quote(wrapper)}`, "Remove the terminal's program").catch(() => undefined);
+    throw new BridgeError(502, "terminal_failed", `The sandbox did not open a terminal (HTTP ${answer.status}).`);
+  }
+  return answer.webSocket;
 }
 
 function trySetArrayBuffer(socket: WebSocket): void {
