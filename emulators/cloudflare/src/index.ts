@@ -52,7 +52,8 @@ export const emulator: EmulatorDefinition<CloudflareEmulatorOptions> = {
 
     const containerRouter = createRouter({ errorEnvelope: containerErrorEnvelope, bodyLimit: 64 * 1024 * 1024 });
     registerContainerRoutes(containerRouter, fleet, { clock, streamPollMs: options.streamPollMs ?? STREAM_POLL_MS });
-    const containers = await kit.http(containerRouter);
+    // The DO-to-container hop is inside Cloudflare: a fault on every route is a client's, not this hop's.
+    const containers = await kit.http(containerRouter, { internal: true });
 
     const script = await bundleBridge();
     const mf = new Miniflare({

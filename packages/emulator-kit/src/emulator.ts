@@ -18,7 +18,7 @@ export interface EmulatorKitContext {
   readonly recorder: RequestRecorder;
   readonly faults: FaultInjector;
   /** Starts an HTTP server (h1, h2c, WebSockets; TLS with `tls: true`) closed with the emulator. */
-  http(router: Router, options?: Pick<HttpServerOptions, "port" | "tls" | "secretHeaders" | "onUnexpectedError">): Promise<HttpServer>;
+  http(router: Router, options?: Pick<HttpServerOptions, "port" | "tls" | "secretHeaders" | "onUnexpectedError" | "internal">): Promise<HttpServer>;
   /** Starts a gRPC server closed with the emulator. */
   grpc(options: Omit<GrpcServerOptions, "recorder" | "faults" | "host">): Promise<GrpcServer>;
   /** The emulator's one self-signed certificate (made on first use); `tls: true` servers use it. */

@@ -4,6 +4,7 @@ import { WebSocket } from "ws";
 import { runEmulator, type RunningEmulator } from "../emulator.js";
 import { echoEmulator } from "../example/echo.js";
 import { bearer, collectStream, connectRequest, echoGrpcClient, parseConnectStream, unary, type EchoGrpcClient } from "../__fixtures__/echo-clients.js";
+import { createRouter } from "../http/router.js";
 import { createFaultInjector } from "./injector.js";
 
 let emulator: RunningEmulator;
@@ -224,5 +225,34 @@ describe("fault injection, observed from real clients", () => {
     await expect(openWs()).rejects.toThrow("unexpected 503");
     const socket = await openWs();
     socket.close();
+  });
+});
+
+describe("fault injection and a vendor's internal hop", () => {
+  it("a fault on every route passes an internal server by; one naming its route still applies", async () => {
+    const twoHops = await runEmulator({
+      name: "two-hops",
+      description: "an API and, behind it, a hop inside the vendor",
+      async start(kit) {
+        const inside = createRouter();
+        inside.get("/inside", () => ({ ok: true }));
+        const behind = await kit.http(inside, { internal: true });
+        const front = createRouter();
+        front.get("/front", () => ({ ok: true }));
+        const api = await kit.http(front);
+        return { url: api.url, endpoints: { inside: behind.url } };
+      },
+    });
+    try {
+      twoHops.faults.inject({ kind: "status", status: 503, route: "*" });
+      expect((await fetch(`${twoHops.url}/front`)).status).toBe(503);
+      expect((await fetch(`${twoHops.endpoints.inside}/inside`)).status).toBe(200);
+      twoHops.faults.clear();
+      twoHops.faults.inject({ kind: "status", status: 503, route: "/inside", times: 1 });
+      expect((await fetch(`${twoHops.endpoints.inside}/inside`)).status).toBe(503);
+      expect(twoHops.faults.applied().map((a) => a.route)).toEqual(["/inside"]);
+    } finally {
+      await twoHops.close();
+    }
   });
 });

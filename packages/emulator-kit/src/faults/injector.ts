@@ -21,6 +21,8 @@ export interface AppliedFault {
 export interface FaultTarget {
   route: string | null;
   method?: string;
+  /** A call between the vendor's own parts (behind its API): a fault on `*` passes it by. */
+  internal?: boolean;
 }
 
 export interface FaultInjector {
@@ -82,7 +84,7 @@ export function createFaultInjector(options: FaultInjectorOptions = {}): FaultIn
     for (const fault of armed) {
       const { spec } = fault;
       if (spec.kind !== kind) continue;
-      if (spec.route !== "*" && spec.route !== target.route) continue;
+      if (spec.route === "*" ? target.internal === true : spec.route !== target.route) continue;
       if (spec.method !== undefined && spec.method.toUpperCase() !== method) continue;
       fault.seen++;
       if (fault.seen <= (spec.skip ?? 0)) continue;

@@ -28,6 +28,12 @@ export interface HttpServerOptions {
   secretHeaders?: readonly string[];
   /** Bugs in handlers land here (default: one line on stderr; the client gets a generic 500). */
   onUnexpectedError?: (error: unknown, where: string) => void;
+  /**
+   * The server stands in for a hop inside the vendor (Cloudflare's Durable Object to its container),
+   * not an API a client calls: faults on `*` pass it by (a latency meant as the client's round trip
+   * is not paid again inside); a fault naming one of its routes still applies.
+   */
+  internal?: boolean;
 }
 
 export interface HttpServer {
@@ -49,7 +55,8 @@ export const defaultUnexpectedError = (error: unknown, where: string) => {
 };
 
 export async function startHttpServer(options: HttpServerOptions): Promise<HttpServer> {
-  const { router, recorder, faults } = options;
+  const { router, recorder } = options;
+  const faults: FaultInjector = options.internal ? { ...options.faults, take: (kind, target) => options.faults.take(kind, { ...target, internal: true }) } : options.faults;
   const errorEnvelope = router.options.errorEnvelope ?? defaultErrorEnvelope;
   const bodyLimit = router.options.bodyLimit ?? DEFAULT_BODY_LIMIT;
   const secretHeaders = options.secretHeaders ?? [];
