@@ -4,10 +4,11 @@ import { afterAll, beforeAll } from "vitest";
 export const COMMAND_CHANNEL_SWITCH_VARIABLE = "PAPERCLIP_SANDBOX_COMMAND_CHANNEL";
 
 export interface CommandChannelSwitch {
-  /** Sets the switch for what follows (e.g. `off`: every command a vendor exec of its own). */
-  set(value: string): void;
-  /** Back to the file's value. */
-  reset(): void;
+  /**
+   * Runs `fn` with the switch at `value` (e.g. `off`: every command a vendor exec of its own), then
+   * puts the file's value back, also when `fn` throws.
+   */
+  during<T>(value: string, fn: () => Promise<T>): Promise<T>;
 }
 
 /**
@@ -25,7 +26,13 @@ export function useCommandChannelSwitch(value = "always"): CommandChannelSwitch 
     else process.env[COMMAND_CHANNEL_SWITCH_VARIABLE] = before;
   });
   return {
-    set: (next) => void (process.env[COMMAND_CHANNEL_SWITCH_VARIABLE] = next),
-    reset: () => void (process.env[COMMAND_CHANNEL_SWITCH_VARIABLE] = value),
+    async during(next, fn) {
+      process.env[COMMAND_CHANNEL_SWITCH_VARIABLE] = next;
+      try {
+        return await fn();
+      } finally {
+        process.env[COMMAND_CHANNEL_SWITCH_VARIABLE] = value;
+      }
+    },
   };
 }

@@ -47,20 +47,15 @@ const sshProcesses = () =>
     })
     .filter((cmdline) => /^\S*ssh /.test(cmdline) && cmdline.includes(h.runtimeParent));
 
-describe("exe-dev: the command channel under faults", () => {
+/** A test on a fresh lease whose channel is ready: released after it, and nothing left behind. */
+function onReadyLease(name: string, test: (lease: PluginEnvironmentLease) => Promise<void>): void {
   it(
-    "a steady command opens no SSH channel: it rides the lease's one long-lived channel",
+    name,
     async () => {
       const lease = await h.acquire();
       try {
         await ready(lease);
-        await h.sh(lease, "true");
-        const mark = h.emu.requests.mark();
-        const outs = [];
-        for (const word of ["one", "two", "three"]) outs.push((await h.sh(lease, `echo ${word}`)).stdout);
-        expect(outs).toEqual(["one\n", "two\n", "three\n"]);
-        expect(sessions(lease, mark)).toBe(0);
-        expect(status(lease).overChannel).toBeGreaterThanOrEqual(4);
+        await test(lease);
       } finally {
         await h.release(lease);
       }
@@ -68,30 +63,31 @@ describe("exe-dev: the command channel under faults", () => {
     },
     TEST_MS,
   );
+}
 
-  it(
-    "the multiplexer killed mid-command: that command fails as lost with its group ended; the next runs; the channel comes back",
-    async () => {
-      const lease = await h.acquire();
-      try {
-        await ready(lease);
-        const victim = h.sh(lease, "echo $$ > victim.pid; sleep 60");
-        await vi.waitFor(async () => expect((await h.sh(lease, "cat victim.pid 2>/dev/null")).stdout).toMatch(/^\d+\n$/), { timeout: 20_000, interval: 100 });
-        const pid = (await h.sh(lease, "cat victim.pid")).stdout.trim();
-        // The killer runs over the channel too: its parent is the multiplexer.
-        await expect(h.sh(lease, "kill -9 $PPID")).rejects.toThrow(/command channel broke/);
-        await expect(victim).rejects.toThrow(/command channel broke/);
-        expect((await h.sh(lease, `kill -0 ${pid} 2>/dev/null && echo alive || echo gone`)).stdout).toBe("gone\n");
-        await comesBack(lease);
-        expect(status(lease).breaks).toBe(1);
-        expect((await h.sh(lease, "echo over")).stdout).toBe("over\n");
-      } finally {
-        await h.release(lease);
-      }
-      expect(await h.emu.leftovers()).toEqual([]);
-    },
-    TEST_MS,
-  );
+describe("exe-dev: the command channel under faults", () => {
+  onReadyLease("a steady command opens no SSH channel: it rides the lease's one long-lived channel", async (lease) => {
+    await h.sh(lease, "true");
+    const mark = h.emu.requests.mark();
+    const outs = [];
+    for (const word of ["one", "two", "three"]) outs.push((await h.sh(lease, `echo ${word}`)).stdout);
+    expect(outs).toEqual(["one\n", "two\n", "three\n"]);
+    expect(sessions(lease, mark)).toBe(0);
+    expect(status(lease).overChannel).toBeGreaterThanOrEqual(4);
+  });
+
+  onReadyLease("the multiplexer killed mid-command: that command fails as lost with its group ended; the next runs; the channel comes back", async (lease) => {
+    const victim = h.sh(lease, "echo $$ > victim.pid; sleep 60");
+    await vi.waitFor(async () => expect((await h.sh(lease, "cat victim.pid 2>/dev/null")).stdout).toMatch(/^\d+\n$/), { timeout: 20_000, interval: 100 });
+    const pid = (await h.sh(lease, "cat victim.pid")).stdout.trim();
+    // The killer runs over the channel too: its parent is the multiplexer.
+    await expect(h.sh(lease, "kill -9 $PPID")).rejects.toThrow(/command channel broke/);
+    await expect(victim).rejects.toThrow(/command channel broke/);
+    expect((await h.sh(lease, `kill -0 ${pid} 2>/dev/null && echo alive || echo gone`)).stdout).toBe("gone\n");
+    await comesBack(lease);
+    expect(status(lease).breaks).toBe(1);
+    expect((await h.sh(lease, "echo over")).stdout).toBe("over\n");
+  });
 
   it(
     "the channel's SSH session refused before its hello: the command runs as a channel of its own, once",
@@ -114,77 +110,42 @@ describe("exe-dev: the command channel under faults", () => {
     TEST_MS,
   );
 
-  it(
-    "the SSH connection cut under a running command: it fails as lost, the next runs once on a new connection, the channel comes back",
-    async () => {
-      const lease = await h.acquire();
-      try {
-        await ready(lease);
-        const host = h.emu.control.sshHost(lease.providerLeaseId!)!;
-        const running = h.sh(lease, "echo $$ > cut.pid; sleep 60");
-        await vi.waitFor(async () => expect((await h.sh(lease, "cat cut.pid 2>/dev/null")).stdout).toMatch(/^\d+\n$/), { timeout: 20_000, interval: 100 });
-        const pid = (await h.sh(lease, "cat cut.pid")).stdout.trim();
-        expect(host.dropConnections()).toBeGreaterThanOrEqual(1);
-        await expect(running).rejects.toThrow(/command channel broke|connection was lost/);
-        expect((await h.sh(lease, "echo once >> ran.log; cat ran.log")).stdout).toBe("once\n");
-        await comesBack(lease);
-        expect((await h.sh(lease, "cat ran.log")).stdout).toBe("once\n");
-        // The command the cut left behind does not run on.
-        await vi.waitFor(async () => expect((await h.sh(lease, `kill -0 ${pid} 2>/dev/null && echo alive || echo gone`)).stdout).toBe("gone\n"), { timeout: 20_000, interval: 200 });
-        expect(host.connections).toBeGreaterThanOrEqual(2);
-      } finally {
-        await h.release(lease);
-      }
-      expect(await h.emu.leftovers()).toEqual([]);
-    },
-    TEST_MS,
-  );
+  onReadyLease("the SSH connection cut under a running command: it fails as lost, the next runs once on a new connection, the channel comes back", async (lease) => {
+    const host = h.emu.control.sshHost(lease.providerLeaseId!)!;
+    const running = h.sh(lease, "echo $$ > cut.pid; sleep 60");
+    await vi.waitFor(async () => expect((await h.sh(lease, "cat cut.pid 2>/dev/null")).stdout).toMatch(/^\d+\n$/), { timeout: 20_000, interval: 100 });
+    const pid = (await h.sh(lease, "cat cut.pid")).stdout.trim();
+    expect(host.dropConnections()).toBeGreaterThanOrEqual(1);
+    await expect(running).rejects.toThrow(/command channel broke|connection was lost/);
+    expect((await h.sh(lease, "echo once >> ran.log; cat ran.log")).stdout).toBe("once\n");
+    await comesBack(lease);
+    expect((await h.sh(lease, "cat ran.log")).stdout).toBe("once\n");
+    // The command the cut left behind does not run on.
+    await vi.waitFor(async () => expect((await h.sh(lease, `kill -0 ${pid} 2>/dev/null && echo alive || echo gone`)).stdout).toBe("gone\n"), { timeout: 20_000, interval: 200 });
+    expect(host.connections).toBeGreaterThanOrEqual(2);
+  });
 
-  it(
-    "a command ended by a signal reports what a fresh exec reports for it (128 + n, no signal)",
-    async () => {
-      const lease = await h.acquire();
-      const outcome = async () => {
-        const result = await h.sh(lease, "echo before; kill -KILL $$");
-        return { exitCode: result.exitCode, signal: (result as { signal?: unknown }).signal ?? null, stdout: result.stdout };
-      };
-      try {
-        await ready(lease);
-        const overChannel = await outcome();
-        expect(status(lease).overChannel).toBeGreaterThanOrEqual(1);
-        channelSwitch.set("off");
-        const fresh = await outcome();
-        expect(overChannel).toEqual(fresh);
-        expect(fresh).toEqual({ exitCode: 137, signal: null, stdout: "before\n" });
-      } finally {
-        channelSwitch.reset();
-        await h.release(lease);
-      }
-      expect(await h.emu.leftovers()).toEqual([]);
-    },
-    TEST_MS,
-  );
+  onReadyLease("a command ended by a signal reports what a fresh exec reports for it (128 + n, no signal)", async (lease) => {
+    const outcome = async () => {
+      const result = await h.sh(lease, "echo before; kill -KILL $$");
+      return { exitCode: result.exitCode, signal: (result as { signal?: unknown }).signal ?? null, stdout: result.stdout };
+    };
+    const overChannel = await outcome();
+    expect(status(lease).overChannel).toBeGreaterThanOrEqual(1);
+    const fresh = await channelSwitch.during("off", outcome);
+    expect(overChannel).toEqual(fresh);
+    expect(fresh).toEqual({ exitCode: 137, signal: null, stdout: "before\n" });
+  });
 
-  it(
-    "a command flooding its output does not hold the others, and every byte arrives",
-    async () => {
-      const lease = await h.acquire();
-      try {
-        await ready(lease);
-        const flood = h.sh(lease, "head -c 8388608 /dev/zero | tr '\\0' a; echo");
-        const quick = await Promise.all([1, 2, 3].map((i) => h.sh(lease, `echo quick${i}`)));
-        expect(quick.map((q) => q.stdout)).toEqual(["quick1\n", "quick2\n", "quick3\n"]);
-        const big = await flood;
-        expect(big.exitCode).toBe(0);
-        expect(big.stdout.length).toBe(8 * 1024 * 1024 + 1);
-        expect(status(lease).overChannel).toBeGreaterThanOrEqual(4);
-      } finally {
-        await h.release(lease);
-      }
-      expect(await h.emu.leftovers()).toEqual([]);
-    },
-    TEST_MS,
-  );
+  onReadyLease("a command flooding its output does not hold the others, and every byte arrives", async (lease) => {
+    const flood = h.sh(lease, "head -c 8388608 /dev/zero | tr '\\0' a; echo");
+    const quick = await Promise.all([1, 2, 3].map((i) => h.sh(lease, `echo quick${i}`)));
+    expect(quick.map((q) => q.stdout)).toEqual(["quick1\n", "quick2\n", "quick3\n"]);
+    const big = await flood;
+    expect(big.exitCode).toBe(0);
+    expect(big.stdout.length).toBe(8 * 1024 * 1024 + 1);
+    expect(status(lease).overChannel).toBeGreaterThanOrEqual(4);
+  });
 
   it(
     "reuse: the release of a kept lease lets a command of the run that resumed it finish, and destroy leaves no ssh process",

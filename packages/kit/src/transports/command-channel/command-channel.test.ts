@@ -409,18 +409,23 @@ describe("command channel: lifetime", () => {
     const box = sandbox();
     const runner = channel(box);
     const muxPid = await warm(box, runner);
-    let stdout = "";
-    const long = runner.run("echo started; sleep 6; echo survived", { stdout: (chunk) => (stdout += chunk.toString("utf8")) });
-    // Running over the channel (its first line arrived) when the release closes it.
-    await vi.waitFor(() => expect(stdout).toBe("started\n"), { timeout: 20_000, interval: 20 });
-    await closeCommandChannel(box.lease);
-    const exit = await long;
-    expect({ exitCode: exit.exitCode, stdout }).toEqual({ exitCode: 0, stdout: "started\nsurvived\n" });
-    expect(commandChannelStatus(box.lease).state).toBe("none");
+    await closeWhileRunning(box, runner, 6);
     expect(alive(muxPid)).toBe(false);
     expect(findMarkedProcesses(MARKER, box.lease)).toEqual([]);
   });
 });
+
+/** Closes the lease's channel while a command of `seconds` runs over it: that command finishes, the channel is gone. */
+async function closeWhileRunning(box: Sandbox, runner: ScriptRunner, seconds: number): Promise<void> {
+  let stdout = "";
+  const long = runner.run(`echo started; sleep ${seconds}; echo survived`, { stdout: (chunk) => (stdout += chunk.toString("utf8")) });
+  // Running over the channel (its first line arrived) when the release closes it.
+  await vi.waitFor(() => expect(stdout).toBe("started\n"), { timeout: 20_000, interval: 20 });
+  await closeCommandChannel(box.lease);
+  const exit = await long;
+  expect({ exitCode: exit.exitCode, stdout }).toEqual({ exitCode: 0, stdout: "started\nsurvived\n" });
+  expect(commandChannelStatus(box.lease).state).toBe("none");
+}
 
 describe("command channel: a carrier of its own (a raw terminal: no EOF, its input's end ends it)", () => {
   /** The local runner as a terminal: input never reaches EOF; its end aborts the exec at once. */
@@ -450,13 +455,7 @@ describe("command channel: a carrier of its own (a raw terminal: no EOF, its inp
     expect({ starts: starts.count, fresh }).toEqual({ starts: 1, fresh: 1 });
     expect((await run(runner, "echo over")).stdout).toBe("over\n");
     expect(fresh).toBe(1);
-    let stdout = "";
-    const long = runner.run("echo started; sleep 1; echo survived", { stdout: (chunk) => (stdout += chunk.toString("utf8")) });
-    await vi.waitFor(() => expect(stdout).toBe("started\n"), { timeout: 20_000, interval: 20 });
-    await closeCommandChannel(box.lease);
-    const exit = await long;
-    expect({ exitCode: exit.exitCode, stdout }).toEqual({ exitCode: 0, stdout: "started\nsurvived\n" });
-    expect(commandChannelStatus(box.lease).state).toBe("none");
+    await closeWhileRunning(box, runner, 1);
     expect(alive(muxPid)).toBe(false);
     // It quit on its own (a clean exit removes its state directory).
     expect(fs.readdirSync(box.tmp).filter((name) => name.startsWith(".paperclip-cc-"))).toEqual([]);
