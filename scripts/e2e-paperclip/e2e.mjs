@@ -109,6 +109,19 @@ async function waitFor(what, fn, { timeoutMs = 90_000, intervalMs = 100 } = {}) 
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
 }
+/** A heartbeat run once it has finished (`onFinished` runs first, on the poll that saw it). */
+function runFinished(what, runId, { timeoutMs = 90_000, onFinished } = {}) {
+  return waitFor(
+    what,
+    async () => {
+      const r = (await api("GET", `/heartbeat-runs/${runId}`)).json;
+      if (!r?.finishedAt) return null;
+      await onFinished?.();
+      return r;
+    },
+    { timeoutMs },
+  );
+}
 /**
  * Beside the worker-call recorder: every vendor call the provider's emulator saw (route, start, wall
  * time, messages; no headers, no bodies), one JSON line each, to `<CALLS_DIR>/<driverKey>.<mode>.emulator.ndjson`,
@@ -399,14 +412,7 @@ async function taskRun({ agentId, environmentId }) {
     },
     { timeoutMs: 90_000, intervalMs: 100 },
   );
-  const run = await waitFor(
-    "heartbeat run finished",
-    async () => {
-      const r = (await api("GET", `/heartbeat-runs/${runId}`)).json;
-      return r && r.finishedAt ? r : null;
-    },
-    { timeoutMs: 30_000, intervalMs: 100 },
-  );
+  const run = await runFinished("heartbeat run finished", runId, { timeoutMs: 30_000 });
   const issue = await apiOk("GET", `/issues/${issueId}`);
   check(issue?.status === "done" && issue.completedAt, `issue ${issueId} is ${issue?.status} after its run's lease was released`);
   return {
@@ -1255,15 +1261,7 @@ async function reuseScenario(p, cid, baseConfig) {
       issueId = issue.id;
       lease1 = await waitFor("first lease", async () => (await leasesOf(eid)).find((l) => l.issueId === issueId && l.heartbeatRunId) ?? null, { timeoutMs: 60_000 });
       current.runIds.push(lease1.heartbeatRunId);
-      run1 = await waitFor(
-        "first run finished",
-        async () => {
-          const r = (await api("GET", `/heartbeat-runs/${lease1.heartbeatRunId}`)).json;
-          if (r?.finishedAt) await pollLeases();
-          return r?.finishedAt ? r : null;
-        },
-        { timeoutMs: 90_000 },
-      );
+      run1 = await runFinished("first run finished", lease1.heartbeatRunId, { onFinished: pollLeases });
       check(run1.status === "succeeded", `first run ${run1.status}: ${redactText(JSON.stringify(run1.error ?? ""))}`);
       lease1 = (await pollLeases()).find((l) => l.id === lease1.id) ?? lease1; // now with its workspace realization
       const res = await checkRunResult(p, { issueId, runId: run1.id, run: run1, lease: lease1 }, { expectMarkerBefore: "none" });
@@ -1287,14 +1285,7 @@ async function reuseScenario(p, cid, baseConfig) {
       current.runIds.push(lease2.heartbeatRunId);
       // Right away, while lease1's status still says what the host saw.
       await pollLeases();
-      run2 = await waitFor(
-        "second run finished",
-        async () => {
-          const r = (await api("GET", `/heartbeat-runs/${lease2.heartbeatRunId}`)).json;
-          return r?.finishedAt ? r : null;
-        },
-        { timeoutMs: 90_000 },
-      );
+      run2 = await runFinished("second run finished", lease2.heartbeatRunId);
       await waitFor("issue done", async () => (await api("GET", `/issues/${issueId}`)).json?.status === "done", { timeoutMs: 30_000 });
       // The host's periodic recovery may requeue the issue's continuation beside its own follow-up run
       // ("continuationRequeued"): that sibling gets a fresh sandbox and may finish the issue first. Seen
@@ -1304,14 +1295,7 @@ async function reuseScenario(p, cid, baseConfig) {
       const resumedRow = others.find((l) => l.providerLeaseId === lease1.providerLeaseId);
       if (resumedRow && resumedRow.heartbeatRunId !== lease2.heartbeatRunId) {
         lease2 = resumedRow;
-        run2 = await waitFor(
-          "resumed run finished",
-          async () => {
-            const r = (await api("GET", `/heartbeat-runs/${lease2.heartbeatRunId}`)).json;
-            return r?.finishedAt ? r : null;
-          },
-          { timeoutMs: 90_000 },
-        );
+        run2 = await runFinished("resumed run finished", lease2.heartbeatRunId);
       }
       lease2 = (await leasesOf(eid)).find((l) => l.id === lease2.id) ?? lease2;
       siblings = others.filter((l) => l.heartbeatRunId !== run2.id);
@@ -1327,14 +1311,7 @@ async function reuseScenario(p, cid, baseConfig) {
       let closedBySibling = false;
       for (const sib of siblings) {
         if (!current.runIds.includes(sib.heartbeatRunId)) current.runIds.push(sib.heartbeatRunId);
-        const sr = await waitFor(
-          "sibling run finished",
-          async () => {
-            const r = (await api("GET", `/heartbeat-runs/${sib.heartbeatRunId}`)).json;
-            return r?.finishedAt ? r : null;
-          },
-          { timeoutMs: 90_000 },
-        );
+        const sr = await runFinished("sibling run finished", sib.heartbeatRunId);
         // Only a sibling that succeeded AND left its own comment (its done) can have closed the issue first.
         const sibComment = commentList.some((c) => String(c.body ?? "").includes(`e2e-fake-claude run=${sib.heartbeatRunId}`));
         if (sr.status === "succeeded" && sibComment) closedBySibling = true;
