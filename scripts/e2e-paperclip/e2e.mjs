@@ -109,7 +109,12 @@ async function waitFor(what, fn, { timeoutMs = 90_000, intervalMs = 100 } = {}) 
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
 }
-/** A heartbeat run once it has finished (`onFinished` runs first, on the poll that saw it). */
+/**
+ * A heartbeat run once it has finished (`onFinished` runs first, on the poll that saw it).
+ * @param {string} what
+ * @param {string} runId
+ * @param {{ timeoutMs?: number, onFinished?: () => Promise<unknown> }} [options]
+ */
 function runFinished(what, runId, { timeoutMs = 90_000, onFinished } = {}) {
   return waitFor(
     what,

@@ -240,7 +240,7 @@ describe("fault injection and a vendor's internal hop", () => {
         const front = createRouter();
         front.get("/front", () => ({ ok: true }));
         const api = await kit.http(front);
-        return { url: api.url, endpoints: { inside: behind.url } };
+        return { url: api.url, endpoints: { inside: behind.url }, credentials: {} };
       },
     });
     try {
