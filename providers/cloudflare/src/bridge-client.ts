@@ -61,7 +61,7 @@ export interface LeaseRecord {
 }
 
 /** The bridge's error body `{error, message, details?}`: code and message. */
-const bridgeErrorFields: VendorErrorExtractor = ({ json, status }) => {
+export const bridgeErrorFields: VendorErrorExtractor = ({ json, status }) => {
   const parsed = json as { error?: unknown; message?: unknown } | undefined;
   return {
     ...(typeof parsed?.error === "string" ? { code: parsed.error } : {}),

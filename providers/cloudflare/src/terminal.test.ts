@@ -7,6 +7,7 @@ import { WebSocket } from "ws";
 import { runEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "@paperclip-sandbox/emulator-cloudflare";
 import { EndMarker } from "../bridge/src/end-marker.js";
+import { openBridgeTerminal } from "./terminal.js";
 
 const emu = await runEmulator(emulator, {});
 afterAll(() => emu.close(), 60_000);
@@ -167,6 +168,20 @@ describe("the bridge's terminal route", () => {
     } finally {
       await destroy(id);
     }
+  });
+});
+
+describe("the plugin's terminal open", () => {
+  it("a refused upgrade is the error the bridge's HTTP routes give: its code, gone, nothing started, no token", async () => {
+    const config = { bridgeBaseUrl: emu.url, bridgeAuthToken: emu.credentials.token! } as Parameters<typeof openBridgeTerminal>[0];
+    const refused = await openBridgeTerminal(config, "pc-gone-12345678", "true", { cols: 80, rows: 24 }, () => undefined).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(refused).toMatchObject({ vendor: "cloudflare", operation: "openTerminal", status: 409, code: "sandbox_state_lost", gone: true, mayHaveTakenEffect: false });
+    expect(String((refused as Error).message)).toContain("Cloudflare sandbox state is no longer available.");
+    expect(JSON.stringify(refused)).not.toContain(emu.credentials.token!);
+    expect(await emu.leftovers()).toEqual([]);
   });
 });
 

@@ -1,5 +1,6 @@
-import { launchedPty, ProviderApiError, PtyUnavailableError, type PtySize, type PtyTransport, type ScriptRunner, type TerminalChannel } from "@paperclip-sandbox/kit";
+import { apiErrorFromUpgradeRefusal, launchedPty, ProviderApiError, PtyUnavailableError, type PtySize, type PtyTransport, type ScriptRunner, type TerminalChannel } from "@paperclip-sandbox/kit";
 import { WebSocket } from "ws";
+import { bridgeErrorFields } from "./bridge-client.js";
 import type { CloudflareConfig } from "./config.js";
 
 const API_PREFIX = "/api/paperclip-sandbox/v1";
@@ -44,8 +45,6 @@ export function openBridgeTerminal(config: CloudflareConfig, providerLeaseId: st
     let settle!: (end: { exitCode: number | null; detail?: string }) => void;
     const ended = new Promise<{ exitCode: number | null; detail?: string }>((done) => (settle = done));
     let detail: string | undefined;
-    const failed = (code: string, message: string, status = 0) =>
-      new ProviderApiError({ vendor: "cloudflare", operation: "openTerminal", status, code, detail: message, retryable: false, gone: code === "sandbox_state_lost", mayHaveTakenEffect: true });
     socket.on("message", (data: Buffer, isBinary: boolean) => {
       if (isBinary) return onData(data);
       let frame: { type?: unknown; code?: unknown; message?: unknown };
@@ -57,23 +56,15 @@ export function openBridgeTerminal(config: CloudflareConfig, providerLeaseId: st
       if (frame.type === "exit") settle({ exitCode: typeof frame.code === "number" ? frame.code : null });
       else if (frame.type === "error" && typeof frame.message === "string") detail = frame.message;
     });
+    // Refused before it opened: the same error as the bridge's HTTP routes give (its code, `gone`).
     socket.on("unexpected-response", (_request, response) => {
-      let body = "";
-      response.on("data", (chunk: Buffer) => (body += chunk.toString("utf8")));
-      response.on("end", () => {
-        let parsed: { error?: unknown; message?: unknown } = {};
-        try {
-          parsed = JSON.parse(body) as typeof parsed;
-        } catch {
-          // not the bridge's JSON
-        }
-        const message = typeof parsed.message === "string" ? parsed.message : `the bridge answered HTTP ${response.statusCode}`;
-        reject(failed(typeof parsed.error === "string" ? parsed.error : `http_${response.statusCode}`, message, response.statusCode ?? 0));
-        settle({ exitCode: null, detail: message });
+      void apiErrorFromUpgradeRefusal(response, { vendor: "cloudflare", operation: "openTerminal", extractError: bridgeErrorFields, secrets: [config.bridgeAuthToken] }).then((error) => {
+        reject(error);
+        settle({ exitCode: null, detail: error.message });
       });
     });
     socket.on("error", (error) => {
-      reject(failed("network", error.message));
+      reject(new ProviderApiError({ vendor: "cloudflare", operation: "openTerminal", status: 0, code: "network", detail: error.message, retryable: false, gone: false, mayHaveTakenEffect: true }));
       settle({ exitCode: null, detail: error.message });
     });
     socket.on("close", (code, reason) => settle({ exitCode: null, ...(code === 1000 ? {} : { detail: detail ?? (reason.toString("utf8") || `the terminal closed with WebSocket code ${code}`) }) }));
