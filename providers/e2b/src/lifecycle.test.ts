@@ -5,26 +5,25 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { Sandbox } from "e2b";
 import { hostFor } from "@paperclip-sandbox/conformance";
-import { runEmulator } from "@paperclip-sandbox/emulator-kit";
+import { createManualClock, runEmulator } from "@paperclip-sandbox/emulator-kit";
 import { emulator } from "@paperclip-sandbox/emulator-envd";
 import { createE2bPlugin } from "./plugin.js";
 
 const emu = await runEmulator(emulator);
-afterAll(() => emu.close());
-const sdk = { apiKey: emu.credentials.apiKey!, apiUrl: emu.url, sandboxUrl: emu.url };
+// Sandbox timeouts on a clock the test moves: a sandbox times out when the test says so, never while
+// it is being acquired (a real 1 s timeout ran out during a loaded CI's acquire).
+const clock = createManualClock();
+const fast = await runEmulator(emulator, { options: { clock } });
+afterAll(async () => {
+  await emu.close();
+  await fast.close();
+});
+const sdkOf = (e: typeof emu) => ({ apiKey: e.credentials.apiKey!, apiUrl: e.url, sandboxUrl: e.url });
+const sdk = sdkOf(emu);
 
-const info = (id: string) => Sandbox.getInfo(id, sdk).catch((error: Error) => (error.name === "SandboxNotFoundError" ? null : Promise.reject(error)));
+const infoOn = (opts: typeof sdk) => (id: string) => Sandbox.getInfo(id, opts).catch((error: Error) => (error.name === "SandboxNotFoundError" ? null : Promise.reject(error)));
+const info = infoOn(sdk);
 const endOf = async (id: string) => (await info(id))!.endAt.getTime();
-
-/** Waits until the emulator no longer has the sandbox; returns when that was seen. */
-async function goneBy(id: string, withinMs: number): Promise<number> {
-  const deadline = Date.now() + withinMs;
-  while (Date.now() < deadline) {
-    if ((await info(id)) === null) return Date.now();
-    await sleep(100);
-  }
-  throw new Error(`sandbox ${id} still exists after ${withinMs} ms`);
-}
 
 describe("e2b lease lifecycle (envd emulator)", () => {
   it("reuse through pause and resume keeps a running process and a file", async () => {
@@ -154,12 +153,16 @@ describe("e2b lease lifecycle (envd emulator)", () => {
   });
 
   it("a resume after the sandbox timed out (its worker gone) reports the expired lease", async () => {
-    const h = hostFor(createE2bPlugin().plugin, { ...sdk, reuseLease: true, timeoutMs: 1_000 }, { driverKey: "e2b" });
+    const h = hostFor(createE2bPlugin().plugin, { ...sdkOf(fast), reuseLease: true, timeoutMs: 10_000 }, { driverKey: "e2b" });
     const crashed = createE2bPlugin().plugin;
+    await clock.advanceTo(Date.now());
     const lease = await h.withPlugin(crashed).acquire();
     // The worker stops (no release): nothing refreshes the sandbox's timeout any more.
     await h.withPlugin(crashed).shutdown();
-    await goneBy(lease.providerLeaseId!, 5_000);
+    const read = infoOn(sdkOf(fast));
+    expect(await read(lease.providerLeaseId!)).not.toBeNull();
+    await clock.advance(11_000);
+    await vi.waitFor(async () => expect(await read(lease.providerLeaseId!)).toBeNull(), { timeout: 10_000, interval: 100 });
     expect(await h.withPlugin(createE2bPlugin().plugin).resume(lease)).toEqual({ providerLeaseId: null, metadata: { expired: true } });
   });
 
