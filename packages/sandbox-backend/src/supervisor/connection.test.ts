@@ -1,12 +1,15 @@
-// Stdin sent over one connection by callers that do not wait for each other (a terminal's
-// keystrokes, written fire-and-forget by the emulators) while the supervisor reads slowly.
+// Backpressure on a supervisor connection, both ways: stdin sent by callers that do not wait for
+// each other (a terminal's keystrokes, written fire-and-forget by the emulators) while the
+// supervisor reads slowly, and a command's output delivered to a host sink that is slow.
 import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { Writable } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { SupervisorClient } from "./client.js";
 import { Connection } from "./connection.js";
-import { FRAME_CONTROL, FRAME_STDIN, createFrameDecoder, parseControl } from "./protocol.js";
+import { FRAME_CONTROL, FRAME_STDIN, FRAME_STDOUT, createFrameDecoder, encodeControl, encodeFrame, parseControl } from "./protocol.js";
 
 let dir: string;
 let server: net.Server;
@@ -71,5 +74,36 @@ describe("sendData from writers that do not wait for each other", () => {
     expect(Buffer.concat(received).equals(Buffer.concat(writes))).toBe(true);
     expect(stdinEndAfter).toBe(Buffer.concat(writes).length);
     expect(hostSocket().listenerCount("drain")).toBe(0);
+  });
+});
+
+describe("a command's output to a slow host sink", () => {
+  it("waits for the sink's 'drain' once, however many frames one read of the socket held", async () => {
+    const held: (() => void)[] = [];
+    const sink = new Writable({
+      highWaterMark: 1,
+      write(chunk, _encoding, callback) {
+        received.push(chunk as Buffer);
+        held.push(callback);
+      },
+    });
+    const received: Buffer[] = [];
+    const lines = Array.from({ length: 40 }, (_, i) => Buffer.from(`line ${i}\n`));
+    const run = new SupervisorClient({ socketPath }).run("true", { stdout: sink });
+    run.catch(() => undefined); // awaited below; a failed check before must not leave it unhandled
+    const supervisor = await accepted;
+    supervisor.resume();
+    // Forty small frames in one write: the host reads them in one chunk, the sink full after the first.
+    supervisor.write(Buffer.concat(lines.map((line) => encodeFrame(FRAME_STDOUT, line))));
+    await vi.waitFor(() => expect(received.length).toBeGreaterThan(0));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(sink.listenerCount("drain")).toBeLessThanOrEqual(1);
+
+    // The sink catches up; the command exits.
+    const release = setInterval(() => held.shift()?.(), 1);
+    await vi.waitFor(() => expect(Buffer.concat(received).equals(Buffer.concat(lines))).toBe(true));
+    supervisor.end(encodeControl({ op: "exit", code: 0 }));
+    expect(await run).toMatchObject({ exitCode: 0, reason: "exit" });
+    clearInterval(release);
   });
 });
