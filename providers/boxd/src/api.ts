@@ -152,10 +152,11 @@ export function createBoxdApi(options: BoxdApiOptions): BoxdApi {
   const once = async <T>(method: string, request: object, signal: AbortSignal | undefined, deadlineMs: number): Promise<T> => {
     for (let attempt = 0; ; attempt += 1) {
       const { metadata: md, token } = await metadata(signal);
+      let abort: (() => void) | undefined;
       try {
         return await new Promise<T>((resolve, reject) => {
           const call = (client[method] as Unary).call(client, request, md, { deadline: Date.now() + deadlineMs }, (error, response) => (error ? reject(error) : resolve(response as T)));
-          const abort = () => call.cancel();
+          abort = () => call.cancel();
           if (signal?.aborted) abort();
           else signal?.addEventListener("abort", abort, { once: true });
         });
@@ -165,6 +166,9 @@ export function createBoxdApi(options: BoxdApiOptions): BoxdApi {
           continue;
         }
         throw boxdError(method, error, redactor.redact);
+      } finally {
+        // The signal may outlive the call (a poll's, an acquire's): one listener per call would pile up.
+        if (abort) signal?.removeEventListener("abort", abort);
       }
     }
   };
@@ -185,6 +189,7 @@ export function createBoxdApi(options: BoxdApiOptions): BoxdApi {
   const upload = async (method: "WriteFile" | "UploadFileStream", head: Record<string, unknown>, data: Buffer, signal: AbortSignal | undefined): Promise<void> => {
     for (let attempt = 0; ; attempt += 1) {
       const { metadata: md, token } = await metadata(signal);
+      let abort: (() => void) | undefined;
       try {
         await new Promise<void>((resolve, reject) => {
           const call = (
@@ -195,7 +200,7 @@ export function createBoxdApi(options: BoxdApiOptions): BoxdApi {
               return reject(Object.assign(new Error(`boxd acknowledged ${response?.bytes_written} of ${data.length} bytes`), { code: grpc.status.DATA_LOSS }));
             resolve();
           });
-          const abort = () => call.cancel();
+          abort = () => call.cancel();
           if (signal?.aborted) abort();
           else signal?.addEventListener("abort", abort, { once: true });
           const parts = chunks(data);
@@ -210,6 +215,8 @@ export function createBoxdApi(options: BoxdApiOptions): BoxdApi {
           continue;
         }
         throw boxdError(method, error, redactor.redact);
+      } finally {
+        if (abort) signal?.removeEventListener("abort", abort);
       }
     }
   };

@@ -1,5 +1,6 @@
 // The gRPC client against the boxd emulator: one token exchange per key, a refused token exchanged
 // again, and the proto the two share.
+import { getEventListeners } from "node:events";
 import { readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { PluginContext } from "@paperclipai/plugin-sdk";
@@ -71,6 +72,18 @@ describe("boxd client", () => {
     await expect(api.createMachine({ name: "taken-name", labels: { "paperclip-run": "r2" } })).rejects.toMatchObject({ code: "already_exists", retryable: false });
     await expect(api.createMachine({ name: "elsewhere", labels: {}, org: "other-org" })).rejects.toMatchObject({ code: "permission_denied" });
     await expect(api.createMachine({ name: "three", labels: {}, vcpu: 3 })).rejects.toMatchObject({ code: "invalid_argument" });
+    await api.destroyMachine(made.id);
+    api.close();
+  });
+
+  it("leaves no abort listener on the caller's signal once a call is done (a poll reuses one signal for many calls)", { timeout: 30_000 }, async () => {
+    const api = createBoxdApi({ ...configOf(emu), tokens: createTokenCache() });
+    const made = await api.createMachine({ name: "listeners", labels: { "paperclip-run": "r3" } });
+    const budget = new AbortController();
+    for (let i = 0; i < 12; i++) expect(await api.getMachine(made.id, budget.signal)).not.toBeNull();
+    await api.writeFile(made.id, "/tmp/listeners", Buffer.from("x"), 0o600, budget.signal);
+    await api.uploadFile(made.id, "/tmp/listeners-upload", Buffer.from("y"), budget.signal);
+    expect(getEventListeners(budget.signal, "abort")).toHaveLength(0);
     await api.destroyMachine(made.id);
     api.close();
   });

@@ -89,6 +89,21 @@ describe("gRPC server over @grpc/grpc-js", () => {
     await emulator!.requests.idle();
   });
 
+  it("serves many calls at once without a listener-leak warning (one 'closing' listener per call in flight)", async () => {
+    const { client, md } = await setUp();
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on("warning", onWarning);
+    try {
+      const calls = Array.from({ length: 12 }, () => collectStream(client.Count!({ count: 3, interval_ms: 20 }, md())));
+      for (const result of await Promise.all(calls)) expect(result.status?.code).toBe(grpc.status.OK);
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off("warning", onWarning);
+    }
+    expect(warnings.filter((w) => w.name === "MaxListenersExceededWarning").map((w) => w.message)).toEqual([]);
+  });
+
   it("serves TLS with the emulator's self-signed certificate", async () => {
     const { client, md } = await setUp(true);
     await expect(unary(client, "Say", { text: "secure" }, md())).resolves.toMatchObject({ text: "secure" });

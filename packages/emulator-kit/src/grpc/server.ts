@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import grpc from "@grpc/grpc-js";
 import protoLoader from "@grpc/proto-loader";
 import type { FaultInjector } from "../faults/injector.js";
@@ -85,6 +86,8 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
   const packageDefinition = protoLoader.loadSync(options.protoPath, { ...DEFAULT_LOADER, ...options.loaderOptions, includeDirs: options.includeDirs });
   const server = new grpc.Server();
   const closing = new AbortController();
+  // One listener per call in flight, removed when the call ends: bounded by the calls, not a leak.
+  setMaxListeners(0, closing.signal);
   const onUnexpectedError = options.onUnexpectedError ?? defaultUnexpectedError;
   const certificate = options.tls === true ? generateSelfSignedCertificate() : options.tls || undefined;
   let listener: Listener | undefined;

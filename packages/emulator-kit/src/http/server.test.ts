@@ -57,6 +57,22 @@ describe("HTTP server", () => {
     expect(wrongMethod.headers.get("allow")).toBe("DELETE");
   });
 
+  it("serves many requests at once without a listener-leak warning (one 'closing' listener per request in flight)", async () => {
+    emulator = await runEmulator(echoEmulator);
+    const key = emulator.credentials.apiKey!;
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on("warning", onWarning);
+    try {
+      const streams = Array.from({ length: 12 }, () => fetch(`${emulator!.url}/events?count=3&intervalMs=20`, { headers: { "x-api-key": key } }).then((r) => r.text()));
+      for (const body of await Promise.all(streams)) expect(body).toContain("event: done");
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off("warning", onWarning);
+    }
+    expect(warnings.filter((w) => w.name === "MaxListenersExceededWarning").map((w) => w.message)).toEqual([]);
+  });
+
   it("caps JSON bodies (413) and rejects bad JSON (400) and bad query values (400)", async () => {
     emulator = await runEmulator(echoEmulator);
     const key = emulator.credentials.apiKey!;

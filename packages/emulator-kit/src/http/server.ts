@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import http from "node:http";
 import http2 from "node:http2";
 import type { FaultInjector } from "../faults/injector.js";
@@ -63,6 +64,8 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   const onUnexpectedError = options.onUnexpectedError ?? defaultUnexpectedError;
   const certificate = options.tls === true ? generateSelfSignedCertificate() : options.tls || undefined;
   const closing = new AbortController();
+  // One listener per request in flight, removed when it ends: bounded by the requests, not a leak.
+  setMaxListeners(0, closing.signal);
 
   const dispatch = async (req: HttpRequest, res: HttpResponse) => {
     const method = (req.method ?? "GET").toUpperCase();

@@ -1,7 +1,8 @@
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { ReadEntry } from "tar";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ArchiveLanding } from "./archive-land.js";
 import { cannedArchiveRunner, rawTar, type RawMember } from "./__fixtures__/raw-tar.js";
 import { syncOut } from "./sync-out.js";
@@ -102,6 +103,29 @@ describe("what reaches the extractor", () => {
     expect(landed).toMatchObject({ counts: { files: 1 } });
     expect(extractorGot.length).toBeLessThanOrEqual(rawTar(members).length + 10240);
     expect(extractorGot.subarray(0, rawTar(members).length).equals(rawTar(members))).toBe(true);
+  });
+});
+
+describe("landing with node-tar (no GNU tar on the host)", () => {
+  beforeEach(() => overrideSystemTar(null));
+  afterEach(() => vi.restoreAllMocks());
+
+  it("hands node-tar one chunk at a time: at most one 'drain' listener on its entry, however many chunks queued up", async () => {
+    // node-tar adds a 'drain' listener to its current entry for every write it answers `false`:
+    // writing a queued batch past that piles them up (MaxListenersExceededWarning in the host's log).
+    let mostDrainListeners = 0;
+    const on = ReadEntry.prototype.on;
+    vi.spyOn(ReadEntry.prototype, "on").mockImplementation(function (this: ReadEntry, ...args: Parameters<typeof on>) {
+      const result = on.apply(this, args);
+      mostDrainListeners = Math.max(mostDrainListeners, this.listenerCount("drain"));
+      return result;
+    });
+    const big = body(2 * 1024 * 1024, 0x61);
+    const { landed } = await feed(rawTar([{ path: "big", type: "0", body: big }]), "batched");
+    expect(landed).toMatchObject({ counts: { files: 1 } });
+    expect((await fs.readFile(path.join(dir, "host", "target", "big"))).equals(big)).toBe(true);
+    expect(mostDrainListeners).toBeGreaterThan(0); // the entry did push back, so the limit was tested
+    expect(mostDrainListeners).toBeLessThanOrEqual(1);
   });
 });
 

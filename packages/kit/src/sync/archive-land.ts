@@ -400,6 +400,7 @@ function nodeTarExtraction(tree: string): Extraction {
     },
   });
   let failure: unknown;
+  let stopped = false;
   const exited = new Promise<void>((resolve) => {
     unpack.on("close", () => resolve());
     unpack.on("error", (error: unknown) => {
@@ -410,14 +411,30 @@ function nodeTarExtraction(tree: string): Extraction {
   const failed = (): never => {
     throw new SyncError("SYNC_HOST_FAILED", "extracting the outbound archive failed", { cause: failure });
   };
+  /** Until node-tar asks for more (or is gone), leaving no listener behind either way. */
+  const drainedOrGone = (): Promise<void> =>
+    new Promise<void>((resolve) => {
+      const done = () => {
+        unpack.off("drain", done);
+        unpack.off("close", done);
+        unpack.off("error", done);
+        resolve();
+      };
+      unpack.once("drain", done);
+      unpack.once("close", done);
+      unpack.once("error", done);
+    });
   return {
     tree,
     async write(parts) {
-      if (failure !== undefined) failed();
-      let flowing = true;
-      for (const part of parts) flowing = unpack.write(part);
-      if (flowing) return;
-      await Promise.race([new Promise<void>((resolve) => unpack.once("drain", () => resolve())), exited]);
+      // One part at a time: node-tar adds a 'drain' listener to its current entry for every write
+      // it answers `false`, so writing on past that piles up one listener per queued part.
+      for (const part of parts) {
+        if (failure !== undefined) failed();
+        // Stopped while waiting: the rest is not wanted (the staging goes anyway).
+        if (stopped) return;
+        if (!unpack.write(part)) await drainedOrGone();
+      }
       if (failure !== undefined) failed();
     },
     async end() {
@@ -433,6 +450,7 @@ function nodeTarExtraction(tree: string): Extraction {
       }
     },
     stop: () => {
+      stopped = true;
       unpack.end();
     },
     kill: () => {

@@ -164,7 +164,8 @@ function deliver(sink: Sink, chunk: Buffer, sock: net.Socket): void {
   }
   const writable = sink as Writable;
   // Backpressure: a slow consumer (e.g. tar extracting on the host) pauses the supervisor's pipe.
-  if (!writable.write(chunk)) {
+  // One read can hold many frames: the first that fills the sink waits for its drain, for them all.
+  if (!writable.write(chunk) && !sock.isPaused()) {
     sock.pause();
     writable.once("drain", () => sock.resume());
   }

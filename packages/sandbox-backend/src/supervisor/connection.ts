@@ -70,6 +70,8 @@ export class Connection {
   private ended = false;
   private failure: Error | null = null;
   private readonly unwatch: () => void;
+  /** The last sendData call's end (never rejects): the next one starts after it. */
+  private sending: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly channel: SupervisorChannel,
@@ -108,8 +110,27 @@ export class Connection {
     return this.sock.write(encodeControl(message));
   }
 
-  /** Sends bytes as STDIN frames, waiting for the socket to drain when it asks to. */
-  async sendData(data: Buffer): Promise<void> {
+  /**
+   * Sends bytes as STDIN frames, waiting for the socket to drain when it asks to. Calls go one
+   * after another: writers that do not wait for each other (terminal input) keep their order, and
+   * one 'drain' wait is pending at a time instead of a listener pair per writer.
+   */
+  sendData(data: Buffer): Promise<void> {
+    const sent = this.sending.then(() => this.sendFrames(data));
+    this.sending = sent.catch(() => undefined);
+    return sent;
+  }
+
+  /** Sends `message` once every sendData call made before it went out (stdin-end after the last bytes). */
+  sendAfterData(message: Record<string, unknown>): Promise<void> {
+    const sent = this.sending.then(() => {
+      this.send(message);
+    });
+    this.sending = sent;
+    return sent;
+  }
+
+  private async sendFrames(data: Buffer): Promise<void> {
     for (let offset = 0; offset < data.length; offset += STDIN_CHUNK_BYTES) {
       if (this.sock.destroyed) throw this.failure ?? new SupervisorTransportError("the supervisor connection is closed");
       if (!this.sock.write(encodeFrame(FRAME_STDIN, data.subarray(offset, offset + STDIN_CHUNK_BYTES)))) await this.drained();

@@ -47,7 +47,8 @@ class SupervisorExecHandle implements ExecHandle {
   async closeStdin(): Promise<void> {
     if (!this.stdinOpen) return;
     this.stdinOpen = false;
-    this.connection.send({ op: "stdin-end" });
+    // After the writes still under way: a caller need not wait for them before closing.
+    await this.connection.sendAfterData({ op: "stdin-end" });
   }
 
   read(stream: OutputStreamName, fromOffset = 0, options: { maxBytes?: number } = {}): Promise<OutputRead> {
