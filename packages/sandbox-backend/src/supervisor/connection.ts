@@ -126,7 +126,7 @@ export class Connection {
     const sent = this.sending.then(() => {
       this.send(message);
     });
-    this.sending = sent;
+    this.sending = sent.catch(() => undefined);
     return sent;
   }
 
